@@ -1,0 +1,173 @@
+# Compiles the GLSL kernels listed in shaders/kernels.cmake to SPIR-V with glslangValidator and
+# embeds them as uint32_t arrays, plus a generated registry (an enum of kernel families and a table
+# of variants) so C++ names kernels by enum, never by string.
+#
+# Optional GLSL extensions are probed once at configure time: a variant whose extension the
+# installed compiler lacks is still listed in the registry, without SPIR-V and with the reason.
+
+set(VKF_SHADER_DIR ${PROJECT_SOURCE_DIR}/shaders)
+set(VKF_GEN_DIR ${PROJECT_BINARY_DIR}/generated)
+set(VKF_GLSL_TARGET_ENV vulkan1.1)
+file(MAKE_DIRECTORY ${VKF_GEN_DIR}/spirv)
+
+# Each probe compiles a tiny shader that really uses the feature, not just the #extension line.
+set(_vkf_probe_fp16_arith [=[
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+void probe() { float16_t a = float16_t(1.0); a = a * a; }]=])
+set(_vkf_probe_storage_16bit [=[
+#extension GL_EXT_shader_16bit_storage : require
+layout(binding = 0) buffer B { float16_t v[]; };
+void probe() { v[0] = float16_t(float(v[1]) * 2.0); }]=])
+set(_vkf_probe_subgroup_arith [=[
+#extension GL_KHR_shader_subgroup_arithmetic : require
+void probe() { float s = subgroupAdd(1.0); }]=])
+set(_vkf_probe_coopmat_nv [=[
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+void probe() { fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> c = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0); }]=])
+set(_vkf_probe_coopmat_khr [=[
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+void probe() { coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0); }]=])
+
+set(VKF_GLSL_FEATURES fp16_arith storage_16bit subgroup_arith coopmat_nv coopmat_khr)
+foreach(feature IN LISTS VKF_GLSL_FEATURES)
+  if(NOT DEFINED VKF_GLSL_HAS_${feature})
+    set(_src ${PROJECT_BINARY_DIR}/glsl_probe/${feature}.comp)
+    file(WRITE ${_src} "#version 450\n${_vkf_probe_${feature}}\nlayout(local_size_x = 1) in;\nvoid main() { probe(); }\n")
+    execute_process(
+      COMMAND ${GLSLANG_VALIDATOR} -V --target-env ${VKF_GLSL_TARGET_ENV} ${_src} -o ${_src}.spv
+      RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+    if(_rc EQUAL 0)
+      set(VKF_GLSL_HAS_${feature} ON CACHE INTERNAL "glslang supports ${feature}")
+    else()
+      set(VKF_GLSL_HAS_${feature} OFF CACHE INTERNAL "glslang supports ${feature}")
+    endif()
+  endif()
+  message(STATUS "vkformer: glslang supports ${feature}: ${VKF_GLSL_HAS_${feature}}")
+endforeach()
+
+set(VKF_KERNEL_FAMILIES "")
+set(VKF_KERNEL_VARIANTS "")
+
+# vkf_kernel(<family> <source.comp> [DTYPES f32 f16 ...] [DEFINES A=1 ...] [REQUIRES feature ...])
+# One variant per dtype; the f16 variant implicitly requires 16-bit storage.
+function(vkf_kernel family source)
+  cmake_parse_arguments(K "" "" "DTYPES;DEFINES;REQUIRES" ${ARGN})
+  if(NOT K_DTYPES)
+    set(K_DTYPES f32)
+  endif()
+  set(families ${VKF_KERNEL_FAMILIES})
+  list(APPEND families ${family})
+  set(VKF_KERNEL_FAMILIES ${families} PARENT_SCOPE)
+  set(variants ${VKF_KERNEL_VARIANTS})
+  foreach(dtype IN LISTS K_DTYPES)
+    set(name ${family}_${dtype})
+    set(requires ${K_REQUIRES})
+    if(dtype STREQUAL "f16")
+      list(APPEND requires storage_16bit)
+    endif()
+    list(REMOVE_DUPLICATES requires)
+    set(missing "")
+    foreach(req IN LISTS requires)
+      if(NOT VKF_GLSL_HAS_${req})
+        list(APPEND missing ${req})
+      endif()
+    endforeach()
+    string(TOUPPER ${dtype} DTYPE_UPPER)
+    set(defines -DDTYPE_${DTYPE_UPPER}=1)
+    foreach(d IN LISTS K_DEFINES)
+      list(APPEND defines -D${d})
+    endforeach()
+    # Empty fields are written as "-": CMake drops empty list elements on expansion.
+    string(REPLACE ";" "|" requires_str "${requires}")
+    string(REPLACE ";" "|" missing_str "${missing}")
+    if(requires_str STREQUAL "")
+      set(requires_str "-")
+    endif()
+    if(missing_str STREQUAL "")
+      set(missing_str "-")
+    endif()
+    list(APPEND variants "${family};${dtype};${name};${requires_str};${missing_str}")
+    if(NOT missing)
+      set(out ${VKF_GEN_DIR}/spirv/${name}.spv.h)
+      add_custom_command(
+        OUTPUT ${out}
+        COMMAND ${GLSLANG_VALIDATOR} -V --target-env ${VKF_GLSL_TARGET_ENV} -I${VKF_SHADER_DIR}
+                ${defines} --vn vkf_spirv_${name} --depfile ${out}.d -o ${out}
+                ${VKF_SHADER_DIR}/${source}
+        MAIN_DEPENDENCY ${VKF_SHADER_DIR}/${source}
+        DEPFILE ${out}.d
+        COMMENT "glslang ${source} -> ${name}"
+        VERBATIM)
+      set_property(GLOBAL APPEND PROPERTY VKF_SPIRV_HEADERS ${out})
+    endif()
+  endforeach()
+  # A flat list, five fields per variant: family, dtype, name, requires, missing.
+  set(VKF_KERNEL_VARIANTS ${variants} PARENT_SCOPE)
+endfunction()
+
+# Writes generated/kernels.gen.hpp (Kernel enum) and kernels.gen.cpp (variant table) and makes
+# an object library target that compiles the table with all SPIR-V arrays.
+function(vkf_generate_kernel_registry target)
+  set(hpp "// Generated by cmake/VkformerShaders.cmake from shaders/kernels.cmake. Do not edit.\n")
+  string(APPEND hpp "#pragma once\n#include <cstdint>\n\nnamespace vkformer::kernels {\n\n")
+  string(APPEND hpp "enum class Kernel : uint16_t {\n")
+  set(family_names "")
+  foreach(f IN LISTS VKF_KERNEL_FAMILIES)
+    string(APPEND hpp "  ${f},\n")
+    string(APPEND family_names "  \"${f}\",\n")
+  endforeach()
+  string(APPEND hpp "  count\n};\n\n}  // namespace vkformer::kernels\n")
+
+  set(cpp "// Generated by cmake/VkformerShaders.cmake from shaders/kernels.cmake. Do not edit.\n")
+  string(APPEND cpp "#include \"kernel_table.hpp\"\n\n")
+  get_property(headers GLOBAL PROPERTY VKF_SPIRV_HEADERS)
+  foreach(h IN LISTS headers)
+    get_filename_component(hn ${h} NAME)
+    string(APPEND cpp "#include \"spirv/${hn}\"\n")
+  endforeach()
+  string(APPEND cpp "\nnamespace vkformer::kernels {\n\nconst char* const kFamilyNames[] = {\n${family_names}};\n\n")
+  string(APPEND cpp "const VariantEntry kVariantTable[] = {\n")
+  set(count 0)
+  # VKF_KERNEL_VARIANTS is a flat list: 5 fields per variant.
+  list(LENGTH VKF_KERNEL_VARIANTS n)
+  set(i 0)
+  while(i LESS n)
+    math(EXPR i1 "${i} + 1")
+    math(EXPR i2 "${i} + 2")
+    math(EXPR i3 "${i} + 3")
+    math(EXPR i4 "${i} + 4")
+    list(GET VKF_KERNEL_VARIANTS ${i} family)
+    list(GET VKF_KERNEL_VARIANTS ${i1} dtype)
+    list(GET VKF_KERNEL_VARIANTS ${i2} name)
+    list(GET VKF_KERNEL_VARIANTS ${i3} requires)
+    list(GET VKF_KERNEL_VARIANTS ${i4} missing)
+    string(TOUPPER "${dtype}" DT)
+    set(req_expr "0u")
+    if(NOT requires STREQUAL "-")
+      string(REPLACE "|" ";" reqs "${requires}")
+      foreach(r IN LISTS reqs)
+        string(APPEND req_expr " | Feature::${r}")
+      endforeach()
+    endif()
+    if(NOT missing STREQUAL "-")
+      string(REPLACE "|" ", " missing_txt "${missing}")
+      string(APPEND cpp "  {Kernel::${family}, DType::${dtype}, \"${name}\", nullptr, 0, ${req_expr}, \"the shader compiler lacks ${missing_txt}\"},\n")
+    else()
+      string(APPEND cpp "  {Kernel::${family}, DType::${dtype}, \"${name}\", vkf_spirv_${name}, sizeof(vkf_spirv_${name}) / 4, ${req_expr}, nullptr},\n")
+    endif()
+    math(EXPR i "${i} + 5")
+    math(EXPR count "${count} + 1")
+  endwhile()
+  string(APPEND cpp "};\n\nconst size_t kVariantCount = ${count};\n\n}  // namespace vkformer::kernels\n")
+
+  file(CONFIGURE OUTPUT ${VKF_GEN_DIR}/kernels.gen.hpp CONTENT "${hpp}" @ONLY)
+  file(CONFIGURE OUTPUT ${VKF_GEN_DIR}/kernels.gen.cpp CONTENT "${cpp}" @ONLY)
+
+  add_library(${target} OBJECT ${VKF_GEN_DIR}/kernels.gen.cpp ${headers})
+  target_include_directories(${target} PRIVATE ${VKF_GEN_DIR} ${PROJECT_SOURCE_DIR}/src/vk
+                                               ${PROJECT_SOURCE_DIR}/include)
+endfunction()

@@ -1,0 +1,97 @@
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vkformer/device_tensor.hpp"
+#include "vkformer/host_tensor.hpp"
+
+namespace vkformer {
+
+// What a Vulkan physical device offers, as `vkformer devices` reports it.
+struct DeviceInfo {
+  uint32_t index = 0;            // position in vkEnumeratePhysicalDevices order
+  std::string name;
+  std::string vendor;            // "NVIDIA", "AMD", "Intel", "Mesa", ... or the vendor id in hex
+  uint32_t vendor_id = 0;
+  uint32_t device_id = 0;
+  std::string type;              // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string uuid;              // 32 hex digits
+  std::string driver_name;
+  std::string driver_info;
+  std::string driver_version;    // decoded per vendor convention
+  std::string api_version;       // "1.3.230"
+  uint32_t subgroup_size = 0;
+  uint32_t min_subgroup_size = 0;
+  uint32_t max_subgroup_size = 0;
+  bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute shaders
+  bool fp16_arithmetic = false;      // shaderFloat16
+  bool storage_16bit = false;        // storageBuffer16BitAccess
+  uint32_t shared_memory_bytes = 0;  // maxComputeSharedMemorySize
+  uint64_t max_storage_buffer_range = 0;
+  uint64_t max_memory_allocation_size = 0;
+  uint64_t device_local_memory_bytes = 0;  // size of the largest device-local heap
+  uint32_t min_storage_buffer_offset_alignment = 0;
+  std::array<uint32_t, 3> max_workgroup_count{};
+  std::array<uint32_t, 3> max_workgroup_size{};
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_push_constants_size = 0;
+  bool timestamps = false;           // timestamps on the compute queue
+  double timestamp_period_ns = 0;
+  bool cooperative_matrix_nv = false;   // VK_NV_cooperative_matrix
+  bool cooperative_matrix_khr = false;  // VK_KHR_cooperative_matrix
+};
+
+struct ValidationMessage {
+  std::string severity;  // "error", "warning"
+  std::string text;
+};
+
+struct InstanceOptions {
+  // Enable VK_LAYER_KHRONOS_validation. Also turned on by VKFORMER_VALIDATION=1.
+  bool validation = false;
+  // With validation: also synchronization validation (hazards between dispatches).
+  bool sync_validation = false;
+};
+
+struct DeviceOptions : InstanceOptions {
+  // Which device: "" uses VKFORMER_DEVICE if set, else the default order (discrete, integrated,
+  // virtual, cpu). Otherwise an index ("0"), a name substring ("llvmpipe") or a UUID.
+  std::string selector;
+  // Longest time one run may take before the device is treated as hung (lost).
+  uint64_t timeout_ms = 600'000;
+};
+
+class DeviceImpl;
+
+// A logical Vulkan device with one compute queue. A cheap, shared handle: copies refer to the
+// same device, which lives until the last handle (and the last executor using it) is gone.
+class Device {
+ public:
+  static std::vector<DeviceInfo> enumerate(const InstanceOptions& options = {});
+  static Device open(const DeviceOptions& options = {});
+
+  const DeviceInfo& info() const;
+
+  // Device-resident tensors that outlive executors: weights, caches, values shared by graphs.
+  DeviceTensor allocate(const Shape& shape, DType dtype);  // zero-filled
+  DeviceTensor upload(const HostTensor& host);
+  HostTensor download(const DeviceTensor& tensor);
+  void write(DeviceTensor& tensor, const HostTensor& host);  // same shape and dtype
+
+  // Messages the validation layer reported since the last call (validation must be on).
+  std::vector<ValidationMessage> take_validation_messages();
+  size_t validation_message_count() const;
+
+  DeviceImpl& impl() const { return *impl_; }
+  const std::shared_ptr<DeviceImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  explicit Device(std::shared_ptr<DeviceImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<DeviceImpl> impl_;
+};
+
+}  // namespace vkformer

@@ -1,0 +1,64 @@
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vkformer/device.hpp"
+#include "vkformer/graph.hpp"
+
+namespace vkformer {
+
+struct CompileOptions {
+  // Let activations whose lifetimes do not overlap share memory.
+  bool reuse_memory = true;
+  // Record GPU timestamps around every op (serializes the ops so each time is its own).
+  bool profile = false;
+};
+
+struct OpTime {
+  std::string op;  // the op's label
+  double microseconds = 0;
+};
+
+struct ExecutorStats {
+  size_t dispatches = 0;
+  size_t barriers = 0;             // pipeline barriers between dispatches
+  size_t recordings = 0;           // how many times the command buffer was recorded
+  size_t runs = 0;
+  uint64_t activation_bytes = 0;   // size of the planned activation arena
+  uint64_t unplanned_bytes = 0;    // what the activations would take without reuse
+  uint64_t constant_bytes = 0;
+  uint64_t staging_bytes = 0;
+};
+
+class ExecutorImpl;
+
+// A graph compiled for one device: pipelines, memory plan and descriptor sets are created once
+// and every dispatch is recorded once; run() replays the recording.
+class Executor {
+ public:
+  Executor(Device device, const Graph& graph, const CompileOptions& options = {});
+  ~Executor();
+  Executor(Executor&&) noexcept;
+  Executor& operator=(Executor&&) noexcept;
+
+  // Copies into the input's staging area. Float inputs accept f32 or f16 data (converted).
+  void set_input(const std::string& name, const HostTensor& value);
+  void run();
+  HostTensor output(const std::string& name) const;
+
+  // set_input for each entry, run(), and every output by name.
+  std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
+
+  std::vector<OpTime> profile() const;  // from the last run; needs CompileOptions::profile
+  ExecutorStats stats() const;
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+
+ private:
+  std::unique_ptr<ExecutorImpl> impl_;
+};
+
+}  // namespace vkformer

@@ -1,0 +1,126 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "vkformer/device_tensor.hpp"
+#include "vkformer/host_tensor.hpp"
+
+namespace vkformer {
+
+// A symbolic tensor in a Graph: an id plus the shape and dtype inferred when it was built.
+struct Tensor {
+  uint32_t id = UINT32_MAX;
+  Shape shape;
+  DType dtype = DType::f32;
+  bool valid() const { return id != UINT32_MAX; }
+};
+
+enum class Activation : uint8_t { none, relu, gelu };
+
+struct MatmulOptions {
+  bool transpose_b = false;     // B is [..., N, K], as a PyTorch Linear weight [out, in]
+  std::optional<Tensor> bias;   // [N], added after scaling by alpha
+  float alpha = 1.0f;           // out = alpha * (A·B) + bias
+  Activation activation = Activation::none;  // applied last (fused into the matmul)
+};
+
+struct SoftmaxOptions {
+  float scale = 1.0f;    // logits are multiplied by it before masks are applied
+  bool causal = false;   // key j is masked for query i when j > i + (Sk - Sq) (bottom-right aligned)
+  // Additive float mask broadcast (numpy rules) against the input; -inf entries mask fully.
+  std::optional<Tensor> mask;
+  // Boolean key-padding mask as i32 [B, Sk], nonzero = ignore that key; broadcast over heads and
+  // queries. The input must then be [B, Sq, Sk] or [B, H, Sq, Sk].
+  std::optional<Tensor> key_padding_mask;
+  bool log = false;      // log-softmax instead of softmax
+};
+
+struct AttentionOptions {
+  float scale = 0.0f;    // 0 means 1/sqrt(head_dim)
+  bool causal = false;
+  std::optional<Tensor> mask;              // additive, broadcast against [B, H, Sq, Sk]
+  std::optional<Tensor> key_padding_mask;  // i32 [B, Sk], nonzero = ignore
+  // Query positions i attend keys j < key_length only (KV caches): i32 [1] tensor holding the
+  // number of valid keys; by default all Sk keys are valid.
+  std::optional<Tensor> key_length;
+  enum class Path : uint8_t { automatic, fused, unfused } path = Path::automatic;
+};
+
+struct PositionalEncodingOptions {
+  float input_scale = 1.0f;            // out = x * input_scale + PE[offset + s]
+  int64_t offset = 0;                  // position of the first row
+  std::optional<Tensor> offset_tensor; // i32 [1]: a position offset read at run time (decoding)
+  int64_t max_len = 5000;              // size of the encoding table
+};
+
+class GraphImpl;
+
+// Builds a graph of tensor ops. Every op infers its output's shape when it is added and throws a
+// vkformer::Error naming the op and the offending shapes if they do not fit.
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+
+  // Sources of data.
+  Tensor input(const std::string& name, const Shape& shape, DType dtype = DType::f32);
+  Tensor constant(const std::string& name, HostTensor value);  // uploaded once, at compile
+  Tensor external(const std::string& name, DeviceTensor tensor);  // bound, never copied
+  void output(const std::string& name, Tensor t);
+  // Make `t` be computed directly into `target` (a device tensor of the same shape and dtype),
+  // so another graph can read it without a round trip through the host.
+  void output_to(Tensor t, const Tensor& external_target);
+
+  // Linear algebra.
+  Tensor matmul(Tensor a, Tensor b, const MatmulOptions& options = {});
+  Tensor linear(Tensor x, Tensor weight, std::optional<Tensor> bias = {},
+                Activation activation = Activation::none);
+  Tensor scale(Tensor x, float alpha);
+
+  // Attention pieces.
+  Tensor softmax(Tensor x, const SoftmaxOptions& options = {});
+  // [B, S, C] -> [B, H, S, D] taking columns [offset, offset + H*D) of the last dim; width is H*D
+  // (default C - offset).
+  Tensor split_heads(Tensor x, int heads, int64_t width = -1, int64_t offset = 0);
+  Tensor concat_heads(Tensor x);  // [B, H, S, D] -> [B, S, H*D]
+  // softmax(Q·Kᵀ·scale + masks)·V on [B, H, Sq, D] / [B, H, Sk, D] / [B, H, Sk, Dv].
+  Tensor attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& options = {});
+
+  // Elementwise and normalization.
+  Tensor add(Tensor a, Tensor b);  // numpy broadcasting
+  Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, float eps = 1e-5f);
+  Tensor gelu(Tensor x);  // erf form, as PyTorch's default
+  Tensor relu(Tensor x);
+  Tensor cast(Tensor x, DType to);  // f32 <-> f16
+
+  // Embeddings.
+  Tensor embedding(Tensor ids, Tensor table);  // ids i32 [...], table [V, D] -> [..., D]
+  Tensor positional_encoding(Tensor x, const PositionalEncodingOptions& options = {});
+
+  // Views (no data movement).
+  Tensor reshape(Tensor x, const Shape& shape);
+
+  // Ops added inside a scope are labelled "<scope>/<op>" in profiles and errors.
+  class Scope {
+   public:
+    Scope(Graph& g, const std::string& name);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Graph& graph_;
+  };
+
+  const GraphImpl& impl() const { return *impl_; }
+  GraphImpl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<GraphImpl> impl_;
+};
+
+}  // namespace vkformer

@@ -1,0 +1,27 @@
+// Activation functions, fp32.
+#ifndef VKF_ACTIVATIONS_GLSL
+#define VKF_ACTIVATIONS_GLSL
+
+// erf(x) by Abramowitz & Stegun 7.1.26 (max abs error 1.5e-7), odd-symmetric.
+float erf_approx(float x) {
+  float s = sign(x);
+  float a = abs(x);
+  float t = 1.0 / (1.0 + 0.3275911 * a);
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t +
+                   0.254829592) * t * exp(-a * a);
+  return s * y;
+}
+
+// PyTorch's default GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
+float gelu(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752)); }
+
+float relu(float x) { return max(x, 0.0); }
+
+// ACT: 0 none, 1 relu, 2 gelu (the order of vkformer::Activation).
+float activate(float x, uint act) {
+  if (act == 1u) return relu(x);
+  if (act == 2u) return gelu(x);
+  return x;
+}
+
+#endif

@@ -1,0 +1,31 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+// out = a + b with numpy broadcasting. Shapes are padded to rank 4; a broadcast dimension has
+// stride 0, so out index i maps to a[sum(coord_d * a_stride_d)] and likewise for b.
+
+layout(local_size_x_id = 0) in;
+
+layout(set = 0, binding = 0) readonly buffer A { T a[]; };
+layout(set = 0, binding = 1) readonly buffer B { T b[]; };
+layout(set = 0, binding = 2) writeonly buffer Out { T o[]; };
+layout(push_constant) uniform Push {
+  uint n;
+  uint dims[4];
+  uint a_stride[4];
+  uint b_stride[4];
+} p;
+
+void main() {
+  uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
+    uint rest = i, ia = 0, ib = 0;
+    for (int d = 3; d >= 0; --d) {
+      uint c = rest % p.dims[d];
+      rest /= p.dims[d];
+      ia += c * p.a_stride[d];
+      ib += c * p.b_stride[d];
+    }
+    o[i] = T(float(a[ia]) + float(b[ib]));
+  }
+}

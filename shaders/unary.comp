@@ -1,0 +1,22 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "activations.glsl"
+// y = f(x) elementwise over n elements with a grid-stride loop. ACT picks f after scaling:
+// y = activate(alpha * x). Scale is ACT 0 with alpha; relu/gelu have alpha 1.
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint ACT = 0;
+
+layout(set = 0, binding = 0) readonly buffer X { T x[]; };
+layout(set = 0, binding = 1) writeonly buffer Y { T y[]; };
+layout(push_constant) uniform Push {
+  uint n;
+  float alpha;
+} p;
+
+void main() {
+  uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride)
+    y[i] = T(activate(p.alpha * float(x[i]), ACT));
+}

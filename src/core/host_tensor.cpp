@@ -1,0 +1,93 @@
+#include "vkformer/host_tensor.hpp"
+
+#include <cstring>
+
+#include "vkformer/error.hpp"
+#include "vkformer/half.hpp"
+
+namespace vkformer {
+
+HostTensor::HostTensor(Shape shape, DType dtype)
+    : shape_(shape), dtype_(dtype), bytes_(static_cast<size_t>(shape.numel()) * dtype_size(dtype)) {}
+
+static void check_count(const Shape& shape, size_t n, const char* what) {
+  if (static_cast<int64_t>(n) != shape.numel())
+    throw Error(ErrorCode::shape_mismatch, std::string(what) + ": shape " + shape.str() + " has " +
+                                               std::to_string(shape.numel()) + " elements, got " +
+                                               std::to_string(n) + " values");
+}
+
+HostTensor HostTensor::from_f32(Shape shape, std::span<const float> values, DType dtype) {
+  check_count(shape, values.size(), "HostTensor::from_f32");
+  HostTensor t(shape, dtype);
+  switch (dtype) {
+    case DType::f32: std::memcpy(t.data(), values.data(), values.size() * 4); break;
+    case DType::f16: {
+      auto* out = reinterpret_cast<uint16_t*>(t.data());
+      for (size_t i = 0; i < values.size(); ++i) out[i] = float_to_half(values[i]);
+      break;
+    }
+    case DType::i32: {
+      auto* out = reinterpret_cast<int32_t*>(t.data());
+      for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<int32_t>(values[i]);
+      break;
+    }
+  }
+  return t;
+}
+
+HostTensor HostTensor::from_i32(Shape shape, std::span<const int32_t> values) {
+  check_count(shape, values.size(), "HostTensor::from_i32");
+  HostTensor t(shape, DType::i32);
+  std::memcpy(t.data(), values.data(), values.size() * 4);
+  return t;
+}
+
+float HostTensor::f32_at(int64_t i) const {
+  switch (dtype_) {
+    case DType::f32: return reinterpret_cast<const float*>(bytes_.data())[i];
+    case DType::f16: return half_to_float(reinterpret_cast<const uint16_t*>(bytes_.data())[i]);
+    case DType::i32: return static_cast<float>(reinterpret_cast<const int32_t*>(bytes_.data())[i]);
+  }
+  return 0;
+}
+
+std::vector<float> HostTensor::to_f32() const {
+  std::vector<float> v(static_cast<size_t>(numel()));
+  if (dtype_ == DType::f32) {
+    std::memcpy(v.data(), bytes_.data(), bytes_.size());
+  } else {
+    for (int64_t i = 0; i < numel(); ++i) v[i] = f32_at(i);
+  }
+  return v;
+}
+
+std::vector<int32_t> HostTensor::to_i32() const {
+  if (dtype_ != DType::i32)
+    throw Error(ErrorCode::invalid_argument,
+                "HostTensor::to_i32 on a " + std::string(dtype_name(dtype_)) + " tensor");
+  std::vector<int32_t> v(static_cast<size_t>(numel()));
+  std::memcpy(v.data(), bytes_.data(), bytes_.size());
+  return v;
+}
+
+HostTensor HostTensor::cast(DType to) const {
+  if (to == dtype_) return *this;
+  if (!is_float(to) || !is_float(dtype_))
+    throw Error(ErrorCode::invalid_argument, "HostTensor::cast from " +
+                                                 std::string(dtype_name(dtype_)) + " to " +
+                                                 std::string(dtype_name(to)) + " is not supported");
+  auto values = to_f32();
+  return from_f32(shape_, values, to);
+}
+
+HostTensor HostTensor::reshaped(Shape shape) const {
+  if (shape.numel() != shape_.numel())
+    throw Error(ErrorCode::shape_mismatch,
+                "reshape " + shape_.str() + " to " + shape.str() + ": element counts differ");
+  HostTensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+}  // namespace vkformer

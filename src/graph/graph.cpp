@@ -1,0 +1,123 @@
+// The Graph builder's sources, sinks, views and scopes. Each op family adds its own builder
+// methods in src/ops/<family>.cpp next to its lowering.
+#include "graph_impl.hpp"
+
+#include "vkformer/graph.hpp"
+
+namespace vkformer {
+
+void shape_error(const std::string& label, const std::string& detail) {
+  throw Error(ErrorCode::shape_mismatch, label + ": " + detail);
+}
+
+std::string describe(const Tensor& t) {
+  return t.shape.str() + " " + std::string(dtype_name(t.dtype));
+}
+
+Tensor GraphImpl::add_node(OpKind kind, const std::string& op, std::vector<uint32_t> in,
+                           OpAttrs attrs, const Shape& shape, DType dtype) {
+  if (shape.numel() == 0)
+    shape_error(label(op), "result " + shape.str() + " has no elements; empty tensors are not supported");
+  uint32_t value = static_cast<uint32_t>(values.size());
+  uint32_t node = static_cast<uint32_t>(nodes.size());
+  values.push_back({shape, dtype, node});
+  nodes.push_back({kind, label(op), std::move(in), value, std::move(attrs)});
+  return Tensor{value, shape, dtype};
+}
+
+std::string GraphImpl::label(const std::string& op) const {
+  std::string s;
+  for (auto& scope : scopes) s += scope + "/";
+  return s + op;
+}
+
+void GraphImpl::check(const Tensor& t, const std::string& op, const char* arg) const {
+  if (!t.valid() || t.id >= values.size() || values[t.id].shape != t.shape ||
+      values[t.id].dtype != t.dtype)
+    throw Error(ErrorCode::invalid_argument,
+                label(op) + ": argument '" + arg + "' is not a tensor of this graph");
+}
+
+bool GraphImpl::has_name(const std::string& name) const {
+  for (auto& [n, v] : inputs)
+    if (n == name) return true;
+  for (auto& [n, v] : outputs)
+    if (n == name) return true;
+  return false;
+}
+
+Graph::Graph() : impl_(std::make_unique<GraphImpl>()) {}
+Graph::~Graph() = default;
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+
+static void check_name(const GraphImpl& g, const std::string& name, const char* what) {
+  if (name.empty())
+    throw Error(ErrorCode::invalid_argument, std::string(what) + ": a name is required");
+  if (g.has_name(name))
+    throw Error(ErrorCode::invalid_argument,
+                std::string(what) + ": the name '" + name + "' is already used in this graph");
+}
+
+Tensor Graph::input(const std::string& name, const Shape& shape, DType dtype) {
+  check_name(*impl_, name, "input");
+  Tensor t = impl_->add_node(OpKind::input, "input:" + name, {}, {}, shape, dtype);
+  impl_->inputs.emplace_back(name, t.id);
+  return t;
+}
+
+Tensor Graph::constant(const std::string& name, HostTensor value) {
+  Tensor t = impl_->add_node(OpKind::constant, "constant:" + name, {}, {}, value.shape(),
+                             value.dtype());
+  impl_->constants.emplace(t.id, std::move(value));
+  return t;
+}
+
+Tensor Graph::external(const std::string& name, DeviceTensor tensor) {
+  if (!tensor.valid())
+    throw Error(ErrorCode::invalid_argument, "external '" + name + "': empty device tensor");
+  Tensor t = impl_->add_node(OpKind::external, "external:" + name, {}, {}, tensor.shape(),
+                             tensor.dtype());
+  impl_->externals.emplace(t.id, std::move(tensor));
+  return t;
+}
+
+void Graph::output(const std::string& name, Tensor t) {
+  impl_->check(t, "output:" + name, "t");
+  check_name(*impl_, name, "output");
+  impl_->outputs.emplace_back(name, t.id);
+}
+
+void Graph::output_to(Tensor t, const Tensor& target) {
+  const std::string op = "output_to";
+  impl_->check(t, op, "t");
+  impl_->check(target, op, "target");
+  if (!impl_->externals.count(target.id))
+    shape_error(impl_->label(op), "the target must be a tensor made by Graph::external");
+  if (t.shape != target.shape || t.dtype != target.dtype)
+    shape_error(impl_->label(op), "value is " + describe(t) + " but the target is " +
+                                      describe(target));
+  const Node& producer = impl_->nodes[impl_->values[t.id].producer];
+  if (producer.kind == OpKind::input || producer.kind == OpKind::constant ||
+      producer.kind == OpKind::external || producer.kind == OpKind::reshape)
+    shape_error(impl_->label(op), "only the result of a computing op can be written into a target");
+  if (impl_->pinned.count(t.id))
+    shape_error(impl_->label(op), "this value is already written into another target");
+  impl_->pinned[t.id] = target.id;
+}
+
+Tensor Graph::reshape(Tensor x, const Shape& shape) {
+  const std::string op = "reshape";
+  impl_->check(x, op, "x");
+  if (shape.numel() != x.shape.numel())
+    shape_error(impl_->label(op), "cannot reshape " + describe(x) + " to " + shape.str() +
+                                      ": element counts differ");
+  return impl_->add_node(OpKind::reshape, op, {x.id}, {}, shape, x.dtype);
+}
+
+Graph::Scope::Scope(Graph& g, const std::string& name) : graph_(g) {
+  graph_.impl_->scopes.push_back(name);
+}
+Graph::Scope::~Scope() { graph_.impl_->scopes.pop_back(); }
+
+}  // namespace vkformer

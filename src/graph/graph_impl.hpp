@@ -1,0 +1,52 @@
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "op_attrs.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/graph.hpp"
+
+namespace vkformer {
+
+struct ValueInfo {
+  Shape shape;
+  DType dtype = DType::f32;
+  uint32_t producer = 0;  // node index
+};
+
+struct Node {
+  OpKind kind;
+  std::string label;            // "scope/op" for profiles and errors
+  std::vector<uint32_t> inputs; // value ids
+  uint32_t output = 0;          // value id
+  OpAttrs attrs;
+};
+
+class GraphImpl {
+ public:
+  std::vector<ValueInfo> values;
+  std::vector<Node> nodes;
+  std::vector<std::pair<std::string, uint32_t>> inputs;   // in declaration order
+  std::vector<std::pair<std::string, uint32_t>> outputs;
+  std::map<uint32_t, HostTensor> constants;
+  std::map<uint32_t, DeviceTensor> externals;
+  std::map<uint32_t, uint32_t> pinned;  // value -> external value it is computed into
+  std::vector<std::string> scopes;
+
+  // Appends a node producing one new value.
+  Tensor add_node(OpKind kind, const std::string& op, std::vector<uint32_t> inputs, OpAttrs attrs,
+                  const Shape& shape, DType dtype);
+  std::string label(const std::string& op) const;
+
+  // Throws unless `t` is a tensor of this graph (and still has the shape it was created with).
+  void check(const Tensor& t, const std::string& op, const char* arg) const;
+  bool has_name(const std::string& name) const;
+};
+
+// Throws shape_mismatch: "<label>: <detail>".
+[[noreturn]] void shape_error(const std::string& label, const std::string& detail);
+
+std::string describe(const Tensor& t);  // "[2,3,5] f32"
+
+}  // namespace vkformer

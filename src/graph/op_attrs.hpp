@@ -1,0 +1,80 @@
+#pragma once
+// The attributes each op kind carries in a graph node. Optional tensor arguments are node inputs
+// in a fixed order; the has_* flags say which are present.
+#include <cstdint>
+#include <variant>
+
+#include "vkformer/graph.hpp"
+
+namespace vkformer {
+
+enum class OpKind : uint8_t {
+  input,
+  constant,
+  external,
+  reshape,
+  matmul,
+  scale,
+  softmax,
+  split_heads,
+  concat_heads,
+  attention,
+  add,
+  layer_norm,
+  activation,
+  cast,
+  embedding,
+  positional_encoding,
+  count
+};
+
+struct MatmulAttrs {  // inputs: a, b, [bias]
+  bool transpose_b = false;
+  bool has_bias = false;
+  float alpha = 1.0f;
+  Activation activation = Activation::none;
+};
+struct ScaleAttrs {  // inputs: x
+  float alpha = 1.0f;
+};
+struct SoftmaxAttrs {  // inputs: x, [mask], [key_padding_mask]
+  float scale = 1.0f;
+  bool causal = false;
+  bool has_mask = false;
+  bool has_key_padding_mask = false;
+  bool log = false;
+};
+struct SplitHeadsAttrs {  // inputs: x
+  int heads = 1;
+  int64_t width = 0;
+  int64_t offset = 0;
+};
+struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_length]
+  float scale = 1.0f;
+  bool causal = false;
+  bool has_mask = false;
+  bool has_key_padding_mask = false;
+  bool has_key_length = false;
+  AttentionOptions::Path path = AttentionOptions::Path::automatic;
+};
+struct LayerNormAttrs {  // inputs: x, gamma, beta
+  float eps = 1e-5f;
+};
+struct ActivationAttrs {  // inputs: x
+  Activation activation = Activation::relu;
+};
+struct CastAttrs {  // inputs: x
+  DType to = DType::f32;
+};
+struct PositionalEncodingAttrs {  // inputs: x, [offset_tensor]
+  float input_scale = 1.0f;
+  int64_t offset = 0;
+  bool has_offset_tensor = false;
+  int64_t max_len = 5000;
+};
+
+using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,
+                             SplitHeadsAttrs, AttentionAttrs, LayerNormAttrs, ActivationAttrs,
+                             CastAttrs, PositionalEncodingAttrs>;
+
+}  // namespace vkformer

@@ -1,0 +1,80 @@
+#pragma once
+// A graph lowered to kernel dispatches over values: what the executor plans memory for,
+// binds and records.
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernel_table.hpp"
+#include "pipeline_cache.hpp"
+#include "vkformer/device_tensor.hpp"
+#include "vkformer/host_tensor.hpp"
+
+namespace vkformer {
+
+constexpr uint32_t kNoValue = UINT32_MAX;
+
+enum class ValueKind : uint8_t {
+  input,       // written from staging at the start of every run
+  constant,    // uploaded once at compile time
+  external,    // a DeviceTensor owned by the caller
+  activation,  // planned in the activation arena
+};
+
+struct ValueDesc {
+  Shape shape;
+  DType dtype = DType::f32;
+  ValueKind kind = ValueKind::activation;
+  uint32_t alias_of = kNoValue;  // views (reshape) and pinned outputs share their root's bytes
+  uint64_t bytes() const { return static_cast<uint64_t>(shape.numel()) * dtype_size(dtype); }
+};
+
+// A dispatch binds values in order: binding i of the kernel is bindings[i].
+struct Binding {
+  uint32_t value = kNoValue;
+  bool write = false;  // the kernel may write it (and may read it)
+};
+
+// Push constants: a trivially copyable struct of at most 128 bytes.
+struct PushBlock {
+  std::array<uint32_t, vk::kMaxPushConstantBytes / 4> words{};
+  uint32_t size = 0;
+  template <class T>
+  static PushBlock of(const T& value) {
+    static_assert(sizeof(T) <= vk::kMaxPushConstantBytes, "push constants must fit in 128 bytes");
+    static_assert(sizeof(T) % 4 == 0, "push constant blocks are made of 32-bit words");
+    static_assert(std::is_trivially_copyable_v<T>);
+    PushBlock p;
+    std::memcpy(p.words.data(), &value, sizeof(T));
+    p.size = sizeof(T);
+    return p;
+  }
+};
+
+struct Dispatch {
+  const kernels::VariantEntry* kernel = nullptr;
+  std::vector<uint32_t> spec;  // specialization constants: constant_id i = spec[i]
+  PushBlock push;
+  std::vector<Binding> bindings;
+  std::array<uint32_t, 3> groups{1, 1, 1};
+  uint32_t node = 0;
+};
+
+struct Program {
+  std::vector<ValueDesc> values;
+  std::vector<Dispatch> dispatches;
+  std::map<uint32_t, HostTensor> constants;
+  std::map<uint32_t, DeviceTensor> externals;
+  std::vector<std::string> node_labels;
+  std::map<uint32_t, int64_t> index_bounds;  // i32 input value -> every entry must be in [0, bound)
+
+  uint32_t root(uint32_t v) const {
+    while (values[v].alias_of != kNoValue) v = values[v].alias_of;
+    return v;
+  }
+};
+
+}  // namespace vkformer

@@ -1,0 +1,93 @@
+// The public vkformer::Device: enumeration, selection and device-resident tensors.
+#include "vkformer/device.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "device_impl.hpp"
+#include "device_select.hpp"
+#include "instance.hpp"
+#include "vkformer/error.hpp"
+
+namespace vkformer {
+
+std::vector<DeviceInfo> Device::enumerate(const InstanceOptions& options) {
+  auto instance = vk::Instance::create(options);
+  std::vector<DeviceInfo> infos;
+  auto handles = instance->physical_devices();
+  for (uint32_t i = 0; i < handles.size(); ++i)
+    infos.push_back(vk::query_physical_device(handles[i], i, instance->api_version()).info);
+  return infos;
+}
+
+Device Device::open(const DeviceOptions& options) {
+  auto instance = vk::Instance::create(options);
+  auto handles = instance->physical_devices();
+  std::vector<vk::PhysicalDevice> physical;
+  std::vector<DeviceInfo> infos;
+  for (uint32_t i = 0; i < handles.size(); ++i) {
+    physical.push_back(vk::query_physical_device(handles[i], i, instance->api_version()));
+    infos.push_back(physical.back().info);
+  }
+  std::string selector = options.selector;
+  if (selector.empty())
+    if (const char* env = std::getenv("VKFORMER_DEVICE")) selector = env;
+  size_t chosen = vk::select_device(infos, selector);
+  auto core = std::make_shared<vk::DeviceCore>(instance, physical[chosen], options.timeout_ms);
+  return Device(std::make_shared<DeviceImpl>(std::move(core)));
+}
+
+const DeviceInfo& Device::info() const { return impl_->info(); }
+
+static void check_size(DeviceImpl& impl, const Shape& shape, DType dtype, const char* what) {
+  uint64_t bytes = static_cast<uint64_t>(shape.numel()) * dtype_size(dtype);
+  const DeviceInfo& info = impl.info();
+  if (bytes > info.max_storage_buffer_range)
+    throw Error(ErrorCode::unsupported,
+                std::string(what) + ": tensor " + shape.str() + " " +
+                    std::string(dtype_name(dtype)) + " takes " + std::to_string(bytes) +
+                    " bytes, more than device '" + info.name + "' can bind (maxStorageBufferRange " +
+                    std::to_string(info.max_storage_buffer_range) + ")");
+}
+
+DeviceTensor Device::allocate(const Shape& shape, DType dtype) {
+  check_size(*impl_, shape, dtype, "Device::allocate");
+  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  auto alloc = impl_->allocator().allocate(bytes, vk::MemoryKind::device, "Device::allocate");
+  impl_->zero(*alloc, 0, bytes);
+  return DeviceTensor(std::move(alloc), shape, dtype);
+}
+
+DeviceTensor Device::upload(const HostTensor& host) {
+  check_size(*impl_, host.shape(), host.dtype(), "Device::upload");
+  auto alloc = impl_->allocator().allocate(host.nbytes(), vk::MemoryKind::device, "Device::upload");
+  impl_->write(*alloc, 0, host.data(), host.nbytes());
+  return DeviceTensor(std::move(alloc), host.shape(), host.dtype());
+}
+
+HostTensor Device::download(const DeviceTensor& tensor) {
+  if (!tensor.valid()) throw Error(ErrorCode::invalid_argument, "Device::download: empty tensor");
+  HostTensor host(tensor.shape(), tensor.dtype());
+  impl_->read(*tensor.allocation(), 0, host.data(), host.nbytes());
+  return host;
+}
+
+void Device::write(DeviceTensor& tensor, const HostTensor& host) {
+  if (!tensor.valid()) throw Error(ErrorCode::invalid_argument, "Device::write: empty tensor");
+  if (tensor.shape() != host.shape() || tensor.dtype() != host.dtype())
+    throw Error(ErrorCode::shape_mismatch,
+                "Device::write: tensor is " + tensor.shape().str() + " " +
+                    std::string(dtype_name(tensor.dtype())) + ", data is " + host.shape().str() +
+                    " " + std::string(dtype_name(host.dtype())));
+  impl_->write(*tensor.allocation(), 0, host.data(), host.nbytes());
+}
+
+std::vector<ValidationMessage> Device::take_validation_messages() {
+  return impl_->core().instance().take_messages();
+}
+
+size_t Device::validation_message_count() const {
+  return impl_->core().instance().message_count();
+}
+
+}  // namespace vkformer

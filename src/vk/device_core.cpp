@@ -1,0 +1,116 @@
+#include "device_core.hpp"
+
+#include <vector>
+
+#include "vk_check.hpp"
+
+namespace vkformer::vk {
+
+DeviceCore::DeviceCore(std::shared_ptr<Instance> instance, PhysicalDevice physical,
+                       uint64_t timeout_ms)
+    : instance_(std::move(instance)), physical_(std::move(physical)), timeout_ms_(timeout_ms) {
+  const DeviceInfo& info = physical_.info;
+  if (physical_.api_version < VK_API_VERSION_1_1)
+    throw Error(ErrorCode::unsupported, "device '" + info.name + "' supports Vulkan " +
+                                            info.api_version + "; vkformer needs 1.1 or newer");
+  if (physical_.compute_queue_family == UINT32_MAX)
+    throw Error(ErrorCode::unsupported, "device '" + info.name + "' has no compute queue");
+
+  float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = physical_.compute_queue_family;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+
+  std::vector<const char*> extensions;
+  bool v12 = physical_.api_version >= VK_API_VERSION_1_2;
+  // Portability drivers (MoltenVK) require this extension to be enabled when they expose it.
+  if (physical_.has_extension("VK_KHR_portability_subset"))
+    extensions.push_back("VK_KHR_portability_subset");
+
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDevice16BitStorageFeatures storage16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features f16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  void** tail = &features.pNext;
+  if (info.storage_16bit) {
+    storage16.storageBuffer16BitAccess = VK_TRUE;
+    *tail = &storage16;
+    tail = &storage16.pNext;
+    storage_16bit = true;
+  }
+  if (info.fp16_arithmetic) {
+    if (!v12) extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    f16.shaderFloat16 = VK_TRUE;
+    *tail = &f16;
+    tail = &f16.pNext;
+    float16 = true;
+  }
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  if (info.cooperative_matrix_nv) {
+    VkPhysicalDeviceFeatures2 probe{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV q{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    probe.pNext = &q;
+    vkGetPhysicalDeviceFeatures2(physical_.handle, &probe);
+    if (q.cooperativeMatrix) {
+      extensions.push_back("VK_NV_cooperative_matrix");
+      coop_nv.cooperativeMatrix = VK_TRUE;
+      *tail = &coop_nv;
+      tail = &coop_nv.pNext;
+      coopmat_nv = true;
+    }
+  }
+
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &features;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  dci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  dci.ppEnabledExtensionNames = extensions.data();
+  VKF_CHECK(vkCreateDevice(physical_.handle, &dci, nullptr, &device_));
+  vkGetDeviceQueue(device_, physical_.compute_queue_family, 0, &queue_);
+}
+
+DeviceCore::~DeviceCore() {
+  if (device_) {
+    vkDeviceWaitIdle(device_);
+    vkDestroyDevice(device_, nullptr);
+  }
+}
+
+void DeviceCore::check(VkResult r, const char* call) {
+  if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
+  vk::check(r, call);
+}
+
+void DeviceCore::throw_if_lost() const {
+  if (lost_)
+    throw Error(ErrorCode::device_lost, "device '" + info().name +
+                                            "' was lost earlier; open the device again");
+}
+
+void DeviceCore::submit_and_wait(VkCommandBuffer cmd, VkFence fence) {
+  throw_if_lost();
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  {
+    std::lock_guard lock(queue_mutex_);
+    check(vkQueueSubmit(queue_, 1, &si, fence), "vkQueueSubmit");
+  }
+  VkResult r = vkWaitForFences(device_, 1, &fence, VK_TRUE, timeout_ms_ * 1'000'000ull);
+  if (r == VK_TIMEOUT) {
+    // The work may still be running; nothing that it uses can safely be freed or reused.
+    lost_ = true;
+    throw Error(ErrorCode::device_lost,
+                "device '" + info().name + "' did not finish a submission within " +
+                    std::to_string(timeout_ms_) + " ms; treating the device as lost");
+  }
+  check(r, "vkWaitForFences");
+  check(vkResetFences(device_, 1, &fence), "vkResetFences");
+}
+
+}  // namespace vkformer::vk

@@ -1,0 +1,185 @@
+#include "physical_device.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace vkformer::vk {
+
+bool PhysicalDevice::has_extension(const char* name) const {
+  return std::find(extensions.begin(), extensions.end(), name) != extensions.end();
+}
+
+std::string vendor_name(uint32_t id) {
+  switch (id) {
+    case 0x10DE: return "NVIDIA";
+    case 0x1002: return "AMD";
+    case 0x1022: return "AMD";
+    case 0x8086: return "Intel";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x1010: return "ImgTec";
+    case 0x106B: return "Apple";
+    case 0x10005: return "Mesa";
+    default: {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "0x%04X", id);
+      return buf;
+    }
+  }
+}
+
+std::string format_api_version(uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
+         "." + std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+// Vendors pack driverVersion differently; these are the conventions vulkaninfo uses.
+std::string format_driver_version(uint32_t vendor_id, uint32_t v) {
+  char buf[48];
+  if (vendor_id == 0x10DE) {
+    std::snprintf(buf, sizeof buf, "%u.%u.%u.%u", (v >> 22) & 0x3ff, (v >> 14) & 0xff,
+                  (v >> 6) & 0xff, v & 0x3f);
+  } else if (vendor_id == 0x8086) {
+    std::snprintf(buf, sizeof buf, "%u.%u", v >> 14, v & 0x3fff);
+  } else {
+    return format_api_version(v);
+  }
+  return buf;
+}
+
+static std::string device_type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+
+PhysicalDevice query_physical_device(VkPhysicalDevice handle, uint32_t index,
+                                     uint32_t instance_api_version) {
+  PhysicalDevice pd;
+  pd.handle = handle;
+
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(handle, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(handle, nullptr, &n, exts.data());
+  for (auto& e : exts) pd.extensions.emplace_back(e.extensionName);
+
+  VkPhysicalDeviceProperties base{};
+  vkGetPhysicalDeviceProperties(handle, &base);
+  pd.api_version = std::min(base.apiVersion, instance_api_version);
+  bool v12 = pd.api_version >= VK_API_VERSION_1_2;
+  bool v13 = pd.api_version >= VK_API_VERSION_1_3;
+
+  // Properties chain: subgroups (1.1), subgroup size control (1.3 or EXT), driver (1.2 or KHR).
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceSubgroupSizeControlProperties size_control{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceIDProperties ids{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+  props.pNext = &subgroup;
+  subgroup.pNext = &ids;
+  void** tail = &ids.pNext;
+  bool has_size_control = v13 || pd.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  bool has_driver = v12 || pd.has_extension(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+  if (has_size_control) {
+    *tail = &size_control;
+    tail = &size_control.pNext;
+  }
+  if (has_driver) {
+    *tail = &driver;
+    tail = &driver.pNext;
+  }
+  vkGetPhysicalDeviceProperties2(handle, &props);
+
+  // Features chain: 16-bit storage (1.1), float16 (1.2 or KHR).
+  VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDevice16BitStorageFeatures storage16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features f16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  feats.pNext = &storage16;
+  bool has_f16 = v12 || pd.has_extension(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+  if (has_f16) storage16.pNext = &f16;
+  vkGetPhysicalDeviceFeatures2(handle, &feats);
+
+  VkPhysicalDeviceMemoryProperties mem{};
+  vkGetPhysicalDeviceMemoryProperties(handle, &mem);
+
+  uint32_t qn = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(handle, &qn, nullptr);
+  std::vector<VkQueueFamilyProperties> queues(qn);
+  vkGetPhysicalDeviceQueueFamilyProperties(handle, &qn, queues.data());
+  // Prefer a compute queue family without graphics (async compute), else any with compute.
+  for (uint32_t pass = 0; pass < 2 && pd.compute_queue_family == UINT32_MAX; ++pass)
+    for (uint32_t i = 0; i < qn; ++i) {
+      bool compute = queues[i].queueFlags & VK_QUEUE_COMPUTE_BIT;
+      bool graphics = queues[i].queueFlags & VK_QUEUE_GRAPHICS_BIT;
+      if (compute && (pass == 1 || !graphics)) {
+        pd.compute_queue_family = i;
+        pd.queue_timestamp_bits = queues[i].timestampValidBits;
+        break;
+      }
+    }
+
+  DeviceInfo& d = pd.info;
+  const auto& p = props.properties;
+  d.index = index;
+  d.name = p.deviceName;
+  d.vendor_id = p.vendorID;
+  d.device_id = p.deviceID;
+  d.vendor = vendor_name(p.vendorID);
+  d.type = device_type_name(p.deviceType);
+  char uuid[33];
+  for (int i = 0; i < 16; ++i) std::snprintf(uuid + 2 * i, 3, "%02x", ids.deviceUUID[i]);
+  d.uuid = uuid;
+  if (has_driver) {
+    d.driver_name = driver.driverName;
+    d.driver_info = driver.driverInfo;
+  }
+  d.driver_version = format_driver_version(p.vendorID, p.driverVersion);
+  d.api_version = format_api_version(p.apiVersion);
+  d.subgroup_size = subgroup.subgroupSize;
+  d.min_subgroup_size = has_size_control ? size_control.minSubgroupSize : subgroup.subgroupSize;
+  d.max_subgroup_size = has_size_control ? size_control.maxSubgroupSize : subgroup.subgroupSize;
+  d.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                          (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  d.fp16_arithmetic = has_f16 && f16.shaderFloat16;
+  d.storage_16bit = storage16.storageBuffer16BitAccess;
+  d.shared_memory_bytes = p.limits.maxComputeSharedMemorySize;
+  d.max_storage_buffer_range = p.limits.maxStorageBufferRange;
+  d.min_storage_buffer_offset_alignment =
+      static_cast<uint32_t>(p.limits.minStorageBufferOffsetAlignment);
+  d.max_push_constants_size = p.limits.maxPushConstantsSize;
+  for (int i = 0; i < 3; ++i) {
+    d.max_workgroup_count[i] = p.limits.maxComputeWorkGroupCount[i];
+    d.max_workgroup_size[i] = p.limits.maxComputeWorkGroupSize[i];
+  }
+  d.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
+  // timestampValidBits of the queue we use is what decides; 0 means no timestamps there.
+  d.timestamps = pd.queue_timestamp_bits > 0;
+  d.timestamp_period_ns = p.limits.timestampPeriod;
+  d.cooperative_matrix_nv = pd.has_extension("VK_NV_cooperative_matrix");
+  d.cooperative_matrix_khr = pd.has_extension("VK_KHR_cooperative_matrix");
+
+  // maxMemoryAllocationSize lives in VkPhysicalDeviceMaintenance3Properties (core 1.1).
+  VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  VkPhysicalDeviceMaintenance3Properties m3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  props2.pNext = &m3;
+  vkGetPhysicalDeviceProperties2(handle, &props2);
+  d.max_memory_allocation_size = m3.maxMemoryAllocationSize;
+
+  for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
+    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      d.device_local_memory_bytes = std::max<uint64_t>(d.device_local_memory_bytes,
+                                                       mem.memoryHeaps[i].size);
+  return pd;
+}
+
+}  // namespace vkformer::vk

@@ -1,0 +1,53 @@
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "device_core.hpp"
+#include "kernel_table.hpp"
+
+namespace vkformer::vk {
+
+constexpr uint32_t kMaxPushConstantBytes = 128;  // the minimum every Vulkan device guarantees
+
+struct Pipeline {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  uint32_t binding_count = 0;
+};
+
+// Compute pipelines per (kernel variant, specialization constants), created on first use.
+// Specialization constant i gets constant_id i; values are 32-bit words.
+class PipelineCache {
+ public:
+  explicit PipelineCache(std::shared_ptr<DeviceCore> core);
+  ~PipelineCache();
+  PipelineCache(const PipelineCache&) = delete;
+  PipelineCache& operator=(const PipelineCache&) = delete;
+
+  const Pipeline& get(const kernels::VariantEntry& variant, std::span<const uint32_t> spec);
+  // Throws unsupported if the device or the shader compiler cannot run this variant.
+  void check_supported(const kernels::VariantEntry& variant) const;
+  bool supported(const kernels::VariantEntry& variant) const;
+
+ private:
+  struct Module {
+    VkShaderModule module = VK_NULL_HANDLE;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    uint32_t binding_count = 0;
+  };
+  const Module& module_for(const kernels::VariantEntry& variant);
+
+  std::shared_ptr<DeviceCore> core_;
+  std::mutex mutex_;
+  std::map<const kernels::VariantEntry*, Module> modules_;
+  std::map<std::pair<const kernels::VariantEntry*, std::vector<uint32_t>>, Pipeline> pipelines_;
+};
+
+}  // namespace vkformer::vk

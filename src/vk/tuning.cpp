@@ -1,0 +1,42 @@
+#include "tuning.hpp"
+
+#include <algorithm>
+
+namespace vkformer::vk {
+
+namespace {
+
+struct QuirkRule {
+  Quirk quirk;
+  bool (*applies)(const DeviceInfo&);
+  void (*apply)(Tuning&);
+};
+
+// The quirk table. Keep each rule narrow (vendor + driver) with a reason and a link.
+const QuirkRule kQuirkRules[] = {
+    {{"cpu-workgroup-per-thread",
+      "CPU implementations run a workgroup on one thread: shared memory is ordinary memory and "
+      "barrier() is a real cost, so reductions use small workgroups",
+      "https://docs.mesa3d.org/drivers/llvmpipe.html"},
+     [](const DeviceInfo& d) { return d.type == "cpu"; },
+     [](Tuning& t) {
+       t.cpu_device = true;
+       t.reduction_workgroup = 64;
+     }},
+};
+
+}  // namespace
+
+Tuning tuning_for(const DeviceInfo& info) {
+  Tuning t;
+  t.reduction_workgroup = std::min<uint32_t>(256, info.max_workgroup_invocations);
+  t.use_subgroup_reductions = info.subgroup_arithmetic;
+  for (const auto& rule : kQuirkRules)
+    if (rule.applies(info)) {
+      rule.apply(t);
+      t.quirks.push_back(rule.quirk);
+    }
+  return t;
+}
+
+}  // namespace vkformer::vk

@@ -1,0 +1,28 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vkformer/device.hpp"
+
+namespace vkformer::vk {
+
+// A known driver problem vkformer works around, with the reason and where it is tracked.
+// Op code asks Tuning, never the vendor id.
+struct Quirk {
+  const char* id;
+  const char* reason;
+  const char* link;
+};
+
+// Per-device choices for kernels: derived from the device's limits and type, plus quirks.
+struct Tuning {
+  bool cpu_device = false;          // lavapipe/SwiftShader: a workgroup runs on one CPU thread
+  uint32_t reduction_workgroup = 256;  // softmax / layer norm workgroup size
+  bool use_subgroup_reductions = false;
+  std::vector<Quirk> quirks;        // active quirks (for `vkformer devices` and bug reports)
+};
+
+Tuning tuning_for(const DeviceInfo& info);
+
+}  // namespace vkformer::vk

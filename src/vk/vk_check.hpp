@@ -1,0 +1,18 @@
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <string>
+
+#include "vkformer/error.hpp"
+
+namespace vkformer::vk {
+
+const char* result_name(VkResult r);
+
+// Throws vkformer::Error for a failing VkResult, naming the call: out-of-memory and device-lost
+// results get their own error codes so callers can react to them.
+void check(VkResult r, const char* call);
+
+#define VKF_CHECK(expr) ::vkformer::vk::check((expr), #expr)
+
+}  // namespace vkformer::vk

@@ -1,0 +1,145 @@
+// add (broadcasting), scale, relu, gelu and cast against double-precision references.
+#include <cmath>
+
+#include "reference.hpp"
+#include "test_device.hpp"
+#include "test_util.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+struct UnaryCase {
+  Shape shape;
+  DType dtype;
+};
+
+std::string unary_name(const ::testing::TestParamInfo<UnaryCase>& info) {
+  std::string s;
+  for (auto d : info.param.shape.dims()) s += std::to_string(d) + "x";
+  s.pop_back();
+  return s + "_" + std::string(dtype_name(info.param.dtype));
+}
+
+class UnaryTest : public DeviceTestWithParam<UnaryCase> {};
+
+TEST_P(UnaryTest, ScaleReluGeluMatchReference) {
+  const auto& [shape, dtype] = GetParam();
+  auto values = random_values(shape.numel(), 7, -4.0f, 4.0f);
+  auto x_stored = stored(values, dtype);
+  Graph g;
+  Tensor x = g.input("x", shape, dtype);
+  g.output("scaled", g.scale(x, -0.37f));
+  g.output("relu", g.relu(x));
+  g.output("gelu", g.gelu(x));
+  Executor ex(device(), g);
+  auto out = ex.run({{"x", make_tensor(shape, values, dtype)}});
+
+  std::vector<double> scaled(x_stored.size()), relu(x_stored.size()), gelu(x_stored.size());
+  for (size_t i = 0; i < x_stored.size(); ++i) {
+    scaled[i] = x_stored[i] * static_cast<double>(-0.37f);
+    relu[i] = ref::relu(x_stored[i]);
+    gelu[i] = ref::gelu(x_stored[i]);
+  }
+  auto tol = default_tolerance(dtype);
+  EXPECT_TRUE(all_close(out["scaled"], scaled, tol));
+  EXPECT_TRUE(all_close(out["relu"], relu, tol));
+  // erf is approximated to 1.5e-7 absolute; |x| <= 4 scales that by at most 2.
+  EXPECT_TRUE(all_close(out["gelu"], gelu, {std::max(tol.atol, 1e-6), tol.rtol}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, UnaryTest,
+                         ::testing::Values(UnaryCase{{1}, DType::f32}, UnaryCase{{7}, DType::f32},
+                                           UnaryCase{{3, 257}, DType::f32},
+                                           UnaryCase{{2, 3, 5, 67}, DType::f32},
+                                           UnaryCase{{1}, DType::f16}, UnaryCase{{13, 31}, DType::f16},
+                                           UnaryCase{{2, 3, 5, 67}, DType::f16}),
+                         unary_name);
+
+struct AddCase {
+  Shape a, b;
+  DType dtype;
+};
+
+class AddTest : public DeviceTestWithParam<AddCase> {};
+
+// Numpy broadcasting on the host in double, independent of the kernel's stride trick.
+std::vector<double> broadcast_add(const std::vector<double>& a, const Shape& as,
+                                  const std::vector<double>& b, const Shape& bs, Shape* out) {
+  EXPECT_TRUE(broadcast_shapes(as, bs, out));
+  int r = out->rank();
+  std::vector<double> o(out->numel());
+  for (int64_t i = 0; i < out->numel(); ++i) {
+    int64_t rest = i, ia = 0, ib = 0, sa = 1, sb = 1;
+    for (int d = r - 1; d >= 0; --d) {
+      int64_t c = rest % (*out)[d];
+      rest /= (*out)[d];
+      int da = d - (r - as.rank()), db = d - (r - bs.rank());
+      if (da >= 0) {
+        ia += (as[da] == 1 ? 0 : c) * sa;
+        sa *= as[da];
+      }
+      if (db >= 0) {
+        ib += (bs[db] == 1 ? 0 : c) * sb;
+        sb *= bs[db];
+      }
+    }
+    o[i] = a[ia] + b[ib];
+  }
+  return o;
+}
+
+TEST_P(AddTest, BroadcastsLikeNumpy) {
+  const auto& [as, bs, dtype] = GetParam();
+  auto av = random_values(as.numel(), 1), bv = random_values(bs.numel(), 2);
+  Shape os;
+  auto want = broadcast_add(stored(av, dtype), as, stored(bv, dtype), bs, &os);
+  Graph g;
+  Tensor a = g.input("a", as, dtype), b = g.input("b", bs, dtype);
+  Tensor o = g.add(a, b);
+  ASSERT_EQ(o.shape, os);
+  g.output("o", o);
+  Executor ex(device(), g);
+  auto out = ex.run({{"a", make_tensor(as, av, dtype)}, {"b", make_tensor(bs, bv, dtype)}});
+  EXPECT_TRUE(all_close(out["o"], want, default_tolerance(dtype)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AddTest,
+    ::testing::Values(AddCase{{5}, {5}, DType::f32}, AddCase{{3, 7}, {7}, DType::f32},
+                      AddCase{{2, 3, 7}, {3, 1}, DType::f32}, AddCase{{1}, {4, 1, 3}, DType::f32},
+                      AddCase{{2, 1, 5, 3}, {4, 1, 3}, DType::f32},
+                      AddCase{{3, 1, 13}, {1, 11, 1}, DType::f16},
+                      AddCase{{2, 3, 5, 67}, {2, 3, 5, 67}, DType::f16}));
+
+TEST_F(DeviceTest, CastRoundTripsThroughF16) {
+  std::vector<float> values = {0.0f, 1.0f, -2.5f, 65504.0f, 1e-8f, 3.14159265f, 70000.0f, -1e5f};
+  Graph g;
+  Tensor x = g.input("x", {8});
+  Tensor h = g.cast(x, DType::f16);
+  g.output("h", h);
+  g.output("back", g.cast(h, DType::f32));
+  Executor ex(device(), g);
+  auto out = ex.run({{"x", HostTensor::from_f32({8}, values)}});
+  auto back = out["back"].to_f32();
+  ASSERT_EQ(out["h"].dtype(), DType::f16);
+  for (size_t i = 0; i < values.size(); ++i) {
+    float want = half_to_float(float_to_half(values[i]));  // round to nearest even, overflow to inf
+    EXPECT_EQ(back[i], want) << "value " << values[i];
+  }
+}
+
+TEST_F(DeviceTest, AddRejectsShapesThatDoNotBroadcast) {
+  Graph g;
+  Tensor a = g.input("a", {2, 3}), b = g.input("b", {4});
+  try {
+    g.add(a, b);
+    FAIL() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::shape_mismatch);
+    EXPECT_NE(std::string(e.what()).find("[2,3]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[4]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace vkformer::testing

@@ -1,0 +1,66 @@
+#include "test_util.hpp"
+
+#include <cmath>
+
+namespace vkformer::testing {
+
+std::vector<float> random_values(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<double> stored(const std::vector<float>& values, DType dtype) {
+  std::vector<double> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i] = dtype == DType::f16 ? half_to_float(float_to_half(values[i])) : values[i];
+  return out;
+}
+
+HostTensor make_tensor(const Shape& shape, const std::vector<float>& values, DType dtype) {
+  return HostTensor::from_f32(shape, values, dtype);
+}
+
+Tolerance default_tolerance(DType dtype) {
+  return dtype == DType::f16 ? Tolerance{2e-3, 2e-3} : Tolerance{1e-5, 1e-5};
+}
+
+::testing::AssertionResult all_close(const HostTensor& got, const std::vector<double>& want,
+                                     Tolerance tol) {
+  if (static_cast<size_t>(got.numel()) != want.size())
+    return ::testing::AssertionFailure() << "size " << got.numel() << " vs reference " << want.size();
+  auto values = got.to_f32();
+  double worst_excess = 0, max_err = 0;
+  size_t worst = 0, bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double g = values[i], w = want[i];
+    bool same_inf = std::isinf(g) && std::isinf(w) && (g > 0) == (w > 0);
+    double err = same_inf ? 0.0 : std::abs(g - w);
+    if (std::isnan(g) || std::isnan(err)) err = INFINITY;
+    max_err = std::max(max_err, err);
+    double excess = err - (tol.atol + tol.rtol * std::abs(w));
+    if (excess > 0) {
+      ++bad;
+      if (excess > worst_excess || bad == 1) {
+        worst_excess = excess;
+        worst = i;
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess() << "max abs error " << max_err;
+  return ::testing::AssertionFailure()
+         << bad << " of " << want.size() << " elements out of tolerance (atol " << tol.atol
+         << ", rtol " << tol.rtol << "); worst at flat index " << worst << ": got " << values[worst]
+         << ", want " << want[worst] << "; max abs error " << max_err;
+}
+
+double max_abs_error(const HostTensor& got, const std::vector<double>& want) {
+  auto values = got.to_f32();
+  double m = 0;
+  for (size_t i = 0; i < want.size(); ++i) m = std::max(m, std::abs(values[i] - want[i]));
+  return m;
+}
+
+}  // namespace vkformer::testing

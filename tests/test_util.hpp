@@ -1,0 +1,35 @@
+#pragma once
+// Random inputs and comparisons with stated tolerances for the op tests.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vkformer/vkformer.hpp"
+
+namespace vkformer::testing {
+
+// Deterministic uniform values in [lo, hi).
+std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+
+// What a tensor of `dtype` stores for `values`: f16 rounds, so references are computed from the
+// rounded values.
+std::vector<double> stored(const std::vector<float>& values, DType dtype);
+HostTensor make_tensor(const Shape& shape, const std::vector<float>& values, DType dtype);
+
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+// f32: fp32 arithmetic against a double reference; f16: also the output rounding (2^-11 relative).
+Tolerance default_tolerance(DType dtype);
+
+// Every element within atol + rtol * |want|; the message names the worst element and the max error.
+::testing::AssertionResult all_close(const HostTensor& got, const std::vector<double>& want,
+                                     Tolerance tol);
+
+double max_abs_error(const HostTensor& got, const std::vector<double>& want);
+
+}  // namespace vkformer::testing
