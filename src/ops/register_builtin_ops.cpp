@@ -4,10 +4,22 @@
 
 namespace vkformer {
 
-void register_elementwise_ops(OpRegistry& r);
+void register_elementwise_ops(OpRegistry& r);   // add, scale, relu, gelu, cast
+void register_matmul_ops(OpRegistry& r);        // matmul, linear
+void register_softmax_ops(OpRegistry& r);       // softmax, log-softmax with masks
+void register_attention_ops(OpRegistry& r);     // fused and unfused attention
+void register_heads_ops(OpRegistry& r);         // split_heads, concat_heads
+void register_layer_norm_ops(OpRegistry& r);    // layer_norm
+void register_embedding_ops(OpRegistry& r);     // embedding, positional_encoding
 
 void register_builtin_ops(OpRegistry& r) {
   register_elementwise_ops(r);
+  register_matmul_ops(r);
+  register_softmax_ops(r);
+  register_attention_ops(r);
+  register_heads_ops(r);
+  register_layer_norm_ops(r);
+  register_embedding_ops(r);
 }
 
 }  // namespace vkformer
