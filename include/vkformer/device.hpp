@@ -45,6 +45,14 @@ struct DeviceInfo {
   bool cooperative_matrix_khr = false;  // VK_KHR_cooperative_matrix
 };
 
+// A driver problem vkformer works around on a device: one row of the quirk table
+// (src/vk/tuning.cpp), with the reason and where it is tracked.
+struct DeviceQuirk {
+  std::string id;
+  std::string reason;
+  std::string link;
+};
+
 struct ValidationMessage {
   std::string severity;  // "error", "warning"
   std::string text;
@@ -73,6 +81,11 @@ class Device {
  public:
   static std::vector<DeviceInfo> enumerate(const InstanceOptions& options = {});
   static Device open(const DeviceOptions& options = {});
+  // Position in `devices` (as enumerate() lists them) of the device open() picks for `selector`:
+  // "" uses VKFORMER_DEVICE if set, else the default order. Throws device_not_found.
+  static size_t choose(const std::vector<DeviceInfo>& devices, const std::string& selector = {});
+  // The quirks vkformer applies on a device, for reports and bug reports.
+  static std::vector<DeviceQuirk> quirks(const DeviceInfo& info);
 
   const DeviceInfo& info() const;
 

@@ -14,6 +14,7 @@ struct Tensor {
   uint32_t id = UINT32_MAX;
   Shape shape;
   DType dtype = DType::f32;
+  uint32_t graph = 0;  // which Graph made it (tensors of one graph cannot be used in another)
   bool valid() const { return id != UINT32_MAX; }
 };
 

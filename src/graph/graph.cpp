@@ -2,6 +2,8 @@
 // methods in src/ops/<family>.cpp next to its lowering.
 #include "graph_impl.hpp"
 
+#include <atomic>
+
 #include "vkformer/graph.hpp"
 
 namespace vkformer {
@@ -14,6 +16,13 @@ std::string describe(const Tensor& t) {
   return t.shape.str() + " " + std::string(dtype_name(t.dtype));
 }
 
+static uint32_t next_graph_serial() {
+  static std::atomic<uint32_t> counter{0};
+  return ++counter;
+}
+
+GraphImpl::GraphImpl() : serial(next_graph_serial()) {}
+
 Tensor GraphImpl::add_node(OpKind kind, const std::string& op, std::vector<uint32_t> in,
                            OpAttrs attrs, const Shape& shape, DType dtype) {
   if (shape.numel() == 0)
@@ -22,7 +31,7 @@ Tensor GraphImpl::add_node(OpKind kind, const std::string& op, std::vector<uint3
   uint32_t node = static_cast<uint32_t>(nodes.size());
   values.push_back({shape, dtype, node});
   nodes.push_back({kind, label(op), std::move(in), value, std::move(attrs)});
-  return Tensor{value, shape, dtype};
+  return Tensor{value, shape, dtype, serial};
 }
 
 std::string GraphImpl::label(const std::string& op) const {
@@ -32,7 +41,7 @@ std::string GraphImpl::label(const std::string& op) const {
 }
 
 void GraphImpl::check(const Tensor& t, const std::string& op, const char* arg) const {
-  if (!t.valid() || t.id >= values.size() || values[t.id].shape != t.shape ||
+  if (!t.valid() || t.graph != serial || t.id >= values.size() || values[t.id].shape != t.shape ||
       values[t.id].dtype != t.dtype)
     throw Error(ErrorCode::invalid_argument,
                 label(op) + ": argument '" + arg + "' is not a tensor of this graph");

@@ -25,6 +25,8 @@ struct Node {
 
 class GraphImpl {
  public:
+  GraphImpl();
+  const uint32_t serial;  // distinct per graph, stamped on its tensors
   std::vector<ValueInfo> values;
   std::vector<Node> nodes;
   std::vector<std::pair<std::string, uint32_t>> inputs;   // in declaration order

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -64,7 +65,9 @@ struct Dispatch {
 };
 
 struct Program {
-  std::vector<ValueDesc> values;
+  // A deque so that references from Lowering::value() stay valid while a lowering adds
+  // temporaries and constants (a vector would reallocate under them).
+  std::deque<ValueDesc> values;
   std::vector<Dispatch> dispatches;
   std::map<uint32_t, HostTensor> constants;
   std::map<uint32_t, DeviceTensor> externals;

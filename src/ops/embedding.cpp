@@ -1,8 +1,177 @@
-// TODO(helper): the embedding op family is being written; see docs/ARCHITECTURE.md.
+// embedding (table lookup) and positional_encoding (the sinusoidal table of "Attention Is All
+// You Need", as PyTorch's transformer tutorial computes it).
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "op_common.hpp"
 
 namespace vkformer {
 
-void register_embedding_ops(OpRegistry&) {}
+using ops::attrs;
+using kernels::Kernel;
+
+namespace {
+
+// Offsets, table rows and sequence lengths stay below this so the shader's i32 position
+// arithmetic (offset + run-time offset + s, each clamped first) cannot overflow.
+constexpr int64_t kMaxPositions = int64_t{1} << 29;
+
+struct EmbeddingPush {
+  uint32_t n;      // tokens * D, in units of the kernel's vector width
+  uint32_t d;      // D, in the same units
+  uint32_t vocab;  // V
+};
+
+struct PositionalEncodingPush {
+  uint32_t n;
+  uint32_t d;
+  uint32_t s;
+  uint32_t rows;   // rows of the table
+  int32_t base;    // the static offset, added to the run-time one
+  float scale;
+};
+
+void lower_embedding(Lowering& l) {
+  const uint32_t ids = l.input(0), table = l.input(1);
+  const DType dtype = l.value(table).dtype;
+  const int64_t vocab = l.value(table).shape[0], d = l.value(table).shape[1];
+  // Ids that come straight from a graph input (possibly through reshapes) are checked when they
+  // are set, so a bad id is an error naming the input; any other ids rely on the shader's clamp.
+  uint32_t root = ids;
+  while (l.value(root).alias_of != kNoValue) root = l.value(root).alias_of;
+  if (l.value(root).kind == ValueKind::input) l.require_index_bound(root, vocab);
+
+  const bool vec4 = d % 4 == 0;
+  const int64_t w = vec4 ? 4 : 1;
+  const int64_t tokens = l.value(ids).shape.numel();
+  EmbeddingPush p{static_cast<uint32_t>(tokens * d / w), static_cast<uint32_t>(d / w),
+                  static_cast<uint32_t>(vocab)};
+  l.dispatch(vec4 ? Kernel::embedding_vec4 : Kernel::embedding, dtype,
+             {{ids}, {table}, {l.output(), true}}, PushBlock::of(p), ops::elementwise_grid(l, p.n),
+             {ops::kElementwiseWorkgroup});
+}
+
+// Rows [first, first + rows) of the sinusoidal table for width d, in f32:
+//   pe[pos, 2i] = sin(pos * div_term[i]), pe[pos, 2i + 1] = cos(pos * div_term[i]),
+//   div_term = exp(arange(0, d, 2) * (-ln(10000) / d)).
+// Computed here rather than in the shader, with PyTorch's float32 arithmetic:
+// - GLSL's sin/cos are only specified to about 2^-11 absolute error (and GPUs do that badly for
+//   large arguments), far from the ~1e-7 a float32 table has.
+// - What a model trained with PyTorch saw is PyTorch's table, and its dominant error is the
+//   rounding of div_term and of the angle pos * div_term to float32 (for pos ~ 5000 that moves
+//   the angle by ~5e-4). So div_term and the angle are computed and rounded in float32 exactly
+//   as torch does (int64 arange and the Python scalar converted to float32, float32 products).
+//   exp, sin and cos of those float arguments are evaluated in double and rounded to float:
+//   correctly rounded, where PyTorch's vectorized expf/sinf/cosf are within 1 ulp of that.
+// For odd d the last column is a sine with no cosine partner (PyTorch's tutorial code needs an
+// even d_model).
+HostTensor sinusoid_table(int64_t first, int64_t rows, int64_t d) {
+  const float c = static_cast<float>(-std::log(10000.0) / static_cast<double>(d));
+  std::vector<float> div_term((d + 1) / 2);
+  for (int64_t i = 0; i < static_cast<int64_t>(div_term.size()); ++i) {
+    float arg = static_cast<float>(2 * i) * c;  // float32 product, as torch's mul
+    div_term[i] = static_cast<float>(std::exp(static_cast<double>(arg)));
+  }
+  std::vector<float> pe(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float pos = static_cast<float>(first + r);
+    float* row = pe.data() + r * d;
+    for (int64_t i = 0; i < static_cast<int64_t>(div_term.size()); ++i) {
+      const float angle = pos * div_term[i];  // float32 product, as torch's position * div_term
+      row[2 * i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      if (2 * i + 1 < d) row[2 * i + 1] = static_cast<float>(std::cos(static_cast<double>(angle)));
+    }
+  }
+  return HostTensor::from_f32(Shape{rows, d}, pe);
+}
+
+void lower_positional_encoding(Lowering& l) {
+  const auto& a = attrs<PositionalEncodingAttrs>(l);
+  // Copies, not references: Lowering::constant() below grows the value table.
+  const Shape shape = l.value(l.input(0)).shape;
+  const DType dtype = l.value(l.input(0)).dtype;
+  const int64_t d = shape.back(), s = shape[-2];
+  PositionalEncodingPush p{};
+  p.n = static_cast<uint32_t>(shape.numel());
+  p.d = static_cast<uint32_t>(d);
+  p.s = static_cast<uint32_t>(s);
+  p.scale = a.input_scale;
+  uint32_t table, offset_binding;
+  if (a.has_offset_tensor) {
+    // The run-time offset can point anywhere: the whole table, clamped in the shader.
+    table = l.constant(sinusoid_table(0, a.max_len, d));
+    offset_binding = l.input(1);
+    p.rows = static_cast<uint32_t>(a.max_len);
+    p.base = static_cast<int32_t>(a.offset);
+  } else {
+    // Only the rows this graph reads; the static offset is folded into the table.
+    table = l.constant(sinusoid_table(a.offset, s, d));
+    offset_binding = table;  // not read (DYNAMIC = 0), but every binding needs a buffer
+    p.rows = static_cast<uint32_t>(s);
+    p.base = 0;
+  }
+  l.dispatch(Kernel::positional_encoding, dtype,
+             {{l.input(0)}, {table}, {offset_binding}, {l.output(), true}}, PushBlock::of(p),
+             ops::elementwise_grid(l, p.n),
+             {ops::kElementwiseWorkgroup, a.has_offset_tensor ? 1u : 0u});
+}
+
+}  // namespace
+
+Tensor Graph::embedding(Tensor ids, Tensor table) {
+  const std::string op = "embedding";
+  ops::require_dtype(*impl_, op, "ids", ids, DType::i32);
+  ops::require_rank(*impl_, op, "ids", ids, 1, 3);
+  ops::require_float(*impl_, op, "table", table);
+  ops::require_rank(*impl_, op, "table", table, 2, 2);
+  if (table.shape[0] > INT32_MAX)
+    shape_error(impl_->label(op), "table is " + describe(table) +
+                                      ": more rows than i32 ids can address");
+  std::vector<int64_t> out = ids.shape.dims();
+  out.push_back(table.shape[1]);
+  return impl_->add_node(OpKind::embedding, op, {ids.id, table.id}, {}, Shape(out), table.dtype);
+}
+
+// Row s of x gets position offset + s, which must lie in the table (offset + S <= max_len). With
+// an offset_tensor the position is offset + offset_tensor[0] + s, read at run time and clamped
+// to [0, max_len - 1]: rows past the end of the table repeat its last row.
+Tensor Graph::positional_encoding(Tensor x, const PositionalEncodingOptions& options) {
+  const std::string op = "positional_encoding";
+  ops::require_float(*impl_, op, "x", x);
+  ops::require_rank(*impl_, op, "x", x, 2, 3);
+  const int64_t s = x.shape[-2];
+  auto invalid = [&](const std::string& what) {
+    throw Error(ErrorCode::invalid_argument, impl_->label(op) + ": " + what);
+  };
+  if (options.max_len < 1 || options.max_len > kMaxPositions)
+    invalid("max_len must be in [1, " + std::to_string(kMaxPositions) + "], got " +
+            std::to_string(options.max_len));
+  if (options.offset < 0) invalid("offset must be >= 0, got " + std::to_string(options.offset));
+  if (options.offset + s > options.max_len)
+    shape_error(impl_->label(op), "x is " + describe(x) + ": positions [" +
+                                      std::to_string(options.offset) + ", " +
+                                      std::to_string(options.offset + s) +
+                                      ") do not fit in a table of max_len " +
+                                      std::to_string(options.max_len));
+  std::vector<uint32_t> inputs{x.id};
+  if (options.offset_tensor) {
+    ops::require_dtype(*impl_, op, "offset_tensor", *options.offset_tensor, DType::i32);
+    if (options.offset_tensor->shape != Shape{1})
+      shape_error(impl_->label(op), "offset_tensor must be [1] i32, got " +
+                                        describe(*options.offset_tensor));
+    inputs.push_back(options.offset_tensor->id);
+  }
+  PositionalEncodingAttrs attrs{options.input_scale, options.offset,
+                                options.offset_tensor.has_value(), options.max_len};
+  return impl_->add_node(OpKind::positional_encoding, op, std::move(inputs), attrs, x.shape,
+                         x.dtype);
+}
+
+void register_embedding_ops(OpRegistry& r) {
+  r.add(OpKind::embedding, lower_embedding);
+  r.add(OpKind::positional_encoding, lower_positional_encoding);
+}
 
 }  // namespace vkformer

@@ -1,8 +1,159 @@
-// TODO(helper): the softmax op family is being written; see docs/ARCHITECTURE.md.
+// Softmax and log-softmax over the last dim, with scale, causal, additive and key-padding masks.
+#include "softmax.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "op_common.hpp"
 
 namespace vkformer {
 
-void register_softmax_ops(OpRegistry&) {}
+using ops::attrs;
+using kernels::Kernel;
+
+namespace ops {
+
+bool subgroup_ops_disabled() {
+  const char* v = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
+  return v && *v && std::string(v) != "0";
+}
+
+bool use_subgroup_reduction(const Lowering& l, Kernel kernel, DType dtype) {
+  return l.tuning().use_subgroup_reductions && !subgroup_ops_disabled() &&
+         l.supported(kernel, dtype);
+}
+
+void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]) {
+  int offset = 4 - out.rank();
+  int in_offset = 4 - in.rank();
+  uint32_t s = 1;
+  for (int d = 3; d >= 0; --d) {
+    int64_t od = d >= offset ? out[d - offset] : 1;
+    int64_t id = d >= in_offset ? in[d - in_offset] : 1;
+    strides[d] = (id == 1 && od != 1) ? 0 : s;
+    s *= static_cast<uint32_t>(id);
+  }
+}
+
+namespace {
+
+struct SoftmaxPush {
+  uint32_t rows;
+  uint32_t sk;
+  uint32_t sq;
+  uint32_t d1;
+  float scale;
+  uint32_t mask_stride[4];
+  uint32_t rows_per_batch;
+};
+
+uint32_t floor_pow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+void emit_softmax(Lowering& l, const SoftmaxCall& call) {
+  const ValueDesc& x = l.value(call.x);
+  const Shape& s = x.shape;
+  const int r = s.rank();
+  SoftmaxPush p{};
+  p.sk = static_cast<uint32_t>(s[-1]);
+  p.rows = static_cast<uint32_t>(s.numel() / s[-1]);
+  p.sq = r >= 2 ? static_cast<uint32_t>(s[-2]) : 1;
+  p.d1 = r >= 3 ? static_cast<uint32_t>(s[-3]) : 1;
+  p.scale = call.scale;
+  p.rows_per_batch = p.rows;
+  const bool has_mask = call.mask != kNoValue;
+  const bool has_padding = call.key_padding_mask != kNoValue;
+  const bool has_length = call.key_length != kNoValue;
+  if (has_mask) broadcast_strides4(l.value(call.mask).shape, s, p.mask_stride);
+  if (has_padding) {
+    const Shape& kp = l.value(call.key_padding_mask).shape;
+    if (kp.rank() != 2 || r < 3 || kp[0] != s[0] || kp[1] != s[-1])
+      throw Error(ErrorCode::internal, l.node().label + ": key padding mask " + kp.str() +
+                                           " does not fit softmax input " + s.str());
+    p.rows_per_batch = static_cast<uint32_t>(p.rows / s[0]);
+  }
+
+  const bool subgroup = ops::use_subgroup_reduction(l, Kernel::softmax_subgroup, x.dtype);
+  // A power of two (the shared-memory tree needs one), shrunk for short rows.
+  uint32_t wg = floor_pow2(std::max<uint32_t>(1, std::min(l.tuning().reduction_workgroup,
+                                                           l.info().max_workgroup_size[0])));
+  while (wg > 32 && wg / 2 >= p.sk) wg /= 2;
+
+  const uint32_t dummy = call.x;  // bound where an optional input is absent, never read
+  l.dispatch(subgroup ? Kernel::softmax_subgroup : Kernel::softmax, x.dtype,
+             {{call.x},
+              {has_mask ? call.mask : dummy},
+              {has_padding ? call.key_padding_mask : dummy},
+              {has_length ? call.key_length : dummy},
+              {call.out, true}},
+             PushBlock::of(p), l.rows_grid(p.rows),
+             {wg, has_mask, has_padding, has_length, call.causal, call.log});
+}
+
+}  // namespace ops
+
+namespace {
+
+void lower_softmax(Lowering& l) {
+  const auto& a = attrs<SoftmaxAttrs>(l);
+  ops::SoftmaxCall call;
+  size_t next = 0;
+  call.x = l.input(next++);
+  if (a.has_mask) call.mask = l.input(next++);
+  if (a.has_key_padding_mask) call.key_padding_mask = l.input(next++);
+  call.out = l.output();
+  call.scale = a.scale;
+  call.causal = a.causal;
+  call.log = a.log;
+  ops::emit_softmax(l, call);
+}
+
+}  // namespace
+
+Tensor Graph::softmax(Tensor x, const SoftmaxOptions& options) {
+  const std::string op = options.log ? "log_softmax" : "softmax";
+  ops::require_float(*impl_, op, "x", x);
+  ops::require_rank(*impl_, op, "x", x, 1, 4);
+  std::vector<uint32_t> inputs{x.id};
+  SoftmaxAttrs a;
+  a.scale = options.scale;
+  a.causal = options.causal;
+  a.log = options.log;
+  if (options.mask) {
+    const Tensor& m = *options.mask;
+    ops::require_float(*impl_, op, "mask", m);
+    if (m.dtype != x.dtype)
+      shape_error(impl_->label(op), "mask " + describe(m) + " must have x's dtype; x is " +
+                                        describe(x));
+    Shape b;
+    if (!broadcast_shapes(m.shape, x.shape, &b) || b != x.shape)
+      shape_error(impl_->label(op), "mask " + m.shape.str() + " does not broadcast to x " +
+                                        x.shape.str());
+    inputs.push_back(m.id);
+    a.has_mask = true;
+  }
+  if (options.key_padding_mask) {
+    const Tensor& kp = *options.key_padding_mask;
+    ops::require_dtype(*impl_, op, "key_padding_mask", kp, DType::i32);
+    if (x.shape.rank() < 3)
+      shape_error(impl_->label(op), "a key padding mask needs x as [B, Sq, Sk] or [B, H, Sq, Sk], "
+                                    "x is " + x.shape.str());
+    if (kp.shape.rank() != 2 || kp.shape[0] != x.shape[0] || kp.shape[1] != x.shape[-1])
+      shape_error(impl_->label(op), "key padding mask " + kp.shape.str() + " must be [B, Sk] = [" +
+                                        std::to_string(x.shape[0]) + "," +
+                                        std::to_string(x.shape[-1]) + "] for x " + x.shape.str());
+    inputs.push_back(kp.id);
+    a.has_key_padding_mask = true;
+  }
+  return impl_->add_node(OpKind::softmax, op, std::move(inputs), a, x.shape, x.dtype);
+}
+
+void register_softmax_ops(OpRegistry& r) { r.add(OpKind::softmax, lower_softmax); }
 
 }  // namespace vkformer

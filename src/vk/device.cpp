@@ -7,6 +7,7 @@
 #include "device_impl.hpp"
 #include "device_select.hpp"
 #include "instance.hpp"
+#include "tuning.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer {
@@ -29,12 +30,22 @@ Device Device::open(const DeviceOptions& options) {
     physical.push_back(vk::query_physical_device(handles[i], i, instance->api_version()));
     infos.push_back(physical.back().info);
   }
-  std::string selector = options.selector;
-  if (selector.empty())
-    if (const char* env = std::getenv("VKFORMER_DEVICE")) selector = env;
-  size_t chosen = vk::select_device(infos, selector);
+  size_t chosen = choose(infos, options.selector);
   auto core = std::make_shared<vk::DeviceCore>(instance, physical[chosen], options.timeout_ms);
   return Device(std::make_shared<DeviceImpl>(std::move(core)));
+}
+
+size_t Device::choose(const std::vector<DeviceInfo>& devices, const std::string& selector) {
+  std::string sel = selector;
+  if (sel.empty())
+    if (const char* env = std::getenv("VKFORMER_DEVICE")) sel = env;
+  return vk::select_device(devices, sel);
+}
+
+std::vector<DeviceQuirk> Device::quirks(const DeviceInfo& info) {
+  std::vector<DeviceQuirk> out;
+  for (const auto& q : vk::tuning_for(info).quirks) out.push_back({q.id, q.reason, q.link});
+  return out;
 }
 
 const DeviceInfo& Device::info() const { return impl_->info(); }

@@ -26,11 +26,15 @@ bool HazardTracker::overlaps(const BufferAccess& a, const BufferAccess& b) {
   return a.buffer == b.buffer && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
 }
 
-bool HazardTracker::use(VkCommandBuffer cmd, std::span<const BufferAccess> accesses) {
-  bool hazard = false;
+bool HazardTracker::conflicts(std::span<const BufferAccess> accesses) const {
   for (const auto& a : accesses)
     for (const auto& p : pending_)
-      if ((a.write || p.write) && overlaps(a, p)) hazard = true;
+      if ((a.write || p.write) && overlaps(a, p)) return true;
+  return false;
+}
+
+bool HazardTracker::use(VkCommandBuffer cmd, std::span<const BufferAccess> accesses) {
+  bool hazard = conflicts(accesses);
   // The barrier's destination is every stage the executor uses (compute and transfer), not just
   // the next access's: then every pending write is visible to, and every pending read ordered
   // before, all later commands, and forgetting the pending set is sound.

@@ -24,6 +24,8 @@ class HazardTracker {
   // Records a barrier into `cmd` first if `accesses` conflict with pending ones; then makes them
   // pending. Returns true if a barrier was recorded.
   bool use(VkCommandBuffer cmd, std::span<const BufferAccess> accesses);
+  // Whether `accesses` conflict with what is pending (what use() would put a barrier before).
+  bool conflicts(std::span<const BufferAccess> accesses) const;
   // A barrier from everything pending (and everything before, across submissions) to `dst`.
   void full_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src_stage,
                     VkPipelineStageFlags dst_stage, VkAccessFlags dst_access);

@@ -1,0 +1,70 @@
+# The two-command entry points: `make demo` and `make test`. Each installs what is missing
+# (scripts/install_deps.sh), configures once, builds with every core, then runs.
+# CMake does the real work; this file only strings the steps together.
+#
+# Variables (override on the command line, e.g. `make test BUILD_DIR=build-debug BUILD_TYPE=Debug`):
+BUILD_DIR  ?= build
+BUILD_TYPE ?= Release
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS  ?= 2
+CMAKE      ?= cmake
+CTEST      ?= ctest
+VKFORMER   := ./$(BUILD_DIR)/tools/vkformer
+
+.DEFAULT_GOAL := help
+.PHONY: help deps configure build test demo bench devices clean
+
+help:
+	@echo "vkformer: transformer inference on any Vulkan device"
+	@echo ""
+	@echo "  make demo     install missing packages, build, run the demo"
+	@echo "  make test     install missing packages, build, run every test (ctest)"
+	@echo "  make build    install missing packages, configure (once) and build"
+	@echo "  make bench    build, then run the benchmarks (vkformer bench; TODO: not written yet)"
+	@echo "  make devices  build, then list the Vulkan devices (vkformer devices)"
+	@echo "  make deps     only install missing packages (scripts/install_deps.sh)"
+	@echo "  make clean    remove the build directory ($(BUILD_DIR))"
+	@echo ""
+	@echo "Variables: BUILD_DIR=$(BUILD_DIR) BUILD_TYPE=$(BUILD_TYPE) JOBS=$(JOBS) TEST_JOBS=$(TEST_JOBS)"
+	@echo "A changed BUILD_TYPE needs 'make clean' or another BUILD_DIR: the build is configured once."
+
+deps:
+	@./scripts/install_deps.sh
+
+# Configure only once: later builds let CMake re-run itself when CMakeLists change. A directory
+# whose configure step was interrupted (a cache but no build system) is configured again.
+configure: deps
+	@if [ -f "$(BUILD_DIR)/CMakeCache.txt" ] && \
+	    { [ -f "$(BUILD_DIR)/Makefile" ] || [ -f "$(BUILD_DIR)/build.ninja" ]; }; then \
+	  echo "$(BUILD_DIR)/ is configured"; \
+	else \
+	  echo "$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)"; \
+	  $(CMAKE) -S . -B "$(BUILD_DIR)" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE); \
+	fi
+
+build: configure
+	$(CMAKE) --build "$(BUILD_DIR)" -j $(JOBS)
+
+# The test binaries turn on the validation layer themselves (VKFORMER_TEST_VALIDATION=0: off).
+test: build
+	$(CTEST) --test-dir "$(BUILD_DIR)" --output-on-failure -j$(TEST_JOBS)
+
+# A build directory configured by hand may have the tool turned off.
+NEED_TOOL = @test -x $(VKFORMER) || { echo "$(VKFORMER) was not built: $(BUILD_DIR)/ is configured \
+with VKFORMER_BUILD_TOOLS=OFF; run 'make clean' or pick another BUILD_DIR"; exit 1; }
+
+demo: build
+	$(NEED_TOOL)
+	$(VKFORMER) demo
+
+bench: build
+	$(NEED_TOOL)
+	$(VKFORMER) bench
+
+devices: build
+	$(NEED_TOOL)
+	$(VKFORMER) devices
+
+clean:
+	@case "$(BUILD_DIR)" in ""|"/"|"."|"..") echo "refusing to remove BUILD_DIR='$(BUILD_DIR)'"; exit 1;; esac
+	rm -rf "$(BUILD_DIR)"

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages vkformer needs to build and test, and only those missing.
+# Safe to run again: when everything is present it checks with dpkg and exits in well under a
+# second, without touching apt. `make demo`, `make test` and `make build` run it first.
+#
+#   scripts/install_deps.sh          install what is missing (uses sudo when not root)
+#   scripts/install_deps.sh --check  only report what is missing; exit 1 if anything is
+#
+# VKFORMER_SKIP_DEPS=1 skips it (e.g. on a system without dpkg whose packages you manage).
+set -euo pipefail
+
+# What each package is for:
+#   cmake g++ make pkg-config      the build
+#   libvulkan-dev                  Vulkan headers and loader
+#   mesa-vulkan-drivers            lavapipe, a Vulkan device on the CPU (tests run without a GPU)
+#   glslang-tools spirv-tools      GLSL -> SPIR-V at build time
+#   vulkan-validationlayers        the tests run under the Khronos validation layer
+#   vulkan-tools                   vulkaninfo, for looking at devices
+#   libgtest-dev libbenchmark-dev  tests and benchmarks
+#   nlohmann-json3-dev libcli11-dev  the vkformer command-line tool
+#   python3-numpy                  the scripts that write and read test data
+# PyTorch is not needed: the golden test data is committed.
+PACKAGES=(
+  cmake g++ make pkg-config
+  libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools
+  libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+  python3-numpy
+)
+
+say() { echo "install_deps: $*"; }
+die() { echo "install_deps: error: $*" >&2; exit 1; }
+
+check_only=0
+case "${1:-}" in
+  "") ;;
+  --check) check_only=1 ;;
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) die "unknown argument '$1' (try --help)" ;;
+esac
+
+if [[ "${VKFORMER_SKIP_DEPS:-0}" != "0" ]]; then
+  say "VKFORMER_SKIP_DEPS is set: not checking packages"
+  exit 0
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  die "dpkg-query not found: this script knows Debian 12 (bookworm) packages only.
+  Install the equivalents of: ${PACKAGES[*]}
+  then run with VKFORMER_SKIP_DEPS=1 to skip this check."
+fi
+
+# Prints the packages dpkg does not report as fully installed, one query for all of them.
+missing_packages() {
+  local -A installed=()
+  local name status
+  while read -r name status; do
+    [[ "$status" == "install ok installed" ]] && installed[$name]=1
+  done < <(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
+  local p
+  for p in "${PACKAGES[@]}"; do
+    [[ -n "${installed[$p]:-}" ]] || echo "$p"
+  done
+}
+
+mapfile -t missing < <(missing_packages)
+if [[ ${#missing[@]} -eq 0 ]]; then
+  say "all ${#PACKAGES[@]} packages are installed"
+  exit 0
+fi
+
+say "missing: ${missing[*]}"
+if [[ $check_only -eq 1 ]]; then
+  exit 1
+fi
+
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install these packages yourself: ${missing[*]}"
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+    say "not root: using sudo"
+  else
+    die "installing needs root, and sudo is not installed. Run as root:
+  apt-get update && apt-get install -y ${missing[*]}"
+  fi
+fi
+
+apt_env=(env DEBIAN_FRONTEND=noninteractive)
+say "running: apt-get update"
+"${sudo[@]}" "${apt_env[@]}" apt-get update -q ||
+  die "apt-get update failed (no network, or no permission?); packages needed: ${missing[*]}"
+say "running: apt-get install -y --no-install-recommends ${missing[*]}"
+"${sudo[@]}" "${apt_env[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+  die "apt-get install failed; packages needed: ${missing[*]}"
+
+mapfile -t still_missing < <(missing_packages)
+if [[ ${#still_missing[@]} -ne 0 ]]; then
+  die "still missing after apt-get install: ${still_missing[*]}"
+fi
+say "installed: ${missing[*]}"

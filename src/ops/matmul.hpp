@@ -1,0 +1,38 @@
+#pragma once
+// The matmul kernel as a building block for other lowerings (attention's unfused path runs
+// Q·Kᵀ and P·V through it): emit one matmul dispatch on values a lowering already has.
+#include <string>
+
+#include "lowering.hpp"
+
+namespace vkformer::ops {
+
+// out = activation(alpha * a·b + bias) on program values.
+//   a    [..., M, K]            rank 2 to 4
+//   b    [..., K, N]            or [..., N, K] with transpose_b; rank 2 to 4
+//   bias [N]                    optional (kNoValue for none)
+//   out  [batch..., M, N]       batch dims of a and b broadcast numpy-style (each equal or 1,
+//                               missing leading dims are 1); out's rank may be any rank >= 2 whose
+//                               batch dims multiply out to the same batch shape
+// a, b, bias and out share one float dtype (f32 or f16); accumulation is fp32.
+struct MatmulCall {
+  uint32_t a = kNoValue;
+  uint32_t b = kNoValue;
+  uint32_t out = kNoValue;
+  uint32_t bias = kNoValue;
+  bool transpose_b = false;
+  float alpha = 1.0f;
+  Activation activation = Activation::none;
+};
+
+// Adds the dispatch to the program. Throws ErrorCode::internal (naming the node) if the values'
+// shapes or dtypes do not fit: callers build their temporaries with matmul_output_shape.
+void emit_matmul(Lowering& l, const MatmulCall& call);
+
+// The output shape of a·b (transpose_b as in MatmulCall), or false with an error detail such as
+// "a is [2,3,5], b is [4,6]: inner dims 5 != 4" in *why (if not null) when the shapes do not fit;
+// a_name / b_name name the operands in it.
+bool matmul_output_shape(const Shape& a, const Shape& b, bool transpose_b, Shape* out,
+                         std::string* why, const char* a_name = "a", const char* b_name = "b");
+
+}  // namespace vkformer::ops

@@ -1,0 +1,298 @@
+// attention, fused (flash-attention kernel) and unfused (matmul -> softmax -> matmul), against
+// the double-precision reference and against each other, with every mask kind and key_length.
+//
+// Tolerances (max abs error + relative): f32 atol 2e-5, rtol 1e-5 (fp32 dot products of up to
+// D = 256 terms against double); f16 atol 1e-2, rtol 1e-2 (inputs, and on the unfused path the
+// scores and probabilities, are stored as f16: 2^-11 relative each). Fused and unfused agree to
+// the same tolerances.
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "reference.hpp"
+#include "test_device.hpp"
+#include "test_util.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+using Path = AttentionOptions::Path;
+
+Tolerance attention_tolerance(DType dtype) {
+  return dtype == DType::f16 ? Tolerance{1e-2, 1e-2} : Tolerance{2e-5, 1e-5};
+}
+
+// `values` of shape `in` broadcast (numpy rules) to `out`, row-major.
+std::vector<double> expand(const std::vector<double>& values, const Shape& in, const Shape& out) {
+  std::vector<double> o(out.numel());
+  const int r = out.rank();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t rest = i, src = 0, stride = 1;
+    for (int d = r - 1; d >= 0; --d) {
+      int64_t c = rest % out[d];
+      rest /= out[d];
+      int di = d - (r - in.rank());
+      if (di >= 0) {
+        src += (in[di] == 1 ? 0 : c) * stride;
+        stride *= in[di];
+      }
+    }
+    o[i] = values[src];
+  }
+  return o;
+}
+
+struct AttentionCase {
+  std::string name;
+  int64_t B, H, Sq, Sk, D, Dv;
+  DType dtype = DType::f32;
+  bool causal = false;
+  std::optional<Shape> mask;
+  bool key_padding = false;
+  int32_t key_length = -1;  // -1: no key_length tensor
+  float scale = 0.0f;       // 0: 1/sqrt(D)
+};
+
+std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
+  return info.param.name + "_" + std::string(dtype_name(info.param.dtype));
+}
+
+struct Result {
+  HostTensor fused, unfused, automatic;
+  std::vector<double> want;
+};
+
+Result run_case(Device& device, const AttentionCase& c) {
+  const Shape qs{c.B, c.H, c.Sq, c.D}, ks{c.B, c.H, c.Sk, c.D}, vs{c.B, c.H, c.Sk, c.Dv};
+  auto qv = random_values(qs.numel(), 1, -1.5f, 1.5f);
+  auto kv = random_values(ks.numel(), 2, -1.5f, 1.5f);
+  auto vv = random_values(vs.numel(), 3, -1.0f, 1.0f);
+  Graph g;
+  Tensor q = g.input("q", qs, c.dtype), k = g.input("k", ks, c.dtype), v = g.input("v", vs, c.dtype);
+  std::map<std::string, HostTensor> inputs{{"q", make_tensor(qs, qv, c.dtype)},
+                                           {"k", make_tensor(ks, kv, c.dtype)},
+                                           {"v", make_tensor(vs, vv, c.dtype)}};
+  AttentionOptions o;
+  o.scale = c.scale;
+  o.causal = c.causal;
+  ref::SoftmaxMasks m;
+  m.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
+  m.causal = c.causal;
+  std::vector<double> mask_expanded;
+  if (c.mask) {
+    auto mv = random_values(c.mask->numel(), 4, -2.0f, 2.0f);
+    auto pick = random_values(c.mask->numel(), 5, 0.0f, 1.0f);
+    for (size_t i = 0; i < mv.size(); ++i)
+      if (pick[i] < 0.1f) mv[i] = -std::numeric_limits<float>::infinity();
+    o.mask = g.input("mask", *c.mask, c.dtype);
+    inputs.emplace("mask", make_tensor(*c.mask, mv, c.dtype));
+    mask_expanded = expand(stored(mv, c.dtype), *c.mask, {c.B, c.H, c.Sq, c.Sk});
+    m.mask = &mask_expanded;
+  }
+  std::vector<int32_t> padding;
+  if (c.key_padding) {
+    auto pick = random_values(static_cast<size_t>(c.B * c.Sk), 6, 0.0f, 1.0f);
+    for (float p : pick) padding.push_back(p < 0.3f ? 1 : 0);
+    if (c.B > 1)  // batch 1 has every key padded: its rows are fully masked
+      for (int64_t j = 0; j < c.Sk; ++j) padding[c.Sk + j] = 1;
+    o.key_padding_mask = g.input("padding", {c.B, c.Sk}, DType::i32);
+    inputs.emplace("padding", HostTensor::from_i32({c.B, c.Sk}, padding));
+    m.key_padding = &padding;
+  }
+  if (c.key_length >= 0) {
+    o.key_length = g.input("key_length", {1}, DType::i32);
+    inputs.emplace("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{c.key_length}));
+    m.key_length = c.key_length;
+  }
+  o.path = Path::fused;
+  g.output("fused", g.attention(q, k, v, o));
+  o.path = Path::unfused;
+  g.output("unfused", g.attention(q, k, v, o));
+  o.path = Path::automatic;
+  g.output("automatic", g.attention(q, k, v, o));
+  Executor ex(device, g);
+  auto out = ex.run(inputs);
+  Result r{out["fused"], out["unfused"], out["automatic"], {}};
+  r.want = ref::attention(stored(qv, c.dtype), stored(kv, c.dtype), stored(vv, c.dtype), c.B, c.H,
+                          c.Sq, c.Sk, c.D, c.Dv, m);
+  return r;
+}
+
+std::vector<double> as_double(const HostTensor& t) {
+  auto f = t.to_f32();
+  return {f.begin(), f.end()};
+}
+
+class AttentionTest : public DeviceTestWithParam<AttentionCase> {};
+
+TEST_P(AttentionTest, FusedAndUnfusedMatchReference) {
+  const AttentionCase& c = GetParam();
+  Result r = run_case(device(), c);
+  Tolerance tol = attention_tolerance(c.dtype);
+  EXPECT_TRUE(all_close(r.fused, r.want, tol)) << "fused";
+  EXPECT_TRUE(all_close(r.unfused, r.want, tol)) << "unfused";
+  EXPECT_TRUE(all_close(r.fused, as_double(r.unfused), tol)) << "fused vs unfused";
+  EXPECT_TRUE(all_close(r.automatic, as_double(r.fused), {0.0, 0.0})) << "automatic is fused";
+  RecordProperty("fused_max_abs_error", std::to_string(max_abs_error(r.fused, r.want)));
+  RecordProperty("unfused_max_abs_error", std::to_string(max_abs_error(r.unfused, r.want)));
+}
+
+std::vector<AttentionCase> attention_cases() {
+  const Shape none{};
+  std::vector<AttentionCase> base = {
+      {"all_ones", 1, 1, 1, 1, 1, 1},
+      {"tiny_causal", 1, 1, 3, 3, 4, 4, DType::f32, true},
+      {"causal_sq_lt_sk", 2, 3, 17, 31, 16, 16, DType::f32, true},
+      {"causal_sq_gt_sk", 2, 2, 31, 17, 8, 8, DType::f32, true},
+      {"mask_2d", 1, 2, 37, 37, 64, 64, DType::f32, false, Shape{37, 37}},
+      {"mask_b1qk_padding", 2, 2, 13, 29, 32, 24, DType::f32, false, Shape{2, 1, 13, 29}, true},
+      {"all_masks", 2, 3, 5, 7, 7, 5, DType::f32, true, Shape{2, 3, 5, 7}, true},
+      {"decode_key_length", 1, 1, 1, 53, 128, 128, DType::f32, false, {}, false, 29},
+      {"everything", 2, 2, 7, 40, 64, 48, DType::f32, true, Shape{1, 1, 7, 40}, true, 23, 0.3f},
+      {"key_length_zero", 1, 2, 3, 11, 8, 8, DType::f32, false, {}, false, 0},
+      {"multi_tile", 1, 1, 67, 71, 128, 128, DType::f32, true},
+      {"head_dim_256", 1, 2, 5, 9, 256, 256, DType::f32, false, Shape{5, 9}},
+      {"head_dim_80", 1, 1, 43, 47, 80, 80},
+      {"mask_keys_only", 3, 2, 11, 19, 16, 16, DType::f32, false, Shape{3, 1, 1, 19}},
+  };
+  std::vector<AttentionCase> all = base;
+  for (AttentionCase c : base) {
+    c.dtype = DType::f16;
+    all.push_back(c);
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionTest, ::testing::ValuesIn(attention_cases()), case_name);
+
+// The worked example from the project notes: Q, K, V [3, 4], scale 1/sqrt(4), causal.
+TEST_F(DeviceTest, WorkedExampleBothPaths) {
+  const std::vector<float> q = {-1.6964f, 1.3355f,  -0.5133f, 0.0674f, 1.6595f, -0.4445f,
+                                -0.1917f, 1.7729f,  -0.1650f, -2.9899f, -3.8893f, 1.2756f};
+  const std::vector<float> k = {0.6023f,  -0.7260f, 1.1799f,  0.2383f, -0.6521f, 4.4224f,
+                                -3.7460f, -1.2657f, -0.7106f, -4.3429f, 4.2984f, -2.3664f};
+  const std::vector<float> v = {-0.9285f, 0.3301f, 1.8359f,  -1.3448f, 0.4676f, -0.1512f,
+                                -0.5678f, 0.8648f, 0.6143f,  2.6772f,  -1.3256f, -3.2423f};
+  const std::vector<double> want = {-0.9285, 0.3301, 1.8359, -1.3448, -0.8651, 0.3083,
+                                    1.7268,  -1.2445, 0.1139, 0.0517,  0.0270,  0.1830};
+  const Shape s{1, 1, 3, 4};
+  Graph g;
+  Tensor qt = g.input("q", s), kt = g.input("k", s), vt = g.input("v", s);
+  AttentionOptions o;
+  o.causal = true;  // scale 0: 1/sqrt(4)
+  o.path = Path::fused;
+  g.output("fused", g.attention(qt, kt, vt, o));
+  o.path = Path::unfused;
+  g.output("unfused", g.attention(qt, kt, vt, o));
+  Executor ex(device(), g);
+  auto out = ex.run({{"q", HostTensor::from_f32(s, q)},
+                     {"k", HostTensor::from_f32(s, k)},
+                     {"v", HostTensor::from_f32(s, v)}});
+  EXPECT_TRUE(all_close(out["fused"], want, {2e-4, 0.0}));
+  EXPECT_TRUE(all_close(out["unfused"], want, {2e-4, 0.0}));
+}
+
+TEST_F(DeviceTest, KeyLengthIsReadAtRunTime) {
+  // A KV cache preallocated to 16 keys; the valid length changes between replays.
+  const int64_t B = 1, H = 2, Sq = 1, Sk = 16, D = 8;
+  const Shape qs{B, H, Sq, D}, ks{B, H, Sk, D};
+  auto qv = random_values(qs.numel(), 7), kv = random_values(ks.numel(), 8),
+       vv = random_values(ks.numel(), 9);
+  Graph g;
+  Tensor q = g.input("q", qs), k = g.input("k", ks), v = g.input("v", ks);
+  Tensor kl = g.input("key_length", {1}, DType::i32);
+  AttentionOptions o;
+  o.key_length = kl;
+  o.path = Path::fused;
+  g.output("fused", g.attention(q, k, v, o));
+  o.path = Path::unfused;
+  g.output("unfused", g.attention(q, k, v, o));
+  Executor ex(device(), g);
+  ex.set_input("q", HostTensor::from_f32(qs, qv));
+  ex.set_input("k", HostTensor::from_f32(ks, kv));
+  ex.set_input("v", HostTensor::from_f32(ks, vv));
+  for (int32_t len : {5, 16, 1, 0, 11}) {
+    SCOPED_TRACE("key_length " + std::to_string(len));
+    ex.set_input("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{len}));
+    ex.run();
+    ref::SoftmaxMasks m;
+    m.scale = 1.0 / std::sqrt(static_cast<double>(static_cast<float>(D)));
+    m.key_length = len;
+    auto want = ref::attention(stored(qv, DType::f32), stored(kv, DType::f32),
+                               stored(vv, DType::f32), B, H, Sq, Sk, D, D, m);
+    Tolerance tol = attention_tolerance(DType::f32);
+    EXPECT_TRUE(all_close(ex.output("fused"), want, tol));
+    EXPECT_TRUE(all_close(ex.output("unfused"), want, tol));
+  }
+  EXPECT_EQ(ex.stats().recordings, 1u);
+  EXPECT_EQ(ex.stats().runs, 5u);
+  // Outside [0, Sk] is refused when the input is set.
+  EXPECT_THROW(ex.set_input("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{17})), Error);
+  EXPECT_THROW(ex.set_input("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{-1})), Error);
+}
+
+TEST_F(DeviceTest, AutomaticFallsBackToUnfusedForWideHeads) {
+  const int64_t D = 300;
+  const Shape s{1, 1, 3, D};
+  auto qv = random_values(s.numel(), 1), kv = random_values(s.numel(), 2),
+       vv = random_values(s.numel(), 3);
+  Graph g;
+  Tensor q = g.input("q", s), k = g.input("k", s), v = g.input("v", s);
+  AttentionOptions o;
+  o.causal = true;
+  g.output("o", g.attention(q, k, v, o));
+  Executor ex(device(), g);
+  auto out = ex.run({{"q", HostTensor::from_f32(s, qv)},
+                     {"k", HostTensor::from_f32(s, kv)},
+                     {"v", HostTensor::from_f32(s, vv)}});
+  ref::SoftmaxMasks m;
+  m.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  m.causal = true;
+  auto want = ref::attention(stored(qv, DType::f32), stored(kv, DType::f32),
+                             stored(vv, DType::f32), 1, 1, 3, 3, D, D, m);
+  EXPECT_TRUE(all_close(out["o"], want, attention_tolerance(DType::f32)));
+  EXPECT_EQ(ex.stats().dispatches, 3u);  // matmul, softmax, matmul
+
+  o.path = Path::fused;
+  try {
+    g.attention(q, k, v, o);
+    FAIL() << "expected an unsupported error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("300"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DeviceTest, AttentionRejectsBadShapes) {
+  Graph g;
+  Tensor q = g.input("q", {2, 3, 5, 8}), k = g.input("k", {2, 3, 7, 8}),
+         v = g.input("v", {2, 3, 7, 4});
+  auto expect_error = [&](Tensor q2, Tensor k2, Tensor v2, AttentionOptions o, const char* fragment) {
+    try {
+      g.attention(q2, k2, v2, o);
+      ADD_FAILURE() << "expected a shape error mentioning " << fragment;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::shape_mismatch) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  EXPECT_EQ(g.attention(q, k, v).shape, Shape({2, 3, 5, 4}));
+  expect_error(q, g.input("k1", {2, 3, 7, 9}), v, {}, "[2,3,7,9]");
+  expect_error(q, k, g.input("v1", {2, 3, 6, 4}), {}, "[2,3,6,4]");
+  expect_error(g.input("q1", {3, 5, 8}), k, v, {}, "rank");
+  expect_error(q, k, g.input("v2", {2, 3, 7, 4}, DType::f16), {}, "dtype");
+  AttentionOptions o;
+  o.mask = g.input("m1", {5, 6});
+  expect_error(q, k, v, o, "[5,6]");
+  o = {};
+  o.key_padding_mask = g.input("p1", {2, 5}, DType::i32);
+  expect_error(q, k, v, o, "[2,5]");
+  o = {};
+  o.key_length = g.input("l1", {2}, DType::i32);
+  expect_error(q, k, v, o, "key_length");
+  o.key_length = g.input("l2", {1});
+  expect_error(q, k, v, o, "i32");
+}
+
+}  // namespace
+}  // namespace vkformer::testing

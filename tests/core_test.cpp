@@ -1,0 +1,168 @@
+// Value types without a device: shapes, broadcasting, f16 conversion, host tensors, the memory
+// planner and the hazard decisions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "hazard_tracker.hpp"
+#include "memory_planner.hpp"
+#include "vkformer/vkformer.hpp"
+
+namespace vkformer {
+namespace {
+
+TEST(Shape, BasicsAndErrors) {
+  Shape s{2, 3, 5};
+  EXPECT_EQ(s.rank(), 3);
+  EXPECT_EQ(s.numel(), 30);
+  EXPECT_EQ(s[-1], 5);
+  EXPECT_EQ(s.stride(0), 15);
+  EXPECT_EQ(s.str(), "[2,3,5]");
+  EXPECT_EQ(s.with_last(7), (Shape{2, 3, 7}));
+  EXPECT_EQ(Shape{}.numel(), 1);
+  EXPECT_THROW(Shape({1, 2, 3, 4, 5}), Error);
+  EXPECT_THROW(Shape({2, -1}), Error);
+  EXPECT_THROW(s[3], Error);
+}
+
+TEST(Shape, BroadcastsLikeNumpy) {
+  Shape out;
+  ASSERT_TRUE(broadcast_shapes({2, 1, 5}, {3, 1}, &out));
+  EXPECT_EQ(out, (Shape{2, 3, 5}));
+  ASSERT_TRUE(broadcast_shapes({7}, {4, 1, 7}, &out));
+  EXPECT_EQ(out, (Shape{4, 1, 7}));
+  EXPECT_FALSE(broadcast_shapes({2, 3}, {4}, &out));
+}
+
+// Reference rounding of a float to the nearest half, by exhaustive search over candidates in
+// double: independent of the bit manipulation in half.cpp.
+float round_to_half_reference(float f) {
+  if (std::isnan(f)) return f;
+  double best = 0, best_err = INFINITY;
+  uint16_t best_bits = 0;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float v = half_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(v)) continue;
+    double err = std::abs(static_cast<double>(v) - f);
+    if (std::isinf(v) && !std::isinf(f)) {
+      // inf wins only for values at or beyond 65520 (half way to the next binade step).
+      if (std::abs(f) < 65520.0f || (v > 0) != (f > 0)) continue;
+      err = 0;
+    }
+    bool tie_even = err == best_err && (h & 1) == 0 && (best_bits & 1) == 1;
+    if (err < best_err || tie_even) {
+      best = v;
+      best_err = err;
+      best_bits = static_cast<uint16_t>(h);
+    }
+  }
+  return static_cast<float>(best);
+}
+
+TEST(Half, EveryHalfRoundTripsThroughFloat) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float f = half_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(half_to_float(float_to_half(f))));
+      continue;
+    }
+    // -0 and +0 are distinct bit patterns and must survive.
+    EXPECT_EQ(float_to_half(f), h) << "half bits " << h;
+  }
+}
+
+TEST(Half, RoundsToNearestEven) {
+  std::mt19937 rng(3);
+  std::vector<float> probes = {1.0f + 1.0f / 2048,  // exactly between 1 and the next half: even
+                               1.0f + 3.0f / 2048, 65504.0f, 65519.0f, 65520.0f, 1e-8f, 5.96e-8f,
+                               2.98e-8f, 6.1e-5f, -3.0e-7f, 1e6f};
+  std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
+  for (int i = 0; i < 40; ++i) probes.push_back(dist(rng));
+  std::uniform_real_distribution<float> tiny(-1e-4f, 1e-4f);
+  for (int i = 0; i < 40; ++i) probes.push_back(tiny(rng));
+  for (float f : probes)
+    EXPECT_EQ(half_to_float(float_to_half(f)), round_to_half_reference(f)) << "value " << f;
+}
+
+TEST(HostTensor, ConvertsAndChecks) {
+  std::vector<float> v = {1.5f, -2.0f, 3.25f, 0.1f};
+  HostTensor t = HostTensor::from_f32({2, 2}, v, DType::f16);
+  EXPECT_EQ(t.nbytes(), 8u);
+  auto back = t.to_f32();
+  EXPECT_EQ(back[0], 1.5f);
+  EXPECT_NEAR(back[3], 0.1f, 1e-4);
+  EXPECT_EQ(t.cast(DType::f32).dtype(), DType::f32);
+  EXPECT_THROW(HostTensor::from_f32({3}, v), Error);
+  EXPECT_THROW(t.reshaped({3}), Error);
+  EXPECT_EQ(t.reshaped({4}).shape(), Shape{4});
+  EXPECT_EQ(parse_dtype("float16"), DType::f16);
+  EXPECT_THROW(parse_dtype("bf16"), Error);
+}
+
+bool lifetimes_overlap(const Lifetime& a, const Lifetime& b) {
+  return a.first <= b.last && b.first <= a.last;
+}
+
+TEST(MemoryPlanner, NeverOverlapsLiveBuffersAndReuses) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<Lifetime> buffers;
+    uint64_t sum = 0;
+    for (int i = 0; i < 40; ++i) {
+      uint32_t first = rng() % 60, len = rng() % 10;
+      uint64_t bytes = 1 + rng() % 5000;
+      buffers.push_back({bytes, first, first + len});
+      sum += (bytes + 255) / 256 * 256;
+    }
+    MemoryPlan plan = plan_memory(buffers, 256, true);
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      EXPECT_EQ(plan.offsets[i] % 256, 0u);
+      EXPECT_LE(plan.offsets[i] + buffers[i].bytes, plan.total);
+      for (size_t j = i + 1; j < buffers.size(); ++j) {
+        if (!lifetimes_overlap(buffers[i], buffers[j])) continue;
+        bool disjoint = plan.offsets[i] + buffers[i].bytes <= plan.offsets[j] ||
+                        plan.offsets[j] + buffers[j].bytes <= plan.offsets[i];
+        EXPECT_TRUE(disjoint) << "trial " << trial << " buffers " << i << ", " << j;
+      }
+    }
+    EXPECT_LT(plan.total, sum);  // 40 buffers over 60 steps: some must share
+    EXPECT_EQ(plan_memory(buffers, 256, false).total, sum);
+  }
+}
+
+TEST(MemoryPlanner, ChainNeedsOnlyTwoBuffers) {
+  // a -> b -> c -> ... each value read by the next step only.
+  std::vector<Lifetime> chain;
+  for (uint32_t i = 0; i < 20; ++i) chain.push_back({1000, i, i + 1});
+  EXPECT_EQ(plan_memory(chain, 256, true).total, 2u * 1024);
+}
+
+vk::BufferAccess access(uint64_t buffer, VkDeviceSize off, VkDeviceSize size, bool write) {
+  return {reinterpret_cast<VkBuffer>(buffer), off, size, write, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT};
+}
+
+TEST(HazardTracker, BarrierOnlyWhereBytesConflict) {
+  vk::HazardTracker t;
+  vk::BufferAccess write_a[] = {access(1, 0, 100, true)};
+  EXPECT_FALSE(t.use(VK_NULL_HANDLE, write_a));  // nothing pending: no barrier recorded
+  vk::BufferAccess read_overlap[] = {access(1, 50, 10, false)};
+  vk::BufferAccess read_after[] = {access(1, 100, 100, false)};
+  vk::BufferAccess read_other[] = {access(2, 0, 100, false)};
+  vk::BufferAccess write_overlap[] = {access(1, 99, 1, true)};
+  EXPECT_TRUE(t.conflicts(read_overlap));   // read after write
+  EXPECT_TRUE(t.conflicts(write_overlap));  // write after write
+  EXPECT_FALSE(t.conflicts(read_after));    // adjacent bytes do not overlap
+  EXPECT_FALSE(t.conflicts(read_other));    // other buffer
+
+  vk::HazardTracker reads;
+  vk::BufferAccess read_a[] = {access(1, 0, 100, false)};
+  EXPECT_FALSE(reads.use(VK_NULL_HANDLE, read_a));
+  EXPECT_FALSE(reads.conflicts(read_a));  // read after read
+  vk::BufferAccess write_a2[] = {access(1, 10, 10, true)};
+  EXPECT_TRUE(reads.conflicts(write_a2));  // write after read
+}
+
+}  // namespace
+}  // namespace vkformer

@@ -1,0 +1,207 @@
+// Executor properties: record once and replay, bit-identical replays, memory reuse, minimal
+// barriers, pruning, externals and errors for bad use.
+#include <cmath>
+#include <cstring>
+
+#include "test_device.hpp"
+#include "test_util.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+// x -> 50 dependent elementwise ops, each reading the previous result (and x now and then).
+Graph chain_graph(const Shape& shape, int length) {
+  Graph g;
+  Tensor x = g.input("x", shape);
+  Tensor y = x;
+  for (int i = 0; i < length; ++i) {
+    switch (i % 4) {
+      case 0: y = g.scale(y, 0.9f); break;
+      case 1: y = g.add(y, x); break;
+      case 2: y = g.gelu(y); break;
+      case 3: y = g.relu(g.add(y, g.scale(x, -0.5f))); break;
+    }
+  }
+  g.output("y", y);
+  return g;
+}
+
+std::vector<double> chain_reference(const std::vector<float>& xf, int length) {
+  std::vector<double> out(xf.size());
+  for (size_t e = 0; e < xf.size(); ++e) {
+    // Mirror fp32 rounding of each intermediate: the kernels store fp32 between ops.
+    float x = xf[e], y = x;
+    for (int i = 0; i < length; ++i) {
+      switch (i % 4) {
+        case 0: y = y * 0.9f; break;
+        case 1: y = y + x; break;
+        case 2: y = static_cast<float>(0.5 * y * (1.0 + std::erf(y / std::sqrt(2.0)))); break;
+        case 3: y = std::max(y + x * -0.5f, 0.0f); break;
+      }
+    }
+    out[e] = y;
+  }
+  return out;
+}
+
+TEST_F(DeviceTest, ChainOfFiftyDependentOps) {
+  const Shape shape{3, 67};
+  Graph g = chain_graph(shape, 50);
+  Executor ex(device(), g);
+  auto xv = random_values(shape.numel(), 21, -2.0f, 2.0f);
+  auto out = ex.run({{"x", HostTensor::from_f32(shape, xv)}});
+  EXPECT_TRUE(all_close(out["y"], chain_reference(xv, 50), {1e-5, 1e-5}));
+  ExecutorStats s = ex.stats();
+  EXPECT_GE(s.dispatches, 50u);
+  // Every op depends on the one before it, so (almost) every dispatch needs a barrier; the
+  // scale(x) that feeds case 3 does not depend on its predecessor and shares a barrier.
+  EXPECT_LT(s.barriers, s.dispatches + 2);
+}
+
+TEST_F(DeviceTest, HundredReplaysAreBitIdenticalAndRecordedOnce) {
+  const Shape shape{2, 5, 33};
+  Graph g = chain_graph(shape, 20);
+  Executor ex(device(), g);
+  auto xv = random_values(shape.numel(), 4);
+  ex.set_input("x", HostTensor::from_f32(shape, xv));
+  ex.run();
+  HostTensor first = ex.output("y");
+  for (int i = 0; i < 99; ++i) {
+    ex.run();
+    HostTensor again = ex.output("y");
+    ASSERT_EQ(std::memcmp(first.data(), again.data(), first.nbytes()), 0) << "replay " << i + 2;
+  }
+  EXPECT_EQ(ex.stats().runs, 100u);
+  EXPECT_EQ(ex.stats().recordings, 1u);
+}
+
+TEST_F(DeviceTest, ReusedMemoryGivesTheSameResultsInLessSpace) {
+  const Shape shape{4, 129};
+  Graph g = chain_graph(shape, 30);
+  CompileOptions no_reuse;
+  no_reuse.reuse_memory = false;
+  Executor planned(device(), g), naive(device(), g, no_reuse);
+  auto x = HostTensor::from_f32(shape, random_values(shape.numel(), 8));
+  auto a = planned.run({{"x", x}})["y"];
+  auto b = naive.run({{"x", x}})["y"];
+  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
+  EXPECT_LT(planned.stats().activation_bytes * 4, naive.stats().activation_bytes);
+  EXPECT_GE(naive.stats().activation_bytes, naive.stats().unplanned_bytes);
+}
+
+TEST_F(DeviceTest, IndependentOpsShareOneBarrier) {
+  Graph g;
+  Tensor x = g.input("x", {1000});
+  // Four independent reads of x, then one op reading all four results.
+  Tensor a = g.scale(x, 1), b = g.scale(x, 2), c = g.scale(x, 3), d = g.scale(x, 4);
+  g.output("y", g.add(g.add(a, b), g.add(c, d)));
+  // Without memory reuse only true dependencies need barriers: input copy -> scales; scales ->
+  // adds; adds -> last add; last add -> output copy. The four scales share one.
+  CompileOptions no_reuse;
+  no_reuse.reuse_memory = false;
+  Executor ex(device(), g, no_reuse);
+  EXPECT_EQ(ex.stats().dispatches, 7u);
+  EXPECT_EQ(ex.stats().barriers, 4u);
+  // With reuse the second add may write bytes the first add still reads (write-after-read):
+  // at most one more barrier for that.
+  EXPECT_LE(Executor(device(), g).stats().barriers, 5u);
+  auto out = ex.run({{"x", HostTensor::from_f32({1000}, std::vector<float>(1000, 1.0f))}});
+  for (float v : out["y"].to_f32()) ASSERT_EQ(v, 10.0f);
+}
+
+TEST_F(DeviceTest, UnusedNodesAreNotRun) {
+  Graph g;
+  Tensor x = g.input("x", {16});
+  g.gelu(g.scale(x, 3));  // dead
+  g.output("y", g.relu(x));
+  Executor ex(device(), g);
+  EXPECT_EQ(ex.stats().dispatches, 1u);
+}
+
+TEST_F(DeviceTest, ExternalTensorsConnectGraphsOnTheDevice) {
+  DeviceTensor shared = device().allocate({8}, DType::f32);
+  Graph producer;
+  Tensor target = producer.external("shared", shared);
+  producer.output_to(producer.scale(producer.input("x", {8}), 2.0f), target);
+  Graph consumer;
+  consumer.output("y", consumer.add(consumer.external("shared", shared), consumer.input("b", {8})));
+
+  Executor p(device(), producer), c(device(), consumer);
+  std::vector<float> xs = {1, 2, 3, 4, 5, 6, 7, 8}, bs(8, 0.5f);
+  p.run({{"x", HostTensor::from_f32({8}, xs)}});
+  auto y = c.run({{"b", HostTensor::from_f32({8}, bs)}})["y"].to_f32();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(y[i], 2 * xs[i] + 0.5f);
+  EXPECT_EQ(device().download(shared).to_f32()[7], 16.0f);
+}
+
+TEST_F(DeviceTest, ReshapeIsAViewAndInputsConvertDtypes) {
+  Graph g;
+  Tensor x = g.input("x", {2, 6}, DType::f16);
+  Tensor r = g.reshape(x, {3, 4});
+  g.output("y", g.add(r, g.constant("c", HostTensor::from_f32({4}, std::vector<float>{1, 2, 3, 4}, DType::f16))));
+  Executor ex(device(), g);
+  std::vector<float> xs(12);
+  for (int i = 0; i < 12; ++i) xs[i] = static_cast<float>(i);
+  auto y = ex.run({{"x", HostTensor::from_f32({2, 6}, xs)}})["y"];  // f32 data into an f16 input
+  EXPECT_EQ(y.shape(), (Shape{3, 4}));
+  EXPECT_EQ(y.dtype(), DType::f16);
+  auto v = y.to_f32();
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(v[i], xs[i] + 1 + i % 4);
+}
+
+TEST_F(DeviceTest, ProfileNamesEveryOp) {
+  Graph g;
+  Tensor x = g.input("x", {256});
+  Tensor y;
+  {
+    Graph::Scope scope(g, "block0");
+    y = g.gelu(g.scale(x, 2));
+  }
+  g.output("y", y);
+  CompileOptions opts;
+  opts.profile = true;
+  Executor ex(device(), g, opts);
+  ex.run({{"x", HostTensor({256}, DType::f32)}});
+  auto prof = ex.profile();
+  ASSERT_EQ(prof.size(), 2u);
+  EXPECT_EQ(prof[0].op, "block0/scale");
+  EXPECT_EQ(prof[1].op, "block0/gelu");
+  for (auto& p : prof) EXPECT_GE(p.microseconds, 0.0);
+}
+
+TEST_F(DeviceTest, MisuseGivesClearErrors) {
+  Graph g;
+  Tensor x = g.input("x", {2, 3});
+  g.output("y", g.relu(x));
+  EXPECT_THROW(g.input("x", {1}), Error);  // duplicate name
+  Executor ex(device(), g);
+
+  auto expect_error = [](auto&& fn, ErrorCode code, const std::string& needle) {
+    try {
+      fn();
+      ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { ex.run(); }, ErrorCode::invalid_argument, "'x' was not set");
+  expect_error([&] { ex.output("y"); }, ErrorCode::invalid_argument, "before run");
+  expect_error([&] { ex.set_input("z", HostTensor({2, 3}, DType::f32)); },
+               ErrorCode::invalid_argument, "it has: x");
+  expect_error([&] { ex.set_input("x", HostTensor({3, 2}, DType::f32)); },
+               ErrorCode::shape_mismatch, "expected [2,3] f32, got [3,2] f32");
+  expect_error([&] { ex.set_input("x", HostTensor({2, 3}, DType::i32)); },
+               ErrorCode::shape_mismatch, "got [2,3] i32");
+  expect_error([&] { ex.output("nope"); }, ErrorCode::invalid_argument, "no output named 'nope'");
+
+  Graph other;
+  Tensor foreign = other.input("f", {2, 3});
+  expect_error([&] { g.relu(foreign); }, ErrorCode::invalid_argument, "not a tensor of this graph");
+  Graph empty;
+  empty.input("x", {1});
+  expect_error([&] { Executor e(device(), empty); }, ErrorCode::invalid_argument, "no outputs");
+}
+
+}  // namespace
+}  // namespace vkformer::testing

@@ -1,0 +1,158 @@
+// layer_norm against the double-precision reference. ctest runs this binary twice: as is (the
+// subgroup-arithmetic reductions where the device has them) and with VKFORMER_NO_SUBGROUP_OPS=1
+// (the shared-memory reductions).
+//
+// Tolerances: f32 outputs are O(1..4) after normalization and scaling; fp32 statistics and
+// arithmetic keep them within ~1e-6 of the double reference, so atol 1e-5 + rtol 1e-5 (the
+// default) leaves a 10x margin. f16 adds the output rounding, 2^-11 relative: atol/rtol 2e-3.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "reference.hpp"
+#include "test_device.hpp"
+#include "test_util.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+// "1.23e-06": max errors recorded as test properties (see --gtest_output=xml).
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+struct LayerNormCase {
+  Shape shape;
+  DType dtype;
+};
+
+std::string ln_name(const ::testing::TestParamInfo<LayerNormCase>& info) {
+  std::string s;
+  for (auto d : info.param.shape.dims()) s += std::to_string(d) + "x";
+  s.pop_back();
+  return s + "_" + std::string(dtype_name(info.param.dtype));
+}
+
+// Runs layer_norm(x, gamma, beta, eps) and compares with the reference; returns the max error.
+double check_layer_norm(Device& device, const Shape& shape, DType dtype,
+                        const std::vector<float>& xv, float eps, Tolerance tol) {
+  const int64_t d = shape.back(), rows = shape.numel() / d;
+  auto gv = random_values(d, 5, 0.5f, 1.5f), bv = random_values(d, 6, -0.5f, 0.5f);
+  Graph g;
+  Tensor x = g.input("x", shape, dtype);
+  Tensor gamma = g.constant("gamma", make_tensor({d}, gv, dtype));
+  Tensor beta = g.constant("beta", make_tensor({d}, bv, dtype));
+  g.output("y", g.layer_norm(x, gamma, beta, eps));
+  Executor ex(device, g);
+  auto out = ex.run({{"x", make_tensor(shape, xv, dtype)}});
+  auto want = ref::layer_norm(stored(xv, dtype), rows, d, stored(gv, dtype), stored(bv, dtype),
+                              static_cast<double>(eps));
+  EXPECT_TRUE(all_close(out["y"], want, tol));
+  return max_abs_error(out["y"], want);
+}
+
+class LayerNormTest : public DeviceTestWithParam<LayerNormCase> {};
+
+TEST_P(LayerNormTest, MatchesReference) {
+  const auto& [shape, dtype] = GetParam();
+  auto xv = random_values(shape.numel(), 3, -3.0f, 3.0f);
+  double err = check_layer_norm(device(), shape, dtype, xv, 1e-5f, default_tolerance(dtype));
+  RecordProperty("max_abs_error", sci(err));
+}
+
+// Rank 1 to 4; D = 1 (every output is beta); D below, at and above the workgroup sizes, primes;
+// D > 4096; row counts that are primes.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LayerNormTest,
+    ::testing::Values(LayerNormCase{{1}, DType::f32}, LayerNormCase{{7, 1}, DType::f32},
+                      LayerNormCase{{5}, DType::f32}, LayerNormCase{{3, 7}, DType::f32},
+                      LayerNormCase{{2, 3, 64}, DType::f32}, LayerNormCase{{5, 257}, DType::f32},
+                      LayerNormCase{{2, 3, 5, 67}, DType::f32},
+                      LayerNormCase{{3, 768}, DType::f32}, LayerNormCase{{2, 4099}, DType::f32},
+                      LayerNormCase{{1, 10007}, DType::f32}, LayerNormCase{{1}, DType::f16},
+                      LayerNormCase{{13, 31}, DType::f16}, LayerNormCase{{2, 3, 5, 67}, DType::f16},
+                      LayerNormCase{{2, 4099}, DType::f16}),
+    ln_name);
+
+// 1000 + N(0, 1): the mean is large relative to the spread, where E[x^2] - E[x]^2 in fp32
+// loses everything (1000^2 has an ulp of 0.06). The output error must stay at the level of
+// fp32 rounding of values of order 1.
+TEST_F(DeviceTest, LayerNormLargeMeanStaysAccurate) {
+  for (int64_t d : {1, 33, 768, 4099}) {
+    const Shape shape{4, d};
+    std::mt19937 rng(17);
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    std::vector<float> xv(shape.numel());
+    for (auto& v : xv) v = 1000.0f + n01(rng);
+    double err = check_layer_norm(device(), shape, DType::f32, xv, 1e-5f, {2e-5, 1e-5});
+    RecordProperty("max_abs_error_f32_D" + std::to_string(d), sci(err));
+    // f16 stores 1000 + N(0,1) in steps of 0.5; the reference sees the same stored values.
+    err = check_layer_norm(device(), shape, DType::f16, xv, 1e-5f, default_tolerance(DType::f16));
+    RecordProperty("max_abs_error_f16_D" + std::to_string(d), sci(err));
+  }
+}
+
+// Constant rows have zero variance: the output is beta, and eps alone keeps it finite.
+TEST_F(DeviceTest, LayerNormConstantRowsGiveBeta) {
+  const Shape shape{3, 100};
+  std::vector<float> xv(shape.numel(), -42.5f);
+  check_layer_norm(device(), shape, DType::f32, xv, 1e-5f, default_tolerance(DType::f32));
+  check_layer_norm(device(), shape, DType::f32, xv, 0.0f, default_tolerance(DType::f32));
+}
+
+// eps is inside the square root: with a spread comparable to eps the difference is visible.
+TEST_F(DeviceTest, LayerNormEpsIsInsideTheSquareRoot) {
+  const Shape shape{2, 9};
+  auto xv = random_values(shape.numel(), 8, -0.01f, 0.01f);
+  check_layer_norm(device(), shape, DType::f32, xv, 1e-4f, default_tolerance(DType::f32));
+}
+
+// More rows than one grid dimension holds (65535 on most devices): rows_grid spreads them over
+// x and y and the shader recovers the row with flat_workgroup_id().
+TEST_F(DeviceTest, LayerNormManyRows) {
+  const Shape shape{70001, 3};
+  auto xv = random_values(shape.numel(), 9, -2.0f, 2.0f);
+  double err = check_layer_norm(device(), shape, DType::f32, xv, 1e-5f, default_tolerance(DType::f32));
+  RecordProperty("max_abs_error", sci(err));
+}
+
+TEST_F(DeviceTest, LayerNormRejectsBadArguments) {
+  Graph g;
+  Tensor x = g.input("x", {2, 3, 8});
+  Tensor ok = g.input("ok", {8});
+  Tensor bad = g.input("bad", {3});
+  Tensor half = g.input("half", {8}, DType::f16);
+  try {
+    g.layer_norm(x, bad, ok);
+    ADD_FAILURE() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::shape_mismatch);
+    std::string m = e.what();
+    EXPECT_NE(m.find("layer_norm"), std::string::npos) << m;
+    EXPECT_NE(m.find("[2,3,8]"), std::string::npos) << m;
+    EXPECT_NE(m.find("[3]"), std::string::npos) << m;
+  }
+  EXPECT_THROW(g.layer_norm(x, ok, half), Error);
+  EXPECT_THROW(g.layer_norm(x, ok, ok, -1.0f), Error);
+}
+
+TEST_F(DeviceTest, LayerNormReportsReductionPath) {
+  const char* env = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
+  bool forced_off = env && std::string(env) == "1";
+  RecordProperty("reduction", device().info().subgroup_arithmetic && !forced_off
+                                  ? "subgroup"
+                                  : "shared-memory");
+  std::printf("[ layer_norm ] reductions: %s (subgroup size %u)\n",
+              device().info().subgroup_arithmetic && !forced_off ? "subgroup arithmetic"
+                                                                 : "shared-memory tree",
+              device().info().subgroup_size);
+}
+
+}  // namespace
+}  // namespace vkformer::testing

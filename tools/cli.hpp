@@ -1,0 +1,40 @@
+#pragma once
+// What every subcommand of the `vkformer` tool shares: the global options and how a command is
+// registered. A command lives in its own cmd_<name>.cpp and is added in main.cpp.
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "vkformer/device.hpp"
+
+namespace vkformer::cli {
+
+// Options accepted before or after the subcommand name.
+struct GlobalOptions {
+  std::string device;            // --device SPEC; "" = VKFORMER_DEVICE, else the default order
+  bool validation = false;       // --validation
+  bool sync_validation = false;  // --sync-validation (implies --validation)
+
+  InstanceOptions instance_options() const;
+  DeviceOptions device_options() const;
+};
+
+// Prints the validation layer's messages since the last call to stderr and returns how many there
+// were (none when validation is off). A command that opened a device ends with
+// `return report_validation(device) ? 1 : 0;` so --validation can fail a run.
+size_t report_validation(Device& device);
+
+// A registered subcommand: its CLI11 node and what it does once the command line has parsed.
+// `run` returns the exit status and reports failures by throwing vkformer::Error; main() turns
+// those into "vkformer: error: <message>" and status 1.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+// One per cmd_<name>.cpp. `globals` outlives the returned command.
+Command add_devices_command(CLI::App& app, const GlobalOptions& globals);
+// TODO(lead): the real demo replaces the placeholder in cmd_demo.cpp.
+Command add_demo_command(CLI::App& app, const GlobalOptions& globals);
+
+}  // namespace vkformer::cli

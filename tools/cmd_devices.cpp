@@ -1,0 +1,207 @@
+// `vkformer devices`: every Vulkan physical device with what vkformer cares about, which one it
+// would use, and the quirks it applies there. `--json` gives the same for scripts and bug reports.
+#include <cstdio>
+#include <array>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "format.hpp"
+#include "vkformer/error.hpp"
+
+#ifndef VKFORMER_VERSION
+#define VKFORMER_VERSION "unknown"
+#endif
+
+namespace vkformer::cli {
+
+namespace {
+
+// Which device Device::open would pick, and why; the choice itself is the library's.
+struct Selection {
+  std::string source;    // "--device", "VKFORMER_DEVICE" or "default"
+  std::string selector;  // as given; empty for "default"
+  std::optional<size_t> position;  // into the enumerated list
+  std::string error;     // why nothing was chosen
+};
+
+Selection select(const std::vector<DeviceInfo>& devices, const GlobalOptions& globals) {
+  Selection s;
+  const char* env = std::getenv("VKFORMER_DEVICE");
+  if (!globals.device.empty()) {
+    s.source = "--device";
+    s.selector = globals.device;
+  } else if (env && *env) {
+    s.source = "VKFORMER_DEVICE";
+    s.selector = env;
+  } else {
+    s.source = "default";
+  }
+  try {
+    s.position = Device::choose(devices, globals.device);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::device_not_found) throw;
+    s.error = e.what();
+  }
+  return s;
+}
+
+std::string triple(const std::array<uint32_t, 3>& v) {
+  return std::to_string(v[0]) + " x " + std::to_string(v[1]) + " x " + std::to_string(v[2]);
+}
+
+std::string hex(uint32_t v, int digits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%0*X", digits, v);
+  return buf;
+}
+
+std::string format_period(double ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g ns", ns);
+  return buf;
+}
+
+void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
+  std::printf("%zu Vulkan device%s. ", devices.size(), devices.size() == 1 ? "" : "s");
+  if (devices.empty())
+    std::printf("\n");
+  else if (!sel.position)
+    std::printf("None matches %s=%s.\n", sel.source.c_str(), sel.selector.c_str());
+  else if (sel.source == "default")
+    std::printf("vkformer uses device %u (*), the first in the default order: discrete, "
+                "integrated, virtual, cpu.\n",
+                devices[*sel.position].index);
+  else
+    std::printf("vkformer uses device %u (*), chosen by %s=%s.\n", devices[*sel.position].index,
+                sel.source.c_str(), sel.selector.c_str());
+
+  auto row = [](const char* key, const std::string& value) {
+    std::printf("    %-26s %s\n", key, value.c_str());
+  };
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const DeviceInfo& d = devices[i];
+    bool chosen = sel.position && *sel.position == i;
+    std::printf("\n%s %u: %s\n", chosen ? "*" : " ", d.index, d.name.c_str());
+    row("vendor", d.vendor + " (vendor id " + hex(d.vendor_id, 4) + ", device id " +
+                      hex(d.device_id, 4) + ")");
+    row("type", d.type);
+    std::string driver = d.driver_name.empty() ? std::string("(name not reported)") : d.driver_name;
+    if (!d.driver_info.empty()) driver += ", " + d.driver_info;
+    row("driver", driver);
+    row("driver version", d.driver_version);
+    row("Vulkan API", d.api_version);
+    row("UUID", d.uuid);
+    row("subgroup size", std::to_string(d.subgroup_size) + " (min " +
+                             std::to_string(d.min_subgroup_size) + ", max " +
+                             std::to_string(d.max_subgroup_size) + ")");
+    row("subgroup arithmetic", yes_no(d.subgroup_arithmetic));
+    row("fp16 arithmetic", yes_no(d.fp16_arithmetic));
+    row("16-bit storage", yes_no(d.storage_16bit));
+    row("shared memory", bytes_with_exact(d.shared_memory_bytes));
+    row("maxStorageBufferRange", bytes_with_exact(d.max_storage_buffer_range));
+    row("maxMemoryAllocationSize", bytes_with_exact(d.max_memory_allocation_size));
+    row("device-local memory", bytes_with_exact(d.device_local_memory_bytes));
+    row("storage offset alignment", std::to_string(d.min_storage_buffer_offset_alignment));
+    row("max push constants", human_bytes(d.max_push_constants_size));
+    row("max workgroup count", triple(d.max_workgroup_count));
+    row("max workgroup size", triple(d.max_workgroup_size));
+    row("max workgroup invocations", std::to_string(d.max_workgroup_invocations));
+    row("timestamps", d.timestamps ? std::string("yes, period ") + format_period(d.timestamp_period_ns)
+                                   : std::string("no"));
+    row("cooperative matrix", std::string("NV ") + yes_no(d.cooperative_matrix_nv) + ", KHR " +
+                                  yes_no(d.cooperative_matrix_khr));
+    auto quirks = Device::quirks(d);
+    if (quirks.empty()) row("quirks", "none");
+    for (size_t q = 0; q < quirks.size(); ++q) {
+      row(q == 0 ? "quirks" : "", quirks[q].id);
+      for (const auto& line : wrap(quirks[q].reason, 64)) row("", "  " + line);
+      row("", "  " + quirks[q].link);
+    }
+  }
+}
+
+nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
+  nlohmann::ordered_json j;
+  j["index"] = d.index;
+  j["chosen"] = chosen;
+  j["name"] = d.name;
+  j["vendor"] = d.vendor;
+  j["vendor_id"] = d.vendor_id;
+  j["device_id"] = d.device_id;
+  j["type"] = d.type;
+  j["uuid"] = d.uuid;
+  j["driver_name"] = d.driver_name;
+  j["driver_info"] = d.driver_info;
+  j["driver_version"] = d.driver_version;
+  j["api_version"] = d.api_version;
+  j["subgroup_size"] = d.subgroup_size;
+  j["min_subgroup_size"] = d.min_subgroup_size;
+  j["max_subgroup_size"] = d.max_subgroup_size;
+  j["subgroup_arithmetic"] = d.subgroup_arithmetic;
+  j["fp16_arithmetic"] = d.fp16_arithmetic;
+  j["storage_16bit"] = d.storage_16bit;
+  j["shared_memory_bytes"] = d.shared_memory_bytes;
+  j["max_storage_buffer_range"] = d.max_storage_buffer_range;
+  j["max_memory_allocation_size"] = d.max_memory_allocation_size;
+  j["device_local_memory_bytes"] = d.device_local_memory_bytes;
+  j["min_storage_buffer_offset_alignment"] = d.min_storage_buffer_offset_alignment;
+  j["max_push_constants_size"] = d.max_push_constants_size;
+  j["max_workgroup_count"] = d.max_workgroup_count;
+  j["max_workgroup_size"] = d.max_workgroup_size;
+  j["max_workgroup_invocations"] = d.max_workgroup_invocations;
+  j["timestamps"] = d.timestamps;
+  j["timestamp_period_ns"] = d.timestamp_period_ns;
+  j["cooperative_matrix_nv"] = d.cooperative_matrix_nv;
+  j["cooperative_matrix_khr"] = d.cooperative_matrix_khr;
+  j["quirks"] = nlohmann::ordered_json::array();
+  for (const auto& q : Device::quirks(d))
+    j["quirks"].push_back({{"id", q.id}, {"reason", q.reason}, {"link", q.link}});
+  return j;
+}
+
+void print_json(const std::vector<DeviceInfo>& devices, const Selection& sel) {
+  nlohmann::ordered_json j;
+  j["vkformer_version"] = VKFORMER_VERSION;
+  nlohmann::ordered_json s;
+  s["source"] = sel.source;
+  s["selector"] = sel.selector;
+  s["index"] = sel.position ? nlohmann::ordered_json(devices[*sel.position].index)
+                            : nlohmann::ordered_json(nullptr);
+  if (!sel.error.empty()) s["error"] = sel.error;
+  j["selection"] = s;
+  j["devices"] = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < devices.size(); ++i)
+    j["devices"].push_back(device_json(devices[i], sel.position && *sel.position == i));
+  std::cout << j.dump(2) << "\n";
+}
+
+}  // namespace
+
+Command add_devices_command(CLI::App& app, const GlobalOptions& globals) {
+  auto* sub = app.add_subcommand(
+      "devices",
+      "List the Vulkan devices: limits, features, driver, the one vkformer uses (*) and the "
+      "quirks it applies");
+  auto json = std::make_shared<bool>(false);
+  sub->add_flag("--json", *json,
+                "Print JSON instead of text (keys as in vkformer::DeviceInfo; sizes in bytes)");
+  return {sub, [&globals, json]() {
+            auto devices = Device::enumerate(globals.instance_options());
+            Selection sel = select(devices, globals);
+            if (*json)
+              print_json(devices, sel);
+            else
+              print_text(devices, sel);
+            std::fflush(stdout);
+            // The listing is still useful when the selector matches nothing, but it is an error.
+            if (!sel.position) throw Error(ErrorCode::device_not_found, sel.error);
+            return 0;
+          }};
+}
+
+}  // namespace vkformer::cli

@@ -1,0 +1,109 @@
+// The `vkformer` command-line tool: global options, the subcommands, and one place that turns
+// every failure into "vkformer: error: <message>" and an exit status.
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "vkformer/error.hpp"
+
+#ifndef VKFORMER_VERSION
+#define VKFORMER_VERSION "unknown"
+#endif
+
+namespace vkformer::cli {
+
+namespace {
+
+constexpr int kExitError = 1;  // a vkformer::Error (or any other failure) while running
+constexpr int kExitUsage = 2;  // the command line did not parse
+
+const char* const kFooter = R"(Environment:
+  VKFORMER_DEVICE=SPEC          the device when --device is not given (index, name substring
+                                or UUID)
+  VKFORMER_VALIDATION=1         same as --validation
+  VKFORMER_SYNC_VALIDATION=1    same as --sync-validation
+
+Exit status: 0 on success, 1 on an error, 2 on a bad command line.
+Run 'vkformer <command> --help' for a command's own options.)";
+
+void print_error(std::string message) {
+  // Library messages may end with a listing that ends in a newline.
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  std::fprintf(stderr, "vkformer: error: %s\n", message.c_str());
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"vkformer: transformer inference on any Vulkan device.", "vkformer"};
+  app.set_version_flag("--version", std::string("vkformer ") + VKFORMER_VERSION);
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  // Global options may also follow the subcommand name: `vkformer devices --device 1`.
+  app.fallthrough();
+
+  GlobalOptions globals;
+  app.add_option("--device", globals.device,
+                 "Vulkan device to use: an index, a case-insensitive name substring or a UUID, as "
+                 "'vkformer devices' lists them (default: VKFORMER_DEVICE, else the first of "
+                 "discrete, integrated, virtual, cpu)")
+      ->type_name("SPEC");
+  app.add_flag("--validation", globals.validation,
+               "Enable the Khronos validation layer (VK_LAYER_KHRONOS_validation)");
+  app.add_flag("--sync-validation", globals.sync_validation,
+               "Enable validation with synchronization validation (implies --validation)");
+
+  // Keep this list in the order `vkformer --help` should show the commands.
+  std::vector<Command> commands = {
+      add_devices_command(app, globals),
+      add_demo_command(app, globals),
+  };
+  for (auto& c : commands)
+    c.app->footer("Global options (--device, --validation, --sync-validation) are listed in "
+                  "'vkformer --help'.");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 reports a misspelt command as a missing one; name what was given instead.
+    auto rest = app.remaining();
+    bool no_command = dynamic_cast<const CLI::RequiredError*>(&e) && app.get_subcommands().empty();
+    if (no_command && !rest.empty() && !rest[0].starts_with("-"))
+      print_error("unknown command '" + rest[0] + "'");
+    else if (no_command && rest.empty())
+      print_error("no command given");
+    else
+      print_error(e.what());
+    std::fprintf(stderr, "Run 'vkformer --help' for usage.\n");
+    return kExitUsage;
+  }
+  for (auto& c : commands)
+    if (c.app->parsed()) return c.run();
+  return kExitUsage;  // unreachable: require_subcommand(1)
+}
+
+}  // namespace
+}  // namespace vkformer::cli
+
+int main(int argc, char** argv) {
+  using vkformer::cli::print_error;
+  try {
+    return vkformer::cli::run(argc, argv);
+  } catch (const vkformer::Error& e) {
+    print_error(e.what());
+  } catch (const std::bad_alloc&) {
+    print_error("out of host memory");
+  } catch (const std::exception& e) {
+    print_error(std::string("internal: ") + e.what() + " (please report this)");
+  } catch (...) {
+    print_error("internal: unknown exception (please report this)");
+  }
+  return vkformer::cli::kExitError;
+}
