@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 // Fused attention, flash-attention style: out = softmax(q kᵀ * scale + masks) v for one (b, h).
 //
@@ -16,20 +17,24 @@
 // never meets -inf in a subtraction and no NaN appears.
 // Keys the workgroup's last row cannot see (causal) and keys >= key_length (read here, at run
 // time, so a KV cache can grow between replays) are never loaded.
+// Head dims are push constants under capacities D_CAP/DV_CAP that size shared memory and the
+// accumulators; the accumulator loop (ACC) unrolls so acc stays in registers, the loop over the
+// tile's keys in step 4 does not (unrolling both made lavapipe's JIT take seconds per pipeline).
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint BR = 16;        // query rows per workgroup (<= WG)
 layout(constant_id = 2) const uint BC = 16;        // keys per tile
-layout(constant_id = 3) const uint D = 64;         // head dim of q and k
-layout(constant_id = 4) const uint DV = 64;        // head dim of v
-layout(constant_id = 5) const uint KV_STRIDE = 65; // row stride of kv_s: max(D, DV) + 1 (odd: fewer bank conflicts)
+// Capacities, not the head dims themselves (push constants): one pipeline serves every D <= D_CAP.
+layout(constant_id = 3) const uint D_CAP = 64;     // >= D, head dim of q and k
+layout(constant_id = 4) const uint DV_CAP = 64;    // >= DV, head dim of v
+layout(constant_id = 5) const uint KV_CAP = 65;    // >= kv_stride = max(D, DV) + 1
 layout(constant_id = 6) const bool HAS_MASK = false;
 layout(constant_id = 7) const bool HAS_KEY_PADDING = false;
 layout(constant_id = 8) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 9) const bool CAUSAL = false;
 
-const uint ACC = (BR * DV + WG - 1) / WG;  // accumulator elements per invocation
+const uint ACC = (BR * DV_CAP + WG - 1) / WG;  // accumulator elements per invocation
 
 // Absent optional inputs are bound to q and never read.
 layout(set = 0, binding = 0) readonly buffer Q { T q[]; };   // [B, H, Sq, D]
@@ -46,11 +51,14 @@ layout(push_constant) uniform Push {
   uint q_blocks;          // ceil(sq / BR)
   uint groups;            // B * H * q_blocks
   float scale;
+  uint d;                 // head dim of q and k
+  uint dv;                // head dim of v
+  uint kv_stride;         // row stride of kv_s: max(d, dv) + 1, odd for even dims (bank conflicts)
   uint mask_stride[4];    // over [B, H, Sq, Sk]; 0 where the mask broadcasts
 } p;
 
-shared float q_s[BR * D];
-shared float kv_s[BC * KV_STRIDE];
+shared float q_s[BR * D_CAP];   // [BR, d], packed
+shared float kv_s[BC * KV_CAP]; // [BC, kv_stride]
 shared float p_s[BR * BC];  // scores, then probabilities
 shared float row_m[BR];     // running max of row r
 shared float row_l[BR];     // running sum of exp(s - row_m)
@@ -65,6 +73,7 @@ void main() {
   uint b = bh / p.heads, h = bh % p.heads;
   uint rows = min(BR, p.sq - q0);  // valid query rows in this block
 
+  const uint D = p.d, DV = p.dv, KV_STRIDE = p.kv_stride;
   uint q_base = (bh * p.sq + q0) * D;
   for (uint e = t; e < BR * D; e += WG)
     q_s[e] = e / D < rows ? float(q[q_base + e]) * p.scale : 0.0;
@@ -139,7 +148,7 @@ void main() {
       if (e < BR * DV) {
         uint r = e / DV, d = e % DV;
         float sum = acc[a] * row_alpha[r];
-        for (uint c = 0; c < BC; ++c) sum += p_s[r * BC + c] * kv_s[c * KV_STRIDE + d];
+        [[dont_unroll]] for (uint c = 0; c < BC; ++c) sum += p_s[r * BC + c] * kv_s[c * KV_STRIDE + d];
         acc[a] = sum;
       }
     }

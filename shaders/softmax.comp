@@ -86,6 +86,15 @@ Stat workgroup_combine(Stat st) {
 #endif
 }
 
+// Key j's logit in the row at x[base]: -inf when hidden (keys j >= limit, padded keys); hidden
+// keys are not read, so whatever a KV cache holds past its length cannot leak in.
+float logit(uint j, uint base, int limit, uint mask_base, uint pad_base) {
+  if (int(j) >= limit || (HAS_KEY_PADDING && key_padding[pad_base + j] != 0)) return NEG_INF;
+  float v = float(x[base + j]) * p.scale;
+  if (HAS_MASK) v += float(mask[mask_base + j * p.mask_stride[3]]);
+  return v;
+}
+
 void main() {
   uint row = flat_workgroup_id();
   if (row >= p.rows) return;  // uniform: the whole workgroup leaves
@@ -105,11 +114,7 @@ void main() {
 
   Stat st = Stat(NEG_INF, 0.0);
   for (uint j = gl_LocalInvocationID.x; j < p.sk; j += WG) {
-    float v = NEG_INF;
-    if (int(j) < limit && !(HAS_KEY_PADDING && key_padding[pad_base + j] != 0)) {
-      v = float(x[base + j]) * p.scale;
-      if (HAS_MASK) v += float(mask[mask_base + j * p.mask_stride[3]]);
-    }
+    float v = logit(j, base, limit, mask_base, pad_base);
     if (v > st.m) {
       st.s = st.s * exp(st.m - v) + 1.0;
       st.m = v;
@@ -123,11 +128,7 @@ void main() {
   float log_sum = empty ? 0.0 : log(total.s);
 
   for (uint j = gl_LocalInvocationID.x; j < p.sk; j += WG) {
-    float v = NEG_INF;
-    if (int(j) < limit && !(HAS_KEY_PADDING && key_padding[pad_base + j] != 0)) {
-      v = float(x[base + j]) * p.scale;
-      if (HAS_MASK) v += float(mask[mask_base + j * p.mask_stride[3]]);
-    }
+    float v = logit(j, base, limit, mask_base, pad_base);
     float y;
     if (LOG_SOFTMAX)
       y = (empty || v == NEG_INF) ? NEG_INF : v - total.m - log_sum;

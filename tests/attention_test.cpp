@@ -1,11 +1,12 @@
 // attention, fused (flash-attention kernel) and unfused (matmul -> softmax -> matmul), against
 // the double-precision reference and against each other, with every mask kind and key_length.
 //
-// Tolerances (max abs error + relative): f32 atol 2e-5, rtol 1e-5 (fp32 dot products of up to
-// D = 256 terms against double); f16 atol 1e-2, rtol 1e-2 (inputs, and on the unfused path the
-// scores and probabilities, are stored as f16: 2^-11 relative each). Fused and unfused agree to
-// the same tolerances.
+// Tolerances (atol + rtol * |want|): f32 atol 2e-5, rtol 1e-5 (fp32 dot products of up to
+// D = 256 terms against double; measured max abs error 1e-6 on lavapipe); f16 atol 5e-3, rtol
+// 5e-3 (the output, and on the unfused path the scores and probabilities, are stored as f16:
+// 2^-11 relative each; measured max 7e-4). Fused and unfused agree to the same tolerances.
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 
@@ -19,7 +20,7 @@ namespace {
 using Path = AttentionOptions::Path;
 
 Tolerance attention_tolerance(DType dtype) {
-  return dtype == DType::f16 ? Tolerance{1e-2, 1e-2} : Tolerance{2e-5, 1e-5};
+  return dtype == DType::f16 ? Tolerance{5e-3, 5e-3} : Tolerance{2e-5, 1e-5};
 }
 
 // `values` of shape `in` broadcast (numpy rules) to `out`, row-major.
@@ -52,6 +53,8 @@ struct AttentionCase {
   int32_t key_length = -1;  // -1: no key_length tensor
   float scale = 0.0f;       // 0: 1/sqrt(D)
 };
+
+void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
 
 std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
   return info.param.name + "_" + std::string(dtype_name(info.param.dtype));
@@ -123,6 +126,12 @@ std::vector<double> as_double(const HostTensor& t) {
   return {f.begin(), f.end()};
 }
 
+std::string scientific(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2e", v);
+  return buf;
+}
+
 class AttentionTest : public DeviceTestWithParam<AttentionCase> {};
 
 TEST_P(AttentionTest, FusedAndUnfusedMatchReference) {
@@ -133,8 +142,8 @@ TEST_P(AttentionTest, FusedAndUnfusedMatchReference) {
   EXPECT_TRUE(all_close(r.unfused, r.want, tol)) << "unfused";
   EXPECT_TRUE(all_close(r.fused, as_double(r.unfused), tol)) << "fused vs unfused";
   EXPECT_TRUE(all_close(r.automatic, as_double(r.fused), {0.0, 0.0})) << "automatic is fused";
-  RecordProperty("fused_max_abs_error", std::to_string(max_abs_error(r.fused, r.want)));
-  RecordProperty("unfused_max_abs_error", std::to_string(max_abs_error(r.unfused, r.want)));
+  RecordProperty("fused_max_abs_error", scientific(max_abs_error(r.fused, r.want)));
+  RecordProperty("unfused_max_abs_error", scientific(max_abs_error(r.unfused, r.want)));
 }
 
 std::vector<AttentionCase> attention_cases() {
@@ -151,7 +160,7 @@ std::vector<AttentionCase> attention_cases() {
       {"everything", 2, 2, 7, 40, 64, 48, DType::f32, true, Shape{1, 1, 7, 40}, true, 23, 0.3f},
       {"key_length_zero", 1, 2, 3, 11, 8, 8, DType::f32, false, {}, false, 0},
       {"multi_tile", 1, 1, 67, 71, 128, 128, DType::f32, true},
-      {"head_dim_256", 1, 2, 5, 9, 256, 256, DType::f32, false, Shape{5, 9}},
+      {"head_dim_256", 1, 2, 37, 9, 256, 256, DType::f32, false, Shape{37, 9}},
       {"head_dim_80", 1, 1, 43, 47, 80, 80},
       {"mask_keys_only", 3, 2, 11, 19, 16, 16, DType::f32, false, Shape{3, 1, 1, 19}},
   };
@@ -229,6 +238,40 @@ TEST_F(DeviceTest, KeyLengthIsReadAtRunTime) {
   // Outside [0, Sk] is refused when the input is set.
   EXPECT_THROW(ex.set_input("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{17})), Error);
   EXPECT_THROW(ex.set_input("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{-1})), Error);
+}
+
+TEST_F(DeviceTest, MoreWorkgroupsThanOneGridDimension) {
+  // 70001 (b, h) pairs of one query each: the fused grid spills from x into y.
+  const int64_t H = 70001, Sk = 3, D = 2;
+  const Shape qs{1, H, 1, D}, ks{1, H, Sk, D};
+  auto qv = random_values(qs.numel(), 1), kv = random_values(ks.numel(), 2),
+       vv = random_values(ks.numel(), 3);
+  Graph g;
+  Tensor q = g.input("q", qs), k = g.input("k", ks), v = g.input("v", ks);
+  AttentionOptions o;
+  o.path = Path::fused;
+  g.output("o", g.attention(q, k, v, o));
+  Executor ex(device(), g);
+  auto out = ex.run({{"q", HostTensor::from_f32(qs, qv)},
+                     {"k", HostTensor::from_f32(ks, kv)},
+                     {"v", HostTensor::from_f32(ks, vv)}});
+  ref::SoftmaxMasks m;
+  m.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  auto want = ref::attention(stored(qv, DType::f32), stored(kv, DType::f32),
+                             stored(vv, DType::f32), 1, H, 1, Sk, D, D, m);
+  EXPECT_TRUE(all_close(out["o"], want, attention_tolerance(DType::f32)));
+}
+
+TEST_F(DeviceTest, AutomaticPicksTheFusedKernel) {
+  const Shape s{2, 2, 9, 64};
+  Graph g;
+  Tensor q = g.input("q", s), k = g.input("k", s), v = g.input("v", s);
+  AttentionOptions o;
+  o.causal = true;
+  o.key_padding_mask = g.input("padding", {2, 9}, DType::i32);
+  g.output("o", g.attention(q, k, v, o));
+  Executor ex(device(), g);
+  EXPECT_EQ(ex.stats().dispatches, 1u);
 }
 
 TEST_F(DeviceTest, AutomaticFallsBackToUnfusedForWideHeads) {

@@ -134,6 +134,34 @@ TEST_F(DeviceTest, ExternalTensorsConnectGraphsOnTheDevice) {
   EXPECT_EQ(device().download(shared).to_f32()[7], 16.0f);
 }
 
+TEST_F(DeviceTest, UpdateCacheAppendsRowsAtARunTimePosition) {
+  // cache [B=2, H=1, T=5, D=3]; each run writes n=2 rows at the position given as an input.
+  DeviceTensor cache = device().allocate({2, 1, 5, 3}, DType::f32);
+  Graph g;
+  Tensor c = g.external("cache", cache);
+  Tensor rows = g.input("rows", {2, 1, 2, 3});
+  Tensor pos = g.input("pos", {1}, DType::i32);
+  g.output("seen", g.copy(g.update_cache(c, rows, pos)));
+  Executor ex(device(), g);
+
+  std::vector<float> expected(30, 0.0f);
+  for (int32_t p : {0, 3, 1}) {
+    std::vector<float> r(12);
+    for (int i = 0; i < 12; ++i) r[i] = static_cast<float>(100 * p + i);
+    for (int b = 0; b < 2; ++b)
+      for (int i = 0; i < 2; ++i)
+        for (int d = 0; d < 3; ++d) expected[(b * 5 + p + i) * 3 + d] = r[(b * 2 + i) * 3 + d];
+    auto out = ex.run({{"rows", HostTensor::from_f32({2, 1, 2, 3}, r)},
+                       {"pos", HostTensor::from_i32({1}, std::vector<int32_t>{p})}});
+    EXPECT_EQ(out["seen"].to_f32(), expected) << "position " << p;
+  }
+  EXPECT_EQ(device().download(cache).to_f32(), expected);
+  EXPECT_EQ(ex.stats().recordings, 1u);
+  // Rows [4, 6) would not fit in 5: refused before anything runs.
+  EXPECT_THROW(ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{4})), Error);
+  EXPECT_THROW(g.update_cache(rows, rows, pos), Error);  // not an external cache
+}
+
 TEST_F(DeviceTest, ReshapeIsAViewAndInputsConvertDtypes) {
   Graph g;
   Tensor x = g.input("x", {2, 6}, DType::f16);

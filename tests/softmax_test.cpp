@@ -81,11 +81,11 @@ struct SoftmaxCase {
   bool log = false;
 };
 
+void PrintTo(const SoftmaxCase& c, std::ostream* os) { *os << c.name; }
+
 std::string case_name(const ::testing::TestParamInfo<SoftmaxCase>& info) {
   return info.param.name + "_" + std::string(dtype_name(info.param.dtype));
 }
-
-Tolerance tolerance(DType dtype) { return default_tolerance(dtype); }
 
 class SoftmaxTest : public DeviceTestWithParam<SoftmaxCase> {};
 
@@ -123,7 +123,10 @@ TEST_P(SoftmaxTest, MatchesReference) {
   Executor ex(device(), g);
   auto out = ex.run(inputs);
   auto want = ref::softmax(stored(xv, c.dtype), B, H, Sq, Sk, m);
-  EXPECT_TRUE(all_close(out["y"], want, tolerance(c.dtype)));
+  EXPECT_TRUE(all_close(out["y"], want, default_tolerance(c.dtype)));
+  char err[32];
+  std::snprintf(err, sizeof err, "%.2e", max_abs_error(out["y"], want));
+  RecordProperty("max_abs_error", err);
   for (float y : out["y"].to_f32()) ASSERT_FALSE(std::isnan(y));
 }
 
@@ -269,7 +272,7 @@ TEST_F(DeviceTest, MoreRowsThanOneGridDimension) {
   m.causal = true;
   auto want = ref::softmax(stored(xv, DType::f32), 1, 1, 70001, 3, m);
   HostTensor got = HostTensor::from_f32(s, y);
-  EXPECT_TRUE(all_close(got, want, tolerance(DType::f32)));
+  EXPECT_TRUE(all_close(got, want, default_tolerance(DType::f32)));
 }
 
 // The worked example from the project notes: causal softmax of Q·Kᵀ / sqrt(4).

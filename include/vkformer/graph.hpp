@@ -104,6 +104,13 @@ class Graph {
 
   // Views (no data movement).
   Tensor reshape(Tensor x, const Shape& shape);
+  Tensor copy(Tensor x);  // a new value with the same contents
+
+  // KV caches: writes `rows` [B, H, n, D] into `cache` [B, H, T, D] (a tensor made by
+  // Graph::external) at rows [p, p + n) where p = position[0] (an i32 [1] tensor read at run
+  // time), and returns the cache after the write. Ops that read the returned tensor see the new
+  // rows. A graph-input position outside [0, T - n] is rejected by Executor::set_input.
+  Tensor update_cache(Tensor cache, Tensor rows, Tensor position);
 
   // Ops added inside a scope are labelled "<scope>/<op>" in profiles and errors.
   class Scope {

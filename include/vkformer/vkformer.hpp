@@ -8,4 +8,6 @@
 #include "vkformer/graph.hpp"
 #include "vkformer/half.hpp"
 #include "vkformer/host_tensor.hpp"
+#include "vkformer/io.hpp"
+#include "vkformer/model.hpp"
 #include "vkformer/shape.hpp"

@@ -103,6 +103,8 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
       case OpKind::constant: d.kind = ValueKind::constant; break;
       case OpKind::external: d.kind = ValueKind::external; break;
       case OpKind::reshape: d.alias_of = producer.inputs[0]; break;
+      // The updated cache is the cache: same bytes, written in place by the op's dispatch.
+      case OpKind::update_cache: d.alias_of = producer.inputs[0]; break;
       default: d.kind = ValueKind::activation; break;
     }
   }

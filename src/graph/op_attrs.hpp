@@ -25,6 +25,7 @@ enum class OpKind : uint8_t {
   cast,
   embedding,
   positional_encoding,
+  update_cache,
   count
 };
 

@@ -27,17 +27,21 @@ struct AttentionPush {
   uint32_t q_blocks;
   uint32_t groups;
   float scale;
+  uint32_t d;
+  uint32_t dv;
+  uint32_t kv_stride;
   uint32_t mask_stride[4];
 };
 
-// The fused kernel's workgroup shape for one problem (specialization constants 0-5).
+// The fused kernel's workgroup shape for one problem (specialization constants 0-5). Head dims
+// are rounded up to capacities (multiples of 32) so that one pipeline serves nearby sizes.
 struct FusedTiles {
   uint32_t wg = 128;  // invocations
   uint32_t br = 16;   // query rows per workgroup
   uint32_t bc = 32;   // keys per tile
-  uint32_t kv_stride = 0;
-  uint64_t shared_bytes(uint32_t d) const {
-    return 4ull * (br * d + bc * kv_stride + br * bc + 3 * br);
+  uint32_t d_cap = 0, dv_cap = 0, kv_cap = 0;
+  uint64_t shared_bytes() const {
+    return 4ull * (br * d_cap + bc * kv_cap + br * bc + 3 * br);
   }
 };
 
@@ -56,9 +60,10 @@ bool fused_tiles(const Lowering& l, int64_t sq, int64_t d, int64_t dv, FusedTile
                              info.max_workgroup_size[0]});
   if (l.tuning().cpu_device) t.bc = 16;
   t.br = std::min<uint32_t>({t.br, next_pow2(static_cast<uint64_t>(sq)), t.wg});
-  t.kv_stride = static_cast<uint32_t>(std::max(d, dv)) + 1;
-  const uint32_t dd = static_cast<uint32_t>(d);
-  while (t.shared_bytes(dd) > info.shared_memory_bytes) {
+  t.d_cap = ceil_div(d, 32) * 32;
+  t.dv_cap = ceil_div(dv, 32) * 32;
+  t.kv_cap = std::max(t.d_cap, t.dv_cap) + 1;
+  while (t.shared_bytes() > info.shared_memory_bytes) {
     if (t.bc > 8) t.bc /= 2;
     else if (t.br > 1) t.br /= 2;
     else if (t.bc > 1) t.bc /= 2;
@@ -99,6 +104,9 @@ void lower_fused(Lowering& l, const Operands& in, const FusedTiles& t) {
   const uint64_t groups = static_cast<uint64_t>(B * H) * p.q_blocks;
   p.groups = static_cast<uint32_t>(groups);
   p.scale = a.scale;
+  p.d = static_cast<uint32_t>(D);
+  p.dv = static_cast<uint32_t>(Dv);
+  p.kv_stride = static_cast<uint32_t>(std::max(D, Dv)) + 1;
   if (in.mask != kNoValue) ops::broadcast_strides4(l.value(in.mask).shape, {B, H, Sq, Sk}, p.mask_stride);
   const uint32_t dummy = in.q;  // bound where an optional input is absent, never read
   l.dispatch(Kernel::attention, q.dtype,
@@ -110,7 +118,7 @@ void lower_fused(Lowering& l, const Operands& in, const FusedTiles& t) {
               {in.key_length != kNoValue ? in.key_length : dummy},
               {l.output(), true}},
              PushBlock::of(p), l.rows_grid(groups),
-             {t.wg, t.br, t.bc, static_cast<uint32_t>(D), static_cast<uint32_t>(Dv), t.kv_stride,
+             {t.wg, t.br, t.bc, t.d_cap, t.dv_cap, t.kv_cap,
               in.mask != kNoValue, in.key_padding != kNoValue, in.key_length != kNoValue,
               a.causal});
 }

@@ -87,6 +87,13 @@ Tensor Graph::scale(Tensor x, float alpha) {
   return impl_->add_node(OpKind::scale, op, {x.id}, ScaleAttrs{alpha}, x.shape, x.dtype);
 }
 
+Tensor Graph::copy(Tensor x) {
+  const std::string op = "copy";
+  ops::require_float(*impl_, op, "x", x);
+  // Multiplying by exactly 1 reproduces every f32/f16 value bit for bit.
+  return impl_->add_node(OpKind::scale, op, {x.id}, ScaleAttrs{1.0f}, x.shape, x.dtype);
+}
+
 static Tensor activation_node(GraphImpl& g, const std::string& op, Tensor x, Activation act) {
   ops::require_float(g, op, "x", x);
   return g.add_node(OpKind::activation, op, {x.id}, ActivationAttrs{act}, x.shape, x.dtype);

@@ -11,6 +11,7 @@ void register_attention_ops(OpRegistry& r);     // fused and unfused attention
 void register_heads_ops(OpRegistry& r);         // split_heads, concat_heads
 void register_layer_norm_ops(OpRegistry& r);    // layer_norm
 void register_embedding_ops(OpRegistry& r);     // embedding, positional_encoding
+void register_cache_ops(OpRegistry& r);         // update_cache (KV caches)
 
 void register_builtin_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -20,6 +21,7 @@ void register_builtin_ops(OpRegistry& r) {
   register_heads_ops(r);
   register_layer_norm_ops(r);
   register_embedding_ops(r);
+  register_cache_ops(r);
 }
 
 }  // namespace vkformer

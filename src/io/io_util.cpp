@@ -1,0 +1,309 @@
+#include "io_util.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <utility>
+
+#include "vkformer/half.hpp"
+
+namespace vkformer::io {
+
+std::string quote_name(std::string_view s, size_t max_chars) {
+  static const char* hex = "0123456789abcdef";
+  std::string out = "'";
+  size_t n = std::min(s.size(), max_chars);
+  for (size_t i = 0; i < n; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else if (c >= 0x80 && utf8_sequence_length(s.substr(0, n), i) > 0) {
+      size_t len = utf8_sequence_length(s.substr(0, n), i);
+      out.append(s.substr(i, len));
+      i += len - 1;
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  out += '\'';
+  if (s.size() > max_chars) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = at(i);
+  if (c < 0x80) return 1;
+  size_t len;
+  uint32_t cp;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2, cp = c & 0x1fu;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3, cp = c & 0x0fu;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4, cp = c & 0x07u;
+  } else {
+    return 0;  // a continuation byte, an overlong lead (c0, c1) or beyond U+10FFFF (f5..ff)
+  }
+  if (s.size() - i < len) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((at(i + k) & 0xc0u) != 0x80u) return 0;
+    cp = (cp << 6) | (at(i + k) & 0x3fu);
+  }
+  if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return 0;  // overlong
+  if (cp >= 0xd800 && cp <= 0xdfff) return 0;                            // a surrogate
+  if (cp > 0x10ffff) return 0;
+  return len;
+}
+
+bool is_valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    size_t len = utf8_sequence_length(s, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+void check_tensor_bytes(const HostTensor& t, const std::string& what) {
+  const auto want = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+  if (t.nbytes() != want)
+    fail(ErrorCode::invalid_argument,
+         what + ": the " + std::string(dtype_name(t.dtype())) + " tensor of shape " +
+             t.shape().str() + " holds " + std::to_string(t.nbytes()) + " bytes, not " +
+             std::to_string(want) + " (a default-constructed HostTensor?)");
+}
+
+std::string index_string(const Shape& shape, uint64_t flat) {
+  std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
+  for (int a = shape.rank() - 1; a >= 0; --a) {
+    auto d = static_cast<uint64_t>(shape[a]);
+    idx[static_cast<size_t>(a)] = d ? static_cast<int64_t>(flat % d) : 0;
+    flat = d ? flat / d : 0;
+  }
+  std::string s = "[";
+  for (size_t i = 0; i < idx.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(idx[i]);
+  }
+  return s + "]";
+}
+
+// ------------------------------------------------------------------------------- FileBytes
+
+namespace {
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+}  // namespace
+
+FileBytes FileBytes::open(const std::filesystem::path& path, bool try_map) {
+  const std::string label = path.string();
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is rejected below anyway).
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  if (f.fd < 0) fail(ErrorCode::io, label + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0)
+    fail(ErrorCode::io, label + ": cannot stat: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail(ErrorCode::io, label + ": is a directory, not a file");
+  if (!S_ISREG(st.st_mode)) fail(ErrorCode::io, label + ": is not a regular file");
+  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max() / 2)
+    fail(ErrorCode::io, label + ": file size " + std::to_string(st.st_size) + " is not supported");
+  const auto size = static_cast<size_t>(st.st_size);
+
+  FileBytes out;
+  if (try_map && size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
+    if (p != MAP_FAILED) {
+      out.map_ = p;
+      out.map_size_ = size;
+      return out;
+    }
+    // Mapping fails on some file systems and for some special files: read instead.
+  }
+  try {
+    out.owned_.resize(size);
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::out_of_memory,
+         label + ": cannot allocate " + std::to_string(size) + " bytes to read the file");
+  }
+  size_t done = 0;
+  while (done < size) {
+    ssize_t r = ::pread(f.fd, out.owned_.data() + done, size - done, static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) fail(ErrorCode::io, label + ": read failed: " + std::strerror(errno));
+    if (r == 0)
+      fail(ErrorCode::io, label + ": the file shrank while being read (" + std::to_string(done) +
+                              " of " + std::to_string(size) + " bytes)");
+    done += static_cast<size_t>(r);
+  }
+  return out;
+}
+
+FileBytes FileBytes::from_vector(std::vector<std::byte> bytes) {
+  FileBytes out;
+  out.owned_ = std::move(bytes);
+  return out;
+}
+
+FileBytes& FileBytes::operator=(FileBytes&& o) noexcept {
+  if (this != &o) {
+    if (map_) ::munmap(map_, map_size_);
+    map_ = std::exchange(o.map_, nullptr);
+    map_size_ = std::exchange(o.map_size_, 0);
+    owned_ = std::move(o.owned_);
+  }
+  return *this;
+}
+
+FileBytes::~FileBytes() {
+  if (map_) ::munmap(map_, map_size_);
+}
+
+// ------------------------------------------------------------------------------- OutputFile
+
+OutputFile::OutputFile(const std::filesystem::path& path, std::string what)
+    : path_(path), what_(std::move(what)) {
+  static std::atomic<unsigned> counter{0};
+  temp_ = path;
+  temp_ += ".tmp-vkformer-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  file_ = std::fopen(temp_.c_str(), "wb");
+  if (!file_)
+    fail(ErrorCode::io,
+         what_ + ": cannot open " + path.string() + " for writing: " + std::strerror(errno));
+}
+
+OutputFile::~OutputFile() {
+  if (file_) {
+    std::fclose(file_);
+    std::error_code ec;
+    std::filesystem::remove(temp_, ec);
+  }
+}
+
+void OutputFile::write(const void* data, size_t n) {
+  if (n == 0) return;
+  if (std::fwrite(data, 1, n, file_) != n)
+    fail(ErrorCode::io, what_ + ": writing " + path_.string() + " failed: " + std::strerror(errno));
+}
+
+void OutputFile::close() {
+  std::FILE* f = std::exchange(file_, nullptr);
+  int err = std::fclose(f) != 0 ? errno : 0;
+  if (err == 0 && std::rename(temp_.c_str(), path_.c_str()) != 0) err = errno;
+  if (err != 0) {
+    std::error_code ec;
+    std::filesystem::remove(temp_, ec);
+    fail(ErrorCode::io, what_ + ": writing " + path_.string() + " failed: " + std::strerror(err));
+  }
+}
+
+// ------------------------------------------------------------------------------- decoding
+
+namespace {
+
+template <class T>
+T load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class T>
+void ints_to_i32(const std::byte* src, size_t n, int32_t* out, const Shape& shape,
+                 const std::string& context) {
+  for (size_t i = 0; i < n; ++i) {
+    T v = load<T>(src + i * sizeof(T));
+    if constexpr (!std::in_range<int32_t>(std::numeric_limits<T>::min()) ||
+                  !std::in_range<int32_t>(std::numeric_limits<T>::max())) {
+      if (!std::in_range<int32_t>(v))
+        fail(ErrorCode::format, context + ": value " + std::to_string(v) + " at index " +
+                                    index_string(shape, i) + " does not fit in int32");
+    }
+    out[i] = static_cast<int32_t>(v);
+  }
+}
+
+// Calls sink(i, float) for every element of a float type.
+template <class Sink>
+void for_each_float(const std::byte* src, size_t n, ElemType type, Sink&& sink) {
+  switch (type) {
+    case ElemType::f16:
+      for (size_t i = 0; i < n; ++i) sink(i, half_to_float(load<uint16_t>(src + 2 * i)));
+      break;
+    case ElemType::bf16:
+      for (size_t i = 0; i < n; ++i) sink(i, bfloat16_to_float(load<uint16_t>(src + 2 * i)));
+      break;
+    case ElemType::f32:
+      for (size_t i = 0; i < n; ++i) sink(i, load<float>(src + 4 * i));
+      break;
+    case ElemType::f64:
+      // Rounded to the nearest float; for an f16 target rounded once more.
+      for (size_t i = 0; i < n; ++i) sink(i, static_cast<float>(load<double>(src + 8 * i)));
+      break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+HostTensor decode_elements(std::span<const std::byte> src, ElemType type, const Shape& shape,
+                           DType target, const std::string& context) {
+  const auto n = static_cast<size_t>(shape.numel());
+  if (!convertible(type, target) || src.size() != n * elem_size(type))
+    fail(ErrorCode::internal, context + ": decode_elements called with a mismatched buffer");
+  HostTensor t(shape, target);
+  if (n == 0) return t;
+  const std::byte* in = src.data();
+  std::byte* out = t.data();
+  if ((type == ElemType::f32 && target == DType::f32) ||
+      (type == ElemType::f16 && target == DType::f16) ||
+      (type == ElemType::i32 && target == DType::i32)) {
+    std::memcpy(out, in, src.size());
+    return t;
+  }
+  if (target == DType::f32) {
+    auto* o = reinterpret_cast<float*>(out);
+    for_each_float(in, n, type, [o](size_t i, float v) { o[i] = v; });
+    return t;
+  }
+  if (target == DType::f16) {
+    auto* o = reinterpret_cast<uint16_t*>(out);
+    for_each_float(in, n, type, [o](size_t i, float v) { o[i] = float_to_half(v); });
+    return t;
+  }
+  auto* o = reinterpret_cast<int32_t*>(out);
+  switch (type) {
+    case ElemType::i8: ints_to_i32<int8_t>(in, n, o, shape, context); break;
+    case ElemType::i16: ints_to_i32<int16_t>(in, n, o, shape, context); break;
+    case ElemType::i32: ints_to_i32<int32_t>(in, n, o, shape, context); break;
+    case ElemType::i64: ints_to_i32<int64_t>(in, n, o, shape, context); break;
+    case ElemType::u8: ints_to_i32<uint8_t>(in, n, o, shape, context); break;
+    case ElemType::u16: ints_to_i32<uint16_t>(in, n, o, shape, context); break;
+    case ElemType::u32: ints_to_i32<uint32_t>(in, n, o, shape, context); break;
+    case ElemType::u64: ints_to_i32<uint64_t>(in, n, o, shape, context); break;
+    case ElemType::boolean:
+      for (size_t i = 0; i < n; ++i) o[i] = load<uint8_t>(in + i) != 0 ? 1 : 0;
+      break;
+    default: break;
+  }
+  return t;
+}
+
+}  // namespace vkformer::io

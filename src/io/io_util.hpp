@@ -1,0 +1,139 @@
+#pragma once
+// What the safetensors and .npy readers and writers share: file access (mapped or read), element
+// types and their conversion to vkformer dtypes, checked arithmetic, and message helpers.
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vkformer/dtype.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/host_tensor.hpp"
+#include "vkformer/shape.hpp"
+
+namespace vkformer::io {
+
+// Both formats store little-endian data, and HostTensor holds native-endian elements; every
+// host with a Vulkan driver we target is little-endian, so bytes are copied as they are.
+static_assert(std::endian::native == std::endian::little,
+              "vkformer's file readers assume a little-endian host");
+
+[[noreturn]] inline void fail(ErrorCode code, const std::string& message) {
+  throw Error(code, message);
+}
+
+// A name from a file, quoted for a message: non-printable bytes escaped, long names shortened.
+std::string quote_name(std::string_view s, size_t max_chars = 96);
+
+// a * b, or false when it does not fit.
+inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+// Throws invalid_argument unless the tensor holds exactly its shape's bytes (a default-constructed
+// HostTensor holds none), so a writer never describes bytes it does not write.
+void check_tensor_bytes(const HostTensor& t, const std::string& what);
+
+// The number of bytes of the valid UTF-8 sequence at s[i] (1..4), or 0 if it is not one.
+// Rejects overlong forms, surrogates and code points beyond U+10FFFF, as JSON parsers do.
+size_t utf8_sequence_length(std::string_view s, size_t i);
+bool is_valid_utf8(std::string_view s);
+
+// "[1,2,0]": the multi-index of a flat row-major index, for messages.
+std::string index_string(const Shape& shape, uint64_t flat);
+
+// The bytes of a whole file: memory-mapped where possible (and asked for), read otherwise, or
+// taken over from a vector. Move-only.
+class FileBytes {
+ public:
+  // Throws io when the path cannot be opened, is not a regular file or cannot be read.
+  static FileBytes open(const std::filesystem::path& path, bool try_map);
+  static FileBytes from_vector(std::vector<std::byte> bytes);
+
+  FileBytes() = default;
+  FileBytes(FileBytes&& o) noexcept { *this = std::move(o); }
+  FileBytes& operator=(FileBytes&& o) noexcept;
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  ~FileBytes();
+
+  std::span<const std::byte> bytes() const {
+    return map_ ? std::span<const std::byte>(static_cast<const std::byte*>(map_), map_size_)
+                : std::span<const std::byte>(owned_);
+  }
+  bool mapped() const { return map_ != nullptr; }
+
+ private:
+  void* map_ = nullptr;
+  size_t map_size_ = 0;
+  std::vector<std::byte> owned_;
+};
+
+// A file being written: the bytes go to a temporary file beside it, renamed over `path` by
+// close(). So a failed write leaves no partial file, and a file that a SafetensorsFile still maps
+// is replaced, not truncated under it (which would crash the reader with SIGBUS). Every failure
+// throws io naming `what` and the path.
+class OutputFile {
+ public:
+  OutputFile(const std::filesystem::path& path, std::string what);
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+  void write(const void* data, size_t n);
+  void close();
+
+ private:
+  std::filesystem::path path_, temp_;
+  std::string what_;
+  std::FILE* file_ = nullptr;
+};
+
+// Element types found in files, and what vkformer converts them to.
+enum class ElemType { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean };
+
+constexpr size_t elem_size(ElemType t) {
+  switch (t) {
+    case ElemType::i8:
+    case ElemType::u8:
+    case ElemType::boolean: return 1;
+    case ElemType::f16:
+    case ElemType::bf16:
+    case ElemType::i16:
+    case ElemType::u16: return 2;
+    case ElemType::f32:
+    case ElemType::i32:
+    case ElemType::u32: return 4;
+    case ElemType::f64:
+    case ElemType::i64:
+    case ElemType::u64: return 8;
+  }
+  return 0;
+}
+
+constexpr bool elem_is_float(ElemType t) {
+  return t == ElemType::f16 || t == ElemType::bf16 || t == ElemType::f32 || t == ElemType::f64;
+}
+
+// F16 stays f16; other floats become f32; integers and bool become i32.
+constexpr DType natural_dtype(ElemType t) {
+  if (t == ElemType::f16) return DType::f16;
+  return elem_is_float(t) ? DType::f32 : DType::i32;
+}
+
+// Whether `t` can be read as `target` (floats as f32/f16, integers and bool as i32).
+constexpr bool convertible(ElemType t, DType target) {
+  return elem_is_float(t) ? is_float(target) : target == DType::i32;
+}
+
+// Converts shape.numel() elements of type `type` at `src` (src.size() must be exactly their
+// size) to a HostTensor of `target`. Integers outside int32 throw format with `context`, the
+// value and its index. The pair must be convertible().
+HostTensor decode_elements(std::span<const std::byte> src, ElemType type, const Shape& shape,
+                           DType target, const std::string& context);
+
+}  // namespace vkformer::io

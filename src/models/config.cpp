@@ -1,0 +1,152 @@
+// config.json: the PyTorch constructor arguments of a model, validated key by key.
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "vkformer/error.hpp"
+#include "vkformer/model.hpp"
+
+namespace vkformer {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& source, const std::string& what) {
+  throw Error(ErrorCode::format, source + ": " + what);
+}
+
+int64_t get_int(const json& j, const std::string& source, const char* key, int64_t fallback,
+                int64_t lo, int64_t hi, bool required) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    if (required) bad(source, std::string("missing key \"") + key + "\"");
+    return fallback;
+  }
+  if (!it->is_number_integer())
+    bad(source, std::string("\"") + key + "\" must be an integer, got " + it->dump());
+  int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi)
+    bad(source, std::string("\"") + key + "\" is " + std::to_string(v) + ", expected " +
+                    std::to_string(lo) + ".." + std::to_string(hi));
+  return v;
+}
+
+bool get_bool(const json& j, const std::string& source, const char* key, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (!it->is_boolean()) bad(source, std::string("\"") + key + "\" must be true or false, got " + it->dump());
+  return it->get<bool>();
+}
+
+}  // namespace
+
+const char* ModelConfig::arch_name(Arch a) {
+  switch (a) {
+    case Arch::encoder: return "encoder";
+    case Arch::decoder: return "decoder";
+    case Arch::transformer: return "transformer";
+    case Arch::seq2seq: return "seq2seq";
+  }
+  return "?";
+}
+
+ModelConfig ModelConfig::parse(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    bad(source, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) bad(source, "expected a JSON object");
+  static const std::set<std::string> known = {
+      "arch", "d_model", "nhead", "dim_feedforward", "num_encoder_layers", "num_decoder_layers",
+      "activation", "layer_norm_eps", "norm_first", "final_norm", "src_vocab", "tgt_vocab",
+      "max_len", "dropout", "batch_first"};
+  for (auto& [key, value] : j.items())
+    if (!known.count(key)) bad(source, "unknown key \"" + key + "\"");
+
+  ModelConfig c;
+  auto arch = j.find("arch");
+  if (arch == j.end()) bad(source, "missing key \"arch\" (encoder, decoder, transformer or seq2seq)");
+  std::string a = arch->is_string() ? arch->get<std::string>() : arch->dump();
+  if (a == "encoder") c.arch = Arch::encoder;
+  else if (a == "decoder") c.arch = Arch::decoder;
+  else if (a == "transformer") c.arch = Arch::transformer;
+  else if (a == "seq2seq") c.arch = Arch::seq2seq;
+  else bad(source, "\"arch\" is " + a + ", expected encoder, decoder, transformer or seq2seq");
+
+  constexpr int64_t kBig = 1 << 20;
+  c.d_model = get_int(j, source, "d_model", 0, 1, kBig, true);
+  c.nhead = get_int(j, source, "nhead", 0, 1, 4096, true);
+  c.dim_feedforward = get_int(j, source, "dim_feedforward", 0, 1, kBig, true);
+  if (c.d_model % c.nhead != 0)
+    bad(source, "\"d_model\" " + std::to_string(c.d_model) + " is not divisible by \"nhead\" " +
+                    std::to_string(c.nhead));
+  c.num_encoder_layers = get_int(j, source, "num_encoder_layers", 0, 0, 1024, c.has_encoder());
+  c.num_decoder_layers = get_int(j, source, "num_decoder_layers", 0, 0, 1024, c.has_decoder());
+  if (c.has_encoder() && c.num_encoder_layers < 1) bad(source, "\"num_encoder_layers\" must be at least 1");
+  if (c.has_decoder() && c.num_decoder_layers < 1) bad(source, "\"num_decoder_layers\" must be at least 1");
+
+  auto act = j.find("activation");
+  if (act != j.end()) {
+    std::string s = act->is_string() ? act->get<std::string>() : act->dump();
+    if (s == "relu") c.activation = Activation::relu;
+    else if (s == "gelu") c.activation = Activation::gelu;
+    else bad(source, "\"activation\" is " + s + ", expected \"relu\" or \"gelu\"");
+  }
+  auto eps = j.find("layer_norm_eps");
+  if (eps != j.end()) {
+    if (!eps->is_number()) bad(source, "\"layer_norm_eps\" must be a number, got " + eps->dump());
+    double e = eps->get<double>();
+    if (!(e >= 0 && e < 1)) bad(source, "\"layer_norm_eps\" is " + eps->dump() + ", expected 0 <= eps < 1");
+    c.layer_norm_eps = static_cast<float>(e);
+  }
+  c.norm_first = get_bool(j, source, "norm_first", false);
+  bool stacks_always_normed = c.arch == Arch::transformer || c.arch == Arch::seq2seq;
+  c.final_norm = get_bool(j, source, "final_norm", stacks_always_normed);
+  if (stacks_always_normed && !c.final_norm)
+    bad(source, "\"final_norm\" must be true for \"" + a + "\": nn.Transformer always has "
+                "encoder.norm and decoder.norm");
+  if (!get_bool(j, source, "batch_first", true))
+    bad(source, "\"batch_first\" must be true: vkformer takes [batch, seq, feature] tensors");
+  auto dropout = j.find("dropout");
+  if (dropout != j.end() && !dropout->is_number())
+    bad(source, "\"dropout\" must be a number (it is ignored at inference)");
+
+  bool s2s = c.arch == Arch::seq2seq;
+  c.src_vocab = get_int(j, source, "src_vocab", 0, s2s ? 1 : 0, 1 << 24, s2s);
+  c.tgt_vocab = get_int(j, source, "tgt_vocab", 0, s2s ? 1 : 0, 1 << 24, s2s);
+  c.max_len = get_int(j, source, "max_len", 5000, 1, 1 << 24, false);
+  return c;
+}
+
+ModelConfig ModelConfig::load(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::io, "cannot open " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse(ss.str(), path);
+}
+
+std::string ModelConfig::to_json() const {
+  json j;
+  j["arch"] = arch_name(arch);
+  j["d_model"] = d_model;
+  j["nhead"] = nhead;
+  j["dim_feedforward"] = dim_feedforward;
+  j["num_encoder_layers"] = num_encoder_layers;
+  j["num_decoder_layers"] = num_decoder_layers;
+  j["activation"] = activation == Activation::gelu ? "gelu" : "relu";
+  j["layer_norm_eps"] = layer_norm_eps;
+  j["norm_first"] = norm_first;
+  j["final_norm"] = final_norm;
+  j["src_vocab"] = src_vocab;
+  j["tgt_vocab"] = tgt_vocab;
+  j["max_len"] = max_len;
+  return j.dump(2);
+}
+
+}  // namespace vkformer

@@ -1,0 +1,51 @@
+// KV-cache writes: update_cache appends rows to a persistent device tensor at a position read at
+// run time, so a decoder step graph is recorded once and replayed for every token.
+#include "op_common.hpp"
+
+namespace vkformer {
+
+using ops::attrs;
+using kernels::Kernel;
+
+namespace {
+
+struct UpdateCachePush {
+  uint32_t total, n, t, d;
+};
+
+void lower_update_cache(Lowering& l) {
+  const ValueDesc& cache = l.value(l.input(0));
+  const ValueDesc& rows = l.value(l.input(1));
+  UpdateCachePush p{static_cast<uint32_t>(rows.shape.numel()), static_cast<uint32_t>(rows.shape[2]),
+                    static_cast<uint32_t>(cache.shape[2]), static_cast<uint32_t>(cache.shape[3])};
+  // Only a position that comes straight from a graph input can be checked before the run.
+  l.require_index_bound(l.input(2), cache.shape[2] - rows.shape[2] + 1);
+  l.dispatch(Kernel::update_cache, rows.dtype,
+             {{l.input(1)}, {l.input(2)}, {l.output(), true}}, PushBlock::of(p),
+             ops::elementwise_grid(l, p.total), {ops::kElementwiseWorkgroup});
+}
+
+}  // namespace
+
+Tensor Graph::update_cache(Tensor cache, Tensor rows, Tensor position) {
+  const std::string op = "update_cache";
+  ops::require_rank(*impl_, op, "cache", cache, 4, 4);
+  ops::require_rank(*impl_, op, "rows", rows, 4, 4);
+  ops::require_float(*impl_, op, "rows", rows);
+  ops::require_dtype(*impl_, op, "position", position, DType::i32);
+  if (!impl_->externals.count(cache.id))
+    shape_error(impl_->label(op), "cache must be a tensor made by Graph::external");
+  if (position.shape.numel() != 1)
+    shape_error(impl_->label(op), "position must hold one value, got " + describe(position));
+  if (rows.dtype != cache.dtype || rows.shape[0] != cache.shape[0] ||
+      rows.shape[1] != cache.shape[1] || rows.shape[3] != cache.shape[3] ||
+      rows.shape[2] > cache.shape[2])
+    shape_error(impl_->label(op), "rows " + describe(rows) + " do not fit cache " + describe(cache) +
+                                      " (expected [B, H, n <= T, D] of the cache's dtype)");
+  return impl_->add_node(OpKind::update_cache, op, {cache.id, rows.id, position.id}, {},
+                         cache.shape, cache.dtype);
+}
+
+void register_cache_ops(OpRegistry& r) { r.add(OpKind::update_cache, lower_update_cache); }
+
+}  // namespace vkformer
