@@ -25,6 +25,7 @@ TEST(Shape, BasicsAndErrors) {
   EXPECT_THROW(Shape({1, 2, 3, 4, 5}), Error);
   EXPECT_THROW(Shape({2, -1}), Error);
   EXPECT_THROW(s[3], Error);
+  EXPECT_THROW(Shape({1 << 20, 1 << 20, 1 << 20}), Error);  // element count overflow guard
 }
 
 TEST(Shape, BroadcastsLikeNumpy) {

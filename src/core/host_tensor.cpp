@@ -21,7 +21,9 @@ HostTensor HostTensor::from_f32(Shape shape, std::span<const float> values, DTyp
   check_count(shape, values.size(), "HostTensor::from_f32");
   HostTensor t(shape, dtype);
   switch (dtype) {
-    case DType::f32: std::memcpy(t.data(), values.data(), values.size() * 4); break;
+    case DType::f32:
+      if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * 4);
+      break;
     case DType::f16: {
       auto* out = reinterpret_cast<uint16_t*>(t.data());
       for (size_t i = 0; i < values.size(); ++i) out[i] = float_to_half(values[i]);
@@ -39,7 +41,7 @@ HostTensor HostTensor::from_f32(Shape shape, std::span<const float> values, DTyp
 HostTensor HostTensor::from_i32(Shape shape, std::span<const int32_t> values) {
   check_count(shape, values.size(), "HostTensor::from_i32");
   HostTensor t(shape, DType::i32);
-  std::memcpy(t.data(), values.data(), values.size() * 4);
+  if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * 4);
   return t;
 }
 
@@ -55,7 +57,7 @@ float HostTensor::f32_at(int64_t i) const {
 std::vector<float> HostTensor::to_f32() const {
   std::vector<float> v(static_cast<size_t>(numel()));
   if (dtype_ == DType::f32) {
-    std::memcpy(v.data(), bytes_.data(), bytes_.size());
+    if (!v.empty()) std::memcpy(v.data(), bytes_.data(), bytes_.size());
   } else {
     for (int64_t i = 0; i < numel(); ++i) v[i] = f32_at(i);
   }
@@ -67,7 +69,7 @@ std::vector<int32_t> HostTensor::to_i32() const {
     throw Error(ErrorCode::invalid_argument,
                 "HostTensor::to_i32 on a " + std::string(dtype_name(dtype_)) + " tensor");
   std::vector<int32_t> v(static_cast<size_t>(numel()));
-  std::memcpy(v.data(), bytes_.data(), bytes_.size());
+  if (!v.empty()) std::memcpy(v.data(), bytes_.data(), bytes_.size());
   return v;
 }
 

@@ -11,10 +11,15 @@ void check_dims(const int64_t* dims, size_t n) {
   if (n > Shape::kMaxRank)
     throw Error(ErrorCode::invalid_argument,
                 "shape of rank " + std::to_string(n) + ": vkformer tensors have rank 0 to 4");
-  for (size_t i = 0; i < n; ++i)
+  int64_t product = 1;
+  for (size_t i = 0; i < n; ++i) {
     if (dims[i] < 0)
       throw Error(ErrorCode::invalid_argument,
                   "shape has a negative dimension " + std::to_string(dims[i]));
+    // Element counts stay below 2^48 so that byte sizes of any dtype fit in 64 bits.
+    if (__builtin_mul_overflow(product, dims[i], &product) || product > (int64_t{1} << 48))
+      throw Error(ErrorCode::invalid_argument, "shape has more than 2^48 elements");
+  }
 }
 }  // namespace
 

@@ -18,14 +18,6 @@ struct LayerNormPush {
   float eps;
 };
 
-// VKFORMER_NO_SUBGROUP_OPS=1 forces the shared-memory reductions even where the device has
-// subgroup arithmetic, so that path can be tested on any device.
-// TODO(lead): move into vk::Tuning (use_subgroup_reductions) and drop this helper.
-bool subgroup_ops_disabled_by_env() {
-  const char* v = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
-  return v && std::string(v) == "1";
-}
-
 // The largest power of two <= v (v >= 1).
 uint32_t floor_pow2(uint32_t v) {
   uint32_t p = 1;
@@ -45,7 +37,7 @@ void lower_layer_norm(Lowering& l) {
   const uint32_t floor_wg = std::min(wg, floor_pow2(std::max<uint32_t>(32, l.info().subgroup_size)));
   while (wg / 2 >= floor_wg && static_cast<int64_t>(wg / 2) >= d) wg /= 2;
 
-  const bool subgroups = l.tuning().use_subgroup_reductions && !subgroup_ops_disabled_by_env() &&
+  const bool subgroups = l.tuning().use_subgroup_reductions &&
                          l.supported(Kernel::layer_norm_subgroup, x.dtype);
   LayerNormPush p{static_cast<uint32_t>(rows), static_cast<uint32_t>(d),
                   attrs<LayerNormAttrs>(l).eps};

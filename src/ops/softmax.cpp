@@ -14,14 +14,8 @@ using kernels::Kernel;
 
 namespace ops {
 
-bool subgroup_ops_disabled() {
-  const char* v = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
-  return v && *v && std::string(v) != "0";
-}
-
 bool use_subgroup_reduction(const Lowering& l, Kernel kernel, DType dtype) {
-  return l.tuning().use_subgroup_reductions && !subgroup_ops_disabled() &&
-         l.supported(kernel, dtype);
+  return l.tuning().use_subgroup_reductions && l.supported(kernel, dtype);
 }
 
 void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]) {

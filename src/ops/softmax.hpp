@@ -24,10 +24,6 @@ struct SoftmaxCall {
 
 void emit_softmax(Lowering& l, const SoftmaxCall& call);
 
-// True when VKFORMER_NO_SUBGROUP_OPS=1: reductions use their shared-memory form even where the
-// device has subgroup arithmetic (to test that form on any device). Read at lowering time.
-bool subgroup_ops_disabled();
-
 // Whether reductions in this lowering may use subgroup arithmetic kernels of `kernel`.
 bool use_subgroup_reduction(const Lowering& l, kernels::Kernel kernel, DType dtype);
 
