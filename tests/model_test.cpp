@@ -53,7 +53,7 @@ fs::path model_dir(const std::string& name, const json& meta, std::unique_ptr<Te
   if (meta["weights"] != "synthetic") return dir;
   keep = std::make_unique<TempDir>(name);
   ModelConfig config = ModelConfig::load((dir / "config.json").string());
-  auto weights = synthetic_weights(config);
+  auto weights = ref::synthetic_weights(config);
   std::vector<std::pair<std::string, HostTensor>> ordered(weights.begin(), weights.end());
   write_safetensors(keep->path / "model.safetensors", ordered);
   fs::copy_file(dir / "config.json", keep->path / "config.json");

@@ -7,9 +7,9 @@
 
 #include "vkformer/vkformer.hpp"
 
-namespace vkformer::testing {
+namespace vkformer::ref {
 
 HostTensor synthetic_parameter(const std::string& name, const Shape& shape);
 std::map<std::string, HostTensor> synthetic_weights(const ModelConfig& config);
 
-}  // namespace vkformer::testing
+}  // namespace vkformer::ref

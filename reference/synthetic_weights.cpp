@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-namespace vkformer::testing {
+namespace vkformer::ref {
 
 namespace {
 
@@ -47,4 +47,4 @@ std::map<std::string, HostTensor> synthetic_weights(const ModelConfig& config) {
   return out;
 }
 
-}  // namespace vkformer::testing
+}  // namespace vkformer::ref

@@ -1,0 +1,213 @@
+// The C API: thin wrappers that turn C views into HostTensors, call the C++ API, and turn every
+// exception into a status and a per-thread message. Nothing escapes as an exception.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "vkformer/vkformer.h"
+#include "vkformer/vkformer.hpp"
+
+struct vkf_device {
+  vkformer::Device device;
+};
+
+struct vkf_model {
+  vkformer::Model model;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+vkf_status status_of(vkformer::ErrorCode code) {
+  using vkformer::ErrorCode;
+  switch (code) {
+    case ErrorCode::invalid_argument: return VKF_ERROR_INVALID_ARGUMENT;
+    case ErrorCode::shape_mismatch: return VKF_ERROR_SHAPE_MISMATCH;
+    case ErrorCode::device_not_found: return VKF_ERROR_DEVICE_NOT_FOUND;
+    case ErrorCode::unsupported: return VKF_ERROR_UNSUPPORTED;
+    case ErrorCode::out_of_memory: return VKF_ERROR_OUT_OF_MEMORY;
+    case ErrorCode::device_lost: return VKF_ERROR_DEVICE_LOST;
+    case ErrorCode::vulkan: return VKF_ERROR_VULKAN;
+    case ErrorCode::io: return VKF_ERROR_IO;
+    case ErrorCode::format: return VKF_ERROR_FORMAT;
+    case ErrorCode::internal: return VKF_ERROR_INTERNAL;
+  }
+  return VKF_ERROR_INTERNAL;
+}
+
+vkf_status fail(vkf_status status, std::string message) {
+  last_error = std::move(message);
+  return status;
+}
+
+// Runs `body`, mapping exceptions to statuses.
+template <class Body>
+vkf_status guarded(Body&& body) {
+  try {
+    body();
+    return VKF_OK;
+  } catch (const vkformer::Error& e) {
+    return fail(status_of(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(VKF_ERROR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(VKF_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(VKF_ERROR_INTERNAL, "internal error: unknown exception");
+  }
+}
+
+void require(bool ok, const char* what) {
+  if (!ok) throw vkformer::Error(vkformer::ErrorCode::invalid_argument, what);
+}
+
+vkformer::HostTensor to_host(const vkf_tensor* t, const char* name) {
+  require(t != nullptr, (std::string(name) + " is NULL").c_str());
+  require(t->rank >= 0 && t->rank <= 4, (std::string(name) + ": rank must be 0..4").c_str());
+  require(t->dtype >= VKF_F32 && t->dtype <= VKF_I32, (std::string(name) + ": unknown dtype").c_str());
+  std::vector<int64_t> dims(t->shape, t->shape + t->rank);
+  vkformer::DType dtype = static_cast<vkformer::DType>(t->dtype);
+  vkformer::HostTensor h(vkformer::Shape(dims), dtype);
+  require(t->data != nullptr || h.nbytes() == 0, (std::string(name) + ": data is NULL").c_str());
+  if (h.nbytes()) std::memcpy(h.data(), t->data, h.nbytes());
+  return h;
+}
+
+vkformer::ModelMasks to_masks(const vkf_masks* m) {
+  vkformer::ModelMasks out;
+  if (!m) return out;
+  out.causal = m->causal != 0;
+  if (m->src_mask) out.src_mask = to_host(m->src_mask, "src_mask");
+  if (m->tgt_mask) out.tgt_mask = to_host(m->tgt_mask, "tgt_mask");
+  if (m->memory_mask) out.memory_mask = to_host(m->memory_mask, "memory_mask");
+  if (m->src_key_padding_mask) out.src_key_padding_mask = to_host(m->src_key_padding_mask, "src_key_padding_mask");
+  if (m->tgt_key_padding_mask) out.tgt_key_padding_mask = to_host(m->tgt_key_padding_mask, "tgt_key_padding_mask");
+  if (m->memory_key_padding_mask)
+    out.memory_key_padding_mask = to_host(m->memory_key_padding_mask, "memory_key_padding_mask");
+  return out;
+}
+
+void to_result(const vkformer::HostTensor& t, vkf_result* r) {
+  auto values = t.to_f32();
+  r->rank = t.shape().rank();
+  for (int i = 0; i < 4; ++i) r->shape[i] = i < r->rank ? t.shape()[i] : 0;
+  r->data = static_cast<float*>(std::malloc(std::max<size_t>(values.size(), 1) * sizeof(float)));
+  if (!r->data) throw std::bad_alloc();
+  std::memcpy(r->data, values.data(), values.size() * sizeof(float));
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* vkf_last_error(void) { return last_error.c_str(); }
+
+const char* vkf_version(void) { return VKFORMER_VERSION; }
+
+void vkf_generate_options_init(vkf_generate_options* o) {
+  if (!o) return;
+  vkformer::GenerateOptions d;
+  o->max_new_tokens = d.max_new_tokens;
+  o->bos = d.bos;
+  o->eos = d.eos;
+  o->beam = d.beam;
+  o->length_penalty = d.length_penalty;
+}
+
+vkf_status vkf_device_count(int32_t* count) {
+  return guarded([&] {
+    require(count != nullptr, "count is NULL");
+    *count = static_cast<int32_t>(vkformer::Device::enumerate().size());
+  });
+}
+
+vkf_status vkf_device_open(const char* selector, vkf_device** device) {
+  return guarded([&] {
+    require(device != nullptr, "device is NULL");
+    *device = nullptr;
+    vkformer::DeviceOptions o;
+    if (selector) o.selector = selector;
+    *device = new vkf_device{vkformer::Device::open(o)};
+  });
+}
+
+const char* vkf_device_name(const vkf_device* device) {
+  return device ? device->device.info().name.c_str() : "";
+}
+
+int64_t vkf_device_validation_message_count(const vkf_device* device) {
+  return device ? static_cast<int64_t>(device->device.validation_message_count()) : 0;
+}
+
+void vkf_device_release(vkf_device* device) { delete device; }
+
+vkf_status vkf_model_load(vkf_device* device, const char* directory, vkf_dtype dtype, vkf_model** model) {
+  return guarded([&] {
+    require(device && directory && model, "device, directory and model must not be NULL");
+    require(dtype == VKF_F32 || dtype == VKF_F16, "dtype must be VKF_F32 or VKF_F16");
+    *model = nullptr;
+    vkformer::ModelOptions o;
+    o.dtype = static_cast<vkformer::DType>(dtype);
+    *model = new vkf_model{vkformer::Model::load(device->device, directory, o)};
+  });
+}
+
+void vkf_model_release(vkf_model* model) { delete model; }
+
+vkf_status vkf_model_encode(vkf_model* model, const vkf_tensor* src, const vkf_masks* masks,
+                            vkf_result* result) {
+  return guarded([&] {
+    require(model && result, "model and result must not be NULL");
+    to_result(model->model.encode(to_host(src, "src"), to_masks(masks)), result);
+  });
+}
+
+vkf_status vkf_model_decode(vkf_model* model, const vkf_tensor* tgt, const vkf_tensor* memory,
+                            const vkf_masks* masks, vkf_result* result) {
+  return guarded([&] {
+    require(model && result, "model and result must not be NULL");
+    to_result(model->model.decode(to_host(tgt, "tgt"), to_host(memory, "memory"), to_masks(masks)), result);
+  });
+}
+
+vkf_status vkf_model_forward(vkf_model* model, const vkf_tensor* src, const vkf_tensor* tgt,
+                             const vkf_masks* masks, vkf_result* result) {
+  return guarded([&] {
+    require(model && result, "model and result must not be NULL");
+    to_result(model->model.forward(to_host(src, "src"), to_host(tgt, "tgt"), to_masks(masks)), result);
+  });
+}
+
+vkf_status vkf_model_generate(vkf_model* model, const int32_t* src, size_t src_length,
+                              const vkf_generate_options* options, int32_t* tokens,
+                              size_t capacity, size_t* count) {
+  return guarded([&] {
+    require(model && src && count, "model, src and count must not be NULL");
+    require(tokens || capacity == 0, "tokens is NULL but capacity is not 0");
+    vkformer::GenerateOptions o;
+    if (options) {
+      o.max_new_tokens = options->max_new_tokens;
+      o.bos = options->bos;
+      o.eos = options->eos;
+      o.beam = options->beam;
+      o.length_penalty = options->length_penalty;
+    }
+    auto out = model->model.generate(std::vector<int32_t>(src, src + src_length), o);
+    *count = out.size();
+    if (out.size() > capacity)
+      throw vkformer::Error(vkformer::ErrorCode::invalid_argument,
+                            "generated " + std::to_string(out.size()) + " tokens, but capacity is " +
+                                std::to_string(capacity));
+    if (!out.empty()) std::memcpy(tokens, out.data(), out.size() * sizeof(int32_t));
+  });
+}
+
+void vkf_result_release(vkf_result* result) {
+  if (!result) return;
+  std::free(result->data);
+  result->data = nullptr;
+}
+
+}  // extern "C"

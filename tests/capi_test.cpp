@@ -1,0 +1,110 @@
+// The C API (include/vkformer/vkformer.h) against the same golden data as the C++ API, and its
+// error reporting: statuses and messages, never an exception across the boundary.
+#include "vkformer/vkformer.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_device.hpp"
+#include "test_util.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kGolden = VKF_GOLDEN_DIR;
+
+vkf_tensor view(const HostTensor& t) {
+  vkf_tensor v{};
+  v.data = t.data();
+  v.dtype = static_cast<vkf_dtype>(t.dtype());
+  v.rank = t.shape().rank();
+  for (int i = 0; i < v.rank; ++i) v.shape[i] = t.shape()[i];
+  return v;
+}
+
+class CApiTest : public DeviceTest {
+ protected:
+  void SetUp() override {
+    // The C API opens its own device; validation follows VKFORMER_VALIDATION like any program.
+    ASSERT_EQ(vkf_device_open(nullptr, &dev), VKF_OK) << vkf_last_error();
+  }
+  void TearDown() override {
+    // ctest runs this binary with VKFORMER_VALIDATION=1 (tests/CMakeLists.txt), so the C API's
+    // own device is validated too.
+    EXPECT_EQ(vkf_device_validation_message_count(dev), 0);
+    vkf_device_release(dev);
+    DeviceTest::TearDown();
+  }
+  vkf_device* dev = nullptr;
+};
+
+TEST_F(CApiTest, EncoderWithPaddingMaskMatchesPyTorch) {
+  fs::path dir = kGolden / "encoder_post_relu_b3_s7_padding";
+  vkf_model* model = nullptr;
+  ASSERT_EQ(vkf_model_load(dev, dir.c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
+  HostTensor src = read_npy(dir / "src.npy"), kpm = read_npy(dir / "src_key_padding_mask.npy");
+  HostTensor expected = read_npy(dir / "expected.npy");
+  vkf_tensor s = view(src), k = view(kpm);
+  vkf_masks masks{};
+  masks.src_key_padding_mask = &k;
+  vkf_result out{};
+  ASSERT_EQ(vkf_model_encode(model, &s, &masks, &out), VKF_OK) << vkf_last_error();
+  ASSERT_EQ(out.rank, 3);
+  EXPECT_EQ(out.shape[0], 3);
+  auto want = expected.to_f32();
+  double err = 0;
+  for (size_t i = 0; i < want.size(); ++i) err = std::max(err, double(std::abs(out.data[i] - want[i])));
+  EXPECT_LT(err, 1e-4);
+  vkf_result_release(&out);
+  vkf_model_release(model);
+}
+
+TEST_F(CApiTest, GenerateGivesPyTorchTokens) {
+  fs::path dir = kGolden / "seq2seq_small";
+  auto meta = nlohmann::json::parse(std::ifstream(dir / "case.json"));
+  const auto& r = meta["decoding"]["results"][0];
+  auto src = r["src"].get<std::vector<int32_t>>();
+  vkf_model* model = nullptr;
+  ASSERT_EQ(vkf_model_load(dev, dir.c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
+  vkf_generate_options o;
+  vkf_generate_options_init(&o);
+  o.eos = -1;
+  std::vector<int32_t> tokens(64);
+  size_t count = 0;
+  ASSERT_EQ(vkf_model_generate(model, src.data(), src.size(), &o, tokens.data(), tokens.size(), &count), VKF_OK)
+      << vkf_last_error();
+  tokens.resize(count);
+  EXPECT_EQ(tokens, r["greedy"].get<std::vector<int32_t>>());
+  // Too little room: an error that says how much was needed.
+  EXPECT_EQ(vkf_model_generate(model, src.data(), src.size(), &o, tokens.data(), 3, &count),
+            VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(count, 32u);
+  vkf_model_release(model);
+}
+
+TEST_F(CApiTest, ErrorsAreStatusesWithMessages) {
+  vkf_model* model = nullptr;
+  EXPECT_EQ(vkf_model_load(dev, "/nonexistent/model", VKF_F32, &model), VKF_ERROR_IO);
+  EXPECT_NE(std::string(vkf_last_error()).find("/nonexistent/model"), std::string::npos);
+  EXPECT_EQ(model, nullptr);
+  vkf_device* none = nullptr;
+  EXPECT_EQ(vkf_device_open("no-such-gpu", &none), VKF_ERROR_DEVICE_NOT_FOUND);
+  EXPECT_NE(std::string(vkf_last_error()).find("no-such-gpu"), std::string::npos);
+
+  ASSERT_EQ(vkf_model_load(dev, (kGolden / "encoder_post_relu_b1_s1").c_str(), VKF_F32, &model), VKF_OK);
+  HostTensor wrong({1, 1, 16}, DType::f32);
+  vkf_tensor w = view(wrong);
+  vkf_result out{};
+  EXPECT_EQ(vkf_model_encode(model, &w, nullptr, &out), VKF_ERROR_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(vkf_last_error()).find("[1,1,16]"), std::string::npos) << vkf_last_error();
+  EXPECT_EQ(vkf_model_encode(model, nullptr, nullptr, &out), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_model_forward(model, &w, &w, nullptr, &out), VKF_ERROR_INVALID_ARGUMENT);
+  vkf_model_release(model);
+  EXPECT_STREQ(vkf_version(), "0.1.0");
+}
+
+}  // namespace
+}  // namespace vkformer::testing
