@@ -20,7 +20,7 @@ help:
 	@echo "  make demo     install missing packages, build, run the demo"
 	@echo "  make test     install missing packages, build, run every test (ctest)"
 	@echo "  make build    install missing packages, configure (once) and build"
-	@echo "  make bench    build, then run the benchmarks (vkformer bench; TODO: not written yet)"
+	@echo "  make bench    build, then run the benchmarks (vkformer bench; see bench/README.md)"
 	@echo "  make devices  build, then list the Vulkan devices (vkformer devices)"
 	@echo "  make deps     only install missing packages (scripts/install_deps.sh)"
 	@echo "  make clean    remove the build directory ($(BUILD_DIR))"

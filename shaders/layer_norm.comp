@@ -5,9 +5,10 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 #include "common.glsl"
-// y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dim D, PyTorch's LayerNorm
-// (biased variance, eps inside the square root). One workgroup per row, rows spread over a
-// rows_grid() and recovered with flat_workgroup_id().
+// y = (v - mean) / sqrt(var + eps) * gamma + beta over the last dim D, PyTorch's LayerNorm
+// (biased variance, eps inside the square root), with v = x, or v = x + b (ADD: the residual add
+// fused in, computed in fp32). One workgroup per row, rows spread over a rows_grid() and recovered
+// with flat_workgroup_id(). (CPU devices use layer_norm_rows.comp.)
 //
 // Statistics in fp32 without cancellation, in one read of the row:
 // - Every value is first shifted by the row's first element K. x - K is exact when x and K are
@@ -29,6 +30,9 @@ layout(set = 0, binding = 0) readonly buffer X { T x[]; };
 layout(set = 0, binding = 1) readonly buffer Gamma { T gamma[]; };
 layout(set = 0, binding = 2) readonly buffer Beta { T beta[]; };
 layout(set = 0, binding = 3) writeonly buffer Y { T y[]; };
+#ifdef ADD
+layout(set = 0, binding = 4) readonly buffer B { T b[]; };  // same shape as x
+#endif
 layout(push_constant) uniform Push {
   uint rows;
   uint d;
@@ -60,16 +64,24 @@ float workgroup_sum(float v, uint area) {
 #endif
 }
 
+float value(uint i) {
+#ifdef ADD
+  return float(x[i]) + float(b[i]);
+#else
+  return float(x[i]);
+#endif
+}
+
 void main() {
   uint row = flat_workgroup_id();
   if (row >= p.rows) return;  // the excess of a rows_grid; uniform over the workgroup
   uint first = row * p.d;
   uint t = gl_LocalInvocationID.x;
-  float shift = float(x[first]);
+  float shift = value(first);
 
   float n = 0.0, mean = 0.0, m2 = 0.0;
   for (uint j = t; j < p.d; j += WG) {
-    float v = float(x[first + j]) - shift;
+    float v = value(first + j) - shift;
     n += 1.0;
     float delta = v - mean;
     mean += delta / n;
@@ -81,7 +93,7 @@ void main() {
   float rstd = inversesqrt(row_m2 / float(p.d) + p.eps);
 
   for (uint j = t; j < p.d; j += WG) {
-    float v = float(x[first + j]) - shift;
+    float v = value(first + j) - shift;
     y[first + j] = T((v - row_mean) * rstd * float(gamma[j]) + float(beta[j]));
   }
 }

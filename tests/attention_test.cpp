@@ -1,18 +1,25 @@
-// attention, fused (flash-attention kernel) and unfused (matmul -> softmax -> matmul), against
+// attention, fused (flash-attention kernels) and unfused (matmul -> softmax -> matmul), against
 // the double-precision reference and against each other, with every mask kind and key_length.
+// The fused kernel a device gets is a tuning choice (vk::AttentionTiles: the register kernel
+// attention_rows on CPU devices, the shared-memory tiles of attention.comp on GPUs);
+// VKFORMER_ATTENTION_TILES overrides it, so AttentionTilingTest runs every kernel and variant
+// (tiles, rows with and without shuffles or texel reads) on whatever device the tests have.
 //
 // Tolerances (atol + rtol * |want|): f32 atol 2e-5, rtol 1e-5 (fp32 dot products of up to
 // D = 256 terms against double; measured max abs error 1e-6 on lavapipe); f16 atol 5e-3, rtol
 // 5e-3 (the output, and on the unfused path the scores and probabilities, are stored as f16:
 // 2^-11 relative each; measured max 7e-4). Fused and unfused agree to the same tolerances.
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
+#include "tuning.hpp"
 
 namespace vkformer::testing {
 namespace {
@@ -65,7 +72,7 @@ struct Result {
   std::vector<double> want;
 };
 
-Result run_case(Device& device, const AttentionCase& c) {
+Result run_case(Device& device, const AttentionCase& c, bool with_automatic = true) {
   const Shape qs{c.B, c.H, c.Sq, c.D}, ks{c.B, c.H, c.Sk, c.D}, vs{c.B, c.H, c.Sk, c.Dv};
   auto qv = random_values(qs.numel(), 1, -1.5f, 1.5f);
   auto kv = random_values(ks.numel(), 2, -1.5f, 1.5f);
@@ -111,11 +118,13 @@ Result run_case(Device& device, const AttentionCase& c) {
   g.output("fused", g.attention(q, k, v, o));
   o.path = Path::unfused;
   g.output("unfused", g.attention(q, k, v, o));
-  o.path = Path::automatic;
-  g.output("automatic", g.attention(q, k, v, o));
+  if (with_automatic) {
+    o.path = Path::automatic;
+    g.output("automatic", g.attention(q, k, v, o));
+  }
   Executor ex(device, g);
   auto out = ex.run(inputs);
-  Result r{out["fused"], out["unfused"], out["automatic"], {}};
+  Result r{out["fused"], out["unfused"], with_automatic ? out["automatic"] : HostTensor{}, {}};
   r.want = ref::attention(stored(qv, c.dtype), stored(kv, c.dtype), stored(vv, c.dtype), c.B, c.H,
                           c.Sq, c.Sk, c.D, c.Dv, m);
   return r;
@@ -141,7 +150,11 @@ TEST_P(AttentionTest, FusedAndUnfusedMatchReference) {
   EXPECT_TRUE(all_close(r.fused, r.want, tol)) << "fused";
   EXPECT_TRUE(all_close(r.unfused, r.want, tol)) << "unfused";
   EXPECT_TRUE(all_close(r.fused, as_double(r.unfused), tol)) << "fused vs unfused";
-  EXPECT_TRUE(all_close(r.automatic, as_double(r.fused), {0.0, 0.0})) << "automatic is fused";
+  // Path::automatic takes the fused kernel, except for the few-query cases the device's tuning
+  // leaves to the unfused chain (decoding steps on CPU devices).
+  const bool auto_unfused = c.Sq <= vk::tuning_for(device().info()).attention.automatic_unfused_max_queries;
+  EXPECT_TRUE(all_close(r.automatic, as_double(auto_unfused ? r.unfused : r.fused), {0.0, 0.0}))
+      << "automatic is " << (auto_unfused ? "unfused" : "fused");
   RecordProperty("fused_max_abs_error", scientific(max_abs_error(r.fused, r.want)));
   RecordProperty("unfused_max_abs_error", scientific(max_abs_error(r.unfused, r.want)));
 }
@@ -173,6 +186,106 @@ std::vector<AttentionCase> attention_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionTest, ::testing::ValuesIn(attention_cases()), case_name);
+
+// Every fused kernel and variant on the test device, through VKFORMER_ATTENTION_TILES.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A device opened with the tiling `tiles` (the same physical device as the other tests), or
+// nullopt where the device cannot run it (no subgroup shuffles, no texel buffers).
+std::optional<Device> open_device_with_tiles(const char* tiles) {
+  ScopedEnv env("VKFORMER_ATTENTION_TILES", tiles);
+  DeviceOptions options;
+  const char* v = std::getenv("VKFORMER_TEST_VALIDATION");
+  options.validation = !(v && std::string(v) == "0");
+  options.sync_validation = options.validation;
+  options.selector = std::to_string(test_device().info().index);
+  try {
+    return Device::open(options);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::invalid_argument) throw;
+    return std::nullopt;
+  }
+}
+
+class AttentionTilingTest : public DeviceTestWithParam<const char*> {};
+
+TEST_P(AttentionTilingTest, MatchesReference) {
+  std::optional<Device> dev = open_device_with_tiles(GetParam());
+  if (!dev) GTEST_SKIP() << GetParam() << " does not fit device " << device().info().name;
+  // Four pipelines per tiling (compiling them dominates the time on CPU devices): every mask
+  // and key_length with D != Dv, f16, a head dim that is not a multiple of 4 (buffer loads
+  // instead of texels), and several key tiles and row blocks of wide heads.
+  const AttentionCase cases[] = {
+      {"everything", 2, 2, 7, 40, 64, 48, DType::f32, true, Shape{1, 1, 7, 40}, true, 23, 0.3f},
+      {"mask_b1qk_padding", 2, 2, 13, 29, 32, 24, DType::f16, false, Shape{2, 1, 13, 29}, true},
+      {"all_masks", 2, 3, 5, 7, 7, 5, DType::f32, true, Shape{2, 3, 5, 7}, true},
+      {"multi_tile", 1, 1, 67, 71, 128, 128, DType::f32, true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Result r = run_case(*dev, c, false);
+    Tolerance tol = attention_tolerance(c.dtype);
+    EXPECT_TRUE(all_close(r.fused, r.want, tol)) << "fused";
+    EXPECT_TRUE(all_close(r.fused, as_double(r.unfused), tol)) << "fused vs unfused";
+  }
+  for (const auto& m : dev->take_validation_messages())
+    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tilings, AttentionTilingTest,
+    ::testing::Values("tiles/128x32x32",  // the GPU default
+                      "tiles/32x5x7",     // row and key tiles that are not powers of two
+                      "rows/8x1",         // the CPU kernel without shuffles: every lane loads
+                      "rows/8x3/shuffle", // shuffled buffer loads, 3 rows per invocation
+                      "rows/8x4/texel"),  // the lavapipe default
+    [](const auto& info) {
+      std::string s = info.param;
+      for (size_t i = 0; i < s.size(); ++i)
+        if (s[i] == '/' || (s[i] == 'x' && i > 0 && std::isdigit(static_cast<unsigned char>(s[i - 1]))))
+          s[i] = '_';
+      return s;
+    });
+
+TEST_F(DeviceTest, AttentionTilesEnvSetsTheTiling) {
+  const DeviceInfo& info = device().info();
+  {
+    ScopedEnv env("VKFORMER_ATTENTION_TILES", "tiles/32x5x7");
+    vk::AttentionTiles t = vk::tuning_for(info).attention;
+    EXPECT_EQ(t.kernel, vk::AttentionTiles::Kernel::tiles);
+    EXPECT_EQ(t.invocations, 32u);
+    EXPECT_EQ(t.br, 5u);
+    EXPECT_EQ(t.bc, 7u);
+  }
+  {
+    ScopedEnv env("VKFORMER_ATTENTION_TILES", "rows/8x3");
+    vk::AttentionTiles t = vk::tuning_for(info).attention;
+    EXPECT_EQ(t.kernel, vk::AttentionTiles::Kernel::rows);
+    EXPECT_EQ(t.lanes, 8u);
+    EXPECT_EQ(t.rows_per_lane, 3u);
+    EXPECT_FALSE(t.shuffle);
+    EXPECT_FALSE(t.texel);
+  }
+  for (const char* bad : {"tiles/0x1x1", "tiles/16x17x8", "rows/8x0", "rows/8x2/fast", "tiles",
+                          "rows/100000x1"}) {
+    ScopedEnv env("VKFORMER_ATTENTION_TILES", bad);
+    EXPECT_THROW(vk::tuning_for(info), Error) << bad;
+  }
+}
 
 // The worked example from the project notes: Q, K, V [3, 4], scale 1/sqrt(4), causal.
 TEST_F(DeviceTest, WorkedExampleBothPaths) {
@@ -272,6 +385,39 @@ TEST_F(DeviceTest, AutomaticPicksTheFusedKernel) {
   g.output("o", g.attention(q, k, v, o));
   Executor ex(device(), g);
   EXPECT_EQ(ex.stats().dispatches, 1u);
+}
+
+// The fused path never materializes the Sq x Sk scores: its memory grows linearly with the
+// sequence length (inputs and output only), where the unfused chain's grows with its square.
+TEST_F(DeviceTest, FusedMemoryIsLinearInSequenceLength) {
+  auto activation_bytes = [&](int64_t S, Path path) {
+    const Shape s{1, 8, S, 64};
+    Graph g;
+    Tensor q = g.input("q", s), k = g.input("k", s), v = g.input("v", s);
+    AttentionOptions o;
+    o.causal = true;
+    o.path = path;
+    g.output("o", g.attention(q, k, v, o));
+    return Executor(device(), g).stats().activation_bytes;
+  };
+  const uint64_t fused_1k = activation_bytes(1024, Path::fused);
+  const uint64_t fused_4k = activation_bytes(4096, Path::fused);
+  EXPECT_LE(fused_4k, 4 * fused_1k + 4096);  // alignment slack
+  EXPECT_LT(fused_4k, uint64_t(8) * 4096 * 4096 * 4 / 8);  // far below one score matrix
+  EXPECT_EQ(activation_bytes(4096, Path::automatic), fused_4k);
+  EXPECT_GT(activation_bytes(1024, Path::unfused), 4 * fused_1k);
+}
+
+// A decoding step (one query) goes the way the device's tuning says: unfused on CPU devices,
+// where the fused kernel would compute the one row in every lane of a workgroup.
+TEST_F(DeviceTest, AutomaticDecodingStepFollowsTheTuning) {
+  const Shape qs{2, 2, 1, 64}, ks{2, 2, 17, 64};
+  Graph g;
+  Tensor q = g.input("q", qs), k = g.input("k", ks), v = g.input("v", ks);
+  g.output("o", g.attention(q, k, v));
+  Executor ex(device(), g);
+  const bool unfused = vk::tuning_for(device().info()).attention.automatic_unfused_max_queries >= 1;
+  EXPECT_EQ(ex.stats().dispatches, unfused ? 3u : 1u);
 }
 
 TEST_F(DeviceTest, AutomaticFallsBackToUnfusedForWideHeads) {

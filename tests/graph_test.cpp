@@ -233,3 +233,45 @@ TEST_F(DeviceTest, MisuseGivesClearErrors) {
 
 }  // namespace
 }  // namespace vkformer::testing
+
+namespace vkformer::testing {
+namespace {
+
+// CompileOptions::timestamps: two timestamps around each replay, nothing else changes.
+TEST_F(DeviceTest, TimestampsTimeEveryRunWithoutChangingTheRecording) {
+  if (!device().info().timestamps) GTEST_SKIP() << "the device has no timestamp queries";
+  const Shape shape{5, 131};
+  Graph g = chain_graph(shape, 12);
+  CompileOptions opts;
+  opts.timestamps = true;
+  Executor timed(device(), g, opts);
+  Executor plain(device(), g);
+  EXPECT_LT(timed.last_gpu_microseconds(), 0.0);  // nothing has run yet
+
+  auto xv = random_values(shape.numel(), 5, -2.0f, 2.0f);
+  std::map<std::string, HostTensor> in{{"x", HostTensor::from_f32(shape, xv)}};
+  auto a = timed.run(in);
+  double first = timed.last_gpu_microseconds();
+  EXPECT_GT(first, 0.0);
+  EXPECT_LT(first, 60e6);  // a minute: the ticks were masked and scaled, not garbage
+  auto b = plain.run(in);
+  EXPECT_EQ(std::memcmp(a["y"].data(), b["y"].data(), a["y"].nbytes()), 0);
+  EXPECT_EQ(timed.stats().barriers, plain.stats().barriers);
+  EXPECT_EQ(timed.stats().dispatches, plain.stats().dispatches);
+  EXPECT_TRUE(timed.profile().empty());  // per-op profiling stays off
+
+  timed.run();  // a replay gets its own time
+  EXPECT_GT(timed.last_gpu_microseconds(), 0.0);
+  EXPECT_EQ(timed.stats().recordings, 1u);
+
+  try {
+    plain.last_gpu_microseconds();
+    ADD_FAILURE() << "expected an error without CompileOptions::timestamps";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("CompileOptions::timestamps"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace vkformer::testing

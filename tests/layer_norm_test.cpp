@@ -1,6 +1,9 @@
-// layer_norm against the double-precision reference. ctest runs this binary twice: as is (the
-// subgroup-arithmetic reductions where the device has them) and with VKFORMER_NO_SUBGROUP_OPS=1
-// (the shared-memory reductions).
+// layer_norm and add_layer_norm (layer_norm(a + b)) against the double-precision reference.
+// ctest runs this binary twice: as is (the subgroup-arithmetic reductions where the device has
+// them) and with VKFORMER_NO_SUBGROUP_OPS=1 (the shared-memory reductions). On CPU devices rows of
+// whole texels (D % 4 == 0) go through the row kernel (shaders/layer_norm_rows.comp: in registers
+// up to 8 * 32 texels, two passes beyond, several rows per workgroup), other rows through the
+// workgroup-per-row kernel, so the shapes have both kinds of D.
 //
 // Tolerances: f32 outputs are O(1..4) after normalization and scaling; fp32 statistics and
 // arithmetic keep them within ~1e-6 of the double reference, so atol 1e-5 + rtol 1e-5 (the
@@ -40,18 +43,34 @@ std::string ln_name(const ::testing::TestParamInfo<LayerNormCase>& info) {
 }
 
 // Runs layer_norm(x, gamma, beta, eps) and compares with the reference; returns the max error.
+// With `residual`, runs add_layer_norm(x, residual, ...) against the reference of x + residual
+// summed in fp32 from the stored values, as the kernel does (for f16 storage the sum is not
+// rounded to f16: more accurate than add then layer_norm).
 double check_layer_norm(Device& device, const Shape& shape, DType dtype,
-                        const std::vector<float>& xv, float eps, Tolerance tol) {
+                        const std::vector<float>& xv, float eps, Tolerance tol,
+                        const std::vector<float>* residual = nullptr) {
   const int64_t d = shape.back(), rows = shape.numel() / d;
   auto gv = random_values(d, 5, 0.5f, 1.5f), bv = random_values(d, 6, -0.5f, 0.5f);
   Graph g;
   Tensor x = g.input("x", shape, dtype);
   Tensor gamma = g.constant("gamma", make_tensor({d}, gv, dtype));
   Tensor beta = g.constant("beta", make_tensor({d}, bv, dtype));
-  g.output("y", g.layer_norm(x, gamma, beta, eps));
+  std::map<std::string, HostTensor> inputs{{"x", make_tensor(shape, xv, dtype)}};
+  std::vector<double> v = stored(xv, dtype);
+  if (residual) {
+    Tensor r = g.input("r", shape, dtype);
+    inputs.emplace("r", make_tensor(shape, *residual, dtype));
+    auto rv = stored(*residual, dtype);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<double>(static_cast<float>(v[i]) + static_cast<float>(rv[i]));
+    g.output("y", g.add_layer_norm(x, r, gamma, beta, eps));
+  } else {
+    g.output("y", g.layer_norm(x, gamma, beta, eps));
+  }
   Executor ex(device, g);
-  auto out = ex.run({{"x", make_tensor(shape, xv, dtype)}});
-  auto want = ref::layer_norm(stored(xv, dtype), rows, d, stored(gv, dtype), stored(bv, dtype),
+  EXPECT_EQ(ex.stats().dispatches, 1u);
+  auto out = ex.run(inputs);
+  auto want = ref::layer_norm(v, rows, d, stored(gv, dtype), stored(bv, dtype),
                               static_cast<double>(eps));
   EXPECT_TRUE(all_close(out["y"], want, tol));
   return max_abs_error(out["y"], want);
@@ -66,6 +85,15 @@ TEST_P(LayerNormTest, MatchesReference) {
   RecordProperty("max_abs_error", sci(err));
 }
 
+// add_layer_norm: the residual add fused in, same shapes.
+TEST_P(LayerNormTest, AddLayerNormMatchesReference) {
+  const auto& [shape, dtype] = GetParam();
+  auto xv = random_values(shape.numel(), 3, -3.0f, 3.0f);
+  auto rv = random_values(shape.numel(), 4, -2.0f, 2.0f);
+  double err = check_layer_norm(device(), shape, dtype, xv, 1e-5f, default_tolerance(dtype), &rv);
+  RecordProperty("max_abs_error", sci(err));
+}
+
 // Rank 1 to 4; D = 1 (every output is beta); D below, at and above the workgroup sizes, primes;
 // D > 4096; row counts that are primes.
 INSTANTIATE_TEST_SUITE_P(
@@ -77,14 +105,20 @@ INSTANTIATE_TEST_SUITE_P(
                       LayerNormCase{{3, 768}, DType::f32}, LayerNormCase{{2, 4099}, DType::f32},
                       LayerNormCase{{1, 10007}, DType::f32}, LayerNormCase{{1}, DType::f16},
                       LayerNormCase{{13, 31}, DType::f16}, LayerNormCase{{2, 3, 5, 67}, DType::f16},
-                      LayerNormCase{{2, 4099}, DType::f16}),
+                      LayerNormCase{{2, 4099}, DType::f16},
+                      // Whole texels (D % 4 == 0): in registers, several rows per workgroup
+                      // (301 rows), two passes (D = 4100 > 8 * 32 * 4).
+                      LayerNormCase{{4}, DType::f32}, LayerNormCase{{301, 8}, DType::f32},
+                      LayerNormCase{{3, 1000}, DType::f32}, LayerNormCase{{2, 4100}, DType::f32},
+                      LayerNormCase{{2, 3, 5, 68}, DType::f16}, LayerNormCase{{3, 768}, DType::f16},
+                      LayerNormCase{{2, 4100}, DType::f16}),
     ln_name);
 
 // 1000 + N(0, 1): the mean is large relative to the spread, where E[x^2] - E[x]^2 in fp32
 // loses everything (1000^2 has an ulp of 0.06). The output error must stay at the level of
 // fp32 rounding of values of order 1.
 TEST_F(DeviceTest, LayerNormLargeMeanStaysAccurate) {
-  for (int64_t d : {1, 33, 768, 4099}) {
+  for (int64_t d : {1, 33, 768, 4099, 4100}) {
     const Shape shape{4, d};
     std::mt19937 rng(17);
     std::normal_distribution<float> n01(0.0f, 1.0f);
@@ -95,6 +129,11 @@ TEST_F(DeviceTest, LayerNormLargeMeanStaysAccurate) {
     // f16 stores 1000 + N(0,1) in steps of 0.5; the reference sees the same stored values.
     err = check_layer_norm(device(), shape, DType::f16, xv, 1e-5f, default_tolerance(DType::f16));
     RecordProperty("max_abs_error_f16_D" + std::to_string(d), sci(err));
+    // The same rows as 1000 + N(0, 1) summed by add_layer_norm: the sum is formed in fp32.
+    std::vector<float> big(shape.numel(), 1000.0f), noise(shape.numel());
+    for (auto& v : noise) v = n01(rng);
+    err = check_layer_norm(device(), shape, DType::f32, big, 1e-5f, {2e-5, 1e-5}, &noise);
+    RecordProperty("max_abs_error_add_f32_D" + std::to_string(d), sci(err));
   }
 }
 
@@ -140,6 +179,20 @@ TEST_F(DeviceTest, LayerNormRejectsBadArguments) {
   }
   EXPECT_THROW(g.layer_norm(x, ok, half), Error);
   EXPECT_THROW(g.layer_norm(x, ok, ok, -1.0f), Error);
+  // add_layer_norm: a and b of one shape and dtype (no broadcasting), and the same checks.
+  EXPECT_EQ(g.add_layer_norm(x, x, ok, ok).shape, x.shape);
+  try {
+    g.add_layer_norm(x, g.input("b1", {3, 8}), ok, ok);
+    ADD_FAILURE() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::shape_mismatch);
+    std::string m = e.what();
+    EXPECT_NE(m.find("add_layer_norm"), std::string::npos) << m;
+    EXPECT_NE(m.find("[3,8]"), std::string::npos) << m;
+  }
+  EXPECT_THROW(g.add_layer_norm(x, g.input("b2", {2, 3, 8}, DType::f16), ok, ok), Error);
+  EXPECT_THROW(g.add_layer_norm(x, x, bad, ok), Error);
+  EXPECT_THROW(g.add_layer_norm(x, x, ok, ok, -1.0f), Error);
 }
 
 TEST_F(DeviceTest, LayerNormReportsReductionPath) {

@@ -1,7 +1,11 @@
 // matmul and linear against the double-precision reference: shapes with 1, primes, sizes that are
 // not multiples of any tile, K up to 300, batches, numpy-broadcast batch dims, transpose_b, bias,
-// alpha, relu and gelu, in f32 and f16; the GPU (shared memory) tiling and odd tilings run here
-// too through VKFORMER_MATMUL_TILES; and the shape errors.
+// alpha, relu and gelu, in f32 and f16; and the shape errors. Every path runs on whatever device
+// the tests have: the device's own choice per shape, and the others forced through
+// VKFORMER_MATMUL_PATH / _TILES / _SPLIT_K / _TEXEL (the GPU tiling with shared memory, split-K,
+// GEMV and odd texel blocks on a CPU device). The path choice itself (vk::plan_matmul) is tested
+// as a pure function on made-up devices, cooperative matrices included; the cooperative matrix
+// kernel runs only where a device offers VK_NV_cooperative_matrix.
 //
 // Tolerances. Inputs are uniform in [-1, 1); f16 references are computed from the stored
 // (rounded) inputs, so only the kernel's own arithmetic is measured. With S = |alpha| * sqrt(K) *
@@ -12,12 +16,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 
+#include "device_impl.hpp"
+#include "kernel_table.hpp"
+#include "matmul.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
-#include "tuning.hpp"
 #include "test_util.hpp"
+#include "tuning.hpp"
 
 namespace vkformer::testing {
 namespace {
@@ -91,6 +99,37 @@ double max_abs(const std::vector<double>& v) {
   return m;
 }
 
+// The kernels the device can run for `dtype` (built and with their features enabled).
+vk::MatmulKernels kernels_on(Device& device, DType dtype) {
+  auto& pipelines = device.impl().pipelines();
+  auto ok = [&](kernels::Kernel k) {
+    const auto* v = kernels::find_variant(k, dtype);
+    return v && pipelines.supported(*v);
+  };
+  vk::MatmulKernels k;
+  k.texel = ok(kernels::Kernel::matmul_texel);
+  k.gemv = ok(kernels::Kernel::matmul_gemv);
+  k.split = ok(kernels::Kernel::matmul_split) && ok(kernels::Kernel::matmul_reduce);
+  k.coopmat = ok(kernels::Kernel::matmul_coopmat_nv);
+  k.transpose = ok(kernels::Kernel::matmul_transpose);
+  return k;
+}
+
+// The plan the lowering makes for `c` on `device`.
+vk::MatmulPlan plan_on(Device& device, const MatmulCase& c) {
+  return vk::plan_matmul(device.impl().tuning().matmul,
+                         ops::matmul_problem(c.a, c.b, c.transpose_b, c.dtype, device.info()),
+                         kernels_on(device, c.dtype));
+}
+
+std::string plan_name(const vk::MatmulPlan& plan) {
+  std::string s = vk::path_name(plan.path);
+  if (plan.splits > 1) s += " split " + std::to_string(plan.splits);
+  if (plan.vec4) s += " vec4";
+  if (plan.transpose_b_first) s += " Bt";
+  return s;
+}
+
 struct Outcome {
   double max_error = 0;  // max abs error
   double scale = 0;      // S above
@@ -138,8 +177,9 @@ Outcome check_matmul(Device& device, const MatmulCase& c, uint32_t seed = 1) {
   if (c.dtype == DType::f16) tol = {tol.atol + std::ldexp(1.0, -25), tol.rtol + std::ldexp(1.0, -11)};
   EXPECT_TRUE(all_close(out.at("o"), want, tol)) << case_name(c);
   r.max_error = max_abs_error(out.at("o"), want);
-  std::printf("[ matmul   ] %-44s max abs error %.3g (%.3g of scale %.3g; atol %.3g)\n",
-              case_name(c).c_str(), r.max_error, r.max_error / r.scale, r.scale, tol.atol);
+  std::printf("[ matmul   ] %-44s %-18s max abs error %.3g (%.3g of scale %.3g; atol %.3g)\n",
+              case_name(c).c_str(), plan_name(plan_on(device, c)).c_str(), r.max_error,
+              r.max_error / r.scale, r.scale, tol.atol);
   return r;
 }
 
@@ -185,6 +225,39 @@ const MatmulCase kCases[] = {
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return case_name(info.param); });
 
+// K, and N unless B is transposed, multiples of 4: what the texel kernel takes (CPU devices
+// choose it for these). Covers M of 1 (the block shrinks), rows and columns past a block, K
+// shorter than a fetch batch and K with a quad left over after the batches, batches with their own
+// B, broadcast batch dims, a shared B folded into M, bias, alpha and activations, f16.
+const MatmulCase kQuadCases[] = {
+    tb({{1, 4}, {1, 4}}),
+    tb({{5, 8}, {17, 8}}),
+    with(with_bias(tb({{13, 12}, {33, 12}})), 0.5f, Activation::gelu),
+    with(tb({{2, 3, 20, 36}, {2, 3, 9, 36}}), 0.125f, Activation::none),  // Q·Kᵀ
+    with(with_bias(tb({{2, 9, 100}, {31, 100}})), 1.0f, Activation::relu),
+    tb({{2, 1, 7, 16}, {1, 3, 5, 16}}),
+    f16(with(with_bias(tb({{13, 12}, {33, 12}})), 0.5f, Activation::gelu)),
+    f16(tb({{3, 40}, {70, 40}})),
+    {{1, 4}, {4, 4}},
+    {{9, 8}, {8, 36}},
+    with_bias({{3, 13, 12}, {3, 12, 132}}),
+    with({{33, 300}, {300, 20}}, -0.75f, Activation::relu),
+    f16({{9, 8}, {8, 36}}),
+    f16(with_bias({{17, 28}, {28, 44}})),
+};
+
+class MatmulQuadTest : public DeviceTestWithParam<MatmulCase> {};
+
+TEST_P(MatmulQuadTest, MatchesReference) {
+  const MatmulCase& c = GetParam();
+  if (device().impl().tuning().matmul.prefer_texel && kernels_on(device(), c.dtype).texel)
+    EXPECT_EQ(plan_on(device(), c).path, vk::MatmulPath::texel) << case_name(c);
+  check_matmul(device(), c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulQuadTest, ::testing::ValuesIn(kQuadCases),
+                         [](const auto& info) { return case_name(info.param); });
+
 TEST_F(DeviceTest, LinearIsMatmulWithTransposedWeight) {
   Shape xs{2, 7, 31}, ws{13, 31};
   auto xv = random_values(xs.numel(), 11), wv = random_values(ws.numel(), 12),
@@ -216,7 +289,7 @@ TEST_F(DeviceTest, MatmulBatchBeyondGridLimit) {
 // More row tiles than the y dimension of a grid may have (a batch folded into M on small tiles).
 TEST_F(DeviceTest, MatmulRowsBeyondGridLimit) {
   int64_t rows = int64_t(device().info().max_workgroup_count[1]) *
-                     vk::tuning_for(device().info()).matmul.bm + 3;
+                     vk::tuning_for(device().info()).matmul.tiles.bm + 3;
   if (rows > (int64_t(1) << 23)) GTEST_SKIP() << rows << " rows make this test too slow";
   check_matmul(device(), {{rows, 2}, {2, 3}});
 }
@@ -253,14 +326,19 @@ class MatmulTilingTest : public DeviceTestWithParam<const char*> {};
 
 TEST_P(MatmulTilingTest, MatchesReference) {
   Device dev = open_device_with_tiles(GetParam());
-  // Three pipelines per tiling (compiling them dominates the time on CPU devices).
+  // Few pipelines per tiling (compiling them dominates the time on CPU devices). With shared
+  // memory, the 65x100 and 2x33x20 cases load 4-wide (B transposed and not).
   const MatmulCase cases[] = {
       {{1, 1}, {1, 1}},
       {{3, 70, 9}, {3, 9, 65}},
       with(with_bias(tb({{65, 100}, {129, 100}})), 0.5f, Activation::gelu),
       f16({{2, 1, 7, 13}, {1, 3, 13, 5}}),
+      {{2, 33, 20}, {2, 20, 36}},
   };
-  for (const auto& c : cases) check_matmul(dev, c, 5);
+  for (const auto& c : cases) {
+    EXPECT_EQ(plan_on(dev, c).path, vk::MatmulPath::general) << case_name(c);
+    check_matmul(dev, c, 5);
+  }
   for (const auto& m : dev.take_validation_messages())
     ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
 }
@@ -280,11 +358,126 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
+// The other paths, forced: each opens its own device with the environment set.
+struct ForcedPath {
+  const char* name;
+  std::vector<std::pair<const char*, const char*>> env;
+  vk::MatmulPath path;  // what the cases below take (those that it cannot run are marked)
+  std::vector<MatmulCase> cases;
+  std::vector<MatmulCase> fallback_cases;  // the forced path cannot run these
+};
+
+Device open_device_with_env(const std::vector<std::pair<const char*, const char*>>& env) {
+  std::vector<std::unique_ptr<ScopedEnv>> scoped;
+  for (auto [name, value] : env) scoped.push_back(std::make_unique<ScopedEnv>(name, value));
+  DeviceOptions options;
+  const char* v = std::getenv("VKFORMER_TEST_VALIDATION");
+  options.validation = !(v && std::string(v) == "0");
+  options.sync_validation = options.validation;
+  options.selector = std::to_string(test_device().info().index);
+  return Device::open(options);
+}
+
+const ForcedPath kForcedPaths[] = {
+    // GEMV (GPUs, M <= 8): B transposed with 4-wide loads (K % 4 == 0) and without, B not
+    // transposed (batched, and shared with the batch folded into M), bias, activations, f16.
+    {"gemv",
+     {{"VKFORMER_MATMUL_PATH", "gemv"}},
+     vk::MatmulPath::gemv,
+     {tb({{1, 36}, {20, 36}}),
+      with(with_bias(tb({{3, 13}, {9, 13}})), 0.5f, Activation::gelu),
+      {{2, 1, 16}, {2, 16, 5}},
+      with({{2, 3, 20}, {20, 7}}, -2.0f, Activation::relu),
+      f16(with_bias(tb({{4, 8}, {5, 8}}))),
+      f16({{8, 300}, {300, 130}})},
+     {{{9, 5}, {5, 3}}}},
+    // Split-K on the shared-memory tiling: 3 K ranges, or fewer where K has fewer BK slices;
+    // 4-wide loads and not, batches, bias and activations applied by the reduction, f16.
+    {"split_k",
+     {{"VKFORMER_MATMUL_TILES", "32x32x8/4x4"}, {"VKFORMER_MATMUL_SPLIT_K", "3"}},
+     vk::MatmulPath::general,
+     {{{5, 40}, {40, 7}},
+      with(with_bias(tb({{33, 20}, {17, 20}})), 0.5f, Activation::gelu),
+      {{2, 3, 9, 12}, {2, 3, 12, 10}},
+      f16(with_bias({{7, 64}, {64, 12}})),
+      {{4, 3}, {3, 5}}},
+     {}},
+    // Texel blocks that do not divide the subgroup: 5 rows x 3 columns, 3 quads a batch (A fetches
+    // straddle batches' rows); without transposition 3 rows x 8 columns (two texels a k).
+    {"texel_odd_blocks",
+     {{"VKFORMER_MATMUL_PATH", "texel"}, {"VKFORMER_MATMUL_TEXEL", "5x3x3/3x8x1"}},
+     vk::MatmulPath::texel,
+     {tb({{1, 4}, {1, 4}}),
+      with(with_bias(tb({{13, 28}, {33, 28}})), 0.5f, Activation::gelu),
+      tb({{2, 3, 20, 36}, {2, 3, 9, 36}}),
+      {{9, 8}, {8, 36}},
+      f16(with_bias({{3, 13, 12}, {3, 12, 132}}))},
+     {{{7, 13}, {13, 31}}}},
+    // B [K, N] transposed first (from M = 1 here), then read as the Linear layout: batched,
+    // broadcast and shared B, bias, f16.
+    {"texel_transpose_b_first",
+     {{"VKFORMER_MATMUL_PATH", "texel"}, {"VKFORMER_MATMUL_TEXEL", "16x2x4/16x4x2/1"}},
+     vk::MatmulPath::texel,
+     {{{1, 4}, {4, 4}},
+      {{9, 8}, {8, 36}},
+      f16(with_bias({{3, 13, 12}, {3, 12, 132}})),
+      with({{2, 1, 7, 16}, {1, 3, 16, 8}}, 1.0f, Activation::gelu),
+      {{2, 5, 12}, {12, 20}}},
+     {}},
+};
+
+class MatmulForcedPathTest : public DeviceTestWithParam<ForcedPath> {};
+
+TEST_P(MatmulForcedPathTest, MatchesReference) {
+  const ForcedPath& f = GetParam();
+  Device dev = open_device_with_env(f.env);
+  for (const auto& c : f.cases) {
+    vk::MatmulPlan plan = plan_on(dev, c);
+    if (f.path == vk::MatmulPath::texel && !kernels_on(dev, c.dtype).texel) {
+      GTEST_SKIP() << "device '" << dev.info().name << "' cannot run the texel kernel";
+    }
+    EXPECT_EQ(plan.path, f.path) << case_name(c);
+    if (std::string(f.name) == "texel_transpose_b_first")
+      EXPECT_TRUE(plan.transpose_b_first) << case_name(c);
+    check_matmul(dev, c, 7);
+  }
+  for (const auto& c : f.fallback_cases) {
+    EXPECT_NE(plan_on(dev, c).path, f.path) << case_name(c);
+    check_matmul(dev, c, 7);
+  }
+  for (const auto& m : dev.take_validation_messages())
+    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, MatmulForcedPathTest, ::testing::ValuesIn(kForcedPaths),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The split-K case above really splits: 40 = 5 slices of 8 in 3 ranges.
+TEST_F(DeviceTest, MatmulSplitKPlan) {
+  Device dev = open_device_with_env(
+      {{"VKFORMER_MATMUL_TILES", "32x32x8/4x4"}, {"VKFORMER_MATMUL_SPLIT_K", "3"}});
+  EXPECT_EQ(plan_on(dev, {{5, 40}, {40, 7}}).splits, 3u);
+  EXPECT_EQ(plan_on(dev, {{4, 3}, {3, 5}}).splits, 1u);  // one slice
+}
+
+// Cooperative matrices run only where a device offers them; elsewhere this says so.
+TEST_F(DeviceTest, MatmulCoopmatWhereSupported) {
+  Device dev = open_device_with_env({{"VKFORMER_MATMUL_PATH", "coopmat"}});
+  const MatmulCase c = f16(with(with_bias(tb({{70, 96}, {40, 96}})), 0.5f, Activation::gelu));
+  if (plan_on(dev, c).path != vk::MatmulPath::coopmat)
+    GTEST_SKIP() << "device '" << dev.info().name
+                 << "' has no usable VK_NV_cooperative_matrix: the coopmat kernel did not run";
+  check_matmul(dev, c, 9);
+  check_matmul(dev, f16({{2, 33, 40}, {2, 40, 17}}), 9);
+  for (const auto& m : dev.take_validation_messages())
+    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
+}
+
 TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {
   const DeviceInfo& info = device().info();
   {
     ScopedEnv env("VKFORMER_MATMUL_TILES", "24x40x5/3x5");
-    vk::MatmulTiles t = vk::tuning_for(info).matmul;
+    vk::MatmulTiles t = vk::tuning_for(info).matmul.tiles;
     EXPECT_EQ(t.bm, 24u);
     EXPECT_EQ(t.bn, 40u);
     EXPECT_EQ(t.bk, 5u);
@@ -295,9 +488,35 @@ TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {
   }
   {
     ScopedEnv env("VKFORMER_MATMUL_TILES", "12x24x1/3x3/direct");
-    vk::MatmulTiles t = vk::tuning_for(info).matmul;
+    vk::MatmulTiles t = vk::tuning_for(info).matmul.tiles;
     EXPECT_FALSE(t.shared_memory);
     EXPECT_EQ(t.invocations(), 32u);
+    EXPECT_EQ(vk::tuning_for(info).matmul.forced_path, vk::MatmulPath::general);
+  }
+  {
+    ScopedEnv env("VKFORMER_MATMUL_TEXEL", "5x3x3/3x8x1");
+    vk::MatmulTexelTiles t = vk::tuning_for(info).matmul.texel_tiles;
+    EXPECT_EQ(t.tm, 5u);
+    EXPECT_EQ(t.tn, 3u);
+    EXPECT_EQ(t.qb, 3u);
+    EXPECT_EQ(t.tm_nn, 3u);
+    EXPECT_EQ(t.tn_nn, 8u);
+    EXPECT_EQ(t.qb_nn, 1u);
+  }
+}
+
+TEST_F(DeviceTest, MatmulPathEnvRejectsNonsense) {
+  for (auto [name, value] : {std::pair{"VKFORMER_MATMUL_PATH", "fast"},
+                             std::pair{"VKFORMER_MATMUL_SPLIT_K", "0"},
+                             std::pair{"VKFORMER_MATMUL_TEXEL", "12x2x2/8x3x2"}}) {
+    ScopedEnv env(name, value);
+    try {
+      vk::tuning_for(device().info());
+      ADD_FAILURE() << name << "=" << value << ": expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
   }
 }
 
@@ -366,6 +585,198 @@ TEST_F(DeviceTest, LinearShapeErrorsNameXAndWeight) {
     EXPECT_EQ(e.code(), ErrorCode::shape_mismatch);
     EXPECT_NE(std::string(e.what()).find("[1,13,31]"), std::string::npos) << e.what();
   }
+}
+
+// The path choice as a pure function of made-up devices' tunings and the shape.
+DeviceInfo made_up_gpu() {
+  DeviceInfo d;
+  d.name = "made-up discrete GPU";
+  d.type = "discrete";
+  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 32;
+  d.subgroup_arithmetic = d.subgroup_shuffle = true;
+  d.fp16_arithmetic = d.storage_16bit = true;
+  d.shared_memory_bytes = 48 * 1024;
+  d.max_storage_buffer_range = 1u << 31;
+  d.max_texel_buffer_elements = 1u << 27;
+  d.max_workgroup_count = {1u << 31, 65535, 65535};
+  d.max_workgroup_size = {1024, 1024, 64};
+  d.max_workgroup_invocations = 1024;
+  d.compute_units = 108;
+  d.cooperative_matrix_nv = true;
+  d.cooperative_matrix_nv_shapes = {{16, 8, 16, "f16", "f16", "f16", "f16"},
+                                    {16, 8, 8, "f16", "f16", "f32", "f32"},
+                                    {16, 16, 16, "f16", "f16", "f32", "f32"}};
+  return d;
+}
+
+DeviceInfo made_up_cpu() {
+  DeviceInfo d = made_up_gpu();
+  d.name = "made-up CPU";
+  d.type = "cpu";
+  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 8;
+  d.shared_memory_bytes = 32 * 1024;
+  d.compute_units = 0;
+  d.cooperative_matrix_nv = false;
+  d.cooperative_matrix_nv_shapes.clear();
+  return d;
+}
+
+vk::MatmulProblem problem(uint64_t m, uint64_t n, uint64_t k, bool transpose_b = true,
+                          DType dtype = DType::f32, uint64_t batch = 1) {
+  vk::MatmulProblem p;
+  p.m = m, p.n = n, p.k = k, p.batch = batch, p.transpose_b = transpose_b, p.dtype = dtype;
+  return p;
+}
+
+const vk::MatmulKernels kAllKernels{true, true, true, true, true};
+
+TEST(MatmulPlan, GpuPicksCooperativeMatricesForF16) {
+  vk::MatmulTuning t = vk::matmul_tuning_for(made_up_gpu(), false);
+  EXPECT_EQ(t.coopmat_tiles.m, 16u);  // 16x16x16 preferred over the other f32 shape
+  EXPECT_EQ(t.coopmat_tiles.n, 16u);
+  EXPECT_EQ(t.coopmat_tiles.k, 16u);
+  EXPECT_EQ(t.coopmat_tiles.subgroup, 32u);
+  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), kAllKernels).path,
+            vk::MatmulPath::coopmat);
+  EXPECT_EQ(vk::plan_matmul(t, problem(512, 512, 64, false, DType::f16), kAllKernels).path,
+            vk::MatmulPath::coopmat);
+  // Not where the kernel cannot run, for f32, for shapes smaller than one MMA tile, or for the
+  // small M of decoding (GEMV).
+  vk::MatmulKernels no_coopmat = kAllKernels;
+  no_coopmat.coopmat = false;
+  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), no_coopmat).path,
+            vk::MatmulPath::general);
+  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels).path,
+            vk::MatmulPath::general);
+  EXPECT_EQ(vk::plan_matmul(t, problem(12, 1024, 1024, true, DType::f16), kAllKernels).path,
+            vk::MatmulPath::general);
+  EXPECT_EQ(vk::plan_matmul(t, problem(4, 1024, 1024, true, DType::f16), kAllKernels).path,
+            vk::MatmulPath::gemv);
+}
+
+TEST(MatmulPlan, CooperativeMatricesNeedAnF16ToF32Shape) {
+  DeviceInfo d = made_up_gpu();
+  d.cooperative_matrix_nv_shapes = {{16, 8, 16, "f16", "f16", "f16", "f16"}};
+  vk::MatmulTuning t = vk::matmul_tuning_for(d, false);
+  EXPECT_EQ(t.coopmat_tiles.m, 0u);
+  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), kAllKernels).path,
+            vk::MatmulPath::general);
+  d.cooperative_matrix_nv_shapes = {{16, 8, 8, "f16", "f16", "f32", "f32"}};
+  t = vk::matmul_tuning_for(d, false);
+  EXPECT_EQ(t.coopmat_tiles.m, 16u);
+  EXPECT_EQ(t.coopmat_tiles.n, 8u);
+  EXPECT_EQ(t.coopmat_tiles.k, 8u);
+  EXPECT_LE(t.coopmat_tiles.shared_bytes(), d.shared_memory_bytes);
+  d.cooperative_matrix_nv = false;  // shapes without the extension: never
+  EXPECT_EQ(vk::matmul_tuning_for(d, false).coopmat_tiles.m, 0u);
+}
+
+TEST(MatmulPlan, GpuSmallMIsGemv) {
+  vk::MatmulTuning t = vk::matmul_tuning_for(made_up_gpu(), false);
+  for (uint64_t m : {1, 2, 3, 8}) {
+    vk::MatmulPlan plan = vk::plan_matmul(t, problem(m, 4096, 4096), kAllKernels);
+    EXPECT_EQ(plan.path, vk::MatmulPath::gemv) << m;
+    EXPECT_GE(plan.gemv_m, m);
+    EXPECT_LE(plan.gemv_m, 8u);
+  }
+  EXPECT_EQ(vk::plan_matmul(t, problem(9, 4096, 4096), kAllKernels).path, vk::MatmulPath::general);
+  vk::MatmulKernels no_gemv = kAllKernels;
+  no_gemv.gemv = false;
+  EXPECT_EQ(vk::plan_matmul(t, problem(1, 4096, 4096), no_gemv).path, vk::MatmulPath::general);
+}
+
+TEST(MatmulPlan, GpuSplitsKWhenTheOutputCannotFillTheDevice) {
+  DeviceInfo d = made_up_gpu();
+  vk::MatmulTuning t = vk::matmul_tuning_for(d, false);
+  EXPECT_EQ(t.tiles.bm, 128u);  // discrete: 128 x 128 tiles of 8 x 8
+  EXPECT_EQ(t.tiles.tm, 8u);
+  EXPECT_EQ(t.split_k.target_workgroups, 216u);  // 2 per compute unit
+  // One tile, K = 4096: as many splits as allowed.
+  vk::MatmulPlan plan = vk::plan_matmul(t, problem(64, 64, 4096), kAllKernels);
+  EXPECT_EQ(plan.path, vk::MatmulPath::general);
+  EXPECT_EQ(plan.splits, 16u);
+  EXPECT_TRUE(plan.vec4);
+  // 1024 x 1024: 64 tiles, so 4 splits (216 / 64 rounded up, K / 256 = 4).
+  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels).splits, 4u);
+  // Enough tiles, or K too short to split, or a batch that fills the device: no split.
+  EXPECT_EQ(vk::plan_matmul(t, problem(4096, 4096, 4096), kAllKernels).splits, 1u);
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 300), kAllKernels).splits, 1u);
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 4096, true, DType::f32, 512), kAllKernels).splits,
+            1u);
+  vk::MatmulKernels no_split = kAllKernels;
+  no_split.split = false;
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 4096), no_split).splits, 1u);
+  // Odd N without transposition: no 4-wide loads.
+  EXPECT_FALSE(vk::plan_matmul(t, problem(256, 255, 256, false), kAllKernels).vec4);
+  // Unknown compute units: a guess by device type.
+  d.compute_units = 0;
+  EXPECT_EQ(vk::matmul_tuning_for(d, false).split_k.target_workgroups, 128u);
+}
+
+TEST(MatmulPlan, CpuPrefersTexelWhereItFits) {
+  DeviceInfo d = made_up_cpu();
+  vk::MatmulTuning t = vk::matmul_tuning_for(d, true);
+  EXPECT_TRUE(t.prefer_texel);
+  EXPECT_FALSE(t.prefer_gemv);
+  EXPECT_EQ(t.split_k.target_workgroups, 0u);
+  EXPECT_FALSE(t.tiles.shared_memory);
+  vk::MatmulPlan plan = vk::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels);
+  EXPECT_EQ(plan.path, vk::MatmulPath::texel);
+  EXPECT_EQ(plan.tm, t.texel_tiles.tm);
+  EXPECT_EQ(plan.tn, t.texel_tiles.tn);
+  EXPECT_EQ(plan.qb, t.texel_tiles.qb);
+  plan = vk::plan_matmul(t, problem(1024, 1024, 1024, false), kAllKernels);
+  EXPECT_EQ(plan.path, vk::MatmulPath::texel);
+  EXPECT_EQ(plan.tm, t.texel_tiles.tm);  // transposed first: the transposed blocks
+  EXPECT_EQ(plan.tn, t.texel_tiles.tn);
+  EXPECT_TRUE(plan.transpose_b_first);
+  plan = vk::plan_matmul(t, problem(512, 1024, 1024, false), kAllKernels);
+  EXPECT_EQ(plan.path, vk::MatmulPath::texel);
+  EXPECT_FALSE(plan.transpose_b_first);  // too few rows to pay for the pass over B
+  EXPECT_EQ(plan.tm, t.texel_tiles.tm_nn);
+  EXPECT_EQ(plan.tn, t.texel_tiles.tn_nn);
+  EXPECT_EQ(plan.tn % 4, 0u);
+  vk::MatmulKernels no_transpose = kAllKernels;
+  no_transpose.transpose = false;
+  EXPECT_FALSE(vk::plan_matmul(t, problem(1024, 1024, 1024, false), no_transpose).transpose_b_first);
+  // Small M shrinks the block; one row for decoding.
+  EXPECT_EQ(vk::plan_matmul(t, problem(1, 1024, 1024), kAllKernels).tm, 1u);
+  EXPECT_EQ(vk::plan_matmul(t, problem(3, 1024, 1024), kAllKernels).tm, 4u);
+  // K (or N without transposition) not a multiple of 4, too many texels, no kernel: general.
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 30), kAllKernels).path, vk::MatmulPath::general);
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 66, 32, false), kAllKernels).path,
+            vk::MatmulPath::general);
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 66, 32, true), kAllKernels).path,
+            vk::MatmulPath::texel);
+  vk::MatmulProblem big = problem(64, 64, 32);
+  big.texel_fits = false;
+  EXPECT_EQ(vk::plan_matmul(t, big, kAllKernels).path, vk::MatmulPath::general);
+  vk::MatmulKernels no_texel = kAllKernels;
+  no_texel.texel = false;
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 32), no_texel).path, vk::MatmulPath::general);
+}
+
+TEST(MatmulPlan, TexelNeedsFixedSubgroupsWithShuffles) {
+  DeviceInfo d = made_up_cpu();
+  d.subgroup_shuffle = false;
+  EXPECT_EQ(vk::matmul_tuning_for(d, true).texel_tiles.subgroup, 0u);
+  d = made_up_cpu();
+  d.min_subgroup_size = 4;  // varying subgroup size
+  vk::MatmulTuning t = vk::matmul_tuning_for(d, true);
+  EXPECT_FALSE(t.prefer_texel);
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 32), kAllKernels).path, vk::MatmulPath::general);
+}
+
+TEST(MatmulPlan, ForcedPathsApplyWhereTheyFit) {
+  vk::MatmulTuning t = vk::matmul_tuning_for(made_up_cpu(), true);
+  t.forced_path = vk::MatmulPath::gemv;
+  EXPECT_EQ(vk::plan_matmul(t, problem(8, 64, 32), kAllKernels).path, vk::MatmulPath::gemv);
+  EXPECT_EQ(vk::plan_matmul(t, problem(9, 64, 32), kAllKernels).path, vk::MatmulPath::texel);
+  t.forced_path = vk::MatmulPath::coopmat;  // the CPU has none
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 32, true, DType::f16), kAllKernels).path,
+            vk::MatmulPath::texel);
+  t.forced_path = vk::MatmulPath::general;
+  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 32), kAllKernels).path, vk::MatmulPath::general);
 }
 
 }  // namespace

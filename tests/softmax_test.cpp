@@ -1,7 +1,9 @@
 // softmax and log-softmax (scale, causal, additive and key-padding masks) against the
 // double-precision reference, plus the numerical edge cases. ctest runs this binary twice: as
 // softmax_test (subgroup reductions where the device has them) and as softmax_test_no_subgroup
-// with VKFORMER_NO_SUBGROUP_OPS=1 (the shared-memory reduction).
+// with VKFORMER_NO_SUBGROUP_OPS=1 (the shared-memory reduction). On CPU devices rows of whole
+// texels (Sk % 4 == 0) go through the row kernel (shaders/softmax_rows.comp), others through the
+// workgroup-per-row kernel, so the cases have both kinds of row length.
 //
 // Tolerances: f32 atol 1e-5 + rtol 1e-5 (fp32 exp and sums against double); f16 atol 2e-3 + rtol
 // 2e-3 (the output is rounded to f16, 2^-11 relative; references use the f16-rounded inputs).
@@ -151,6 +153,17 @@ std::vector<SoftmaxCase> softmax_cases() {
       {"row_gt_4096_masked", {2, 1, 5003}, DType::f32, 1.0f, false, Shape{5003}, true},
       {"wide_rows", {2, 257}, DType::f32, 3.0f},
       {"single", {1, 1, 1, 1}, DType::f32, 1.0f, true, Shape{1}, true},
+      // Rows of whole texels (Sk % 4 == 0) take the row kernels on CPU devices: in registers up
+      // to 8 * 32 texels per row, in two passes beyond; several rows per workgroup.
+      {"texel_row_4", {5, 4}, DType::f32, 2.0f, false, {}, false, true},
+      {"texel_rows_512", {3, 5, 512}, DType::f32, 0.125f},
+      {"texel_causal", {2, 3, 8, 12}, DType::f32, 0.5f, true},
+      {"texel_mask_padding", {2, 3, 9, 20}, DType::f32, 1.0f, false, Shape{9, 20}, true},
+      {"texel_all_masks_log", {2, 2, 7, 24}, DType::f32, 0.7f, true, Shape{2, 1, 7, 24}, true, true},
+      {"texel_long_row_causal", {3, 2052}, DType::f32, 1.0f, true},
+      {"texel_long_row_masked", {2, 1, 1100}, DType::f32, 1.0f, false, Shape{1100}, true},
+      {"texel_many_rows", {301, 8}, DType::f32, 1.5f, true},
+      {"texel_rows_1000_log", {3, 1000}, DType::f32, 0.25f, false, {}, false, true},
   };
   std::vector<SoftmaxCase> all = base;
   for (SoftmaxCase c : base) {
@@ -176,55 +189,62 @@ TEST_F(DeviceTest, FullyMaskedRowsGiveZerosNotNaN) {
   const float ninf = -std::numeric_limits<float>::infinity();
   for (DType dtype : {DType::f32, DType::f16}) {
     for (bool log : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + (log ? " log-softmax" : " softmax"));
-      const float masked = log ? ninf : 0.0f;
-      // All -inf additive mask on row 1 of 3.
-      {
-        Graph g;
-        Tensor x = g.input("x", {3, 70}, dtype);
-        Tensor mk = g.input("mask", {3, 70}, dtype);
-        SoftmaxOptions o;
-        o.mask = mk;
-        o.log = log;
-        g.output("y", g.softmax(x, o));
-        std::vector<float> mv(3 * 70, 0.0f);
-        for (int j = 0; j < 70; ++j) mv[70 + j] = ninf;
-        Executor ex(device(), g);
-        auto y = ex.run({{"x", make_tensor({3, 70}, random_values(210, 3), dtype)},
-                         {"mask", make_tensor({3, 70}, mv, dtype)}})["y"].to_f32();
-        for (int j = 0; j < 70; ++j) EXPECT_EQ(y[70 + j], masked) << "key " << j;
-        for (int r : {0, 2}) {
-          double sum = 0;
-          for (int j = 0; j < 70; ++j) sum += log ? std::exp(double(y[r * 70 + j])) : y[r * 70 + j];
-          EXPECT_NEAR(sum, 1.0, 1e-2) << "row " << r;
+      // Row lengths that are not, and are, whole texels (the two CPU kernels).
+      for (int w : {70, 72}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (log ? " log-softmax" : " softmax") +
+                     ", rows of " + std::to_string(w));
+        const float masked = log ? ninf : 0.0f;
+        // All -inf additive mask on row 1 of 3.
+        {
+          Graph g;
+          Tensor x = g.input("x", {3, w}, dtype);
+          Tensor mk = g.input("mask", {3, w}, dtype);
+          SoftmaxOptions o;
+          o.mask = mk;
+          o.log = log;
+          g.output("y", g.softmax(x, o));
+          std::vector<float> mv(3 * w, 0.0f);
+          for (int j = 0; j < w; ++j) mv[w + j] = ninf;
+          Executor ex(device(), g);
+          auto y = ex.run({{"x", make_tensor({3, w}, random_values(3 * w, 3), dtype)},
+                           {"mask", make_tensor({3, w}, mv, dtype)}})["y"].to_f32();
+          for (int j = 0; j < w; ++j) EXPECT_EQ(y[w + j], masked) << "key " << j;
+          for (int r : {0, 2}) {
+            double sum = 0;
+            for (int j = 0; j < w; ++j) sum += log ? std::exp(double(y[r * w + j])) : y[r * w + j];
+            EXPECT_NEAR(sum, 1.0, 1e-2) << "row " << r;
+          }
         }
-      }
-      // Every key of batch 0 padded.
-      {
-        Graph g;
-        Tensor x = g.input("x", {2, 4, 9}, dtype);
-        Tensor kp = g.input("padding", {2, 9}, DType::i32);
-        SoftmaxOptions o;
-        o.key_padding_mask = kp;
-        o.log = log;
-        g.output("y", g.softmax(x, o));
-        std::vector<int32_t> pad(18, 0);
-        for (int j = 0; j < 9; ++j) pad[j] = 1;
-        Executor ex(device(), g);
-        auto y = ex.run({{"x", make_tensor({2, 4, 9}, random_values(72, 4), dtype)},
-                         {"padding", HostTensor::from_i32({2, 9}, pad)}})["y"].to_f32();
-        for (int i = 0; i < 36; ++i) EXPECT_EQ(y[i], masked) << "element " << i;
-        for (int i = 36; i < 72; ++i) EXPECT_FALSE(std::isnan(y[i]) || std::isinf(y[i]));
-      }
-      // Causal with Sq > Sk: query i sees keys j <= i - 3, so rows 0..2 see nothing.
-      {
-        SoftmaxOptions o;
-        o.causal = true;
-        o.log = log;
-        auto y = run_softmax(device(), {6, 3}, random_values(18, 5), o, dtype);
-        for (int i = 0; i < 9; ++i) EXPECT_EQ(y[i], masked) << "element " << i;
-        EXPECT_EQ(y[3 * 3 + 0], log ? 0.0f : 1.0f);  // row 3 sees key 0 only
-        EXPECT_EQ(y[3 * 3 + 1], masked);
+        // Every key of batch 0 padded (rows of w / 8: 9 or 8 keys).
+        {
+          const int k = w / 8;
+          Graph g;
+          Tensor x = g.input("x", {2, 4, k}, dtype);
+          Tensor kp = g.input("padding", {2, k}, DType::i32);
+          SoftmaxOptions o;
+          o.key_padding_mask = kp;
+          o.log = log;
+          g.output("y", g.softmax(x, o));
+          std::vector<int32_t> pad(2 * k, 0);
+          for (int j = 0; j < k; ++j) pad[j] = 1;
+          Executor ex(device(), g);
+          auto y = ex.run({{"x", make_tensor({2, 4, k}, random_values(8 * k, 4), dtype)},
+                           {"padding", HostTensor::from_i32({2, k}, pad)}})["y"].to_f32();
+          for (int i = 0; i < 4 * k; ++i) EXPECT_EQ(y[i], masked) << "element " << i;
+          for (int i = 4 * k; i < 8 * k; ++i) EXPECT_FALSE(std::isnan(y[i]) || std::isinf(y[i]));
+        }
+        // Causal with Sq > Sk: query i sees keys j <= i - (Sq - Sk), so rows 0..Sq-Sk-1 see
+        // nothing ([6, 3], or [7, 4] for whole texels).
+        {
+          const int sk = w == 70 ? 3 : 4, sq = sk + 3;
+          SoftmaxOptions o;
+          o.causal = true;
+          o.log = log;
+          auto y = run_softmax(device(), {sq, sk}, random_values(sq * sk, 5), o, dtype);
+          for (int i = 0; i < 3 * sk; ++i) EXPECT_EQ(y[i], masked) << "element " << i;
+          EXPECT_EQ(y[3 * sk + 0], log ? 0.0f : 1.0f);  // row 3 sees key 0 only
+          EXPECT_EQ(y[3 * sk + 1], masked);
+        }
       }
     }
   }

@@ -57,7 +57,10 @@ int run(int argc, char** argv) {
   // Keep this list in the order `vkformer --help` should show the commands.
   std::vector<Command> commands = {
       add_devices_command(app, globals),
+      add_run_command(app, globals),
+      add_generate_command(app, globals),
       add_demo_command(app, globals),
+      add_bench_command(app, globals),
   };
   for (auto& c : commands)
     c.app->footer("Global options (--device, --validation, --sync-validation) are listed in "

@@ -235,7 +235,7 @@ def length_penalty(length, alpha):
 
 
 def beam_search(model, src, k, steps, bos, eos, alpha):
-    """Beam search as vkformer implements it (docs in src/models/beam_search.cpp):
+    """Beam search as vkformer implements it (docs in src/models/generation.cpp):
     each step extends every live beam by every token; candidates are ranked by summed log-prob
     (ties: lower beam index, then lower token id); among the first k candidates, those ending in
     eos are finished with score sum / ((5 + len) / 6) ** alpha, the rest (then the following

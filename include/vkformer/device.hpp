@@ -11,6 +11,13 @@
 
 namespace vkformer {
 
+// One matrix multiply D = A·B + C that a device's cooperative matrices support at subgroup scope:
+// A is m x k, B is k x n, C and D are m x n. Types are "f16", "f32", "i8", "u8", "i32", ...
+struct CooperativeMatrixShape {
+  uint32_t m = 0, n = 0, k = 0;
+  std::string a_type, b_type, c_type, d_type;
+};
+
 // What a Vulkan physical device offers, as `vkformer devices` reports it.
 struct DeviceInfo {
   uint32_t index = 0;            // position in vkEnumeratePhysicalDevices order
@@ -28,6 +35,7 @@ struct DeviceInfo {
   uint32_t min_subgroup_size = 0;
   uint32_t max_subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute shaders
+  bool subgroup_shuffle = false;     // subgroupShuffle in compute shaders
   bool fp16_arithmetic = false;      // shaderFloat16
   bool storage_16bit = false;        // storageBuffer16BitAccess
   uint32_t shared_memory_bytes = 0;  // maxComputeSharedMemorySize
@@ -35,6 +43,11 @@ struct DeviceInfo {
   uint64_t max_memory_allocation_size = 0;
   uint64_t device_local_memory_bytes = 0;  // size of the largest device-local heap
   uint32_t min_storage_buffer_offset_alignment = 0;
+  uint32_t max_texel_buffer_elements = 0;          // maxTexelBufferElements
+  uint32_t min_texel_buffer_offset_alignment = 0;  // minTexelBufferOffsetAlignment
+  // Streaming multiprocessors (NVIDIA, VK_NV_shader_sm_builtins) or compute units (AMD,
+  // VK_AMD_shader_core_properties); 0 where the driver does not say.
+  uint32_t compute_units = 0;
   std::array<uint32_t, 3> max_workgroup_count{};
   std::array<uint32_t, 3> max_workgroup_size{};
   uint32_t max_workgroup_invocations = 0;
@@ -43,6 +56,10 @@ struct DeviceInfo {
   double timestamp_period_ns = 0;
   bool cooperative_matrix_nv = false;   // VK_NV_cooperative_matrix
   bool cooperative_matrix_khr = false;  // VK_KHR_cooperative_matrix
+  // The shapes VK_NV_cooperative_matrix supports at subgroup scope (from
+  // vkGetPhysicalDeviceCooperativeMatrixPropertiesNV), filled in when a device is opened with the
+  // feature enabled: the query needs the instance.
+  std::vector<CooperativeMatrixShape> cooperative_matrix_nv_shapes;
 };
 
 // A driver problem vkformer works around on a device: one row of the quirk table

@@ -15,6 +15,9 @@ struct CompileOptions {
   bool reuse_memory = true;
   // Record GPU timestamps around every op (serializes the ops so each time is its own).
   bool profile = false;
+  // Record two GPU timestamps around the whole recording (input uploads, every dispatch, output
+  // downloads) without serializing anything; read with Executor::last_gpu_microseconds().
+  bool timestamps = false;
 };
 
 struct OpTime {
@@ -24,7 +27,7 @@ struct OpTime {
 
 struct ExecutorStats {
   size_t dispatches = 0;
-  size_t barriers = 0;             // pipeline barriers between dispatches
+  size_t barriers = 0;             // pipeline barriers between commands (more when profiling)
   size_t recordings = 0;           // how many times the command buffer was recorded
   size_t runs = 0;
   uint64_t activation_bytes = 0;   // size of the planned activation arena
@@ -53,6 +56,9 @@ class Executor {
   std::map<std::string, HostTensor> run(const std::map<std::string, HostTensor>& inputs);
 
   std::vector<OpTime> profile() const;  // from the last run; needs CompileOptions::profile
+  // GPU time of the last run() from its two timestamps; needs CompileOptions::timestamps.
+  // Negative before the first run.
+  double last_gpu_microseconds() const;
   ExecutorStats stats() const;
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;

@@ -94,6 +94,9 @@ class Graph {
   // Elementwise and normalization.
   Tensor add(Tensor a, Tensor b);  // numpy broadcasting
   Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, float eps = 1e-5f);
+  // layer_norm(a + b, gamma, beta, eps) in one kernel (a post-norm residual: the sum is not
+  // stored). a and b have the same shape and dtype.
+  Tensor add_layer_norm(Tensor a, Tensor b, Tensor gamma, Tensor beta, float eps = 1e-5f);
   Tensor gelu(Tensor x);  // erf form, as PyTorch's default
   Tensor relu(Tensor x);
   Tensor cast(Tensor x, DType to);  // f32 <-> f16

@@ -32,6 +32,7 @@ class ExecutorImpl {
   void run();
   HostTensor output(const std::string& name) const;
   std::vector<OpTime> profile() const { return profile_; }
+  double last_gpu_microseconds() const;
   ExecutorStats stats() const { return stats_; }
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;
@@ -52,6 +53,7 @@ class ExecutorImpl {
   void build_program(const GraphImpl& g);
   void plan_memory_and_upload();
   void create_descriptors();
+  VkBufferView texel_view(const Dispatch& d, uint32_t binding, const Location& loc);
   void record();
   Location locate(uint32_t value) const;
   const IoSlot& find_slot(const std::vector<IoSlot>& slots, const std::string& name,
@@ -64,6 +66,7 @@ class ExecutorImpl {
   std::shared_ptr<Allocation> arena_, constants_, staging_;
   std::vector<IoSlot> inputs_, outputs_;
   std::vector<VkDescriptorSet> sets_;
+  std::vector<VkBufferView> views_;  // of uniform texel buffer bindings
   std::vector<const vk::Pipeline*> pipelines_;
   VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
   VkCommandPool command_pool_ = VK_NULL_HANDLE;
@@ -72,6 +75,8 @@ class ExecutorImpl {
   VkQueryPool query_pool_ = VK_NULL_HANDLE;
   std::vector<uint32_t> profiled_nodes_;  // node index per timestamp pair
   std::vector<OpTime> profile_;
+  VkQueryPool run_timestamps_ = VK_NULL_HANDLE;  // CompileOptions::timestamps: [begin, end]
+  double last_gpu_us_ = -1;
   ExecutorStats stats_;
   bool has_run_ = false;
 };
@@ -84,6 +89,9 @@ ExecutorImpl::ExecutorImpl(Device device, const Graph& graph, const CompileOptio
   if (options_.profile && !dev_->info().timestamps)
     throw Error(ErrorCode::unsupported,
                 "profiling needs timestamp queries, which device '" + dev_->info().name + "' lacks");
+  if (options_.timestamps && !dev_->info().timestamps)
+    throw Error(ErrorCode::unsupported, "CompileOptions::timestamps needs timestamp queries, which "
+                                        "device '" + dev_->info().name + "' lacks");
   build_program(graph.impl());
   plan_memory_and_upload();
   create_descriptors();
@@ -253,21 +261,12 @@ ExecutorImpl::Location ExecutorImpl::locate(uint32_t value) const {
 
 void ExecutorImpl::create_descriptors() {
   VkDevice dev = dev_->core().device();
-  uint32_t total_bindings = 0;
-  for (auto& d : program_.dispatches) total_bindings += static_cast<uint32_t>(d.bindings.size());
   const uint32_t sets = static_cast<uint32_t>(program_.dispatches.size());
   if (sets == 0) return;
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(total_bindings, 1u)};
-  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  dpci.maxSets = sets;
-  dpci.poolSizeCount = 1;
-  dpci.pPoolSizes = &size;
-  dev_->core().check(vkCreateDescriptorPool(dev, &dpci, nullptr, &descriptor_pool_),
-                     "vkCreateDescriptorPool");
-
   sets_.resize(sets);
   pipelines_.resize(sets);
   std::vector<VkDescriptorSetLayout> layouts(sets);
+  uint32_t total_bindings = 0, texel_bindings = 0;
   for (uint32_t i = 0; i < sets; ++i) {
     const Dispatch& d = program_.dispatches[i];
     pipelines_[i] = &dev_->pipelines().get(*d.kernel, d.spec);
@@ -277,7 +276,20 @@ void ExecutorImpl::create_descriptors() {
                       std::to_string(pipelines_[i]->binding_count) + " bindings, lowering gave " +
                       std::to_string(d.bindings.size()));
     layouts[i] = pipelines_[i]->set_layout;
+    total_bindings += static_cast<uint32_t>(d.bindings.size());
+    for (vk::BindingKind k : pipelines_[i]->binding_kinds)
+      texel_bindings += k == vk::BindingKind::uniform_texel_buffer;
   }
+  // Pool sizes must be positive; a type no dispatch uses gets one spare descriptor.
+  VkDescriptorPoolSize sizes[2] = {
+      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max(total_bindings - texel_bindings, 1u)},
+      {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, std::max(texel_bindings, 1u)}};
+  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dpci.maxSets = sets;
+  dpci.poolSizeCount = 2;
+  dpci.pPoolSizes = sizes;
+  dev_->core().check(vkCreateDescriptorPool(dev, &dpci, nullptr, &descriptor_pool_),
+                     "vkCreateDescriptorPool");
   VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
   dsai.descriptorPool = descriptor_pool_;
   dsai.descriptorSetCount = sets;
@@ -286,20 +298,53 @@ void ExecutorImpl::create_descriptors() {
 
   std::vector<VkDescriptorBufferInfo> infos;
   infos.reserve(total_bindings);
+  views_.reserve(texel_bindings);
   std::vector<VkWriteDescriptorSet> writes;
   for (uint32_t i = 0; i < sets; ++i)
     for (uint32_t b = 0; b < program_.dispatches[i].bindings.size(); ++b) {
-      Location loc = locate(program_.dispatches[i].bindings[b].value);
-      infos.push_back({loc.allocation->buffer(), loc.offset, loc.size});
+      const Dispatch& d = program_.dispatches[i];
+      Location loc = locate(d.bindings[b].value);
       VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
       w.dstSet = sets_[i];
       w.dstBinding = b;
       w.descriptorCount = 1;
-      w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      w.pBufferInfo = &infos.back();
+      w.descriptorType = vk::descriptor_type(pipelines_[i]->binding_kinds[b]);
+      if (pipelines_[i]->binding_kinds[b] == vk::BindingKind::uniform_texel_buffer) {
+        views_.push_back(texel_view(d, b, loc));
+        w.pTexelBufferView = &views_.back();
+      } else {
+        infos.push_back({loc.allocation->buffer(), loc.offset, loc.size});
+        w.pBufferInfo = &infos.back();
+      }
       writes.push_back(w);
     }
   vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+}
+
+// A view of 4-component texels of the value's dtype (R32G32B32A32 / R16G16B16A16 float). The
+// lowering that picks a texel-reading kernel guarantees whole texels and the device's texel
+// limits; this checks them again, since a violation would be undefined behaviour, not an error.
+VkBufferView ExecutorImpl::texel_view(const Dispatch& d, uint32_t binding, const Location& loc) {
+  const ValueDesc& v = program_.values[d.bindings[binding].value];
+  const DeviceInfo& info = dev_->info();
+  const VkDeviceSize texel = 4 * dtype_size(v.dtype);
+  const uint32_t align = std::max(info.min_texel_buffer_offset_alignment, 1u);
+  if ((v.dtype != DType::f32 && v.dtype != DType::f16) || loc.size % texel ||
+      loc.offset % align || loc.size / texel > info.max_texel_buffer_elements)
+    throw Error(ErrorCode::internal,
+                program_.node_labels[d.node] + ": kernel " + d.kernel->name + " reads " +
+                    v.shape.str() + " " + std::string(dtype_name(v.dtype)) + " at offset " +
+                    std::to_string(loc.offset) + " as a texel buffer, which does not fit it");
+  VkBufferViewCreateInfo bvci{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+  bvci.buffer = loc.allocation->buffer();
+  bvci.format = v.dtype == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT
+                                      : VK_FORMAT_R16G16B16A16_SFLOAT;
+  bvci.offset = loc.offset;
+  bvci.range = loc.size;
+  VkBufferView view = VK_NULL_HANDLE;
+  dev_->core().check(vkCreateBufferView(dev_->core().device(), &bvci, nullptr, &view),
+                     "vkCreateBufferView");
+  return view;
 }
 
 void ExecutorImpl::record() {
@@ -329,14 +374,26 @@ void ExecutorImpl::record() {
     }
   }
 
+  if (options_.timestamps) {
+    VkQueryPoolCreateInfo qpci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qpci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qpci.queryCount = 2;
+    core.check(vkCreateQueryPool(dev, &qpci, nullptr, &run_timestamps_), "vkCreateQueryPool");
+  }
+
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   core.check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   if (query_pool_)
     vkCmdResetQueryPool(cmd_, query_pool_, 0, static_cast<uint32_t>(profiled_nodes_.size() * 2));
+  if (run_timestamps_) vkCmdResetQueryPool(cmd_, run_timestamps_, 0, 2);
 
   vk::HazardTracker tracker;
   // Orders this replay after whatever earlier submissions did to the same memory.
   tracker.full_barrier(cmd_, kComputeTransfer, kComputeTransfer, kComputeTransferAccess);
+  // Begin: once the barrier above has drained earlier work. End: once every command recorded
+  // before it has completed (a timestamp waits for all earlier commands at its stage).
+  if (run_timestamps_)
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, run_timestamps_, 0);
 
   auto copy = [&](const Location& src, const Location& dst) {
     vk::BufferAccess acc[2] = {
@@ -355,6 +412,7 @@ void ExecutorImpl::record() {
 
   const vk::Pipeline* bound = nullptr;
   size_t query = 0;
+  size_t profile_barriers = 0;
   std::vector<vk::BufferAccess> accesses;
   for (size_t i = 0; i < dispatches.size(); ++i) {
     const Dispatch& d = dispatches[i];
@@ -362,6 +420,7 @@ void ExecutorImpl::record() {
     bool node_end = i + 1 == dispatches.size() || dispatches[i + 1].node != d.node;
     if (query_pool_ && node_start) {
       tracker.full_barrier(cmd_, kComputeTransfer, kComputeTransfer, kComputeTransferAccess);
+      ++profile_barriers;
       vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_,
                           static_cast<uint32_t>(query++));
     }
@@ -389,6 +448,8 @@ void ExecutorImpl::record() {
   }
 
   for (auto& out : outputs_) copy(locate(out.value), staging_at(out));
+  if (run_timestamps_)
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, run_timestamps_, 1);
 
   // Downloads must be visible to the host once the fence signals.
   VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -399,16 +460,19 @@ void ExecutorImpl::record() {
   core.check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
 
   stats_.dispatches = dispatches.size();
-  stats_.barriers = tracker.barrier_count();
+  // Hazard barriers plus, when profiling, the ones that serialize ops for their timestamps.
+  stats_.barriers = tracker.barrier_count() + profile_barriers;
   stats_.recordings = 1;
 }
 
 ExecutorImpl::~ExecutorImpl() {
   VkDevice dev = dev_->core().device();
   if (query_pool_) vkDestroyQueryPool(dev, query_pool_, nullptr);
+  if (run_timestamps_) vkDestroyQueryPool(dev, run_timestamps_, nullptr);
   if (fence_) vkDestroyFence(dev, fence_, nullptr);
   if (command_pool_) vkDestroyCommandPool(dev, command_pool_, nullptr);
   if (descriptor_pool_) vkDestroyDescriptorPool(dev, descriptor_pool_, nullptr);
+  for (VkBufferView view : views_) vkDestroyBufferView(dev, view, nullptr);
 }
 
 const ExecutorImpl::IoSlot& ExecutorImpl::find_slot(const std::vector<IoSlot>& slots,
@@ -466,6 +530,17 @@ void ExecutorImpl::run() {
   dev_->core().submit_and_wait(cmd_, fence_);
   ++stats_.runs;
   has_run_ = true;
+  if (run_timestamps_) {
+    uint64_t ticks[2] = {};
+    dev_->core().check(vkGetQueryPoolResults(dev_->core().device(), run_timestamps_, 0, 2,
+                                             sizeof ticks, ticks, 8,
+                                             VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+                       "vkGetQueryPoolResults");
+    const uint32_t bits = dev_->core().physical().queue_timestamp_bits;
+    const uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+    last_gpu_us_ = static_cast<double>(((ticks[1] & mask) - (ticks[0] & mask)) & mask) *
+                   dev_->info().timestamp_period_ns / 1000.0;
+  }
   if (query_pool_) {
     std::vector<uint64_t> ticks(profiled_nodes_.size() * 2);
     dev_->core().check(
@@ -483,6 +558,13 @@ void ExecutorImpl::run() {
       profile_.push_back({program_.node_labels[profiled_nodes_[i]], us});
     }
   }
+}
+
+double ExecutorImpl::last_gpu_microseconds() const {
+  if (!run_timestamps_)
+    throw Error(ErrorCode::invalid_argument,
+                "last_gpu_microseconds needs an executor compiled with CompileOptions::timestamps");
+  return last_gpu_us_;
 }
 
 HostTensor ExecutorImpl::output(const std::string& name) const {
@@ -529,6 +611,7 @@ std::map<std::string, HostTensor> Executor::run(const std::map<std::string, Host
 }
 
 std::vector<OpTime> Executor::profile() const { return impl_->profile(); }
+double Executor::last_gpu_microseconds() const { return impl_->last_gpu_microseconds(); }
 ExecutorStats Executor::stats() const { return impl_->stats(); }
 std::vector<std::string> Executor::input_names() const { return impl_->input_names(); }
 std::vector<std::string> Executor::output_names() const { return impl_->output_names(); }

@@ -26,6 +26,7 @@ enum class OpKind : uint8_t {
   embedding,
   positional_encoding,
   update_cache,
+  add_layer_norm,
   count
 };
 
@@ -58,7 +59,7 @@ struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_le
   bool has_key_length = false;
   AttentionOptions::Path path = AttentionOptions::Path::automatic;
 };
-struct LayerNormAttrs {  // inputs: x, gamma, beta
+struct LayerNormAttrs {  // layer_norm inputs: x, gamma, beta; add_layer_norm: a, b, gamma, beta
   float eps = 1e-5f;
 };
 struct ActivationAttrs {  // inputs: x

@@ -14,10 +14,13 @@ Tensor BlockBuilder::weight(const std::string& name) {
   return bound_[name] = g_.external(name, w_.get(name));
 }
 
+// Pre-norm: x + f(LN(x)), the sum is the residual stream. Post-norm: LN(x + f(x)) in one
+// add_layer_norm dispatch, since nothing else reads the sum.
 template <class Sublayer>
 Tensor BlockBuilder::residual(const std::string& norm_prefix, Tensor x, Sublayer&& f) {
   if (c_.norm_first) return g_.add(x, f(norm(norm_prefix, x)));
-  return norm(norm_prefix, g_.add(x, f(x)));
+  return g_.add_layer_norm(x, f(x), weight(norm_prefix + ".weight"), weight(norm_prefix + ".bias"),
+                           c_.layer_norm_eps);
 }
 
 Tensor BlockBuilder::norm(const std::string& prefix, Tensor x) {

@@ -1,4 +1,5 @@
-// Scaled dot-product attention: a fused flash-attention kernel (shaders/attention.comp), or the
+// Scaled dot-product attention: a fused flash-attention kernel (shaders/attention.comp on GPUs,
+// shaders/attention_rows.comp on CPU devices; vk::AttentionTiles picks), or the
 // unfused chain matmul(q, kᵀ) -> masked softmax -> matmul(p, v) through temporaries.
 #include <algorithm>
 #include <cmath>
@@ -16,10 +17,11 @@ using Path = AttentionOptions::Path;
 
 namespace {
 
-// Largest head dims (D of q/k, Dv of v) the fused kernel takes; beyond, automatic picks the
-// unfused path. The kernel keeps BR x D of q and BC x max(D, Dv) of k/v in shared memory.
-constexpr int64_t kFusedMaxHeadDim = 256;
+constexpr int64_t kFusedMaxHeadDim = vk::kFusedAttentionMaxHeadDim;
+using vk::AttentionLaunch;
+using FusedKernel = vk::AttentionTiles::Kernel;
 
+// Push constants of shaders/attention.comp (tiles).
 struct AttentionPush {
   uint32_t sq;
   uint32_t sk;
@@ -33,44 +35,24 @@ struct AttentionPush {
   uint32_t mask_stride[4];
 };
 
-// The fused kernel's workgroup shape for one problem (specialization constants 0-5). Head dims
-// are rounded up to capacities (multiples of 32) so that one pipeline serves nearby sizes.
-struct FusedTiles {
-  uint32_t wg = 128;  // invocations
-  uint32_t br = 16;   // query rows per workgroup
-  uint32_t bc = 32;   // keys per tile
-  uint32_t d_cap = 0, dv_cap = 0, kv_cap = 0;
-  uint64_t shared_bytes() const {
-    return 4ull * (br * d_cap + bc * kv_cap + br * bc + 3 * br);
-  }
+// Push constants of shaders/attention_rows.comp (rows).
+struct AttentionRowsPush {
+  uint32_t sq;
+  uint32_t sk;
+  uint32_t heads;
+  uint32_t q_blocks;
+  uint32_t groups;
+  float scale;
+  uint32_t d;
+  uint32_t dv;
+  uint32_t mask_stride[4];
 };
 
-uint32_t next_pow2(uint64_t v) {
-  uint32_t p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
-// Tiles that fit the device's shared memory and workgroup limits, or false.
-bool fused_tiles(const Lowering& l, int64_t sq, int64_t d, int64_t dv, FusedTiles* out) {
-  if (d > kFusedMaxHeadDim || dv > kFusedMaxHeadDim) return false;
-  const DeviceInfo& info = l.info();
-  FusedTiles t;
-  t.wg = std::min<uint32_t>({128, l.tuning().reduction_workgroup, info.max_workgroup_invocations,
-                             info.max_workgroup_size[0]});
-  if (l.tuning().cpu_device) t.bc = 16;
-  t.br = std::min<uint32_t>({t.br, next_pow2(static_cast<uint64_t>(sq)), t.wg});
-  t.d_cap = ceil_div(d, 32) * 32;
-  t.dv_cap = ceil_div(dv, 32) * 32;
-  t.kv_cap = std::max(t.d_cap, t.dv_cap) + 1;
-  while (t.shared_bytes() > info.shared_memory_bytes) {
-    if (t.bc > 8) t.bc /= 2;
-    else if (t.br > 1) t.br /= 2;
-    else if (t.bc > 1) t.bc /= 2;
-    else return false;
-  }
-  *out = t;
-  return true;
+// The kernel variant a launch runs.
+Kernel fused_kernel(const AttentionLaunch& t) {
+  if (t.kernel == FusedKernel::tiles) return Kernel::attention;
+  if (t.texel) return Kernel::attention_rows_texel;
+  return t.shuffle ? Kernel::attention_rows_shuffle : Kernel::attention_rows;
 }
 
 struct Operands {
@@ -90,37 +72,58 @@ Operands operands(const Lowering& l) {
   return o;
 }
 
-void lower_fused(Lowering& l, const Operands& in, const FusedTiles& t) {
+void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   const auto& a = attrs<AttentionAttrs>(l);
   const ValueDesc& q = l.value(in.q);
   const Shape& qs = q.shape;
   const int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3];
   const int64_t Sk = l.value(in.k).shape[2], Dv = l.value(in.v).shape[3];
+  const uint32_t q_blocks = ceil_div(Sq, t.rows);
+  const uint64_t groups = static_cast<uint64_t>(B * H) * q_blocks;
+  uint32_t mask_stride[4] = {};
+  if (in.mask != kNoValue) ops::broadcast_strides4(l.value(in.mask).shape, {B, H, Sq, Sk}, mask_stride);
+  const uint32_t dummy = in.q;  // bound where an optional input is absent, never read
+  std::vector<Binding> bindings{{in.q},
+                                {in.k},
+                                {in.v},
+                                {in.mask != kNoValue ? in.mask : dummy},
+                                {in.key_padding != kNoValue ? in.key_padding : dummy},
+                                {in.key_length != kNoValue ? in.key_length : dummy},
+                                {l.output(), true}};
+  const uint32_t has_mask = in.mask != kNoValue, has_padding = in.key_padding != kNoValue,
+                 has_length = in.key_length != kNoValue;
+  if (t.kernel == FusedKernel::rows) {
+    AttentionRowsPush p{};
+    p.sq = static_cast<uint32_t>(Sq);
+    p.sk = static_cast<uint32_t>(Sk);
+    p.heads = static_cast<uint32_t>(H);
+    p.q_blocks = q_blocks;
+    p.groups = static_cast<uint32_t>(groups);
+    p.scale = a.scale;
+    p.d = static_cast<uint32_t>(D);
+    p.dv = static_cast<uint32_t>(Dv);
+    std::copy(mask_stride, mask_stride + 4, p.mask_stride);
+    // Exact head dims in vec4 chunks: the kernel unrolls over them (one pipeline per head dim).
+    const bool vec4 = D % 4 == 0 && Dv % 4 == 0;
+    l.dispatch(fused_kernel(t), q.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
+               {t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4, has_mask,
+                has_padding, has_length, a.causal});
+    return;
+  }
   AttentionPush p{};
   p.sq = static_cast<uint32_t>(Sq);
   p.sk = static_cast<uint32_t>(Sk);
   p.heads = static_cast<uint32_t>(H);
-  p.q_blocks = ceil_div(Sq, t.br);
-  const uint64_t groups = static_cast<uint64_t>(B * H) * p.q_blocks;
+  p.q_blocks = q_blocks;
   p.groups = static_cast<uint32_t>(groups);
   p.scale = a.scale;
   p.d = static_cast<uint32_t>(D);
   p.dv = static_cast<uint32_t>(Dv);
   p.kv_stride = static_cast<uint32_t>(std::max(D, Dv)) + 1;
-  if (in.mask != kNoValue) ops::broadcast_strides4(l.value(in.mask).shape, {B, H, Sq, Sk}, p.mask_stride);
-  const uint32_t dummy = in.q;  // bound where an optional input is absent, never read
-  l.dispatch(Kernel::attention, q.dtype,
-             {{in.q},
-              {in.k},
-              {in.v},
-              {in.mask != kNoValue ? in.mask : dummy},
-              {in.key_padding != kNoValue ? in.key_padding : dummy},
-              {in.key_length != kNoValue ? in.key_length : dummy},
-              {l.output(), true}},
-             PushBlock::of(p), l.rows_grid(groups),
-             {t.wg, t.br, t.bc, t.d_cap, t.dv_cap, t.kv_cap,
-              in.mask != kNoValue, in.key_padding != kNoValue, in.key_length != kNoValue,
-              a.causal});
+  std::copy(mask_stride, mask_stride + 4, p.mask_stride);
+  l.dispatch(Kernel::attention, q.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
+             {t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
+              has_length, a.causal, t.sr, t.sc, t.or_, t.od});
 }
 
 void lower_unfused(Lowering& l, const Operands& in) {
@@ -159,9 +162,14 @@ void lower_attention(Lowering& l) {
   const int64_t D = qs[3], Dv = l.value(in.v).shape[3];
   if (in.key_length != kNoValue)
     l.require_index_bound(in.key_length, l.value(in.k).shape[2] + 1);  // 0 <= key_length <= Sk
-  FusedTiles tiles;
-  bool fused_ok = fused_tiles(l, qs[2], D, Dv, &tiles) && l.supported(Kernel::attention, l.value(in.q).dtype);
-  if (a.path == Path::unfused || (a.path == Path::automatic && !fused_ok)) {
+  const vk::AttentionTiles& tuned = l.tuning().attention;
+  AttentionLaunch launch;
+  const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
+  bool fused_ok = vk::attention_launch_for(tuned, l.info(), problem, &launch) &&
+                  l.supported(fused_kernel(launch), l.value(in.q).dtype);
+  if (a.path == Path::unfused ||
+      (a.path == Path::automatic &&
+       (!fused_ok || qs[2] <= tuned.automatic_unfused_max_queries))) {
     lower_unfused(l, in);
     return;
   }
@@ -171,14 +179,14 @@ void lower_attention(Lowering& l) {
                   l.node().label + ": the fused attention kernel takes head dims up to " +
                       std::to_string(kFusedMaxHeadDim) + ", got D = " + std::to_string(D) +
                       ", Dv = " + std::to_string(Dv) + "; use the unfused or automatic path");
-    l.variant(Kernel::attention, l.value(in.q).dtype);  // throws, saying what the device lacks
+    l.variant(fused_kernel(launch), l.value(in.q).dtype);  // throws, saying what the device lacks
     throw Error(ErrorCode::unsupported,
                 l.node().label + ": the fused attention kernel for D = " + std::to_string(D) +
                     ", Dv = " + std::to_string(Dv) + " does not fit the shared memory of device '" +
                     l.info().name + "' (" + std::to_string(l.info().shared_memory_bytes) +
                     " bytes); use the unfused or automatic path");
   }
-  lower_fused(l, in, tiles);
+  lower_fused(l, in, launch);
 }
 
 }  // namespace

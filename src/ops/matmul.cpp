@@ -15,13 +15,22 @@ namespace ops {
 
 namespace {
 
-// Matches the push block of shaders/matmul.comp.
+// Matches the push block of shaders/matmul.comp (and matmul_texel, matmul_gemv and
+// matmul_coopmat, which read the same block).
 struct MatmulPush {
   uint32_t m, n, k;
   uint32_t batch1;
   uint32_t a_stride0, a_stride1;
   uint32_t b_stride0, b_stride1;
   uint32_t y_base, z_base;
+  float alpha;
+  uint32_t splits;   // matmul_split: K ranges per batch
+  uint32_t k_split;  // matmul_split: K per range
+};
+
+// Matches the push block of shaders/matmul_reduce.comp.
+struct ReducePush {
+  uint32_t total, mn, n, splits;
   float alpha;
 };
 
@@ -49,7 +58,226 @@ bool batch_strides(const Shape& in, const uint64_t out[2], uint64_t matrix, uint
   return broadcast;
 }
 
+// A matmul as its kernels see it: out = a·b over `batch` matrices of m x n, with out's batch dims
+// d (right-aligned) and the element strides of a and b per batch dim (0 where they broadcast).
+struct Folded {
+  uint64_t m, n, k, batch;
+  uint64_t d[2], as[2], bs[2];
+};
+
+Folded fold(const Shape& a, const Shape& b, bool transpose_b) {
+  Folded f;
+  f.m = static_cast<uint64_t>(a[-2]);
+  f.k = static_cast<uint64_t>(a[-1]);
+  f.n = static_cast<uint64_t>(transpose_b ? b[-2] : b[-1]);
+  Shape batch_shape;
+  broadcast_shapes(leading(a), leading(b), &batch_shape);
+  f.d[0] = f.d[1] = 1;
+  for (int i = 0; i < batch_shape.rank(); ++i) f.d[2 - batch_shape.rank() + i] = batch_shape[i];
+  bool a_broadcast = batch_strides(leading(a), f.d, f.m * f.k, f.as);
+  batch_strides(leading(b), f.d, f.k * f.n, f.bs);
+  f.batch = f.d[0] * f.d[1];
+  // One B for every batch and A contiguous over the batch ([B,S,D]x[D,N], linear layers): the
+  // batch is just more rows, which fills tiles better than one small matmul per batch.
+  if (f.batch > 1 && f.bs[0] == 0 && f.bs[1] == 0 && !a_broadcast) {
+    f.m *= f.batch;
+    f.batch = 1;
+    f.d[0] = f.d[1] = 1;
+    f.as[0] = f.as[1] = 0;
+  }
+  return f;
+}
+
+// What every matmul dispatch shares: the operands and the batch count.
+struct Grid {
+  const MatmulCall& call;
+  DType dtype;
+  uint64_t batch;  // grid z: batches (times splits for matmul_split)
+};
+
+uint32_t act(const MatmulCall& c) { return static_cast<uint32_t>(c.activation); }
+
+// The bias binding must name a buffer even without a bias; the kernels then never read it.
+std::vector<Binding> operand_bindings(const MatmulCall& c) {
+  return {{c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
+}
+
+// Dispatches x_tiles x y_tiles x z workgroups, as several dispatches where y or z exceed the
+// device's grid limits (many rows come from folding a batch into M on small tiles); the kernels
+// add y_base and z_base.
+void dispatch_tiles(Lowering& l, Kernel kernel, DType dtype, const std::vector<Binding>& bindings,
+                    MatmulPush p, uint64_t x_tiles, uint64_t y_tiles, uint64_t z,
+                    const std::vector<uint32_t>& spec) {
+  const uint64_t max_y = std::max<uint32_t>(l.info().max_workgroup_count[1], 1);
+  const uint64_t max_z = std::max<uint32_t>(l.info().max_workgroup_count[2], 1);
+  for (uint64_t zb = 0; zb < z; zb += max_z)
+    for (uint64_t y = 0; y < y_tiles; y += max_y) {
+      p.y_base = static_cast<uint32_t>(y);
+      p.z_base = static_cast<uint32_t>(zb);
+      l.dispatch(kernel, dtype, bindings, PushBlock::of(p),
+                 l.grid(x_tiles, std::min(max_y, y_tiles - y), std::min(max_z, z - zb)), spec);
+    }
+}
+
+[[noreturn]] void bad_tiling(Lowering& l, const std::string& what) {
+  throw Error(ErrorCode::internal,
+              l.node().label + ": emit_matmul: tuning gives an invalid " + what);
+}
+
+// shaders/matmul.comp with the device's tiling; with plan.splits > 1, matmul_split writes fp32
+// partial sums of K ranges to a temporary and matmul_reduce adds them.
+void emit_general(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
+                  const vk::MatmulPlan& plan, MatmulPush p) {
+  const vk::MatmulTiles& t = tuning.tiles;
+  const DeviceInfo& info = l.info();
+  if (t.tm == 0 || t.tn == 0 || t.bk == 0 || t.bm % t.tm || t.bn % t.tn || t.invocations() == 0 ||
+      t.invocations() > info.max_workgroup_invocations ||
+      t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
+    bad_tiling(l, "matmul tiling " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" +
+                      std::to_string(t.bk) + " / " + std::to_string(t.tm) + "x" +
+                      std::to_string(t.tn));
+  const MatmulCall& c = g.call;
+  const bool vec4 = plan.vec4 && (c.transpose_b || t.bn % 4 == 0);
+  std::vector<uint32_t> spec = {t.invocations(),
+                                t.bm,
+                                t.bn,
+                                t.shared_memory ? t.bk : 1u,
+                                t.tm,
+                                t.tn,
+                                t.shared_memory ? 1u : 0u,
+                                c.transpose_b ? 1u : 0u,
+                                c.bias != kNoValue ? 1u : 0u,
+                                act(c),
+                                vec4 ? 1u : 0u};
+  const uint64_t x_tiles = ceil_div(p.n, t.bn), y_tiles = ceil_div(p.m, t.bm);
+  // Split K only where the fp32 partial sums fit one binding.
+  uint64_t splits = plan.splits;
+  const uint64_t mn = uint64_t(p.m) * p.n;
+  while (splits > 1 && g.batch * splits * mn * 4 > info.max_storage_buffer_range) --splits;
+  if (splits <= 1) {
+    dispatch_tiles(l, Kernel::matmul, g.dtype, operand_bindings(c), p, x_tiles, y_tiles, g.batch,
+                   spec);
+    return;
+  }
+  // Whole BK slices per split, and no empty split.
+  const uint64_t slices = ceil_div(p.k, t.bk);
+  p.k_split = static_cast<uint32_t>(ceil_div(slices, splits) * t.bk);
+  p.splits = ceil_div(p.k, p.k_split);
+  uint32_t part = l.temp(Shape{static_cast<int64_t>(g.batch * p.splits),
+                               static_cast<int64_t>(p.m), static_cast<int64_t>(p.n)},
+                         DType::f32);
+  dispatch_tiles(l, Kernel::matmul_split, g.dtype, {{c.a}, {c.b}, {c.a}, {part, true}}, p, x_tiles,
+                 y_tiles, g.batch * p.splits, spec);
+
+  ReducePush r{};
+  const uint64_t total = g.batch * mn;
+  r.total = static_cast<uint32_t>(total);
+  r.mn = static_cast<uint32_t>(mn);
+  r.n = p.n;
+  r.splits = p.splits;
+  r.alpha = p.alpha;
+  const uint32_t wg = std::min<uint32_t>(256, info.max_workgroup_invocations);
+  l.dispatch(Kernel::matmul_reduce, g.dtype,
+             {{part}, {c.bias != kNoValue ? c.bias : part}, {c.out, true}}, PushBlock::of(r),
+             l.rows_grid(ceil_div(total, wg)), {wg, c.bias != kNoValue ? 1u : 0u, act(c)});
+}
+
+// Matches the push block of shaders/matmul_transpose.comp.
+struct TransposePush {
+  uint32_t k4, n4, blocks;
+};
+
+// shaders/matmul_texel.comp: A and B as texel buffers, one subgroup per workgroup; B [K, N]
+// first transposed to [N, K] (a temporary) where the plan says so.
+void emit_texel(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
+                const vk::MatmulPlan& plan, const MatmulPush& p) {
+  const uint32_t sg = tuning.texel_tiles.subgroup;
+  MatmulCall c = g.call;
+  const bool transposed = c.transpose_b || plan.transpose_b_first;
+  if (sg == 0 || sg > l.info().max_workgroup_size[0] || plan.tm == 0 || plan.tn == 0 ||
+      plan.qb == 0 || (!transposed && plan.tn % 4))
+    bad_tiling(l, "texel tiling " + std::to_string(plan.tm) + "x" + std::to_string(plan.tn) +
+                      "x" + std::to_string(plan.qb));
+  if (!c.transpose_b && plan.transpose_b_first) {
+    const ValueDesc& b = l.value(c.b);
+    auto dims = b.shape.dims();
+    std::swap(dims[dims.size() - 1], dims[dims.size() - 2]);
+    const uint32_t bt = l.temp(Shape(dims), b.dtype);
+    TransposePush t{};
+    t.k4 = p.k / 4;
+    t.n4 = p.n / 4;
+    const uint64_t blocks = static_cast<uint64_t>(b.shape.numel()) / 16;
+    t.blocks = static_cast<uint32_t>(blocks);
+    const uint32_t wg = std::min<uint32_t>(64, l.info().max_workgroup_invocations);
+    l.dispatch(Kernel::matmul_transpose, g.dtype, {{c.b}, {bt, true}}, PushBlock::of(t),
+               l.rows_grid(ceil_div(blocks, wg)), {wg});
+    c.b = bt;
+    c.transpose_b = true;  // the element strides of B's matrices stay K * N
+  }
+  std::vector<uint32_t> spec = {sg,     plan.tm, plan.tn, plan.qb, c.transpose_b ? 1u : 0u,
+                                c.bias != kNoValue ? 1u : 0u, act(c)};
+  dispatch_tiles(l, Kernel::matmul_texel, g.dtype, operand_bindings(c), p,
+                 ceil_div(p.n, uint64_t(sg) * plan.tn), ceil_div(p.m, plan.tm), g.batch, spec);
+}
+
+// shaders/matmul_gemv.comp: all M <= gemv_m rows at once, B streamed once.
+void emit_gemv(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
+               const vk::MatmulPlan& plan, const MatmulPush& p) {
+  const vk::MatmulGemvTiles& t = tuning.gemv_tiles;
+  const MatmulCall& c = g.call;
+  // A power of two within the workgroup limits whose reduction buffer (gemv_m floats per
+  // invocation and column it owns) fits in shared memory.
+  const uint32_t per_invocation = plan.gemv_m * (c.transpose_b ? t.columns : 1) * 4;
+  uint32_t wg = 1;
+  while (wg * 2 <= t.workgroup && wg * 2 <= l.info().max_workgroup_invocations &&
+         wg * 2 <= l.info().max_workgroup_size[0] &&
+         uint64_t(wg) * 2 * per_invocation <= l.info().shared_memory_bytes)
+    wg *= 2;
+  // Without transposition, columns_nn (a power of 2) columns split the workgroup.
+  const uint32_t columns = c.transpose_b ? t.columns : std::min(t.columns_nn, wg);
+  if (plan.gemv_m == 0 || columns == 0 || (!c.transpose_b && wg % columns) ||
+      uint64_t(wg) * per_invocation > l.info().shared_memory_bytes)
+    bad_tiling(l, "gemv tiling m " + std::to_string(plan.gemv_m) + " columns " +
+                      std::to_string(columns));
+  const bool vec4 = c.transpose_b && p.k % 4 == 0;
+  std::vector<uint32_t> spec = {wg,     plan.gemv_m, columns, c.transpose_b ? 1u : 0u,
+                                c.bias != kNoValue ? 1u : 0u, act(c), vec4 ? 1u : 0u};
+  dispatch_tiles(l, Kernel::matmul_gemv, g.dtype, operand_bindings(c), p, ceil_div(p.n, columns),
+                 1, g.batch, spec);
+}
+
+// shaders/matmul_coopmat.comp with VK_NV_cooperative_matrix (never run on a device yet: none of
+// the machines vkformer is tested on has one).
+void emit_coopmat(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning, const MatmulPush& p) {
+  const vk::MatmulCoopmatTiles& t = tuning.coopmat_tiles;
+  const MatmulCall& c = g.call;
+  if (t.m == 0 || t.invocations() > l.info().max_workgroup_invocations ||
+      t.shared_bytes() > l.info().shared_memory_bytes)
+    bad_tiling(l, "cooperative matrix tiling");
+  std::vector<uint32_t> spec = {t.invocations(), t.m,       t.n,        t.k,
+                                t.warps_m,       t.warps_n, t.tiles_m,  t.tiles_n,
+                                t.bk_tiles,      c.transpose_b ? 1u : 0u,
+                                c.bias != kNoValue ? 1u : 0u, act(c)};
+  dispatch_tiles(l, Kernel::matmul_coopmat_nv, g.dtype, operand_bindings(c), p,
+                 ceil_div(p.n, t.bn()), ceil_div(p.m, t.bm()), g.batch, spec);
+}
+
 }  // namespace
+
+vk::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
+                                 const DeviceInfo& info) {
+  const Folded f = fold(a, b, transpose_b);
+  vk::MatmulProblem problem;
+  problem.m = f.m;
+  problem.n = f.n;
+  problem.k = f.k;
+  problem.batch = f.batch;
+  problem.transpose_b = transpose_b;
+  problem.dtype = dtype;
+  problem.texel_fits = static_cast<uint64_t>(a.numel()) / 4 <= info.max_texel_buffer_elements &&
+                       static_cast<uint64_t>(b.numel()) / 4 <= info.max_texel_buffer_elements;
+  return problem;
+}
 
 bool matmul_output_shape(const Shape& a, const Shape& b, bool transpose_b, Shape* out,
                          std::string* why, const char* a_name, const char* b_name) {
@@ -100,68 +328,39 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
           std::to_string(want[-1]) + "] " + name(a.dtype));
   }
 
-  uint64_t m = static_cast<uint64_t>(want[-2]), n = static_cast<uint64_t>(want[-1]);
-  uint64_t k = static_cast<uint64_t>(a.shape[-1]);
-  Shape batch_shape = leading(want);
-  uint64_t d[2] = {1, 1};  // out's batch dims, right-aligned
-  for (int i = 0; i < batch_shape.rank(); ++i) d[2 - batch_shape.rank() + i] = batch_shape[i];
-  uint64_t as[2], bs[2];
-  bool a_broadcast = batch_strides(leading(a.shape), d, m * k, as);
-  batch_strides(leading(b.shape), d, k * n, bs);
-  uint64_t batch = d[0] * d[1];
-  // One B for every batch and A contiguous over the batch ([B,S,D]x[D,N], linear layers): the
-  // batch is just more rows, which fills tiles better than one small matmul per batch.
-  if (batch > 1 && bs[0] == 0 && bs[1] == 0 && !a_broadcast) {
-    m *= batch;
-    batch = 1;
-    d[0] = d[1] = 1;
-    as[0] = as[1] = 0;
-  }
-
-  const vk::MatmulTiles& t = l.tuning().matmul;
-  if (t.tm == 0 || t.tn == 0 || t.bk == 0 || t.bm % t.tm || t.bn % t.tn || t.invocations() == 0 ||
-      t.invocations() > l.info().max_workgroup_invocations ||
-      t.invocations() > l.info().max_workgroup_size[0] ||
-      t.shared_bytes() > l.info().shared_memory_bytes)
-    bug("tuning gives an invalid matmul tiling " + std::to_string(t.bm) + "x" +
-        std::to_string(t.bn) + "x" + std::to_string(t.bk) + " / " + std::to_string(t.tm) + "x" +
-        std::to_string(t.tn));
-  std::vector<uint32_t> spec = {t.invocations(),
-                                t.bm,
-                                t.bn,
-                                t.shared_memory ? t.bk : 1u,
-                                t.tm,
-                                t.tn,
-                                t.shared_memory ? 1u : 0u,
-                                c.transpose_b ? 1u : 0u,
-                                c.bias != kNoValue ? 1u : 0u,
-                                static_cast<uint32_t>(c.activation)};
-
+  const Folded f = fold(a.shape, b.shape, c.transpose_b);
   MatmulPush p{};
-  p.m = static_cast<uint32_t>(m);
-  p.n = static_cast<uint32_t>(n);
-  p.k = static_cast<uint32_t>(k);
-  p.batch1 = static_cast<uint32_t>(d[1]);
-  p.a_stride0 = static_cast<uint32_t>(as[0]);
-  p.a_stride1 = static_cast<uint32_t>(as[1]);
-  p.b_stride0 = static_cast<uint32_t>(bs[0]);
-  p.b_stride1 = static_cast<uint32_t>(bs[1]);
+  p.m = static_cast<uint32_t>(f.m);
+  p.n = static_cast<uint32_t>(f.n);
+  p.k = static_cast<uint32_t>(f.k);
+  p.batch1 = static_cast<uint32_t>(f.d[1]);
+  p.a_stride0 = static_cast<uint32_t>(f.as[0]);
+  p.a_stride1 = static_cast<uint32_t>(f.as[1]);
+  p.b_stride0 = static_cast<uint32_t>(f.bs[0]);
+  p.b_stride1 = static_cast<uint32_t>(f.bs[1]);
   p.alpha = c.alpha;
-  // The bias binding must name a buffer even without a bias; the kernel then never reads it.
-  std::vector<Binding> bindings = {
-      {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
-  // Row tiles and batches beyond the device's grid limits go in further dispatches (many rows
-  // come from folding a batch into M on small CPU tiles).
-  const uint64_t x_tiles = ceil_div(n, t.bn), y_tiles = ceil_div(m, t.bm);
-  const uint64_t max_y = std::max<uint32_t>(l.info().max_workgroup_count[1], 1);
-  const uint64_t max_z = std::max<uint32_t>(l.info().max_workgroup_count[2], 1);
-  for (uint64_t z = 0; z < batch; z += max_z)
-    for (uint64_t y = 0; y < y_tiles; y += max_y) {
-      p.y_base = static_cast<uint32_t>(y);
-      p.z_base = static_cast<uint32_t>(z);
-      l.dispatch(Kernel::matmul, a.dtype, bindings, PushBlock::of(p),
-                 l.grid(x_tiles, std::min(max_y, y_tiles - y), std::min(max_z, batch - z)), spec);
-    }
+  p.splits = 1;
+  p.k_split = p.k;
+
+  const vk::MatmulProblem problem =
+      matmul_problem(a.shape, b.shape, c.transpose_b, a.dtype, l.info());
+  vk::MatmulKernels kernels;
+  kernels.texel = l.supported(Kernel::matmul_texel, a.dtype);
+  kernels.gemv = l.supported(Kernel::matmul_gemv, a.dtype);
+  kernels.split = l.supported(Kernel::matmul_split, a.dtype) &&
+                  l.supported(Kernel::matmul_reduce, a.dtype);
+  kernels.coopmat = l.supported(Kernel::matmul_coopmat_nv, a.dtype);
+  kernels.transpose = l.supported(Kernel::matmul_transpose, a.dtype);
+  const vk::MatmulTuning& tuning = l.tuning().matmul;
+  const vk::MatmulPlan plan = vk::plan_matmul(tuning, problem, kernels);
+
+  Grid grid{c, a.dtype, f.batch};
+  switch (plan.path) {
+    case vk::MatmulPath::texel: emit_texel(l, grid, tuning, plan, p); break;
+    case vk::MatmulPath::gemv: emit_gemv(l, grid, tuning, plan, p); break;
+    case vk::MatmulPath::coopmat: emit_coopmat(l, grid, tuning, p); break;
+    case vk::MatmulPath::general: emit_general(l, grid, tuning, plan, p); break;
+  }
 }
 
 }  // namespace ops

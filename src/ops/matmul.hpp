@@ -4,6 +4,7 @@
 #include <string>
 
 #include "lowering.hpp"
+#include "tuning_matmul.hpp"
 
 namespace vkformer::ops {
 
@@ -34,5 +35,11 @@ void emit_matmul(Lowering& l, const MatmulCall& call);
 // a_name / b_name name the operands in it.
 bool matmul_output_shape(const Shape& a, const Shape& b, bool transpose_b, Shape* out,
                          std::string* why, const char* a_name = "a", const char* b_name = "b");
+
+// The matmul of a·b (shapes that matmul_output_shape accepts) as the kernels see it, with a
+// shared B's batch folded into M: what vk::plan_matmul decides the path from. Tests use it to
+// know which path a shape takes.
+vk::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
+                                 const DeviceInfo& info);
 
 }  // namespace vkformer::ops

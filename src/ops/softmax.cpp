@@ -18,6 +18,44 @@ bool use_subgroup_reduction(const Lowering& l, Kernel kernel, DType dtype) {
   return l.tuning().use_subgroup_reductions && l.supported(kernel, dtype);
 }
 
+RowKernel row_kernel(const Lowering& l, Kernel plain, Kernel subgroup, const ValueDesc& x,
+                     int64_t rows, int64_t row_len) {
+  RowKernel r;
+  const DeviceInfo& info = l.info();
+  // Texel reads need rows of whole texels and the tensor within the device's texel-view limit.
+  const uint64_t texels = static_cast<uint64_t>(rows) * static_cast<uint64_t>(row_len) / 4;
+  if (!l.tuning().cpu_device || row_len % 4 != 0 || rows < 1 || texels == 0 ||
+      texels > info.max_texel_buffer_elements)
+    return r;
+  const uint32_t sg = info.subgroup_size;
+  const bool fixed = sg >= 4 && sg <= 64 && info.min_subgroup_size == info.max_subgroup_size;
+  if (fixed && use_subgroup_reduction(l, subgroup, x.dtype)) {
+    r.kernel = subgroup;
+    r.lanes = sg;
+  } else if (l.supported(plain, x.dtype)) {
+    r.kernel = plain;
+    r.lanes = std::min<uint32_t>(8, info.max_workgroup_size[0]);
+  } else {
+    return r;
+  }
+  // Rows of up to lanes * 32 texels stay in registers (32 texels = 128 floats per invocation);
+  // the capacity is 1, 2, 4 or a multiple of 4, so that nearby lengths share a pipeline. Longer
+  // rows take two passes, and a capacity of 1 keeps the unused single-pass code small.
+  constexpr uint32_t kMaxCap = 32;
+  const uint64_t per_lane = (texels / rows + r.lanes - 1) / r.lanes;
+  r.cap = 1;
+  while (r.cap < per_lane && r.cap < 4) r.cap *= 2;
+  if (per_lane > 4) r.cap = static_cast<uint32_t>((per_lane + 3) / 4 * 4);
+  if (r.cap > kMaxCap) r.cap = 1;
+  // Measured on lavapipe: a workgroup costs about 0.8 us, as much as moving 8 KiB (one row of
+  // 512 per workgroup: 1.6x the time of 64 rows), so each takes up to 64 rows, leaving at least
+  // 128 workgroups to spread over the CPU's threads.
+  r.rows_per_group = static_cast<uint32_t>(std::clamp<int64_t>(rows / 128, 1, 64));
+  r.groups = (static_cast<uint64_t>(rows) + r.rows_per_group - 1) / r.rows_per_group;
+  r.use = true;
+  return r;
+}
+
 void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]) {
   int offset = 4 - out.rank();
   int in_offset = 4 - in.rank();
@@ -73,13 +111,28 @@ void emit_softmax(Lowering& l, const SoftmaxCall& call) {
     p.rows_per_batch = static_cast<uint32_t>(p.rows / s[0]);
   }
 
+  const uint32_t dummy = call.x;  // bound where an optional input is absent, never read
+  const RowKernel rk =
+      row_kernel(l, Kernel::softmax_rows, Kernel::softmax_rows_subgroup, x, p.rows, p.sk);
+  if (rk.use) {
+    l.dispatch(rk.kernel, x.dtype,
+               {{call.x},
+                {has_mask ? call.mask : dummy},
+                {has_padding ? call.key_padding_mask : dummy},
+                {has_length ? call.key_length : dummy},
+                {call.out, true}},
+               PushBlock::of(p), l.rows_grid(rk.groups),
+               {rk.lanes, rk.cap, rk.rows_per_group, has_mask, has_padding, has_length,
+                call.causal, call.log});
+    return;
+  }
+
   const bool subgroup = ops::use_subgroup_reduction(l, Kernel::softmax_subgroup, x.dtype);
   // A power of two (the shared-memory tree needs one), shrunk for short rows.
   uint32_t wg = floor_pow2(std::max<uint32_t>(1, std::min(l.tuning().reduction_workgroup,
                                                            l.info().max_workgroup_size[0])));
   while (wg > 32 && wg / 2 >= p.sk) wg /= 2;
 
-  const uint32_t dummy = call.x;  // bound where an optional input is absent, never read
   l.dispatch(subgroup ? Kernel::softmax_subgroup : Kernel::softmax, x.dtype,
              {{call.x},
               {has_mask ? call.mask : dummy},

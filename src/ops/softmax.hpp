@@ -27,6 +27,24 @@ void emit_softmax(Lowering& l, const SoftmaxCall& call);
 // Whether reductions in this lowering may use subgroup arithmetic kernels of `kernel`.
 bool use_subgroup_reduction(const Lowering& l, kernels::Kernel kernel, DType dtype);
 
+// The row kernels of CPU devices (shaders/softmax_rows.comp, layer_norm_rows.comp): a workgroup
+// of `lanes` invocations (one SIMD vector) per row, `rows_per_group` rows one after another, the
+// row read once as texels of 4 and kept in registers (`cap` texels per invocation) when it fits.
+struct RowKernel {
+  bool use = false;
+  kernels::Kernel kernel{};
+  uint32_t lanes = 0;
+  uint32_t cap = 0;             // texels of a row per invocation kept in registers
+  uint32_t rows_per_group = 0;  // rows per workgroup (amortizes the cost of a workgroup)
+  uint64_t groups = 0;
+};
+
+// The row kernel for `rows` rows of `row_len` elements of `x`, or use = false where the device
+// prefers the workgroup-per-row kernels (GPUs) or the rows are not whole texels. `plain` uses
+// shared memory for its reductions, `subgroup` subgroup arithmetic.
+RowKernel row_kernel(const Lowering& l, kernels::Kernel plain, kernels::Kernel subgroup,
+                     const ValueDesc& x, int64_t rows, int64_t row_len);
+
 // Strides of `in` right-aligned into rank 4 when broadcast against `out`; 0 where it repeats.
 void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]);
 

@@ -51,8 +51,10 @@ MemoryBlock::MemoryBlock(std::shared_ptr<DeviceCore> core, VkDeviceSize size, Me
   VkDevice dev = core_->device();
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;
-  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  // Uniform texel buffers: kernels may read a tensor through a VkBufferView of 4-component
+  // texels (matmul on CPU devices, where texel fetches gather much faster than buffer loads).
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+              VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   core_->check(vkCreateBuffer(dev, &bci, nullptr, &buffer_), "vkCreateBuffer");
 
@@ -137,6 +139,7 @@ Allocator::Allocator(std::shared_ptr<DeviceCore> core) : core_(std::move(core)) 
   VkPhysicalDeviceProperties p{};
   vkGetPhysicalDeviceProperties(core_->physical_handle(), &p);
   alignment_ = std::max<VkDeviceSize>({256, info.min_storage_buffer_offset_alignment,
+                                       info.min_texel_buffer_offset_alignment,
                                        p.limits.nonCoherentAtomSize});
 }
 

@@ -95,6 +95,21 @@ PhysicalDevice query_physical_device(VkPhysicalDevice handle, uint32_t index,
     *tail = &driver;
     tail = &driver.pNext;
   }
+  // Compute unit counts, where a vendor extension reports them (split-K decisions use them).
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD amd_core{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  bool has_sm = pd.has_extension(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  bool has_amd_core = pd.has_extension(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  if (has_sm) {
+    *tail = &sm;
+    tail = &sm.pNext;
+  }
+  if (has_amd_core) {
+    *tail = &amd_core;
+    tail = &amd_core.pNext;
+  }
   vkGetPhysicalDeviceProperties2(handle, &props);
 
   // Features chain: 16-bit storage (1.1), float16 (1.2 or KHR).
@@ -149,6 +164,8 @@ PhysicalDevice query_physical_device(VkPhysicalDevice handle, uint32_t index,
   d.max_subgroup_size = has_size_control ? size_control.maxSubgroupSize : subgroup.subgroupSize;
   d.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                           (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  d.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                       (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   d.fp16_arithmetic = has_f16 && f16.shaderFloat16;
   d.storage_16bit = storage16.storageBuffer16BitAccess;
   d.shared_memory_bytes = p.limits.maxComputeSharedMemorySize;
@@ -156,6 +173,14 @@ PhysicalDevice query_physical_device(VkPhysicalDevice handle, uint32_t index,
   d.min_storage_buffer_offset_alignment =
       static_cast<uint32_t>(p.limits.minStorageBufferOffsetAlignment);
   d.max_push_constants_size = p.limits.maxPushConstantsSize;
+  d.max_texel_buffer_elements = p.limits.maxTexelBufferElements;
+  d.min_texel_buffer_offset_alignment =
+      static_cast<uint32_t>(p.limits.minTexelBufferOffsetAlignment);
+  if (has_sm)
+    d.compute_units = sm.shaderSMCount;
+  else if (has_amd_core)
+    d.compute_units = amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount *
+                      amd_core.computeUnitsPerShaderArray;
   for (int i = 0; i < 3; ++i) {
     d.max_workgroup_count[i] = p.limits.maxComputeWorkGroupCount[i];
     d.max_workgroup_size[i] = p.limits.maxComputeWorkGroupSize[i];

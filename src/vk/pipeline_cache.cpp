@@ -7,6 +7,11 @@
 
 namespace vkformer::vk {
 
+VkDescriptorType descriptor_type(BindingKind kind) {
+  return kind == BindingKind::uniform_texel_buffer ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                   : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+}
+
 PipelineCache::PipelineCache(std::shared_ptr<DeviceCore> core) : core_(std::move(core)) {}
 
 PipelineCache::~PipelineCache() {
@@ -57,6 +62,7 @@ const PipelineCache::Module& PipelineCache::module_for(const kernels::VariantEnt
   if (!layout.valid)
     throw Error(ErrorCode::vulkan, std::string("kernel ") + v.name + ": embedded SPIR-V is invalid");
   m.binding_count = layout.binding_count;
+  m.binding_kinds = layout.kinds;
 
   VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   smci.codeSize = v.words * 4;
@@ -66,7 +72,7 @@ const PipelineCache::Module& PipelineCache::module_for(const kernels::VariantEnt
   std::vector<VkDescriptorSetLayoutBinding> bindings(m.binding_count);
   for (uint32_t i = 0; i < m.binding_count; ++i) {
     bindings[i].binding = i;
-    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings[i].descriptorType = descriptor_type(m.binding_kinds[i]);
     bindings[i].descriptorCount = 1;
     bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }
@@ -114,6 +120,7 @@ const Pipeline& PipelineCache::get(const kernels::VariantEntry& v,
   p.layout = m.layout;
   p.set_layout = m.set_layout;
   p.binding_count = m.binding_count;
+  p.binding_kinds = m.binding_kinds;
   core_->check(vkCreateComputePipelines(core_->device(), VK_NULL_HANDLE, 1, &cpci, nullptr,
                                         &p.pipeline),
                "vkCreateComputePipelines");

@@ -9,6 +9,7 @@
 
 #include "device_core.hpp"
 #include "kernel_table.hpp"
+#include "spirv_reflect.hpp"
 
 namespace vkformer::vk {
 
@@ -19,7 +20,10 @@ struct Pipeline {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   uint32_t binding_count = 0;
+  std::vector<BindingKind> binding_kinds;  // per binding, reflected from the SPIR-V
 };
+
+VkDescriptorType descriptor_type(BindingKind kind);
 
 // Compute pipelines per (kernel variant, specialization constants), created on first use.
 // Specialization constant i gets constant_id i; values are 32-bit words.
@@ -41,6 +45,7 @@ class PipelineCache {
     VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
     VkPipelineLayout layout = VK_NULL_HANDLE;
     uint32_t binding_count = 0;
+    std::vector<BindingKind> binding_kinds;
   };
   const Module& module_for(const kernels::VariantEntry& variant);
 

@@ -43,7 +43,8 @@ Tuning tuning_for(const DeviceInfo& info) {
       rule.apply(t);
       t.quirks.push_back(rule.quirk);
     }
-  t.matmul = matmul_tiles_for(info, t.cpu_device);
+  t.matmul = matmul_tuning_for(info, t.cpu_device);
+  t.attention = attention_tiles_for(info, t.cpu_device, t.use_subgroup_reductions);
   return t;
 }
 

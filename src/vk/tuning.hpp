@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "tuning_attention.hpp"
 #include "tuning_matmul.hpp"
 #include "vkformer/device.hpp"
 
@@ -23,7 +24,8 @@ struct Tuning {
   // Subgroup arithmetic in reductions where the device has it; VKFORMER_NO_SUBGROUP_OPS=1 turns
   // it off so the shared-memory form can be tested on any device.
   bool use_subgroup_reductions = false;
-  MatmulTiles matmul;               // matmul / linear (and attention's unfused path)
+  MatmulTuning matmul;              // matmul / linear (and attention's unfused path)
+  AttentionTiles attention;         // fused attention: which kernel, its tiling, automatic path
   std::vector<Quirk> quirks;        // active quirks (for `vkformer devices` and bug reports)
 };
 

@@ -1,12 +1,16 @@
 #pragma once
-// How matmul (shaders/matmul.comp) is tiled on a device.
+// How matmul is computed on a device: which kernel runs which shapes (plan_matmul, a pure
+// function of the device's tuning and the shape) and how each kernel is tiled.
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "vkformer/device.hpp"
+#include "vkformer/dtype.hpp"
 
 namespace vkformer::vk {
 
-// The matmul kernel's tiling (shaders/matmul.comp): each workgroup computes a bm x bn tile of
+// The general kernel's tiling (shaders/matmul.comp): each workgroup computes a bm x bn tile of
 // the output with (bm / tm) * (bn / tn) invocations, each owning a tm x tn block of it.
 struct MatmulTiles {
   uint32_t bm = 64, bn = 64;  // output tile per workgroup (rows, columns)
@@ -20,8 +24,114 @@ struct MatmulTiles {
   uint32_t shared_bytes() const { return (shared_memory ? bk : 1) * (bm + bn + 2) * 4; }
 };
 
-// The tiling for a device: its own configuration for CPU devices, the GPU default shrunk to fit
-// the device's limits otherwise; VKFORMER_MATMUL_TILES overrides both (tuning experiments, tests).
-MatmulTiles matmul_tiles_for(const DeviceInfo& info, bool cpu_device);
+// shaders/matmul_texel.comp, for CPU devices: one subgroup per workgroup computes tm rows x
+// (subgroup * tn) columns, reading A and B as texel buffers and sharing A through shuffles.
+struct MatmulTexelTiles {
+  uint32_t subgroup = 8;             // the device's (fixed) subgroup size = workgroup size
+  uint32_t tm = 16, tn = 2, qb = 4;          // B transposed (N x K, the Linear layout)
+  uint32_t tm_nn = 16, tn_nn = 4, qb_nn = 2;  // B not transposed; tn_nn is a multiple of 4
+  // From this M on, B [K, N] is first transposed (matmul_transpose, one pass over B) and read
+  // with the faster transposed blocks; 0 never. On lavapipe the pass costs about as much as a
+  // few hundred rows of the product (its 4-wide stores are lane loops) and saves 10% (N = 1024)
+  // to 35% (N = 2048, whose rows collide in the caches) of the product.
+  uint32_t transpose_min_m = 1024;
+};
+
+// shaders/matmul_gemv.comp, for small M (decoding steps): all M <= max_m rows at once.
+struct MatmulGemvTiles {
+  uint32_t max_m = 8;
+  uint32_t workgroup = 128;  // invocations, a power of 2
+  uint32_t columns = 4;      // B transposed: columns per workgroup, each reduced over K by all
+                             // its invocations
+  uint32_t columns_nn = 32;  // B not transposed: columns per workgroup (coalesced rows of B),
+                             // each reduced over K by workgroup / columns_nn invocations
+};
+
+// Split-K for the general kernel on GPUs: when the output has fewer tiles than the device needs
+// to be busy, K is cut into `splits` ranges whose f32 partial sums a second dispatch adds.
+struct MatmulSplitK {
+  uint32_t target_workgroups = 0;  // split while tiles * batch < this (0: never split)
+  uint32_t max_splits = 16;
+  uint32_t min_k = 256;            // each split keeps at least this much of K
+};
+
+// shaders/matmul_coopmat.comp (VK_NV_cooperative_matrix): f16 A and B, f32 accumulators.
+struct MatmulCoopmatTiles {
+  uint32_t m = 0, n = 0, k = 0;  // the MMA shape, from the device's list (0: none usable)
+  uint32_t subgroup = 32;        // the device's subgroup size
+  uint32_t warps_m = 2, warps_n = 2;  // subgroups per workgroup, as a grid
+  uint32_t tiles_m = 2, tiles_n = 2;  // MMA tiles per subgroup, as a grid
+  uint32_t bk_tiles = 2;              // MMA k-steps staged in shared memory per barrier pair
+  uint32_t bm() const { return m * tiles_m * warps_m; }
+  uint32_t bn() const { return n * tiles_n * warps_n; }
+  uint32_t bk() const { return k * bk_tiles; }
+  uint32_t invocations() const { return subgroup * warps_m * warps_n; }
+  // A (bm x bk) and B (bk x bn) as f16, padded by 8 halves a row, and one m x n f32 scratch
+  // tile per subgroup for the epilogue.
+  uint32_t shared_bytes() const;
+};
+
+enum class MatmulPath : uint8_t {
+  general,  // shaders/matmul.comp with `tiles`: shared memory on GPUs (optionally split over K),
+            // direct loads on CPU devices; any shape
+  texel,    // shaders/matmul_texel.comp (K, and N unless B is transposed, multiples of 4)
+  gemv,     // shaders/matmul_gemv.comp (M <= gemv_tiles.max_m)
+  coopmat,  // shaders/matmul_coopmat.comp with VK_NV_cooperative_matrix (f16)
+};
+const char* path_name(MatmulPath path);
+
+// Everything matmul needs to know about a device. Each path has a capability (can the device
+// run it at all) and a preference (does the automatic choice take it).
+struct MatmulTuning {
+  MatmulTiles tiles;           // the general path
+  MatmulTexelTiles texel_tiles;  // capable: texel_tiles.subgroup > 0 (fixed-size subgroups with
+                                 // shuffles)
+  bool prefer_texel = false;   // CPU devices
+  MatmulGemvTiles gemv_tiles;  // any device can
+  bool prefer_gemv = false;    // GPUs
+  MatmulSplitK split_k;
+  MatmulCoopmatTiles coopmat_tiles;  // capable: coopmat_tiles.m > 0; preferred when capable
+  // VKFORMER_MATMUL_PATH=general|texel|gemv|coopmat and VKFORMER_MATMUL_SPLIT_K=n force a path
+  // or a split (tests, tuning experiments); a forced path is taken where it can run the shape.
+  std::optional<MatmulPath> forced_path;
+  uint32_t forced_splits = 0;
+};
+
+// The tuning for a device: CPU devices prefer the texel kernel (where they can run it) over the
+// direct general one; GPUs get the shared-memory tiling shrunk to fit their limits, GEMV for
+// small M, split-K, and cooperative matrices where reported. VKFORMER_MATMUL_TILES replaces the
+// general tiling and, unless VKFORMER_MATMUL_PATH says otherwise, forces the general path.
+MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device);
+
+// One matmul as the lowering sees it, after folding a shared B's batch into M.
+struct MatmulProblem {
+  uint64_t m = 1, n = 1, k = 1, batch = 1;
+  bool transpose_b = false;
+  DType dtype = DType::f32;
+  bool texel_fits = true;  // a and b fit maxTexelBufferElements as 4-element texels
+};
+
+// Which kernel variants the device can run (built by the shader compiler, features enabled).
+struct MatmulKernels {
+  bool texel = false, gemv = false, split = false, coopmat = false, transpose = false;
+};
+
+struct MatmulPlan {
+  MatmulPath path = MatmulPath::general;
+  uint32_t splits = 1;              // general with shared memory: K ranges summed by a second
+                                    // dispatch (matmul_split + matmul_reduce)
+  bool vec4 = false;                // general with shared memory: 4-wide loads
+  uint32_t tm = 0, tn = 0, qb = 0;  // texel: the block (tm shrinks for small M)
+  bool transpose_b_first = false;   // texel: B [K, N] goes through matmul_transpose first
+  uint32_t gemv_m = 0;              // gemv: rows per dispatch (M rounded up to a power of 2)
+};
+
+// Whether `path` can compute `problem` on a device with `tuning` and `kernels`.
+bool matmul_path_fits(MatmulPath path, const MatmulTuning& tuning, const MatmulProblem& problem,
+                      const MatmulKernels& kernels);
+
+// The plan for one matmul: a pure function, unit-tested with made-up devices.
+MatmulPlan plan_matmul(const MatmulTuning& tuning, const MatmulProblem& problem,
+                       const MatmulKernels& kernels);
 
 }  // namespace vkformer::vk

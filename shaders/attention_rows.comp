@@ -1,0 +1,264 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+#ifdef USE_SHUFFLE
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+// Fused attention for CPU devices, flash-attention style without shared memory or barriers:
+// out = softmax(q kᵀ * scale + masks) v for one (b, h).
+//
+// A workgroup is LANES invocations (one SIMD vector on a CPU: lavapipe runs 8 lanes of one
+// thread); invocation `lane` owns the R query rows q0 + r * LANES + lane. Its q rows (pre-scaled)
+// and output accumulators are vec4s in registers (spilled to the stack, which is still far cheaper
+// than any buffer access), and it runs its own online softmax, so no invocation ever waits for
+// another. Keys go by in blocks of LANES:
+//   1. With USE_SHUFFLE, lane i loads key j0 + i's row of K and every invocation gets key j0 + i
+//      from lane i with subgroupShuffle (one vector permute per component on a CPU): one load
+//      serves LANES keys. Without it every invocation loads every key itself.
+//   2. Scores s = q·k (+ mask) for R rows x LANES keys, -inf where a boolean mask hides the key.
+//   3. Online softmax per row: m' = max(m, max s), p = exp(s - m'), l' = l exp(m - m') + sum p,
+//      acc' = acc exp(m - m') + sum p v, with V shared like K.
+// At the end out = acc / l, or 0 for a row that saw no visible key. Hidden keys get p = 0 by a
+// select, never through exp(-inf) (a CPU exp may clamp its input and give 2^-127, not 0), and
+// m - m' only ever subtracts a finite m', so neither NaN nor overflow appears (+-1e10 logits
+// included). Memory is O(R * (D + DV)) per invocation whatever Sq and Sk are.
+// Keys the workgroup's last row cannot see (causal) and keys >= key_length (read at run time)
+// are never visited; inside a block, lanes past the last key load the last key again (a clamped
+// index keeps loads in range without divergent control flow) and hide it.
+//
+// Why this shape: on a CPU a buffer load is a loop over the lanes with a bounds check per
+// component (a vec4 costs as much as ~60 vec4 multiply-adds), a texel fetch a gather several times
+// cheaper (TEXEL: q, k, v as texel buffers, head dims multiples of 4), and a register is free. So
+// each loaded K/V element feeds LANES * R multiply-adds, and everything indexed by a loop counter
+// lives in arrays whose loops are unrolled (D4, DV4, R and LANES are specialization constants): a
+// dynamically indexed array would be kept in memory and addressed lane by lane. Only the loop over
+// key blocks, and the loop over a block's keys in step 2 (its scores reach s[] through selects),
+// stay loops: unrolling everything multiplies lavapipe's JIT time (seconds per pipeline) for no
+// speed. On lavapipe 22.3 fma() compiles to a multiply and an add; the kernel reaches ~80% of that
+// multiply + add peak at D = 64, R = 4.
+// VEC4 (D and DV multiples of 4) reads q, k, v through vec4 views of the same bindings; other
+// head dims read scalars and zero-fill the last chunk.
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint LANES = 8;  // invocations; the subgroup size with USE_SHUFFLE
+layout(constant_id = 1) const uint R = 4;      // query rows per invocation
+layout(constant_id = 2) const uint D4 = 16;    // ceil(D / 4), D the head dim of q and k
+layout(constant_id = 3) const uint DV4 = 16;   // ceil(DV / 4)
+layout(constant_id = 4) const bool VEC4 = true;
+layout(constant_id = 5) const bool HAS_MASK = false;
+layout(constant_id = 6) const bool HAS_KEY_PADDING = false;
+layout(constant_id = 7) const bool HAS_KEY_LENGTH = false;
+layout(constant_id = 8) const bool CAUSAL = false;
+
+// Absent optional inputs are bound to q and never read. Q, K, V and Out have vec4 views too.
+#ifdef TEXEL
+// Texel buffers of 4-component texels (D and DV multiples of 4): a texel fetch is a plain gather
+// on a CPU, several times cheaper than a buffer load, which checks bounds lane by lane.
+layout(set = 0, binding = 0) uniform samplerBuffer q4;  // [B, H, Sq, D / 4]
+layout(set = 0, binding = 1) uniform samplerBuffer k4;  // [B, H, Sk, D / 4]
+layout(set = 0, binding = 2) uniform samplerBuffer v4;  // [B, H, Sk, DV / 4]
+#else
+layout(set = 0, binding = 0) readonly buffer Q { T q[]; };    // [B, H, Sq, D]
+layout(set = 0, binding = 0) readonly buffer Q4 { T4 q4[]; };
+layout(set = 0, binding = 1) readonly buffer K { T k[]; };    // [B, H, Sk, D]
+layout(set = 0, binding = 1) readonly buffer K4 { T4 k4[]; };
+layout(set = 0, binding = 2) readonly buffer V { T v[]; };    // [B, H, Sk, DV]
+layout(set = 0, binding = 2) readonly buffer V4 { T4 v4[]; };
+#endif
+layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };
+layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
+layout(set = 0, binding = 5) readonly buffer KeyLength { int key_length[]; };   // [1]
+layout(set = 0, binding = 6) writeonly buffer Out { T o[]; };  // [B, H, Sq, DV]
+layout(set = 0, binding = 6) writeonly buffer Out4 { T4 o4[]; };
+layout(push_constant) uniform Push {
+  uint sq;
+  uint sk;
+  uint heads;
+  uint q_blocks;          // ceil(sq / (LANES * R))
+  uint groups;            // B * H * q_blocks
+  float scale;
+  uint d;                 // head dim of q and k
+  uint dv;                // head dim of v
+  uint mask_stride[4];    // over [B, H, Sq, Sk]; 0 where the mask broadcasts
+} p;
+
+// Chunk c (elements 4c..4c+3) of the row that starts at element `base` of q, k or v.
+#ifdef TEXEL
+vec4 load_q(uint base, uint c) { return texelFetch(q4, int(base / 4 + c)); }
+vec4 load_k(uint base, uint c) { return texelFetch(k4, int(base / 4 + c)); }
+vec4 load_v(uint base, uint c) { return texelFetch(v4, int(base / 4 + c)); }
+#else
+vec4 load_q(uint base, uint c) {
+  if (VEC4) return vec4(q4[base / 4 + c]);
+  vec4 r = vec4(0.0);
+  [[unroll]] for (uint e = 0; e < 4; ++e)
+    if (4 * c + e < p.d) r[e] = float(q[base + 4 * c + e]);
+  return r;
+}
+vec4 load_k(uint base, uint c) {
+  if (VEC4) return vec4(k4[base / 4 + c]);
+  vec4 r = vec4(0.0);
+  [[unroll]] for (uint e = 0; e < 4; ++e)
+    if (4 * c + e < p.d) r[e] = float(k[base + 4 * c + e]);
+  return r;
+}
+vec4 load_v(uint base, uint c) {
+  if (VEC4) return vec4(v4[base / 4 + c]);
+  vec4 r = vec4(0.0);
+  [[unroll]] for (uint e = 0; e < 4; ++e)
+    if (4 * c + e < p.dv) r[e] = float(v[base + 4 * c + e]);
+  return r;
+}
+#endif
+
+void main() {
+  uint group = flat_workgroup_id();
+  if (group >= p.groups) return;  // uniform: the whole workgroup leaves
+  const uint lane = gl_LocalInvocationID.x;
+  const uint bh = group / p.q_blocks;
+  const uint q0 = (group % p.q_blocks) * (LANES * R);
+  const uint b = bh / p.heads, h = bh % p.heads;
+  const uint D = p.d, DV = p.dv;
+
+  vec4 qr[R * D4];
+  vec4 acc[R * DV4];
+  float m[R], l[R];
+  [[unroll]] for (uint r = 0; r < R; ++r) {
+    uint row = min(q0 + r * LANES + lane, p.sq - 1);  // rows past the end compute garbage, unstored
+    uint base = (bh * p.sq + row) * D;
+    [[unroll]] for (uint c = 0; c < D4; ++c) qr[r * D4 + c] = load_q(base, c) * p.scale;
+    [[unroll]] for (uint c = 0; c < DV4; ++c) acc[r * DV4 + c] = vec4(0.0);
+    m[r] = NEG_INF;
+    l[r] = 0.0;
+  }
+
+  // Keys at or past key_end are hidden from every row of the block.
+  int key_end = int(p.sk);
+  if (HAS_KEY_LENGTH) key_end = min(key_end, key_length[0]);
+  const int causal_shift = int(p.sk) - int(p.sq);  // row i sees keys j <= i + causal_shift
+  if (CAUSAL) key_end = min(key_end, int(min(q0 + LANES * R, p.sq)) - 1 + causal_shift + 1);
+  const uint keys = uint(max(key_end, 0));
+
+  const uint k_base = bh * p.sk * D, v_base = bh * p.sk * DV;
+  const uint mask_base = b * p.mask_stride[0] + h * p.mask_stride[1];
+  for (uint j0 = 0; j0 < keys; j0 += LANES) {
+#ifdef USE_SHUFFLE
+    const uint jl = min(j0 + lane, keys - 1);  // the key this lane loads for everyone
+    vec4 kl[D4];
+    [[unroll]] for (uint c = 0; c < D4; ++c) kl[c] = load_k(k_base + jl * D, c);
+    int pad_l = 0;
+    if (HAS_KEY_PADDING) pad_l = key_padding[b * p.sk + jl];
+#endif
+
+    // Scores of R rows x LANES keys. The loop over the block's keys is not unrolled (only the
+    // loops over head-dim chunks and rows in it are): unrolling it too multiplies the code, and
+    // lavapipe's JIT time, by LANES. Key i's score goes to s[r * LANES + i] through a chain of
+    // selects, which keeps s in registers (a dynamically indexed array would live in memory).
+    float s[R * LANES];
+    [[unroll]] for (uint e = 0; e < R * LANES; ++e) s[e] = 0.0;
+    [[dont_unroll]] for (uint i = 0; i < LANES; ++i) {
+      float si[R];
+      [[unroll]] for (uint r = 0; r < R; ++r) si[r] = 0.0;
+      [[unroll]] for (uint c = 0; c < D4; ++c) {
+#ifdef USE_SHUFFLE
+        vec4 kk = subgroupShuffle(kl[c], i);
+#else
+        vec4 kk = load_k(k_base + min(j0 + i, keys - 1) * D, c);
+#endif
+        [[unroll]] for (uint r = 0; r < R; ++r) si[r] += dot(qr[r * D4 + c], kk);
+      }
+      [[unroll]] for (uint r = 0; r < R; ++r)
+        [[unroll]] for (uint e = 0; e < LANES; ++e)
+          s[r * LANES + e] = e == i ? si[r] : s[r * LANES + e];
+    }
+
+    // Masks, then the online softmax update of each row.
+    float pr[R * LANES];
+    [[unroll]] for (uint r = 0; r < R; ++r) {
+      const uint row = q0 + r * LANES + lane;
+      float m_new = m[r];
+      [[unroll]] for (uint i = 0; i < LANES; ++i) {
+        const uint j = j0 + i;
+        bool visible = j < keys;
+        if (CAUSAL) visible = visible && int(j) <= int(row) + causal_shift;
+        if (HAS_KEY_PADDING) {
+#ifdef USE_SHUFFLE
+          visible = visible && subgroupShuffle(pad_l, i) == 0;
+#else
+          visible = visible && key_padding[b * p.sk + min(j, keys - 1)] == 0;
+#endif
+        }
+        float sv = s[r * LANES + i];
+        if (HAS_MASK)
+          sv += float(mask[mask_base + min(row, p.sq - 1) * p.mask_stride[2] +
+                           min(j, keys - 1) * p.mask_stride[3]]);
+        sv = visible ? sv : NEG_INF;
+        s[r * LANES + i] = sv;
+        m_new = max(m_new, sv);
+      }
+      // m_safe is finite: a row that has seen nothing keeps acc = l = 0 and all p = 0.
+      const float m_safe = m_new == NEG_INF ? 0.0 : m_new;
+      const float alpha = m[r] == NEG_INF ? 0.0 : exp(m[r] - m_safe);
+      float sum = 0.0;
+      [[unroll]] for (uint i = 0; i < LANES; ++i) {
+        float sv = s[r * LANES + i];
+        float pv = sv == NEG_INF ? 0.0 : exp(sv - m_safe);
+        pr[r * LANES + i] = pv;
+        sum += pv;
+      }
+      l[r] = l[r] * alpha + sum;
+      m[r] = m_new;
+      [[unroll]] for (uint c = 0; c < DV4; ++c) acc[r * DV4 + c] *= alpha;
+    }
+
+    // acc += p v, V shared like K: chunk by chunk with the block's keys innermost (unrolled), so
+    // that each accumulator chunk stays in a register for LANES multiply-adds.
+#ifdef USE_SHUFFLE
+    // Every fetch first: a texel fetch is a call into the driver, and the accumulators would be
+    // saved and restored around each one.
+    vec4 vl[DV4];
+    [[unroll]] for (uint c = 0; c < DV4; ++c) vl[c] = load_v(v_base + jl * DV, c);
+    [[unroll]] for (uint c = 0; c < DV4; ++c) {
+      [[unroll]] for (uint i = 0; i < LANES; ++i) {
+        const vec4 vv = subgroupShuffle(vl[c], i);
+        [[unroll]] for (uint r = 0; r < R; ++r) acc[r * DV4 + c] += pr[r * LANES + i] * vv;
+      }
+    }
+#else
+    // Without shuffles every lane loads every key's V row: key by key (not unrolled, which would
+    // multiply the buffer loads' code by LANES), probabilities taken out of pr by selects.
+    [[dont_unroll]] for (uint i = 0; i < LANES; ++i) {
+      float pi[R];
+      [[unroll]] for (uint r = 0; r < R; ++r) {
+        pi[r] = 0.0;
+        [[unroll]] for (uint e = 0; e < LANES; ++e) pi[r] = e == i ? pr[r * LANES + e] : pi[r];
+      }
+      const uint jv = min(j0 + i, keys - 1);
+      [[unroll]] for (uint c = 0; c < DV4; ++c) {
+        const vec4 vv = load_v(v_base + jv * DV, c);
+        [[unroll]] for (uint r = 0; r < R; ++r) acc[r * DV4 + c] += pi[r] * vv;
+      }
+    }
+#endif
+  }
+
+  [[unroll]] for (uint r = 0; r < R; ++r) {
+    const uint row = q0 + r * LANES + lane;
+    if (row < p.sq) {
+      const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;
+      const uint base = (bh * p.sq + row) * DV;
+      [[unroll]] for (uint c = 0; c < DV4; ++c) {
+        vec4 y = acc[r * DV4 + c] * inv;
+        if (VEC4) {
+          o4[base / 4 + c] = T4(y);
+        } else {
+          [[unroll]] for (uint e = 0; e < 4; ++e)
+            if (4 * c + e < DV) o[base + 4 * c + e] = T(y[e]);
+        }
+      }
+    }
+  }
+}
+

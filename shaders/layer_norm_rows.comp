@@ -1,0 +1,153 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+#ifdef USE_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+// y = (v - mean) / sqrt(var + eps) * gamma + beta over the last dim D, PyTorch's LayerNorm (biased
+// variance, eps inside the square root), with v = x, or v = a + b (ADD: the residual add fused in,
+// computed in fp32). For CPU devices: one small workgroup per row, the row read once.
+//
+// A workgroup of LANES invocations (one SIMD vector on a CPU) takes ROWS consecutive rows, one at
+// a time. Inputs are texel buffers of 4 (a texel fetch is a plain gather on a CPU, several times
+// cheaper than a buffer load, which checks bounds lane by lane); invocation `lane` holds texels
+// lane + LANES * e, e < CAP, of the row in registers, and gamma and beta for all ROWS rows, so a
+// row of up to LANES * CAP * 4 elements is read once. Statistics in fp32 without cancellation:
+// every value is shifted by the row's first one, K (the shift changes nothing mathematically, and
+// keeps rows like 1000 + N(0, 1) exact), then mean = sum(v - K) / D and
+// var = sum((v - K - mean)^2) / D, two passes over registers. Sums are subgroupAdd (USE_SUBGROUP)
+// or go through shared memory and barriers.
+// Longer rows go through twice: Welford's update per invocation (count, mean, M2 of v - K),
+// combined exactly as Chan et al. do with two plain sums, then a second read for the outputs.
+// D must be a multiple of 4 (checked by the lowering).
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint LANES = 8;  // invocations; the subgroup size with USE_SUBGROUP
+layout(constant_id = 1) const uint CAP = 16;   // texels of a row each invocation keeps
+layout(constant_id = 2) const uint ROWS = 1;   // rows per workgroup
+
+#ifdef ADD
+layout(set = 0, binding = 0) uniform samplerBuffer a4;      // [rows, D / 4] texels
+layout(set = 0, binding = 4) uniform samplerBuffer b4;      // [rows, D / 4] texels
+#else
+layout(set = 0, binding = 0) uniform samplerBuffer a4;      // x
+#endif
+layout(set = 0, binding = 1) uniform samplerBuffer gamma4;  // [D / 4]
+layout(set = 0, binding = 2) uniform samplerBuffer beta4;   // [D / 4]
+#if defined(DTYPE_F16)
+// f16 outputs as packed pairs: two 32-bit stores per texel instead of four 16-bit ones.
+layout(set = 0, binding = 3) writeonly buffer Y { uvec2 y2[]; };
+#else
+layout(set = 0, binding = 3) writeonly buffer Y { vec4 y4[]; };
+#endif
+layout(push_constant) uniform Push {
+  uint rows;
+  uint d;
+  float eps;
+} p;
+
+#ifndef USE_SUBGROUP
+shared float part[LANES];
+#endif
+
+// The sum of v over the workgroup, in every invocation.
+float row_sum(float v) {
+#ifdef USE_SUBGROUP
+  return subgroupAdd(v);
+#else
+  part[gl_LocalInvocationID.x] = v;
+  barrier();
+  float s = 0.0;
+  for (uint i = 0; i < LANES; ++i) s += part[i];
+  barrier();  // part is reused by the next sum
+  return s;
+#endif
+}
+
+vec4 load_v(uint t) {
+#ifdef ADD
+  return texelFetch(a4, int(t)) + texelFetch(b4, int(t));
+#else
+  return texelFetch(a4, int(t));
+#endif
+}
+
+void store(uint t, vec4 y) {
+#if defined(DTYPE_F16)
+  y2[t] = uvec2(packHalf2x16(y.xy), packHalf2x16(y.zw));
+#else
+  y4[t] = y;
+#endif
+}
+
+void main() {
+  const uint lane = gl_LocalInvocationID.x;
+  const uint nt = p.d / 4;  // texels per row
+  const float inv_d = 1.0 / float(p.d);
+  const uint first_row = flat_workgroup_id() * ROWS;
+  if (first_row >= p.rows) return;  // uniform: the whole workgroup leaves
+
+  if (nt <= LANES * CAP) {
+    // gamma and beta once for all the workgroup's rows.
+    vec4 g[CAP], bt[CAP];
+    [[unroll]] for (uint e = 0; e < CAP; ++e) {
+      const int t = int(min(lane + LANES * e, nt - 1));
+      g[e] = texelFetch(gamma4, t);
+      bt[e] = texelFetch(beta4, t);
+    }
+    for (uint rr = 0; rr < ROWS; ++rr) {
+      const uint row = first_row + rr;
+      if (row >= p.rows) return;
+      const uint base = row * nt;
+      const float shift = load_v(base).x;
+      vec4 v[CAP];
+      vec4 sum4 = vec4(0.0);
+      [[unroll]] for (uint e = 0; e < CAP; ++e) {
+        const uint t = lane + LANES * e;
+        v[e] = t < nt ? load_v(base + min(t, nt - 1)) - shift : vec4(0.0);
+        sum4 += v[e];
+      }
+      const float mean = row_sum((sum4.x + sum4.y) + (sum4.z + sum4.w)) * inv_d;
+      vec4 sq4 = vec4(0.0);
+      [[unroll]] for (uint e = 0; e < CAP; ++e) {
+        const uint t = lane + LANES * e;
+        v[e] -= mean;
+        if (t < nt) sq4 += v[e] * v[e];
+      }
+      const float var = row_sum((sq4.x + sq4.y) + (sq4.z + sq4.w)) * inv_d;
+      const float rstd = inversesqrt(var + p.eps);
+      [[unroll]] for (uint e = 0; e < CAP; ++e) {
+        const uint t = lane + LANES * e;
+        if (t < nt) store(base + t, v[e] * rstd * g[e] + bt[e]);
+      }
+    }
+  } else {
+    for (uint rr = 0; rr < ROWS; ++rr) {
+      const uint row = first_row + rr;
+      if (row >= p.rows) return;
+      const uint base = row * nt;
+      const float shift = load_v(base).x;
+      float n = 0.0, mean = 0.0, m2 = 0.0;
+      for (uint t = lane; t < nt; t += LANES) {
+        const vec4 v = load_v(base + t) - shift;
+        [[unroll]] for (uint c = 0; c < 4; ++c) {
+          n += 1.0;
+          const float delta = v[c] - mean;
+          mean += delta / n;
+          m2 += delta * (v[c] - mean);
+        }
+      }
+      const float row_mean = row_sum(n * mean) * inv_d;
+      const float dm = mean - row_mean;
+      const float row_m2 = row_sum(m2 + n * dm * dm);
+      const float rstd = inversesqrt(row_m2 * inv_d + p.eps);
+      for (uint t = lane; t < nt; t += LANES) {
+        const vec4 v = load_v(base + t) - shift;
+        store(base + t, (v - row_mean) * rstd * texelFetch(gamma4, int(t)) +
+                            texelFetch(beta4, int(t)));
+      }
+    }
+  }
+}

@@ -1,0 +1,156 @@
+#include "tuning_attention.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "vkformer/error.hpp"
+
+namespace vkformer::vk {
+
+namespace {
+
+using Kernel = AttentionTiles::Kernel;
+
+// Whether a workgroup of n invocations is exactly one subgroup on this device: the subgroup
+// size is fixed (no variable-size subgroups) and equals n.
+bool one_subgroup(const DeviceInfo& info, uint32_t n) {
+  const uint32_t lo = info.min_subgroup_size ? info.min_subgroup_size : info.subgroup_size;
+  const uint32_t hi = info.max_subgroup_size ? info.max_subgroup_size : info.subgroup_size;
+  return n == info.subgroup_size && lo == hi && n >= 1 && n <= 128;
+}
+
+// CPU devices (lavapipe: 8 SIMD lanes, one thread per workgroup): the register kernel, one
+// SIMD vector per workgroup. Measured on lavapipe 22.3 (B=1, H=8, D=64): texel fetches instead
+// of buffer loads 2.9x faster and 4x less JIT time; two query rows per invocation 1.3x faster
+// than one (each shuffled K/V chunk feeds both), four another 1.25x (0.6 s of JIT instead of
+// 0.25 s), six or eight slower again (spills). Shuffles make one load serve all 8 lanes.
+AttentionTiles cpu_attention_tiles(const DeviceInfo& info, bool subgroup_ops) {
+  AttentionTiles t;
+  t.kernel = Kernel::rows;
+  t.shuffle = subgroup_ops && info.subgroup_shuffle && one_subgroup(info, info.subgroup_size);
+  t.texel = t.shuffle && info.max_texel_buffer_elements > 0;
+  t.lanes = t.shuffle ? info.subgroup_size : std::min<uint32_t>(8, info.max_workgroup_size[0]);
+  t.rows_per_lane = 4;
+  // One query row (decoding) wastes 7 of the 8 lanes of a workgroup; the unfused chain's
+  // matrix-vector products measured 1.4x faster there (Sk = 64..1024, B = 1..4).
+  t.automatic_unfused_max_queries = 1;
+  return t;
+}
+
+// GPUs: 128 invocations own 32 query rows and walk keys in tiles of 32 (shrunk to the device's
+// workgroup limits; attention_launch_for fits them to shared memory per problem): 2 x 4 scores
+// and 4 x 4 outputs per invocation, 4 invocations per row in the softmax. (Not yet measured on a
+// GPU: chosen for register blocking that halves shared reads per multiply-add, and 22 KiB of
+// shared memory at D = 64, which leaves room for two workgroups per multiprocessor.)
+AttentionTiles gpu_attention_tiles(const DeviceInfo& info) {
+  AttentionTiles t;
+  t.kernel = Kernel::tiles;
+  t.invocations = std::min<uint32_t>({128, info.max_workgroup_invocations, info.max_workgroup_size[0]});
+  t.br = std::min<uint32_t>(t.br, t.invocations);
+  return t;
+}
+
+// VKFORMER_ATTENTION_TILES="rows/LxR[/shuffle|/texel]" or "tiles/WGxBRxBC" replaces the
+// device's choice. Rejected unless it fits the device (workgroup limits; shuffles need subgroup
+// operations and L equal to the device's fixed subgroup size; texel reads come with shuffles).
+bool attention_tiles_from_env(const DeviceInfo& info, bool subgroup_ops, AttentionTiles* out) {
+  const char* env = std::getenv("VKFORMER_ATTENTION_TILES");
+  if (!env || !*env) return false;
+  AttentionTiles t = *out;
+  unsigned a = 0, b = 0, c = 0;
+  char mode[16] = {};
+  bool ok = false;
+  if (std::sscanf(env, "rows/%ux%u/%15s", &a, &b, mode) >= 2) {
+    t.kernel = Kernel::rows;
+    t.lanes = a;
+    t.rows_per_lane = b;
+    t.texel = std::string(mode) == "texel";
+    t.shuffle = t.texel || std::string(mode) == "shuffle";
+    ok = (mode[0] == 0 || t.shuffle) && a >= 1 && b >= 1 && b <= 8 &&
+         a <= info.max_workgroup_size[0] && a <= info.max_workgroup_invocations &&
+         (!t.shuffle || (subgroup_ops && info.subgroup_shuffle && one_subgroup(info, a))) &&
+         (!t.texel || info.max_texel_buffer_elements > 0);
+  } else if (std::sscanf(env, "tiles/%ux%ux%u", &a, &b, &c) == 3) {
+    t.kernel = Kernel::tiles;
+    t.invocations = a;
+    t.br = b;
+    t.bc = c;
+    ok = a >= 1 && b >= 1 && c >= 1 && b <= a && a <= info.max_workgroup_size[0] &&
+         a <= info.max_workgroup_invocations;
+  }
+  if (!ok)
+    throw Error(ErrorCode::invalid_argument,
+                std::string("VKFORMER_ATTENTION_TILES='") + env +
+                    "': expected rows/LANESxROWS, rows/LANESxROWS/shuffle or rows/LANESxROWS/texel "
+                    "(LANES the subgroup size, with subgroup shuffles) or tiles/WGxBRxBC (BR <= WG) "
+                    "within the limits of device '" + info.name + "'");
+  *out = t;
+  return true;
+}
+
+}  // namespace
+
+AttentionTiles attention_tiles_for(const DeviceInfo& info, bool cpu_device, bool subgroup_ops) {
+  AttentionTiles t = cpu_device ? cpu_attention_tiles(info, subgroup_ops) : gpu_attention_tiles(info);
+  attention_tiles_from_env(info, subgroup_ops, &t);
+  return t;
+}
+
+bool attention_launch_for(const AttentionTiles& tiles, const DeviceInfo& info,
+                          const AttentionProblem& pr, AttentionLaunch* out) {
+  const int64_t sq = pr.sq, d = pr.d, dv = pr.dv;
+  if (d > kFusedAttentionMaxHeadDim || dv > kFusedAttentionMaxHeadDim) return false;
+  AttentionLaunch l;
+  l.kernel = tiles.kernel;
+  if (tiles.kernel == Kernel::rows) {
+    l.invocations = tiles.lanes;
+    l.shuffle = tiles.shuffle;
+    // Texel reads need whole 4-element texels per row and every texel within the view limit.
+    const uint64_t texels =
+        static_cast<uint64_t>(pr.b * pr.h) * static_cast<uint64_t>(std::max(pr.sq, pr.sk)) *
+        static_cast<uint64_t>(std::max(d, dv)) / 4;
+    l.texel = tiles.texel && d % 4 == 0 && dv % 4 == 0 && texels <= info.max_texel_buffer_elements;
+    l.rows_per_lane = tiles.rows_per_lane;
+    // Wide heads: fewer rows per invocation keep the unrolled kernel (its registers and JIT
+    // time) in check.
+    if (d + dv > 128) l.rows_per_lane = std::min<uint32_t>(l.rows_per_lane, 2);
+    if (d + dv > 256) l.rows_per_lane = 1;
+    // No more rows per workgroup than the problem has.
+    while (l.rows_per_lane > 1 && uint64_t(l.invocations) * (l.rows_per_lane - 1) >= uint64_t(sq))
+      --l.rows_per_lane;
+    l.rows = l.invocations * l.rows_per_lane;
+    *out = l;
+    return true;
+  }
+  auto next_pow2 = [](uint64_t v) {
+    uint32_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+  };
+  l.invocations = tiles.invocations;
+  l.rows = std::min<uint32_t>({tiles.br, next_pow2(static_cast<uint64_t>(sq)), tiles.invocations});
+  l.bc = tiles.bc;
+  l.d_cap = static_cast<uint32_t>((d + 31) / 32 * 32);
+  l.dv_cap = static_cast<uint32_t>((dv + 31) / 32 * 32);
+  l.kv_cap = std::max(l.d_cap, l.dv_cap) + 1;
+  while (l.shared_bytes() > info.shared_memory_bytes) {
+    if (l.bc > 8) l.bc /= 2;
+    else if (l.rows > 1) l.rows /= 2;
+    else if (l.bc > 1) l.bc /= 2;
+    else return false;
+  }
+  // Register blocks that divide the tile: 2 x 4 scores, 4 x 4 outputs, fewer output rows where
+  // larger blocks would leave invocations without a block.
+  l.sc = l.bc % 4 == 0 ? 4 : l.bc % 2 == 0 ? 2 : 1;
+  l.sr = l.rows % 2 == 0 ? 2 : 1;
+  l.od = 4;
+  l.or_ = 4;
+  while (l.or_ > 1 && (l.rows % l.or_ != 0 || (l.rows / l.or_) * (l.dv_cap / l.od) < l.invocations))
+    l.or_ /= 2;
+  *out = l;
+  return true;
+}
+
+}  // namespace vkformer::vk
