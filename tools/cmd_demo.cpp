@@ -166,7 +166,7 @@ void transformer_demo(Device& device) {
   for (auto v : expected) std::printf(" %d", v);
   std::printf("\n   time: encoder + cross-attention keys/values %.2f ms, then %.2f ms per token "
               "(%zu tokens, every step a replay)\n",
-              stats.encode_ms, stats.ms_per_token(), stats.tokens);
+              stats.encode_ms, stats.ms_per_token(), stats.steps);
 }
 
 }  // namespace

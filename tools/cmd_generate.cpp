@@ -117,11 +117,10 @@ int generate_command(const GenerateArgs& args, const GlobalOptions& globals) {
     std::fprintf(stderr, "compile     %s (graphs compiled and recorded for this source length)\n",
                  format_ms(total_ms - stats.encode_ms - stats.decode_ms).c_str());
   }
-  // With beams, every live beam decodes a token per step: stats.tokens counts them all.
-  std::fprintf(stderr, "vkformer generate: %zu tokens; encoder %s; decoder %s for %zu token%s%s, %s per token\n",
+  // A step decodes one token position (for every live beam at once with --beam).
+  std::fprintf(stderr, "vkformer generate: %zu tokens; encoder %s; decoder %s for %zu step%s, %s per token\n",
                ids.size(), format_ms(stats.encode_ms).c_str(), format_ms(stats.decode_ms).c_str(),
-               stats.tokens, stats.tokens == 1 ? "" : "s", o.beam > 1 ? " (all beams)" : "",
-               format_ms(stats.ms_per_token()).c_str());
+               stats.steps, stats.steps == 1 ? "" : "s", format_ms(stats.ms_per_token()).c_str());
   return report_validation(device) ? 1 : 0;
 }
 

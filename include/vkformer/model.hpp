@@ -74,10 +74,11 @@ struct GenerateOptions {
 };
 
 struct GenerationStats {
-  size_t tokens = 0;
+  size_t tokens = 0;       // generated tokens returned
+  size_t steps = 0;        // decoder steps run: one token position each (for every beam at once)
   double encode_ms = 0;    // encoder and cross-attention keys/values, once per source
-  double decode_ms = 0;    // all decoder steps together
-  double ms_per_token() const { return tokens ? decode_ms / static_cast<double>(tokens) : 0; }
+  double decode_ms = 0;    // all decoder steps together (beam search: with the cache reorders)
+  double ms_per_token() const { return steps ? decode_ms / static_cast<double>(steps) : 0; }
 };
 
 class ModelImpl;

@@ -39,7 +39,7 @@ std::vector<int32_t> greedy(CachedDecoder& dec, const GenerateOptions& o, int64_
     // The first maximum: the lowest id wins an exact tie.
     token = static_cast<int32_t>(std::max_element(logp.begin(), logp.begin() + vocab) - logp.begin());
     out.push_back(token);
-    ++stats.tokens;
+    ++stats.steps;
     if (token == o.eos) break;
   }
   return out;
@@ -67,7 +67,7 @@ std::vector<int32_t> beam_search(CachedDecoder& dec, const GenerateOptions& o, i
     for (size_t b = 0; b < beams.size(); ++b)
       last[b] = beams[b].tokens.empty() ? o.bos : beams[b].tokens.back();
     auto logp = dec.step(last, t);
-    stats.tokens += beams.size();
+    ++stats.steps;
 
     struct Candidate {
       double score;
@@ -154,6 +154,7 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
   std::vector<int32_t> out = o.beam == 1 ? greedy(*dec, o, c.tgt_vocab, stats)
                                          : beam_search(*dec, o, c.tgt_vocab, stats);
   stats.decode_ms = ms_since(t1);
+  stats.tokens = out.size();
   impl_->stats = stats;
   return out;
 }
