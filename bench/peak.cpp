@@ -192,29 +192,23 @@ void fma_probe(DeviceImpl& dev, const PeakOptions& o, Peak& peak) {
   }
 }
 
-void copy_probe(DeviceImpl& dev, const PeakOptions& o, Peak& peak) {
+struct CopyConfig {
+  uint32_t wg, unroll, groups_per_chunk;  // 0 groups: one vec4 per invocation and unroll step
+};
+
+// Copies `bytes` with each configuration and returns the trials (best time of `repeats` each).
+std::vector<PeakTrial> copy_trials(DeviceImpl& dev, uint64_t bytes, const std::vector<CopyConfig>& configs,
+                                   int repeats) {
   const DeviceInfo& info = dev.info();
   const auto& v = variant(dev, Kernel::peak_copy);
-  // 2 x 512 MiB: beyond the caches of GPUs and of most CPUs (some server L3s hold hundreds of
-  // MiB); --quick uses less. In chunks no larger than a binding may be.
-  uint64_t bytes = o.quick ? (128ull << 20) : (512ull << 20);
-  if (info.device_local_memory_bytes) bytes = std::min(bytes, info.device_local_memory_bytes / 4);
-  if (info.max_memory_allocation_size) bytes = std::min(bytes, info.max_memory_allocation_size);
   const uint64_t chunk_max =
       std::min<uint64_t>(info.max_storage_buffer_range, 1ull << 30) & ~uint64_t(255);
-  bytes &= ~uint64_t(255);
+  bytes = std::max<uint64_t>(bytes & ~uint64_t(255), 256);
   auto src = dev.allocator().allocate(bytes, vk::MemoryKind::device, "peak_copy source");
   auto dst = dev.allocator().allocate(bytes, vk::MemoryKind::device, "peak_copy destination");
   dev.zero(*src, 0, bytes);
-  peak.copy_bytes = bytes;
-  struct Config {
-    uint32_t wg, unroll, groups_per_chunk;  // 0 groups: one vec4 per invocation and unroll step
-  };
-  std::vector<Config> configs =
-      o.quick ? std::vector<Config>{{64, 4, 0}, {256, 1, 0}}
-              : std::vector<Config>{{64, 1, 0}, {64, 4, 0}, {256, 1, 0}, {256, 4, 0},
-                                    {256, 4, 1024}, {64, 8, 256}};
-  for (Config c : configs) {
+  std::vector<PeakTrial> trials;
+  for (CopyConfig c : configs) {
     c.wg = std::min({c.wg, info.max_workgroup_invocations, info.max_workgroup_size[0]});
     const vk::Pipeline& p = dev.pipelines().get(v, std::vector<uint32_t>{c.wg, c.unroll});
     // Equal chunks, so one push constant (n) serves every dispatch.
@@ -230,16 +224,39 @@ void copy_probe(DeviceImpl& dev, const PeakOptions& o, Peak& peak) {
       list.push_back({{{src.get(), i * chunk, chunk}, {dst.get(), i * chunk, chunk}}, {groups, 1, 1}});
     TimedDispatches t(dev, p, list, {n});
     double best = t.run();  // the first run also faults in the pages on CPU devices
-    for (int r = 0; r < o.repeats; ++r) best = std::min(best, t.run());
-    PeakTrial trial{fmt("wg=%u unroll=%u groups=%u chunks=%zu bytes=%llu", c.wg, c.unroll, groups,
-                        list.size(), static_cast<unsigned long long>(timed_bytes)),
-                    best, best > 0 ? 2.0 * double(timed_bytes) / best / 1e3 : 0};
+    for (int r = 0; r < repeats; ++r) best = std::min(best, t.run());
+    trials.push_back({fmt("wg=%u unroll=%u groups=%u chunks=%zu bytes=%llu", c.wg, c.unroll, groups,
+                          list.size(), static_cast<unsigned long long>(timed_bytes)),
+                      best, best > 0 ? 2.0 * double(timed_bytes) / best / 1e3 : 0});
+  }
+  return trials;
+}
+
+const std::vector<CopyConfig> kCopyConfigs = {{64, 1, 0},   {64, 4, 0},      {256, 1, 0},
+                                              {256, 4, 0},  {256, 4, 1024},  {64, 8, 256}};
+const std::vector<CopyConfig> kQuickCopyConfigs = {{64, 4, 0}, {256, 1, 0}};
+
+void copy_probe(DeviceImpl& dev, const PeakOptions& o, Peak& peak) {
+  const DeviceInfo& info = dev.info();
+  // 2 x 512 MiB: beyond the caches of GPUs and of most CPUs (some server L3s hold hundreds of
+  // MiB); --quick uses less. In chunks no larger than a binding may be.
+  uint64_t bytes = o.quick ? (128ull << 20) : (512ull << 20);
+  if (info.device_local_memory_bytes) bytes = std::min(bytes, info.device_local_memory_bytes / 4);
+  if (info.max_memory_allocation_size) bytes = std::min(bytes, info.max_memory_allocation_size);
+  peak.copy_bytes = bytes & ~uint64_t(255);
+  for (auto& trial : copy_trials(dev, bytes, o.quick ? kQuickCopyConfigs : kCopyConfigs, o.repeats)) {
     peak.copy.push_back(trial);
     peak.copy_gbps = std::max(peak.copy_gbps, trial.value);
   }
 }
 
 }  // namespace
+
+double copy_gbps_at(Device& device, uint64_t bytes, int repeats) {
+  double best = 0;
+  for (auto& t : copy_trials(device.impl(), bytes, kCopyConfigs, repeats)) best = std::max(best, t.value);
+  return best;
+}
 
 Peak measure_peak(Device& device, const PeakOptions& options) {
   Peak peak;

@@ -33,4 +33,9 @@ struct PeakOptions {
 
 Peak measure_peak(Device& device, const PeakOptions& options);
 
+// The copy kernel's best bandwidth (bytes read + written per second / 1e9) when it copies
+// `bytes`: the like-for-like reference of a memory-bound op with that much traffic. A small
+// working set stays in a CPU's caches and copies faster than the DRAM-sized peak probe.
+double copy_gbps_at(Device& device, uint64_t bytes, int repeats = 3);
+
 }  // namespace vkformer::bench

@@ -140,6 +140,16 @@ Result run_benchmark(Device& device, const Benchmark& b, const Peak& peak, const
     r.peak_fraction = peak_value > 0 ? value / peak_value : 0;
     r.roofline_fraction = roofline_us(b, peak) / r.median_us;
     efficiency.observed(b, r.roofline_fraction);
+    // Memory-bound ops also against a copy of the same traffic (half read, half written), which
+    // stays in a CPU's caches exactly when the op's data does.
+    if (b.bound == Bound::memory && peak.copy_gbps > 0) {
+      try {
+        r.copy_same_size_gbps = copy_gbps_at(device, static_cast<uint64_t>(b.bytes / 2));
+        r.same_size_fraction = r.copy_same_size_gbps > 0 ? r.gbps / r.copy_same_size_gbps : 0;
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::device_lost) throw;
+      }
+    }
   }
   return r;
 }

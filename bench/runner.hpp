@@ -44,6 +44,8 @@ struct Result {
   double gflops = 0, gbps = 0;  // at the median
   double peak_fraction = 0;     // gflops / FMA peak (compute-bound) or gbps / copy peak (memory)
   double roofline_fraction = 0; // roofline time (both peaks) / median time
+  double copy_same_size_gbps = 0;  // memory-bound: the copy kernel moving the same traffic
+  double same_size_fraction = 0;   // memory-bound: gbps / copy_same_size_gbps
   int warmup_runs = 0;
   double prepare_s = 0;         // wall seconds to make data and compile (not in the timings)
   double predicted_s = 0;       // the run time predicted before running (see Efficiency)

@@ -37,7 +37,13 @@ layout(constant_id = 7) const bool LOG_SOFTMAX = false;
 
 // Absent optional inputs are bound to x and never read.
 layout(set = 0, binding = 0) uniform samplerBuffer x4;  // [rows, sk / 4] texels
+#ifdef MASK_TEXEL
+// The additive mask as texels too, when it is contiguous along keys with rows of whole texels
+// (the lowering checks): one fetch per texel instead of four scalar loads.
+layout(set = 0, binding = 1) uniform samplerBuffer mask4;
+#else
 layout(set = 0, binding = 1) readonly buffer Mask { T mask[]; };
+#endif
 layout(set = 0, binding = 2) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
 layout(set = 0, binding = 3) readonly buffer KeyLength { int key_length[]; };   // [1]
 #if defined(DTYPE_F16)
@@ -104,11 +110,16 @@ uint pad_base;
 vec4 logits(uint t) {
   const uint nt = p.sk / 4;
   vec4 v = texelFetch(x4, int(row_base + min(t, nt - 1))) * p.scale;
+#ifdef MASK_TEXEL
+  if (HAS_MASK) v += texelFetch(mask4, int(mask_base / 4 + min(t, nt - 1)));
+#endif
   [[unroll]] for (uint e = 0; e < 4; ++e) {
     const uint j = 4 * t + e;
     bool hidden = int(j) >= limit;
     if (HAS_KEY_PADDING) hidden = hidden || key_padding[pad_base + min(j, p.sk - 1)] != 0;
+#ifndef MASK_TEXEL
     if (HAS_MASK) v[e] += float(mask[mask_base + min(j, p.sk - 1) * p.mask_stride[3]]);
+#endif
     v[e] = hidden ? NEG_INF : v[e];
   }
   return v;

@@ -100,8 +100,9 @@ struct Table {
     }
   }
   void header() const {
-    std::printf("%-*s  %-*s  %-5s  %10s  %21s  %9s  %9s  %9s\n", int(name), "benchmark", int(shape),
-                "shape", "dtype", "median us", "min .. max us", "GFLOP/s", "GB/s", "% peak");
+    std::printf("%-*s  %-*s  %-5s  %10s  %21s  %9s  %9s  %9s  %9s\n", int(name), "benchmark", int(shape),
+                "shape", "dtype", "median us", "min .. max us", "GFLOP/s", "GB/s", "% peak",
+                "% copy=");
   }
   void row(const Benchmark& b, const Result& r) const {
     std::string label = b.name + " " + b.variant;
@@ -115,8 +116,10 @@ struct Table {
                             ? fmt("%.1f%%", r.peak_fraction * 100) +
                                   (b.bound == Bound::compute ? " fma" : " bw")
                             : "-";
-      std::printf("%10s  %21s  %9s  %9s  %9s\n", num(r.median_us).c_str(), spread.c_str(),
-                  num(r.gflops).c_str(), num(r.gbps).c_str(), pct.c_str());
+      // Memory-bound ops: also the share of a copy kernel moving the same bytes.
+      std::string same = r.same_size_fraction > 0 ? fmt("%.1f%%", r.same_size_fraction * 100) : "-";
+      std::printf("%10s  %21s  %9s  %9s  %9s  %9s\n", num(r.median_us).c_str(), spread.c_str(),
+                  num(r.gflops).c_str(), num(r.gbps).c_str(), pct.c_str(), same.c_str());
     }
     std::fflush(stdout);
   }
@@ -192,6 +195,8 @@ json result_json(const Benchmark& b, const Result& r) {
   j["gbps"] = value(r.gbps);
   j["peak_fraction"] = ok && r.peak_fraction > 0 ? json(r.peak_fraction) : json(nullptr);
   j["bound"] = b.bound == Bound::compute ? "compute" : "memory";
+  j["copy_same_size_gbps"] = ok && r.copy_same_size_gbps > 0 ? json(r.copy_same_size_gbps) : json(nullptr);
+  j["same_size_fraction"] = ok && r.same_size_fraction > 0 ? json(r.same_size_fraction) : json(nullptr);
   j["roofline_fraction"] = ok && r.roofline_fraction > 0 ? json(r.roofline_fraction) : json(nullptr);
   j["flops"] = b.flops;
   j["bytes"] = b.bytes;

@@ -112,8 +112,14 @@ void emit_softmax(Lowering& l, const SoftmaxCall& call) {
   }
 
   const uint32_t dummy = call.x;  // bound where an optional input is absent, never read
+  // A mask contiguous along keys whose rows start on whole texels is read as texels too.
+  const bool mask_texels = has_mask && p.mask_stride[3] == 1 && p.mask_stride[2] % 4 == 0 &&
+                           p.mask_stride[1] % 4 == 0 && p.mask_stride[0] % 4 == 0 &&
+                           l.value(call.mask).shape.numel() % 4 == 0;
   const RowKernel rk =
-      row_kernel(l, Kernel::softmax_rows, Kernel::softmax_rows_subgroup, x, p.rows, p.sk);
+      mask_texels ? row_kernel(l, Kernel::softmax_rows_mask4, Kernel::softmax_rows_mask4_subgroup, x,
+                               p.rows, p.sk)
+                  : row_kernel(l, Kernel::softmax_rows, Kernel::softmax_rows_subgroup, x, p.rows, p.sk);
   if (rk.use) {
     l.dispatch(rk.kernel, x.dtype,
                {{call.x},
