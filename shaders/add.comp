@@ -2,9 +2,12 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 // out = a + b with numpy broadcasting. Shapes are padded to rank 4; a broadcast dimension has
-// stride 0, so out index i maps to a[sum(coord_d * a_stride_d)] and likewise for b.
+// stride 0, so out index i maps to a[sum(coord_d * a_stride_d)] and likewise for b. MODE skips
+// that index arithmetic for the common cases: 1 same shapes (residuals), 2 b is one row of length
+// dims[3] repeated (biases); a is then the full-shape operand.
 
 layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint MODE = 0;
 
 layout(set = 0, binding = 0) readonly buffer A { T a[]; };
 layout(set = 0, binding = 1) readonly buffer B { T b[]; };
@@ -18,6 +21,15 @@ layout(push_constant) uniform Push {
 
 void main() {
   uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  if (MODE == 1u) {
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) o[i] = T(float(a[i]) + float(b[i]));
+    return;
+  }
+  if (MODE == 2u) {
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride)
+      o[i] = T(float(a[i]) + float(b[i % p.dims[3]]));
+    return;
+  }
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     uint rest = i, ia = 0, ib = 0;
     for (int d = 3; d >= 0; --d) {

@@ -106,6 +106,7 @@ TEST_P(AddTest, BroadcastsLikeNumpy) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AddTest,
     ::testing::Values(AddCase{{5}, {5}, DType::f32}, AddCase{{3, 7}, {7}, DType::f32},
+                      AddCase{{7}, {2, 3, 7}, DType::f32}, AddCase{{1, 1, 7}, {2, 3, 7}, DType::f16},
                       AddCase{{2, 3, 7}, {3, 1}, DType::f32}, AddCase{{1}, {4, 1, 3}, DType::f32},
                       AddCase{{2, 1, 5, 3}, {4, 1, 3}, DType::f32},
                       AddCase{{3, 1, 13}, {1, 11, 1}, DType::f16},

@@ -32,18 +32,9 @@ void lower_scale(Lowering& l) { lower_unary(l, attrs<ScaleAttrs>(l).alpha, Activ
 
 void lower_activation(Lowering& l) { lower_unary(l, 1.0f, attrs<ActivationAttrs>(l).activation); }
 
-// Strides of `in` (right-aligned into rank 4) when broadcast to `out`; 0 where it repeats.
-void broadcast_strides(const Shape& in, const Shape& out, uint32_t* strides) {
-  int offset = 4 - out.rank();
-  int in_offset = 4 - in.rank();
-  uint32_t s = 1;
-  for (int d = 3; d >= 0; --d) {
-    int64_t od = d >= offset ? out[d - offset] : 1;
-    int64_t id = d >= in_offset ? in[d - in_offset] : 1;
-    strides[d] = (id == 1 && od != 1) ? 0 : s;
-    s *= static_cast<uint32_t>(id);
-  }
-}
+// How add reads b relative to a (MODE, shaders/add.comp): the two cases residual connections
+// and biases need, without the per-element index arithmetic of general broadcasting.
+enum AddMode : uint32_t { kAddGeneral = 0, kAddSameShape = 1, kAddRowBroadcast = 2 };
 
 void lower_add(Lowering& l) {
   const ValueDesc& a = l.value(l.input(0));
@@ -53,10 +44,23 @@ void lower_add(Lowering& l) {
   p.n = static_cast<uint32_t>(o.shape.numel());
   int offset = 4 - o.shape.rank();
   for (int d = 0; d < 4; ++d) p.dims[d] = d >= offset ? static_cast<uint32_t>(o.shape[d - offset]) : 1;
-  broadcast_strides(a.shape, o.shape, p.a_stride);
-  broadcast_strides(b.shape, o.shape, p.b_stride);
-  l.dispatch(Kernel::add, o.dtype, {{l.input(0)}, {l.input(1)}, {l.output(), true}},
-             PushBlock::of(p), ops::elementwise_grid(l, p.n), {ops::kElementwiseWorkgroup});
+  uint32_t mode = kAddGeneral;
+  uint32_t inputs[2] = {l.input(0), l.input(1)};
+  const ValueDesc* full = &a;
+  const ValueDesc* other = &b;
+  if (b.shape == o.shape && a.shape != o.shape) {  // a + b = b + a: put the full operand first
+    std::swap(inputs[0], inputs[1]);
+    std::swap(full, other);
+  }
+  if (full->shape == o.shape) {
+    if (other->shape == o.shape) mode = kAddSameShape;
+    else if (other->shape.numel() == o.shape.back() && other->shape.back() == o.shape.back())
+      mode = kAddRowBroadcast;  // [.., D] + [D] (or [1, D], ...)
+  }
+  ops::broadcast_strides4(full->shape, o.shape, p.a_stride);
+  ops::broadcast_strides4(other->shape, o.shape, p.b_stride);
+  l.dispatch(Kernel::add, o.dtype, {{inputs[0]}, {inputs[1]}, {l.output(), true}}, PushBlock::of(p),
+             ops::elementwise_grid(l, p.n), {ops::kElementwiseWorkgroup, mode});
 }
 
 void lower_cast(Lowering& l) {

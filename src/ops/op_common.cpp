@@ -27,6 +27,18 @@ void require_rank(const GraphImpl& g, const std::string& op, const char* arg, co
                                  describe(t));
 }
 
+void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]) {
+  int offset = 4 - out.rank();
+  int in_offset = 4 - in.rank();
+  uint32_t s = 1;
+  for (int d = 3; d >= 0; --d) {
+    int64_t od = d >= offset ? out[d - offset] : 1;
+    int64_t id = d >= in_offset ? in[d - in_offset] : 1;
+    strides[d] = (id == 1 && od != 1) ? 0 : s;
+    s *= static_cast<uint32_t>(id);
+  }
+}
+
 std::array<uint32_t, 3> elementwise_grid(const Lowering& l, uint64_t n) {
   uint64_t groups = (n + kElementwiseWorkgroup - 1) / kElementwiseWorkgroup;
   groups = std::min<uint64_t>(groups, l.info().max_workgroup_count[0]);

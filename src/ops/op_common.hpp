@@ -18,6 +18,10 @@ void require_dtype(const GraphImpl& g, const std::string& op, const char* arg, c
 void require_rank(const GraphImpl& g, const std::string& op, const char* arg, const Tensor& t,
                   int lo, int hi);
 
+// Strides of `in` right-aligned into rank 4 when broadcast (numpy rules) against `out`; 0 where
+// it repeats.
+void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]);
+
 // A 1-D grid for a grid-stride loop over n elements.
 std::array<uint32_t, 3> elementwise_grid(const Lowering& l, uint64_t n);
 

@@ -56,18 +56,6 @@ RowKernel row_kernel(const Lowering& l, Kernel plain, Kernel subgroup, const Val
   return r;
 }
 
-void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]) {
-  int offset = 4 - out.rank();
-  int in_offset = 4 - in.rank();
-  uint32_t s = 1;
-  for (int d = 3; d >= 0; --d) {
-    int64_t od = d >= offset ? out[d - offset] : 1;
-    int64_t id = d >= in_offset ? in[d - in_offset] : 1;
-    strides[d] = (id == 1 && od != 1) ? 0 : s;
-    s *= static_cast<uint32_t>(id);
-  }
-}
-
 namespace {
 
 struct SoftmaxPush {

@@ -45,7 +45,5 @@ struct RowKernel {
 RowKernel row_kernel(const Lowering& l, kernels::Kernel plain, kernels::Kernel subgroup,
                      const ValueDesc& x, int64_t rows, int64_t row_len);
 
-// Strides of `in` right-aligned into rank 4 when broadcast against `out`; 0 where it repeats.
-void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]);
 
 }  // namespace vkformer::ops
