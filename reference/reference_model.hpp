@@ -1,6 +1,6 @@
 #pragma once
 // A double-precision CPU implementation of vkformer's models, written from PyTorch's definitions
-// with plain loops (tests/reference.cpp): the independent reference the demo reports agreement
+// with plain loops (reference.cpp): the independent reference the demo reports agreement
 // with. Slow by design; meant for small models.
 #include <cstdint>
 #include <map>

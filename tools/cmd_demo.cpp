@@ -85,7 +85,7 @@ void attention_demo(Device& device) {
   }
   HostTensor y = ex.output("y");
 
-  // The reference: the same math in double, op by op (tests/reference.cpp).
+  // The reference: the same math in double, op by op (reference/reference.cpp).
   ref::Vec xd(x.begin(), x.end()), wi(w_in.begin(), w_in.end()), bi(b_in.begin(), b_in.end()),
       wo(w_out.begin(), w_out.end()), bo(b_out.begin(), b_out.end());
   ref::Vec qkv_ref = ref::matmul(xd, wi, 1, 1, b * s, 3 * e, e, true, &bi, 1.0);
