@@ -100,6 +100,7 @@ void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
                              std::to_string(d.min_subgroup_size) + ", max " +
                              std::to_string(d.max_subgroup_size) + ")");
     row("subgroup arithmetic", yes_no(d.subgroup_arithmetic));
+    row("subgroup shuffle", yes_no(d.subgroup_shuffle));
     row("fp16 arithmetic", yes_no(d.fp16_arithmetic));
     row("16-bit storage", yes_no(d.storage_16bit));
     row("shared memory", bytes_with_exact(d.shared_memory_bytes));
@@ -111,10 +112,16 @@ void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
     row("max workgroup count", triple(d.max_workgroup_count));
     row("max workgroup size", triple(d.max_workgroup_size));
     row("max workgroup invocations", std::to_string(d.max_workgroup_invocations));
+    row("compute units", d.compute_units ? std::to_string(d.compute_units) : std::string("not reported"));
+    row("texel buffers", std::to_string(d.max_texel_buffer_elements) + " texels at most, offsets aligned to " +
+                             std::to_string(d.min_texel_buffer_offset_alignment));
     row("timestamps", d.timestamps ? std::string("yes, period ") + format_period(d.timestamp_period_ns)
                                    : std::string("no"));
     row("cooperative matrix", std::string("NV ") + yes_no(d.cooperative_matrix_nv) + ", KHR " +
                                   yes_no(d.cooperative_matrix_khr));
+    for (const auto& c : d.cooperative_matrix_nv_shapes)
+      row("", "  NV " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                  ": " + c.a_type + " x " + c.b_type + " + " + c.c_type + " -> " + c.d_type);
     auto quirks = Device::quirks(d);
     if (quirks.empty()) row("quirks", "none");
     for (size_t q = 0; q < quirks.size(); ++q) {
@@ -158,6 +165,14 @@ nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
   j["timestamp_period_ns"] = d.timestamp_period_ns;
   j["cooperative_matrix_nv"] = d.cooperative_matrix_nv;
   j["cooperative_matrix_khr"] = d.cooperative_matrix_khr;
+  j["cooperative_matrix_nv_shapes"] = nlohmann::ordered_json::array();
+  for (const auto& c : d.cooperative_matrix_nv_shapes)
+    j["cooperative_matrix_nv_shapes"].push_back({{"m", c.m}, {"n", c.n}, {"k", c.k}, {"a", c.a_type},
+                                                 {"b", c.b_type}, {"c", c.c_type}, {"d", c.d_type}});
+  j["subgroup_shuffle"] = d.subgroup_shuffle;
+  j["compute_units"] = d.compute_units;
+  j["max_texel_buffer_elements"] = d.max_texel_buffer_elements;
+  j["min_texel_buffer_offset_alignment"] = d.min_texel_buffer_offset_alignment;
   j["quirks"] = nlohmann::ordered_json::array();
   for (const auto& q : Device::quirks(d))
     j["quirks"].push_back({{"id", q.id}, {"reason", q.reason}, {"link", q.link}});

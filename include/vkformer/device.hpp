@@ -57,8 +57,8 @@ struct DeviceInfo {
   bool cooperative_matrix_nv = false;   // VK_NV_cooperative_matrix
   bool cooperative_matrix_khr = false;  // VK_KHR_cooperative_matrix
   // The shapes VK_NV_cooperative_matrix supports at subgroup scope (from
-  // vkGetPhysicalDeviceCooperativeMatrixPropertiesNV), filled in when a device is opened with the
-  // feature enabled: the query needs the instance.
+  // vkGetPhysicalDeviceCooperativeMatrixPropertiesNV); an opened device keeps them only where it
+  // could enable the feature.
   std::vector<CooperativeMatrixShape> cooperative_matrix_nv_shapes;
 };
 

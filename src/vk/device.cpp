@@ -17,7 +17,7 @@ std::vector<DeviceInfo> Device::enumerate(const InstanceOptions& options) {
   std::vector<DeviceInfo> infos;
   auto handles = instance->physical_devices();
   for (uint32_t i = 0; i < handles.size(); ++i)
-    infos.push_back(vk::query_physical_device(handles[i], i, instance->api_version()).info);
+    infos.push_back(vk::query_physical_device(instance->handle(), handles[i], i, instance->api_version()).info);
   return infos;
 }
 
@@ -27,7 +27,7 @@ Device Device::open(const DeviceOptions& options) {
   std::vector<vk::PhysicalDevice> physical;
   std::vector<DeviceInfo> infos;
   for (uint32_t i = 0; i < handles.size(); ++i) {
-    physical.push_back(vk::query_physical_device(handles[i], i, instance->api_version()));
+    physical.push_back(vk::query_physical_device(instance->handle(), handles[i], i, instance->api_version()));
     infos.push_back(physical.back().info);
   }
   size_t chosen = choose(infos, options.selector);

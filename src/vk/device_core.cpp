@@ -6,49 +6,6 @@
 
 namespace vkformer::vk {
 
-namespace {
-
-const char* component_type_name(VkComponentTypeNV t) {
-  switch (t) {
-    case VK_COMPONENT_TYPE_FLOAT16_NV: return "f16";
-    case VK_COMPONENT_TYPE_FLOAT32_NV: return "f32";
-    case VK_COMPONENT_TYPE_FLOAT64_NV: return "f64";
-    case VK_COMPONENT_TYPE_SINT8_NV: return "i8";
-    case VK_COMPONENT_TYPE_SINT16_NV: return "i16";
-    case VK_COMPONENT_TYPE_SINT32_NV: return "i32";
-    case VK_COMPONENT_TYPE_SINT64_NV: return "i64";
-    case VK_COMPONENT_TYPE_UINT8_NV: return "u8";
-    case VK_COMPONENT_TYPE_UINT16_NV: return "u16";
-    case VK_COMPONENT_TYPE_UINT32_NV: return "u32";
-    case VK_COMPONENT_TYPE_UINT64_NV: return "u64";
-    default: return "other";
-  }
-}
-
-// The subgroup-scope shapes of VK_NV_cooperative_matrix (an instance-level query).
-std::vector<CooperativeMatrixShape> cooperative_matrix_nv_shapes(VkInstance instance,
-                                                                 VkPhysicalDevice physical) {
-  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
-      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
-  std::vector<CooperativeMatrixShape> shapes;
-  if (!query) return shapes;
-  uint32_t n = 0;
-  if (query(physical, &n, nullptr) != VK_SUCCESS || n == 0) return shapes;
-  std::vector<VkCooperativeMatrixPropertiesNV> props(
-      n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-  if (query(physical, &n, props.data()) != VK_SUCCESS) return shapes;
-  for (uint32_t i = 0; i < n; ++i) {
-    const auto& p = props[i];
-    if (p.scope != VK_SCOPE_SUBGROUP_NV) continue;
-    shapes.push_back({p.MSize, p.NSize, p.KSize, component_type_name(p.AType),
-                      component_type_name(p.BType), component_type_name(p.CType),
-                      component_type_name(p.DType)});
-  }
-  return shapes;
-}
-
-}  // namespace
-
 DeviceCore::DeviceCore(std::shared_ptr<Instance> instance, PhysicalDevice physical,
                        uint64_t timeout_ms)
     : instance_(std::move(instance)), physical_(std::move(physical)), timeout_ms_(timeout_ms) {
@@ -117,10 +74,10 @@ DeviceCore::DeviceCore(std::shared_ptr<Instance> instance, PhysicalDevice physic
       *tail = &memory_model;
       tail = &memory_model.pNext;
       coopmat_nv = true;
-      physical_.info.cooperative_matrix_nv_shapes =
-          cooperative_matrix_nv_shapes(instance_->handle(), physical_.handle);
     }
   }
+  // Shapes are only usable where the extension could be enabled.
+  if (!coopmat_nv) physical_.info.cooperative_matrix_nv_shapes.clear();
 
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &features;

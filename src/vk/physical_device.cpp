@@ -48,6 +48,49 @@ std::string format_driver_version(uint32_t vendor_id, uint32_t v) {
   return buf;
 }
 
+namespace {
+
+const char* component_type_name(VkComponentTypeNV t) {
+  switch (t) {
+    case VK_COMPONENT_TYPE_FLOAT16_NV: return "f16";
+    case VK_COMPONENT_TYPE_FLOAT32_NV: return "f32";
+    case VK_COMPONENT_TYPE_FLOAT64_NV: return "f64";
+    case VK_COMPONENT_TYPE_SINT8_NV: return "i8";
+    case VK_COMPONENT_TYPE_SINT16_NV: return "i16";
+    case VK_COMPONENT_TYPE_SINT32_NV: return "i32";
+    case VK_COMPONENT_TYPE_SINT64_NV: return "i64";
+    case VK_COMPONENT_TYPE_UINT8_NV: return "u8";
+    case VK_COMPONENT_TYPE_UINT16_NV: return "u16";
+    case VK_COMPONENT_TYPE_UINT32_NV: return "u32";
+    case VK_COMPONENT_TYPE_UINT64_NV: return "u64";
+    default: return "other";
+  }
+}
+
+// The subgroup-scope shapes of VK_NV_cooperative_matrix (an instance-level query).
+std::vector<CooperativeMatrixShape> cooperative_matrix_nv_shapes(VkInstance instance,
+                                                                 VkPhysicalDevice physical) {
+  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  std::vector<CooperativeMatrixShape> shapes;
+  if (!query) return shapes;
+  uint32_t n = 0;
+  if (query(physical, &n, nullptr) != VK_SUCCESS || n == 0) return shapes;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(
+      n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (query(physical, &n, props.data()) != VK_SUCCESS) return shapes;
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto& p = props[i];
+    if (p.scope != VK_SCOPE_SUBGROUP_NV) continue;
+    shapes.push_back({p.MSize, p.NSize, p.KSize, component_type_name(p.AType),
+                      component_type_name(p.BType), component_type_name(p.CType),
+                      component_type_name(p.DType)});
+  }
+  return shapes;
+}
+
+}  // namespace
+
 static std::string device_type_name(VkPhysicalDeviceType t) {
   switch (t) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
@@ -58,7 +101,7 @@ static std::string device_type_name(VkPhysicalDeviceType t) {
   }
 }
 
-PhysicalDevice query_physical_device(VkPhysicalDevice handle, uint32_t index,
+PhysicalDevice query_physical_device(VkInstance instance, VkPhysicalDevice handle, uint32_t index,
                                      uint32_t instance_api_version) {
   PhysicalDevice pd;
   pd.handle = handle;
@@ -191,6 +234,7 @@ PhysicalDevice query_physical_device(VkPhysicalDevice handle, uint32_t index,
   d.timestamp_period_ns = p.limits.timestampPeriod;
   d.cooperative_matrix_nv = pd.has_extension("VK_NV_cooperative_matrix");
   d.cooperative_matrix_khr = pd.has_extension("VK_KHR_cooperative_matrix");
+  if (d.cooperative_matrix_nv) d.cooperative_matrix_nv_shapes = cooperative_matrix_nv_shapes(instance, handle);
 
   // maxMemoryAllocationSize lives in VkPhysicalDeviceMaintenance3Properties (core 1.1).
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};

@@ -19,7 +19,7 @@ struct PhysicalDevice {
   bool has_extension(const char* name) const;
 };
 
-PhysicalDevice query_physical_device(VkPhysicalDevice handle, uint32_t index,
+PhysicalDevice query_physical_device(VkInstance instance, VkPhysicalDevice handle, uint32_t index,
                                      uint32_t instance_api_version);
 
 std::string vendor_name(uint32_t vendor_id);
