@@ -460,13 +460,18 @@ TEST_F(DeviceTest, MatmulSplitKPlan) {
   EXPECT_EQ(plan_on(dev, {{4, 3}, {3, 5}}).splits, 1u);  // one slice
 }
 
-// Cooperative matrices run only where a device offers them; elsewhere this says so.
-TEST_F(DeviceTest, MatmulCoopmatWhereSupported) {
+// Forcing cooperative matrices runs them where the device offers them; elsewhere the request
+// falls back to another kernel, and the results are right either way.
+TEST_F(DeviceTest, MatmulCoopmatWhereSupportedElseFallsBack) {
   Device dev = open_device_with_env({{"VKFORMER_MATMUL_PATH", "coopmat"}});
   const MatmulCase c = f16(with(with_bias(tb({{70, 96}, {40, 96}})), 0.5f, Activation::gelu));
-  if (plan_on(dev, c).path != vk::MatmulPath::coopmat)
-    GTEST_SKIP() << "device '" << dev.info().name
-                 << "' has no usable VK_NV_cooperative_matrix: the coopmat kernel did not run";
+  const bool usable = dev.info().cooperative_matrix_nv && !dev.info().cooperative_matrix_nv_shapes.empty();
+  if (!usable) {
+    EXPECT_NE(plan_on(dev, c).path, vk::MatmulPath::coopmat)
+        << "device '" << dev.info().name << "' has no usable VK_NV_cooperative_matrix";
+    std::printf("[ note ] '%s' has no VK_NV_cooperative_matrix: checked the fallback, not the "
+                "cooperative-matrix kernel\n", dev.info().name.c_str());
+  }
   check_matmul(dev, c, 9);
   check_matmul(dev, f16({{2, 33, 40}, {2, 40, 17}}), 9);
   for (const auto& m : dev.take_validation_messages())

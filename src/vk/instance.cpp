@@ -117,7 +117,13 @@ std::shared_ptr<Instance> Instance::create(const InstanceOptions& options) {
     ci.pNext = &mci;
   }
 
-  VKF_CHECK(vkCreateInstance(&ci, nullptr, &inst->instance_));
+  VkResult created = vkCreateInstance(&ci, nullptr, &inst->instance_);
+  if (created == VK_ERROR_INCOMPATIBLE_DRIVER)
+    throw Error(ErrorCode::device_not_found,
+                "no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER): install "
+                "your GPU's Vulkan driver, or Mesa's lavapipe for the CPU (Debian: apt-get install "
+                "mesa-vulkan-drivers)");
+  check(created, "vkCreateInstance");
 
   if (validation) {
     auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
