@@ -30,26 +30,6 @@ Tolerance attention_tolerance(DType dtype) {
   return dtype == DType::f16 ? Tolerance{5e-3, 5e-3} : Tolerance{2e-5, 1e-5};
 }
 
-// `values` of shape `in` broadcast (numpy rules) to `out`, row-major.
-std::vector<double> expand(const std::vector<double>& values, const Shape& in, const Shape& out) {
-  std::vector<double> o(out.numel());
-  const int r = out.rank();
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t rest = i, src = 0, stride = 1;
-    for (int d = r - 1; d >= 0; --d) {
-      int64_t c = rest % out[d];
-      rest /= out[d];
-      int di = d - (r - in.rank());
-      if (di >= 0) {
-        src += (in[di] == 1 ? 0 : c) * stride;
-        stride *= in[di];
-      }
-    }
-    o[i] = values[src];
-  }
-  return o;
-}
-
 struct AttentionCase {
   std::string name;
   int64_t B, H, Sq, Sk, D, Dv;
@@ -96,7 +76,7 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
       if (pick[i] < 0.1f) mv[i] = -std::numeric_limits<float>::infinity();
     o.mask = g.input("mask", *c.mask, c.dtype);
     inputs.emplace("mask", make_tensor(*c.mask, mv, c.dtype));
-    mask_expanded = expand(stored(mv, c.dtype), *c.mask, {c.B, c.H, c.Sq, c.Sk});
+    mask_expanded = broadcast_to(stored(mv, c.dtype), *c.mask, {c.B, c.H, c.Sq, c.Sk});
     m.mask = &mask_expanded;
   }
   std::vector<int32_t> padding;
@@ -188,22 +168,6 @@ std::vector<AttentionCase> attention_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionTest, ::testing::ValuesIn(attention_cases()), case_name);
 
 // Every fused kernel and variant on the test device, through VKFORMER_ATTENTION_TILES.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // A device opened with the tiling `tiles` (the same physical device as the other tests), or
 // nullopt where the device cannot run it (no subgroup shuffles, no texel buffers).
 std::optional<Device> open_device_with_tiles(const char* tiles) {

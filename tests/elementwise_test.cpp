@@ -66,26 +66,9 @@ class AddTest : public DeviceTestWithParam<AddCase> {};
 std::vector<double> broadcast_add(const std::vector<double>& a, const Shape& as,
                                   const std::vector<double>& b, const Shape& bs, Shape* out) {
   EXPECT_TRUE(broadcast_shapes(as, bs, out));
-  int r = out->rank();
-  std::vector<double> o(out->numel());
-  for (int64_t i = 0; i < out->numel(); ++i) {
-    int64_t rest = i, ia = 0, ib = 0, sa = 1, sb = 1;
-    for (int d = r - 1; d >= 0; --d) {
-      int64_t c = rest % (*out)[d];
-      rest /= (*out)[d];
-      int da = d - (r - as.rank()), db = d - (r - bs.rank());
-      if (da >= 0) {
-        ia += (as[da] == 1 ? 0 : c) * sa;
-        sa *= as[da];
-      }
-      if (db >= 0) {
-        ib += (bs[db] == 1 ? 0 : c) * sb;
-        sb *= bs[db];
-      }
-    }
-    o[i] = a[ia] + b[ib];
-  }
-  return o;
+  auto x = broadcast_to(a, as, *out), y = broadcast_to(b, bs, *out);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+  return x;
 }
 
 TEST_P(AddTest, BroadcastsLikeNumpy) {

@@ -296,22 +296,6 @@ TEST_F(DeviceTest, MatmulRowsBeyondGridLimit) {
 
 // The tiling a device gets is a tuning choice; VKFORMER_MATMUL_TILES overrides it, so the GPU
 // tiling (shared memory, barriers) and odd tilings run on whatever device the tests have.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 Device open_device_with_tiles(const char* tiles) {
   ScopedEnv env("VKFORMER_MATMUL_TILES", tiles);
   DeviceOptions options;

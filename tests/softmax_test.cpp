@@ -33,26 +33,6 @@ std::array<int64_t, 4> as_bhqk(const Shape& s) {
   }
 }
 
-// `values` of shape `in` broadcast (numpy rules) to `out`, row-major.
-std::vector<double> expand(const std::vector<double>& values, const Shape& in, const Shape& out) {
-  std::vector<double> o(out.numel());
-  const int r = out.rank();
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t rest = i, src = 0, stride = 1;
-    for (int d = r - 1; d >= 0; --d) {
-      int64_t c = rest % out[d];
-      rest /= out[d];
-      int di = d - (r - in.rank());
-      if (di >= 0) {
-        src += (in[di] == 1 ? 0 : c) * stride;
-        stride *= in[di];
-      }
-    }
-    o[i] = values[src];
-  }
-  return o;
-}
-
 // An additive mask: uniform in [-2, 2) with about one entry in 8 at -inf.
 std::vector<float> mask_values(size_t n, uint32_t seed) {
   auto v = random_values(n, seed, -2.0f, 2.0f);
@@ -111,7 +91,7 @@ TEST_P(SoftmaxTest, MatchesReference) {
     auto mv = mask_values(c.mask->numel(), 23);
     o.mask = g.input("mask", *c.mask, c.dtype);
     inputs.emplace("mask", make_tensor(*c.mask, mv, c.dtype));
-    mask_expanded = expand(stored(mv, c.dtype), *c.mask, c.shape);
+    mask_expanded = broadcast_to(stored(mv, c.dtype), *c.mask, c.shape);
     m.mask = &mask_expanded;
   }
   std::vector<int32_t> padding;

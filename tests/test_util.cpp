@@ -1,6 +1,7 @@
 #include "test_util.hpp"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace vkformer::testing {
 
@@ -61,6 +62,35 @@ double max_abs_error(const HostTensor& got, const std::vector<double>& want) {
   double m = 0;
   for (size_t i = 0; i < want.size(); ++i) m = std::max(m, std::abs(values[i] - want[i]));
   return m;
+}
+
+std::vector<double> broadcast_to(const std::vector<double>& values, const Shape& in, const Shape& out) {
+  std::vector<double> o(static_cast<size_t>(out.numel()));
+  const int r = out.rank();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t rest = i, src = 0, stride = 1;
+    for (int d = r - 1; d >= 0; --d) {
+      int64_t c = rest % out[d];
+      rest /= out[d];
+      int di = d - (r - in.rank());
+      if (di >= 0) {
+        src += (in[di] == 1 ? 0 : c) * stride;
+        stride *= in[di];
+      }
+    }
+    o[static_cast<size_t>(i)] = values[static_cast<size_t>(src)];
+  }
+  return o;
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old;
+  setenv(name, value, 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (old_) setenv(name_, old_->c_str(), 1);
+  else unsetenv(name_);
 }
 
 }  // namespace vkformer::testing

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,5 +32,22 @@ Tolerance default_tolerance(DType dtype);
                                      Tolerance tol);
 
 double max_abs_error(const HostTensor& got, const std::vector<double>& want);
+
+// `values` of shape `in` broadcast (numpy rules) to `out`, row-major: masks and operands for the
+// double-precision references.
+std::vector<double> broadcast_to(const std::vector<double>& values, const Shape& in, const Shape& out);
+
+// Sets an environment variable (a tuning override) for one scope, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 }  // namespace vkformer::testing

@@ -36,7 +36,6 @@ struct Command {
 Command add_devices_command(CLI::App& app, const GlobalOptions& globals);
 Command add_run_command(CLI::App& app, const GlobalOptions& globals);
 Command add_generate_command(CLI::App& app, const GlobalOptions& globals);
-// TODO(lead): the real demo replaces the placeholder in cmd_demo.cpp.
 Command add_demo_command(CLI::App& app, const GlobalOptions& globals);
 Command add_bench_command(CLI::App& app, const GlobalOptions& globals);  // cmd_bench.cpp, bench/
 

@@ -104,17 +104,8 @@ class HeaderParser {
           index_.emplace(key, entries_->size());
           tensor(std::move(key));
         }
-        ws();
-        if (peek() == ',') {
-          ++pos_;
-          ws();
-          continue;
-        }
-        if (peek() == '}') {
-          ++pos_;
-          break;
-        }
-        syntax(pos_, "expected ',' or '}' after a value, found " + found());
+        if (another('}', "after a value")) continue;
+        break;
       }
     }
     ws();
@@ -129,6 +120,23 @@ class HeaderParser {
     fail(ErrorCode::format,
          label_ + ": invalid safetensors header at byte " + u64s(at) + " of the header: " + what);
   }
+  // After a member or element: skips white space, then consumes ',' (true: another one follows)
+  // or `close` (false: the object or array ends); anything else is a syntax error naming `where`.
+  bool another(char close, const std::string& where) {
+    ws();
+    if (peek() == ',') {
+      ++pos_;
+      ws();
+      return true;
+    }
+    if (peek() == close) {
+      ++pos_;
+      return false;
+    }
+    syntax(pos_, std::string("expected ',' or '") + close + "'" + (where.empty() ? "" : " " + where) +
+                     ", found " + found());
+  }
+
   [[noreturn]] void bad_tensor(const std::string& name, size_t at, const std::string& what) const {
     fail(ErrorCode::format,
          label_ + ": tensor " + quote_name(name) + " (header byte " + u64s(at) + "): " + what);
@@ -286,17 +294,8 @@ class HeaderParser {
           ws();
         }
         skip_value(depth + 1);
-        ws();
-        if (peek() == ',') {
-          ++pos_;
-          ws();
-          continue;
-        }
-        if (peek() == close) {
-          ++pos_;
-          return;
-        }
-        syntax(pos_, std::string("expected ',' or '") + close + "', found " + found());
+        if (another(close, "")) continue;
+        return;
       }
     } else if (c == 't' || c == 'f' || c == 'n') {
       for (std::string_view word : {"true", "false", "null"}) {
@@ -360,17 +359,8 @@ class HeaderParser {
       std::string value = string();
       if (!meta_->emplace(std::move(key), std::move(value)).second)
         syntax(key_pos, "duplicate metadata key");
-      ws();
-      if (peek() == ',') {
-        ++pos_;
-        ws();
-        continue;
-      }
-      if (peek() == '}') {
-        ++pos_;
-        return;
-      }
-      syntax(pos_, "expected ',' or '}' in '__metadata__', found " + found());
+      if (another('}', "in '__metadata__'")) continue;
+      return;
     }
   }
 
@@ -417,18 +407,8 @@ class HeaderParser {
           other_keys.push_back(std::move(key));
           skip_value(1);
         }
-        ws();
-        if (peek() == ',') {
-          ++pos_;
-          ws();
-          continue;
-        }
-        if (peek() == '}') {
-          ++pos_;
-          break;
-        }
-        syntax(pos_, "expected ',' or '}' in the fields of tensor " + quote_name(name) +
-                         ", found " + found());
+        if (another('}', "in the fields of tensor " + quote_name(name))) continue;
+        break;
       }
     }
     if (!dtype) bad_tensor(name, obj_pos, "missing \"dtype\"");
@@ -490,18 +470,8 @@ class HeaderParser {
                        " dimensions (vkformer tensors have rank 0 to 4)");
       dims.push_back(uint("dimension " + std::to_string(dims.size()) + " of the shape of " +
                           quote_name(name)));
-      ws();
-      if (peek() == ',') {
-        ++pos_;
-        ws();
-        continue;
-      }
-      if (peek() == ']') {
-        ++pos_;
-        return dims;
-      }
-      syntax(pos_,
-             "expected ',' or ']' in the shape of " + quote_name(name) + ", found " + found());
+      if (another(']', "in the shape of " + quote_name(name))) continue;
+      return dims;
     }
   }
 
