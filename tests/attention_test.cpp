@@ -171,14 +171,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionTest, ::testing::ValuesIn(attention_cas
 // A device opened with the tiling `tiles` (the same physical device as the other tests), or
 // nullopt where the device cannot run it (no subgroup shuffles, no texel buffers).
 std::optional<Device> open_device_with_tiles(const char* tiles) {
-  ScopedEnv env("VKFORMER_ATTENTION_TILES", tiles);
-  DeviceOptions options;
-  const char* v = std::getenv("VKFORMER_TEST_VALIDATION");
-  options.validation = !(v && std::string(v) == "0");
-  options.sync_validation = options.validation;
-  options.selector = std::to_string(test_device().info().index);
   try {
-    return Device::open(options);
+    return open_test_device_with_env({{"VKFORMER_ATTENTION_TILES", tiles}});
   } catch (const Error& e) {
     if (e.code() != ErrorCode::invalid_argument) throw;
     return std::nullopt;
@@ -206,8 +200,6 @@ TEST_P(AttentionTilingTest, MatchesReference) {
     EXPECT_TRUE(all_close(r.fused, r.want, tol)) << "fused";
     EXPECT_TRUE(all_close(r.fused, as_double(r.unfused), tol)) << "fused vs unfused";
   }
-  for (const auto& m : dev->take_validation_messages())
-    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
 }
 
 INSTANTIATE_TEST_SUITE_P(

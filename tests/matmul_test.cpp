@@ -297,13 +297,7 @@ TEST_F(DeviceTest, MatmulRowsBeyondGridLimit) {
 // The tiling a device gets is a tuning choice; VKFORMER_MATMUL_TILES overrides it, so the GPU
 // tiling (shared memory, barriers) and odd tilings run on whatever device the tests have.
 Device open_device_with_tiles(const char* tiles) {
-  ScopedEnv env("VKFORMER_MATMUL_TILES", tiles);
-  DeviceOptions options;
-  const char* v = std::getenv("VKFORMER_TEST_VALIDATION");
-  options.validation = !(v && std::string(v) == "0");
-  options.sync_validation = options.validation;
-  options.selector = std::to_string(test_device().info().index);
-  return Device::open(options);
+  return open_test_device_with_env({{"VKFORMER_MATMUL_TILES", tiles}});
 }
 
 class MatmulTilingTest : public DeviceTestWithParam<const char*> {};
@@ -323,8 +317,6 @@ TEST_P(MatmulTilingTest, MatchesReference) {
     EXPECT_EQ(plan_on(dev, c).path, vk::MatmulPath::general) << case_name(c);
     check_matmul(dev, c, 5);
   }
-  for (const auto& m : dev.take_validation_messages())
-    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -352,14 +344,7 @@ struct ForcedPath {
 };
 
 Device open_device_with_env(const std::vector<std::pair<const char*, const char*>>& env) {
-  std::vector<std::unique_ptr<ScopedEnv>> scoped;
-  for (auto [name, value] : env) scoped.push_back(std::make_unique<ScopedEnv>(name, value));
-  DeviceOptions options;
-  const char* v = std::getenv("VKFORMER_TEST_VALIDATION");
-  options.validation = !(v && std::string(v) == "0");
-  options.sync_validation = options.validation;
-  options.selector = std::to_string(test_device().info().index);
-  return Device::open(options);
+  return open_test_device_with_env(env);
 }
 
 const ForcedPath kForcedPaths[] = {
@@ -429,8 +414,6 @@ TEST_P(MatmulForcedPathTest, MatchesReference) {
     EXPECT_NE(plan_on(dev, c).path, f.path) << case_name(c);
     check_matmul(dev, c, 7);
   }
-  for (const auto& m : dev.take_validation_messages())
-    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, MatmulForcedPathTest, ::testing::ValuesIn(kForcedPaths),
@@ -458,8 +441,6 @@ TEST_F(DeviceTest, MatmulCoopmatWhereSupportedElseFallsBack) {
   }
   check_matmul(dev, c, 9);
   check_matmul(dev, f16({{2, 33, 40}, {2, 40, 17}}), 9);
-  for (const auto& m : dev.take_validation_messages())
-    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
 }
 
 TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {

@@ -1,7 +1,10 @@
 #include "test_device.hpp"
 
 #include <cstdlib>
+#include <memory>
 #include <string>
+
+#include "test_util.hpp"
 
 namespace vkformer::testing {
 
@@ -20,9 +23,34 @@ Device& test_device() {
   return device;
 }
 
+namespace {
+// Devices a test opened besides test_device(): their messages are checked at its end.
+std::vector<Device>& extra_devices() {
+  static std::vector<Device> devices;
+  return devices;
+}
+}  // namespace
+
+Device open_test_device_with_env(const std::vector<std::pair<const char*, const char*>>& env) {
+  std::vector<std::unique_ptr<ScopedEnv>> scoped;
+  for (auto [name, value] : env) scoped.push_back(std::make_unique<ScopedEnv>(name, value));
+  DeviceOptions options;
+  options.validation = validation_wanted();
+  options.sync_validation = options.validation;
+  options.selector = std::to_string(test_device().info().index);
+  Device d = Device::open(options);
+  extra_devices().push_back(d);
+  return d;
+}
+
 void DeviceTest::TearDown() {
-  auto messages = test_device().take_validation_messages();
-  for (const auto& m : messages) ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
+  auto report = [](Device& d) {
+    for (const auto& m : d.take_validation_messages())
+      ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
+  };
+  report(test_device());
+  for (Device& d : extra_devices()) report(d);
+  extra_devices().clear();
 }
 
 namespace {

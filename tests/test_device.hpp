@@ -4,11 +4,19 @@
 // anything.
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "vkformer/vkformer.hpp"
 
 namespace vkformer::testing {
 
 Device& test_device();
+
+// Another device on the same physical device, opened with the environment variables `env` set
+// (tuning overrides such as VKFORMER_MATMUL_TILES) and with the same validation as test_device().
+// DeviceTest::TearDown checks its validation messages too.
+Device open_test_device_with_env(const std::vector<std::pair<const char*, const char*>>& env);
 
 class DeviceTest : public ::testing::Test {
  protected:
