@@ -124,3 +124,44 @@ TEST_F(DeviceTest, RejectsTensorsBeyondTheBindableRange) {
 
 }  // namespace
 }  // namespace vkformer::testing
+
+namespace vkformer::testing {
+namespace {
+
+// A submission that does not finish in time marks the device lost: that run and every later use
+// fail with device_lost (never a hang or a crash), and tearing everything down afterwards is safe.
+TEST_F(DeviceTest, TimedOutSubmissionMarksTheDeviceLost) {
+  DeviceOptions opts;
+  opts.validation = true;
+  opts.sync_validation = true;
+  opts.selector = std::to_string(device().info().index);
+  opts.timeout_ms = 0;  // every wait times out: the device-loss path, deterministically
+  Device dev = Device::open(opts);
+  {
+    Graph g;
+    g.output("y", g.gelu(g.scale(g.input("x", {4096}), 2.0f)));
+    Executor ex(dev, g);
+    ex.set_input("x", HostTensor({4096}, DType::f32));
+    try {
+      ex.run();
+      ADD_FAILURE() << "expected device_lost";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::device_lost) << e.what();
+      EXPECT_NE(std::string(e.what()).find("did not finish"), std::string::npos) << e.what();
+    }
+    try {
+      ex.run();
+      ADD_FAILURE() << "expected device_lost";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::device_lost) << e.what();
+      EXPECT_NE(std::string(e.what()).find("lost earlier"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(dev.allocate({16}, DType::f32), Error);
+    EXPECT_THROW(Executor(dev, g), Error);
+  }  // the executor goes while its work may still run
+  for (const auto& m : dev.take_validation_messages())
+    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
+}
+
+}  // namespace
+}  // namespace vkformer::testing

@@ -466,6 +466,7 @@ void ExecutorImpl::record() {
 }
 
 ExecutorImpl::~ExecutorImpl() {
+  dev_->core().settle_if_lost();
   VkDevice dev = dev_->core().device();
   if (query_pool_) vkDestroyQueryPool(dev, query_pool_, nullptr);
   if (run_timestamps_) vkDestroyQueryPool(dev, run_timestamps_, nullptr);

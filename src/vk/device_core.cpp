@@ -107,6 +107,10 @@ void DeviceCore::throw_if_lost() const {
                                             "' was lost earlier; open the device again");
 }
 
+void DeviceCore::settle_if_lost() const {
+  if (lost_) vkDeviceWaitIdle(device_);
+}
+
 void DeviceCore::submit_and_wait(VkCommandBuffer cmd, VkFence fence) {
   throw_if_lost();
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};

@@ -34,6 +34,9 @@ class DeviceCore {
   void check(VkResult r, const char* call);
   void throw_if_lost() const;
   bool lost() const { return lost_; }
+  // Before destroying objects a timed-out submission may still use: waits until the device is
+  // idle (a device that is really lost returns VK_ERROR_DEVICE_LOST at once). No-op otherwise.
+  void settle_if_lost() const;
 
   // Features that were enabled at device creation.
   bool storage_16bit = false;

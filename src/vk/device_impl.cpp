@@ -49,11 +49,14 @@ void DeviceImpl::run_once(const std::function<void(VkCommandBuffer)>& record) {
   VkCommandBuffer cmd = VK_NULL_HANDLE;
   core_->check(vkAllocateCommandBuffers(dev, &cbai, &cmd), "vkAllocateCommandBuffers");
   struct Free {
-    VkDevice dev;
+    const vk::DeviceCore& core;
     VkCommandPool pool;
     VkCommandBuffer cmd;
-    ~Free() { vkFreeCommandBuffers(dev, pool, 1, &cmd); }
-  } free_cmd{dev, once_pool_, cmd};
+    ~Free() {
+      core.settle_if_lost();  // a timed-out submission may still be using it
+      vkFreeCommandBuffers(core.device(), pool, 1, &cmd);
+    }
+  } free_cmd{*core_, once_pool_, cmd};
 
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
