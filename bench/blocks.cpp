@@ -206,7 +206,7 @@ std::vector<Benchmark> block_benchmarks() {
   for (DType dt : {DType::f32, DType::f16}) list.push_back(transformer(1, 128, dt));
   list.push_back(transformer(8, 128, DType::f32));
   for (DType dt : {DType::f32, DType::f16})
-    for (int64_t context : {128, 512, 2048})
+    for (int64_t context : {128, 512, 1024, 2048})
       list.push_back(decoder_step(1, context, dt, dt == DType::f32 && context == 128));
   list.push_back(decoder_step(8, 512, DType::f32));
   return list;

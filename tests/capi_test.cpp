@@ -3,6 +3,7 @@
 #include "vkformer/vkformer.h"
 
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,7 +15,8 @@ namespace vkformer::testing {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kGolden = VKF_GOLDEN_DIR;
+// The fixtures: where the build put them, or VKFORMER_GOLDEN_DIR (binaries carried elsewhere).
+const fs::path kGolden = std::getenv("VKFORMER_GOLDEN_DIR") ? std::getenv("VKFORMER_GOLDEN_DIR") : VKF_GOLDEN_DIR;
 
 vkf_tensor view(const HostTensor& t) {
   vkf_tensor v{};

@@ -3,6 +3,7 @@
 // and beam decoding against PyTorch's uncached decoding, and load errors that name the problem.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,7 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kGolden = VKF_GOLDEN_DIR;
+// The fixtures: where the build put them, or VKFORMER_GOLDEN_DIR (binaries carried elsewhere).
+const fs::path kGolden = std::getenv("VKFORMER_GOLDEN_DIR") ? std::getenv("VKFORMER_GOLDEN_DIR") : VKF_GOLDEN_DIR;
 
 json read_json(const fs::path& p) {
   std::ifstream f(p);

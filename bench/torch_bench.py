@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""PyTorch timings of the workloads `vkformer bench` measures, under the same benchmark ids, so
+bench/compare.py can put the two side by side (run both in one command on one GPU).
+
+Times come from torch.cuda.Event pairs around each run (or wall clock on the CPU), after warm-up;
+median, min and max over repeats. PyTorch runs "eager": modules in eval mode under
+torch.inference_mode(), which allows its fused fast paths (as a user would run them).
+
+  python3 bench/torch_bench.py --json torch.json            # CUDA if available, else CPU
+  python3 bench/torch_bench.py --quick --device cpu         # a smoke test without a GPU
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16}
+
+
+def timer(device, fn, warmup, repeats, budget_s):
+    """Median/min/max microseconds of fn() after warm-up, at most `repeats` runs or `budget_s`."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    start = time.perf_counter()
+    for _ in range(repeats):
+        if device.type == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e6)
+        if time.perf_counter() - start > budget_s:
+            break
+    return {"median_us": statistics.median(times), "min_us": min(times), "max_us": max(times),
+            "repeats": len(times)}
+
+
+def shape_id(name, variant, dtype, shape):
+    return f"{name}/{variant}/{dtype}/" + ",".join(f"{k}={v}" for k, v in shape)
+
+
+def sdpa(q, k, v, causal):
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # PyTorch < 2.0
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+class CachedDecoder(nn.Module):
+    """One token through nn.TransformerDecoderLayer weights with K/V caches, written out in
+    eager PyTorch (nn.TransformerDecoder has no cache): what vkformer's decoder_step does."""
+
+    def __init__(self, layers, heads, context, memory_len, batch, dtype, device):
+        super().__init__()
+        self.layers = layers
+        self.h = heads
+        e = layers[0].self_attn.embed_dim
+        self.pos = context - 1
+        mk = lambda: torch.randn(batch, heads, context, e // heads, dtype=dtype, device=device)
+        mm = lambda: torch.randn(batch, heads, memory_len, e // heads, dtype=dtype, device=device)
+        self.caches = [(mk(), mk()) for _ in layers]
+        self.cross = [(mm(), mm()) for _ in layers]
+
+    def heads(self, x):
+        b, s, e = x.shape
+        return x.view(b, s, self.h, e // self.h).transpose(1, 2)
+
+    def forward(self, x):
+        for layer, (kc, vc), (km, vm) in zip(self.layers, self.caches, self.cross):
+            a = layer.self_attn
+            q, k, v = F.linear(x, a.in_proj_weight, a.in_proj_bias).chunk(3, dim=-1)
+            kc[:, :, self.pos] = self.heads(k)[:, :, 0]
+            vc[:, :, self.pos] = self.heads(v)[:, :, 0]
+            o = sdpa(self.heads(q), kc, vc, False).transpose(1, 2).flatten(2)
+            x = layer.norm1(x + a.out_proj(o))
+            c = layer.multihead_attn
+            e = x.shape[-1]
+            qc = F.linear(x, c.in_proj_weight[:e], c.in_proj_bias[:e])
+            o = sdpa(self.heads(qc), km, vm, False).transpose(1, 2).flatten(2)
+            x = layer.norm2(x + c.out_proj(o))
+            x = layer.norm3(x + layer.linear2(F.relu(layer.linear1(x))))
+        return x
+
+
+def benchmarks(device, quick):
+    """(id, make) pairs: make() returns the function to time."""
+    out = []
+
+    def add(name, variant, dtype, shape, make):
+        out.append((shape_id(name, variant, dtype, shape), make))
+
+    dts = ["f32", "f16"] if device.type == "cuda" else ["f32"]  # CPU half matmuls are slow
+    squares = [256, 1024] if quick else [256, 512, 1024, 2048, 4096]
+    for dt in dts:
+        t = DTYPES[dt]
+        for n in squares:
+            def make(n=n, t=t):
+                a = torch.randn(n, n, dtype=t, device=device)
+                b = torch.randn(n, n, dtype=t, device=device)
+                return lambda: torch.matmul(a, b)
+            add("matmul", "square", dt, [("m", n), ("n", n), ("k", n)], make)
+        linears = [("bert-base.qkv", 1024, 2304, 768), ("bert-base.ffn1", 1024, 3072, 768),
+                   ("bert-base.ffn2", 1024, 768, 3072), ("bert-base.out", 1024, 768, 768),
+                   ("d512.qkv", 1024, 1536, 512), ("d512.ffn1", 1024, 2048, 512),
+                   ("d512.ffn2", 1024, 512, 2048)]
+        if not quick:
+            linears += [("bert-base.qkv", 4096, 2304, 768), ("bert-base.ffn1", 4096, 3072, 768),
+                        ("bert-base.ffn2", 4096, 768, 3072)]
+        for variant, m, n, k in linears:
+            def make(m=m, n=n, k=k, t=t):
+                x = torch.randn(m, k, dtype=t, device=device)
+                w = torch.randn(n, k, dtype=t, device=device)
+                b = torch.randn(n, dtype=t, device=device)
+                return lambda: F.linear(x, w, b)
+            add("matmul", variant, dt, [("m", m), ("n", n), ("k", k)], make)
+        if not quick:
+            def make(t=t):
+                a = torch.randn(4096, 14336, dtype=t, device=device)
+                b = torch.randn(14336, 512, dtype=t, device=device)
+                return lambda: torch.matmul(a, b)
+            add("matmul", "ffn-large", dt, [("m", 4096), ("n", 512), ("k", 14336)], make)
+
+        seqs = [128, 512] if quick else [128, 512, 1024, 2048, 4096]
+        for bsz, heads, dk in [(1, 8, 64), (8, 12, 64), (1, 16, 128)]:
+            for s in seqs:
+                for causal in (False, True):
+                    def make(bsz=bsz, heads=heads, dk=dk, s=s, causal=causal, t=t):
+                        q, k, v = (torch.randn(bsz, heads, s, dk, dtype=t, device=device) for _ in range(3))
+                        return lambda: sdpa(q, k, v, causal)
+                    variant = "fused.causal" if causal else "fused"
+                    add("attention", variant, dt,
+                        [("batch", bsz), ("heads", heads), ("seq", s), ("d_k", dk)], make)
+
+        enc = [(1, 128), (8, 128)] if quick else [(1, 128), (1, 512), (8, 128), (8, 512)]
+        for bsz, s in enc:
+            def make(bsz=bsz, s=s, t=t):
+                layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu",
+                                                   batch_first=True).to(device, t).eval()
+                x = torch.randn(bsz, s, 768, dtype=t, device=device)
+                return lambda: layer(x)
+            add("encoder_layer", "bert-base", dt,
+                [("batch", bsz), ("seq", s), ("d_model", 768), ("heads", 12), ("ff", 3072)], make)
+
+        for bsz in ([1] if quick else [1, 8]):
+            def make(bsz=bsz, t=t):
+                model = nn.Transformer(512, 8, 6, 6, 2048, dropout=0.0, batch_first=True).to(device, t).eval()
+                src = torch.randn(bsz, 128, 512, dtype=t, device=device)
+                tgt = torch.randn(bsz, 128, 512, dtype=t, device=device)
+                mask = torch.triu(torch.full((128, 128), float("-inf"), device=device), 1).to(t)
+                return lambda: model(src, tgt, tgt_mask=mask)
+            add("transformer", "d512.6+6", dt,
+                [("batch", bsz), ("src", 128), ("tgt", 128), ("d_model", 512), ("layers", 12)], make)
+
+        for context in ([128] if quick else [128, 512, 1024, 2048]):
+            def make(context=context, t=t):
+                layers = nn.ModuleList(
+                    nn.TransformerDecoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
+                    for _ in range(6)).to(device, t).eval()
+                dec = CachedDecoder(layers, 8, context, 128, 1, t, device)
+                x = torch.randn(1, 1, 512, dtype=t, device=device)
+                return lambda: dec(x)
+            add("decoder_step", "d512.kv-cache", dt,
+                [("batch", 1), ("context", context), ("src", 128), ("d_model", 512), ("layers", 6)], make)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--quick", action="store_true", help="a small subset")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--budget", type=float, default=2.0, help="seconds of timed runs per benchmark")
+    a = p.parse_args()
+    device = torch.device(a.device)
+    info = {"name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+            "torch": torch.__version__, "cuda": torch.version.cuda}
+    print(f"PyTorch {torch.__version__} on {info['name']}")
+    results = []
+    with torch.inference_mode():
+        for bench_id, make in benchmarks(device, a.quick):
+            try:
+                r = timer(device, make(), a.warmup, a.repeats, a.budget)
+                r.update(id=bench_id, status="ok")
+                print(f"{bench_id:80s} {r['median_us']:12.1f} us")
+            except RuntimeError as e:  # out of memory, unsupported dtype on this device, ...
+                r = {"id": bench_id, "status": "skipped", "reason": str(e).splitlines()[0]}
+                print(f"{bench_id:80s} skipped: {r['reason']}")
+            results.append(r)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": info, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
