@@ -1,0 +1,190 @@
+// Executor compilation, first half: lower every live node to dispatches, then plan where each
+// value lives (activation arena with reuse, constant block uploaded once, staging for I/O).
+#include <algorithm>
+#include <cstring>
+
+#include "executor_impl.hpp"
+#include "lowering.hpp"
+#include "memory_planner.hpp"
+
+namespace vkformer {
+
+ExecutorImpl::ExecutorImpl(Device device, const Graph& graph, const CompileOptions& options)
+    : dev_(device.impl_ptr()), options_(options) {
+  dev_->core().throw_if_lost();
+  if (graph.impl().outputs.empty() && graph.impl().pinned.empty())
+    throw Error(ErrorCode::invalid_argument, "the graph has no outputs: call Graph::output");
+  if (options_.profile && !dev_->info().timestamps)
+    throw Error(ErrorCode::unsupported,
+                "profiling needs timestamp queries, which device '" + dev_->info().name + "' lacks");
+  if (options_.timestamps && !dev_->info().timestamps)
+    throw Error(ErrorCode::unsupported, "CompileOptions::timestamps needs timestamp queries, which "
+                                        "device '" + dev_->info().name + "' lacks");
+  build_program(graph.impl());
+  plan_memory_and_upload();
+  create_descriptors();
+  record();
+}
+
+void ExecutorImpl::build_program(const GraphImpl& g) {
+  const size_t nv = g.values.size();
+  program_.values.resize(nv);
+  for (uint32_t v = 0; v < nv; ++v) {
+    const Node& producer = g.nodes[g.values[v].producer];
+    ValueDesc& d = program_.values[v];
+    d.shape = g.values[v].shape;
+    d.dtype = g.values[v].dtype;
+    switch (producer.kind) {
+      case OpKind::input: d.kind = ValueKind::input; break;
+      case OpKind::constant: d.kind = ValueKind::constant; break;
+      case OpKind::external: d.kind = ValueKind::external; break;
+      case OpKind::reshape: d.alias_of = producer.inputs[0]; break;
+      // The updated cache is the cache: same bytes, written in place by the op's dispatch.
+      case OpKind::update_cache: d.alias_of = producer.inputs[0]; break;
+      default: d.kind = ValueKind::activation; break;
+    }
+  }
+  for (auto [value, target] : g.pinned) program_.values[value].alias_of = target;
+  program_.externals = g.externals;
+  for (auto& n : g.nodes) program_.node_labels.push_back(n.label);
+
+  // Only nodes that an output (or a write into an external tensor) depends on are lowered.
+  std::vector<bool> needed(nv, false);
+  for (auto& [name, v] : g.outputs) needed[v] = true;
+  for (auto [value, target] : g.pinned) needed[value] = true;
+  std::vector<bool> live(g.nodes.size(), false);
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    if (!needed[n.output]) continue;
+    live[i] = true;
+    for (uint32_t in : n.inputs) needed[in] = true;
+  }
+  for (auto& [v, t] : g.constants)
+    if (needed[v]) program_.constants.emplace(v, t);
+
+  const OpRegistry& ops = builtin_ops();
+  for (uint32_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!live[i]) continue;
+    if (n.kind == OpKind::input || n.kind == OpKind::constant || n.kind == OpKind::external ||
+        n.kind == OpKind::reshape)
+      continue;
+    LowerFn fn = ops.lower[static_cast<size_t>(n.kind)];
+    if (!fn) throw Error(ErrorCode::internal, n.label + ": op has no lowering registered");
+    Lowering lowering(*dev_, program_, n, i);
+    fn(lowering);
+  }
+
+  for (auto& [name, v] : g.inputs) inputs_.push_back({name, v});
+  for (auto& [name, v] : g.outputs) outputs_.push_back({name, v});
+}
+
+void ExecutorImpl::plan_memory_and_upload() {
+  const DeviceInfo& info = dev_->info();
+  const size_t nv = program_.values.size();
+  const uint32_t steps = static_cast<uint32_t>(program_.dispatches.size()) + 2;
+  // Step 0 uploads inputs, step i+1 runs dispatch i, the last step downloads outputs.
+  std::vector<uint32_t> first(nv, UINT32_MAX), last(nv, 0);
+  auto touch = [&](uint32_t v, uint32_t step) {
+    uint32_t r = program_.root(v);
+    first[r] = std::min(first[r], step);
+    last[r] = std::max(last[r], step);
+  };
+  for (auto& in : inputs_) touch(in.value, 0);
+  for (uint32_t i = 0; i < program_.dispatches.size(); ++i)
+    for (auto& b : program_.dispatches[i].bindings) {
+      touch(b.value, i + 1);
+      const ValueDesc& v = program_.values[b.value];
+      if (v.bytes() > info.max_storage_buffer_range)
+        throw Error(ErrorCode::unsupported,
+                    program_.node_labels[program_.dispatches[i].node] + ": tensor " +
+                        v.shape.str() + " " + std::string(dtype_name(v.dtype)) + " takes " +
+                        std::to_string(v.bytes()) + " bytes, more than device '" + info.name +
+                        "' can bind (maxStorageBufferRange " +
+                        std::to_string(info.max_storage_buffer_range) + ")");
+    }
+  for (auto& out : outputs_) touch(out.value, steps - 1);
+
+  // Activations and inputs share the arena; constants get their own block, uploaded once.
+  std::vector<uint32_t> planned;
+  std::vector<Lifetime> lifetimes;
+  uint64_t unplanned = 0;
+  std::vector<uint32_t> constant_values;
+  for (uint32_t v = 0; v < nv; ++v) {
+    if (program_.values[v].alias_of != kNoValue || first[v] == UINT32_MAX) continue;
+    ValueKind k = program_.values[v].kind;
+    if (k == ValueKind::activation || k == ValueKind::input) {
+      planned.push_back(v);
+      lifetimes.push_back({program_.values[v].bytes(), first[v], last[v]});
+      unplanned += program_.values[v].bytes();
+    } else if (k == ValueKind::constant) {
+      constant_values.push_back(v);
+    }
+  }
+  const uint64_t align = dev_->allocator().alignment();
+  MemoryPlan plan = plan_memory(lifetimes, align, options_.reuse_memory);
+  offsets_.assign(nv, 0);
+  for (size_t i = 0; i < planned.size(); ++i) offsets_[planned[i]] = plan.offsets[i];
+  if (plan.total)
+    arena_ = dev_->allocator().allocate(plan.total, vk::MemoryKind::device, "activation arena");
+  stats_.activation_bytes = plan.total;
+  stats_.unplanned_bytes = unplanned;
+
+  uint64_t const_total = 0;
+  for (uint32_t v : constant_values) {
+    offsets_[v] = const_total;
+    const_total += (program_.values[v].bytes() + align - 1) / align * align;
+  }
+  if (const_total) {
+    constants_ = dev_->allocator().allocate(const_total, vk::MemoryKind::device, "graph constants");
+    auto upload = dev_->allocator().allocate(const_total, vk::MemoryKind::staging, "constant upload");
+    for (uint32_t v : constant_values) {
+      const HostTensor& t = program_.constants.at(v);
+      std::memcpy(upload->mapped() + offsets_[v], t.data(), t.nbytes());
+    }
+    upload->flush();
+    dev_->run_once([&](VkCommandBuffer cmd) {
+      VkBufferCopy region{upload->offset, constants_->offset, const_total};
+      vkCmdCopyBuffer(cmd, upload->buffer(), constants_->buffer(), 1, &region);
+    });
+  }
+  program_.constants.clear();  // on the device now
+  stats_.constant_bytes = const_total;
+
+  uint64_t staging_total = 0;
+  for (auto* slots : {&inputs_, &outputs_})
+    for (auto& s : *slots) {
+      s.staging_offset = staging_total;
+      staging_total += (program_.values[s.value].bytes() + align - 1) / align * align;
+    }
+  if (staging_total)
+    staging_ = dev_->allocator().allocate(staging_total, vk::MemoryKind::staging, "executor staging");
+  stats_.staging_bytes = staging_total;
+}
+
+ExecutorImpl::Location ExecutorImpl::locate(uint32_t value) const {
+  uint32_t r = program_.root(value);
+  const ValueDesc& root = program_.values[r];
+  Location loc;
+  loc.size = program_.values[value].bytes();
+  switch (root.kind) {
+    case ValueKind::activation:
+    case ValueKind::input:
+      loc.allocation = arena_.get();
+      loc.offset = arena_->offset + offsets_[r];
+      break;
+    case ValueKind::constant:
+      loc.allocation = constants_.get();
+      loc.offset = constants_->offset + offsets_[r];
+      break;
+    case ValueKind::external: {
+      const auto& a = program_.externals.at(r).allocation();
+      loc.allocation = a.get();
+      loc.offset = a->offset;
+      break;
+    }
+  }
+  return loc;
+}
+
+}  // namespace vkformer
