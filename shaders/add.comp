@@ -9,9 +9,20 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint MODE = 0;
 
+#ifdef VEC4
+// Modes 1 and 2 only, four elements per invocation: n and dims[3] count vec4s.
+layout(set = 0, binding = 0) readonly buffer A { T4 a[]; };
+layout(set = 0, binding = 1) readonly buffer B { T4 b[]; };
+layout(set = 0, binding = 2) writeonly buffer Out { T4 o[]; };
+#define ELEM T4
+#define LOAD(v) vec4(v)
+#else
 layout(set = 0, binding = 0) readonly buffer A { T a[]; };
 layout(set = 0, binding = 1) readonly buffer B { T b[]; };
 layout(set = 0, binding = 2) writeonly buffer Out { T o[]; };
+#define ELEM T
+#define LOAD(v) float(v)
+#endif
 layout(push_constant) uniform Push {
   uint n;
   uint dims[4];
@@ -22,14 +33,15 @@ layout(push_constant) uniform Push {
 void main() {
   uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   if (MODE == 1u) {
-    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) o[i] = T(float(a[i]) + float(b[i]));
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) o[i] = ELEM(LOAD(a[i]) + LOAD(b[i]));
     return;
   }
   if (MODE == 2u) {
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride)
-      o[i] = T(float(a[i]) + float(b[i % p.dims[3]]));
+      o[i] = ELEM(LOAD(a[i]) + LOAD(b[i % p.dims[3]]));
     return;
   }
+#ifndef VEC4
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     uint rest = i, ia = 0, ib = 0;
     for (int d = 3; d >= 0; --d) {
@@ -40,4 +52,5 @@ void main() {
     }
     o[i] = T(float(a[ia]) + float(b[ib]));
   }
+#endif
 }

@@ -41,3 +41,6 @@ vkf_kernel(layer_norm_rows_add layer_norm_rows.comp DTYPES f32 f16 DEFINES ADD=1
 vkf_kernel(layer_norm_rows_add_subgroup layer_norm_rows.comp DTYPES f32 f16 DEFINES ADD=1 USE_SUBGROUP=1 REQUIRES subgroup_arith)
 vkf_kernel(softmax_rows_mask4 softmax_rows.comp DTYPES f32 f16 DEFINES MASK_TEXEL=1)
 vkf_kernel(softmax_rows_mask4_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES MASK_TEXEL=1 USE_SUBGROUP=1 REQUIRES subgroup_arith)
+vkf_kernel(unary_vec4     unary.comp          DTYPES f32 f16 DEFINES VEC4=1)
+vkf_kernel(add_vec4       add.comp            DTYPES f32 f16 DEFINES VEC4=1)
+vkf_kernel(cast_vec4      cast.comp           DTYPES f32 f16 DEFINES VEC4=1 REQUIRES storage_16bit)

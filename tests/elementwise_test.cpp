@@ -52,7 +52,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, UnaryTest,
                                            UnaryCase{{3, 257}, DType::f32},
                                            UnaryCase{{2, 3, 5, 67}, DType::f32},
                                            UnaryCase{{1}, DType::f16}, UnaryCase{{13, 31}, DType::f16},
-                                           UnaryCase{{2, 3, 5, 67}, DType::f16}),
+                                           UnaryCase{{2, 3, 5, 67}, DType::f16},
+                                           // whole vec4s: the four-per-invocation kernels
+                                           UnaryCase{{4, 64}, DType::f32}, UnaryCase{{2, 3, 8}, DType::f16}),
                          unary_name);
 
 struct AddCase {
@@ -90,6 +92,9 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, AddTest,
     ::testing::Values(AddCase{{5}, {5}, DType::f32}, AddCase{{3, 7}, {7}, DType::f32},
                       AddCase{{7}, {2, 3, 7}, DType::f32}, AddCase{{1, 1, 7}, {2, 3, 7}, DType::f16},
+                      // rows of whole vec4s: the four-per-invocation kernels
+                      AddCase{{3, 8}, {8}, DType::f32}, AddCase{{8}, {2, 3, 8}, DType::f16},
+                      AddCase{{2, 12}, {2, 12}, DType::f32},
                       AddCase{{2, 3, 7}, {3, 1}, DType::f32}, AddCase{{1}, {4, 1, 3}, DType::f32},
                       AddCase{{2, 1, 5, 3}, {4, 1, 3}, DType::f32},
                       AddCase{{3, 1, 13}, {1, 11, 1}, DType::f16},

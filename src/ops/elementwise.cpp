@@ -23,7 +23,10 @@ struct AddPush {
 void lower_unary(Lowering& l, float alpha, Activation act) {
   const ValueDesc& x = l.value(l.input(0));
   uint32_t n = static_cast<uint32_t>(x.shape.numel());
-  l.dispatch(Kernel::unary, x.dtype, {{l.input(0)}, {l.output(), true}},
+  // Four elements per invocation where they come in whole vec4s.
+  const bool vec4 = n % 4 == 0;
+  if (vec4) n /= 4;
+  l.dispatch(vec4 ? Kernel::unary_vec4 : Kernel::unary, x.dtype, {{l.input(0)}, {l.output(), true}},
              PushBlock::of(UnaryPush{n, alpha}), ops::elementwise_grid(l, n),
              {ops::kElementwiseWorkgroup, static_cast<uint32_t>(act)});
 }
@@ -59,14 +62,22 @@ void lower_add(Lowering& l) {
   }
   ops::broadcast_strides4(full->shape, o.shape, p.a_stride);
   ops::broadcast_strides4(other->shape, o.shape, p.b_stride);
-  l.dispatch(Kernel::add, o.dtype, {{inputs[0]}, {inputs[1]}, {l.output(), true}}, PushBlock::of(p),
+  // The two fast modes take four elements per invocation where rows come in whole vec4s.
+  const bool vec4 = mode != kAddGeneral && o.shape.back() % 4 == 0;
+  if (vec4) {
+    p.n /= 4;
+    p.dims[3] /= 4;
+  }
+  l.dispatch(vec4 ? Kernel::add_vec4 : Kernel::add, o.dtype, {{inputs[0]}, {inputs[1]}, {l.output(), true}}, PushBlock::of(p),
              ops::elementwise_grid(l, p.n), {ops::kElementwiseWorkgroup, mode});
 }
 
 void lower_cast(Lowering& l) {
   const ValueDesc& x = l.value(l.input(0));
   uint32_t n = static_cast<uint32_t>(x.shape.numel());
-  l.dispatch(Kernel::cast, x.dtype, {{l.input(0)}, {l.output(), true}}, PushBlock::of(n),
+  const bool vec4 = n % 4 == 0;
+  if (vec4) n /= 4;
+  l.dispatch(vec4 ? Kernel::cast_vec4 : Kernel::cast, x.dtype, {{l.input(0)}, {l.output(), true}}, PushBlock::of(n),
              ops::elementwise_grid(l, n), {ops::kElementwiseWorkgroup});
 }
 
