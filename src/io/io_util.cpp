@@ -306,4 +306,12 @@ HostTensor decode_elements(std::span<const std::byte> src, ElemType type, const 
   return t;
 }
 
+std::string TextCursor::found() const {
+  if (pos_ >= text_.size()) return "the end of the header";
+  auto c = static_cast<unsigned char>(text_[pos_]);
+  if (c >= 0x20 && c < 0x7f) return std::string("'") + static_cast<char>(c) + "'";
+  static const char* hex = "0123456789abcdef";
+  return std::string("byte 0x") + hex[c >> 4] + hex[c & 15];
+}
+
 }  // namespace vkformer::io

@@ -30,6 +30,21 @@ static_assert(std::endian::native == std::endian::little,
 // A name from a file, quoted for a message: non-printable bytes escaped, long names shortened.
 std::string quote_name(std::string_view s, size_t max_chars = 96);
 
+// A read position in a file header's text, shared by the .npy and safetensors header parsers.
+class TextCursor {
+ protected:
+  explicit TextCursor(std::string_view text) : text_(text) {}
+  int peek() const { return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1; }
+  void ws() {
+    while (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r') ++pos_;
+  }
+  // What is at the cursor, for messages: "'x'", "byte 0x07" or "the end of the header".
+  std::string found() const;
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
 // a * b, or false when it does not fit.
 inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_mul_overflow(a, b, out);

@@ -36,10 +36,10 @@ std::string tuple_string(const std::vector<uint64_t>& dims) {
   return s + (dims.size() == 1 ? ",)" : ")");
 }
 
-class HeaderParser {
+class HeaderParser : io::TextCursor {
  public:
   HeaderParser(std::string_view text, std::string_view label, size_t file_offset)
-      : text_(text), label_(label), file_offset_(file_offset) {}
+      : TextCursor(text), label_(label), file_offset_(file_offset) {}
 
   NpyHeader parse() {
     NpyHeader h;
@@ -92,17 +92,6 @@ class HeaderParser {
   [[noreturn]] void error(size_t at, const std::string& what) const {
     fail(ErrorCode::format, std::string(label_) + ": invalid .npy header at file byte " +
                                 std::to_string(file_offset_ + at) + ": " + what);
-  }
-  std::string found() const {
-    if (pos_ >= text_.size()) return "the end of the header";
-    auto c = static_cast<unsigned char>(text_[pos_]);
-    if (c >= 0x20 && c < 0x7f) return std::string("'") + static_cast<char>(c) + "'";
-    static const char* hex = "0123456789abcdef";
-    return std::string("byte 0x") + hex[c >> 4] + hex[c & 15];
-  }
-  int peek() const { return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1; }
-  void ws() {
-    while (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r') ++pos_;
   }
   void expect(char c, const std::string& where) {
     if (peek() != static_cast<unsigned char>(c))
@@ -174,10 +163,8 @@ class HeaderParser {
     return dims;
   }
 
-  std::string_view text_;
   std::string_view label_;
   size_t file_offset_;
-  size_t pos_ = 0;
 };
 
 // The element type of a 'descr' such as '<f4'.

@@ -49,10 +49,10 @@ std::string shape_string(const std::vector<uint64_t>& dims) {
 }
 
 // A JSON reader over the header text that knows the safetensors schema.
-class HeaderParser {
+class HeaderParser : TextCursor {
  public:
   HeaderParser(std::string_view text, const std::string& label, uint64_t data_size)
-      : text_(text), label_(label), data_size_(data_size) {}
+      : TextCursor(text), label_(label), data_size_(data_size) {}
 
   void parse(std::vector<SafetensorsEntry>* entries, std::map<std::string, std::string>* meta) {
     entries_ = entries;
@@ -117,21 +117,7 @@ class HeaderParser {
     fail(ErrorCode::format,
          label_ + ": tensor " + quote_name(name) + " (header byte " + u64s(at) + "): " + what);
   }
-  std::string found() const {
-    if (pos_ >= text_.size()) return "the end of the header";
-    auto c = static_cast<unsigned char>(text_[pos_]);
-    if (c >= 0x20 && c < 0x7f) return std::string("'") + static_cast<char>(c) + "'";
-    static const char* hex = "0123456789abcdef";
-    return std::string("byte 0x") + hex[c >> 4] + hex[c & 15];
-  }
-
   // ---- lexing
-  int peek() const { return pos_ < text_.size() ? static_cast<unsigned char>(text_[pos_]) : -1; }
-  void ws() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
-                                   text_[pos_] == '\n' || text_[pos_] == '\r'))
-      ++pos_;
-  }
   void expect(char c, const std::string& where) {
     if (peek() != static_cast<unsigned char>(c))
       syntax(pos_, std::string("expected '") + c + "' " + where + ", found " + found());
@@ -491,10 +477,8 @@ class HeaderParser {
     }
   }
 
-  std::string_view text_;
   const std::string& label_;
   uint64_t data_size_;
-  size_t pos_ = 0;
   std::vector<SafetensorsEntry>* entries_ = nullptr;
   std::map<std::string, std::string>* meta_ = nullptr;
   std::unordered_map<std::string, size_t> index_;
