@@ -81,6 +81,7 @@ layout(push_constant) uniform Push {
   float scale;
   uint d;                 // head dim of q and k
   uint dv;                // head dim of v
+  uint kv_stride;         // unused here: the tiled kernel's field, one push layout for both
   uint mask_stride[4];    // over [B, H, Sq, Sk]; 0 where the mask broadcasts
 } p;
 

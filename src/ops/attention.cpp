@@ -21,7 +21,7 @@ constexpr int64_t kFusedMaxHeadDim = vk::kFusedAttentionMaxHeadDim;
 using vk::AttentionLaunch;
 using FusedKernel = vk::AttentionTiles::Kernel;
 
-// Push constants of shaders/attention.comp (tiles).
+// Push constants of both fused kernels, shaders/attention.comp (tiles) and attention_rows.comp.
 struct AttentionPush {
   uint32_t sq;
   uint32_t sk;
@@ -31,20 +31,7 @@ struct AttentionPush {
   float scale;
   uint32_t d;
   uint32_t dv;
-  uint32_t kv_stride;
-  uint32_t mask_stride[4];
-};
-
-// Push constants of shaders/attention_rows.comp (rows).
-struct AttentionRowsPush {
-  uint32_t sq;
-  uint32_t sk;
-  uint32_t heads;
-  uint32_t q_blocks;
-  uint32_t groups;
-  float scale;
-  uint32_t d;
-  uint32_t dv;
+  uint32_t kv_stride;  // tiled kernel only (shaders/attention_rows.comp ignores it)
   uint32_t mask_stride[4];
 };
 
@@ -92,24 +79,6 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
                                 {l.output(), true}};
   const uint32_t has_mask = in.mask != kNoValue, has_padding = in.key_padding != kNoValue,
                  has_length = in.key_length != kNoValue;
-  if (t.kernel == FusedKernel::rows) {
-    AttentionRowsPush p{};
-    p.sq = static_cast<uint32_t>(Sq);
-    p.sk = static_cast<uint32_t>(Sk);
-    p.heads = static_cast<uint32_t>(H);
-    p.q_blocks = q_blocks;
-    p.groups = static_cast<uint32_t>(groups);
-    p.scale = a.scale;
-    p.d = static_cast<uint32_t>(D);
-    p.dv = static_cast<uint32_t>(Dv);
-    std::copy(mask_stride, mask_stride + 4, p.mask_stride);
-    // Exact head dims in vec4 chunks: the kernel unrolls over them (one pipeline per head dim).
-    const bool vec4 = D % 4 == 0 && Dv % 4 == 0;
-    l.dispatch(fused_kernel(t), q.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
-               {t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4, has_mask,
-                has_padding, has_length, a.causal});
-    return;
-  }
   AttentionPush p{};
   p.sq = static_cast<uint32_t>(Sq);
   p.sk = static_cast<uint32_t>(Sk);
@@ -121,6 +90,14 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   p.dv = static_cast<uint32_t>(Dv);
   p.kv_stride = static_cast<uint32_t>(std::max(D, Dv)) + 1;
   std::copy(mask_stride, mask_stride + 4, p.mask_stride);
+  if (t.kernel == FusedKernel::rows) {
+    // Exact head dims in vec4 chunks: the kernel unrolls over them (one pipeline per head dim).
+    const bool vec4 = D % 4 == 0 && Dv % 4 == 0;
+    l.dispatch(fused_kernel(t), q.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
+               {t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4, has_mask,
+                has_padding, has_length, a.causal});
+    return;
+  }
   l.dispatch(Kernel::attention, q.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
              {t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
               has_length, a.causal, t.sr, t.sc, t.or_, t.od});
