@@ -21,6 +21,9 @@ void probe() { v[0] = float16_t(float(v[1]) * 2.0); }]=])
 set(_vkf_probe_subgroup_arith [=[
 #extension GL_KHR_shader_subgroup_arithmetic : require
 void probe() { float s = subgroupAdd(1.0); }]=])
+set(_vkf_probe_subgroup_shuffle [=[
+#extension GL_KHR_shader_subgroup_shuffle : require
+void probe() { float s = subgroupShuffleXor(1.0, 1u) + subgroupShuffle(2.0, 0u); }]=])
 set(_vkf_probe_coopmat_nv [=[
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -32,7 +35,7 @@ set(_vkf_probe_coopmat_khr [=[
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 void probe() { coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0); }]=])
 
-set(VKF_GLSL_FEATURES fp16_arith storage_16bit subgroup_arith coopmat_nv coopmat_khr)
+set(VKF_GLSL_FEATURES fp16_arith storage_16bit subgroup_arith subgroup_shuffle coopmat_nv coopmat_khr)
 foreach(feature IN LISTS VKF_GLSL_FEATURES)
   if(NOT DEFINED VKF_GLSL_HAS_${feature})
     set(_src ${PROJECT_BINARY_DIR}/glsl_probe/${feature}.comp)

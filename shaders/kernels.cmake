@@ -1,8 +1,8 @@
 # The kernel manifest: every compute kernel vkformer builds, one line per family.
 #   vkf_kernel(<family> <source> [DTYPES f32 f16] [DEFINES NAME=VALUE ...] [REQUIRES feature ...])
 # The family name becomes vkformer::kernels::Kernel::<family>; one SPIR-V variant per dtype.
-# Features: fp16_arith storage_16bit subgroup_arith coopmat_nv coopmat_khr (f16 implies
-# storage_16bit).
+# Features: fp16_arith storage_16bit subgroup_arith subgroup_shuffle coopmat_nv coopmat_khr
+# (f16 implies storage_16bit).
 
 vkf_kernel(unary          unary.comp          DTYPES f32 f16)
 vkf_kernel(add            add.comp            DTYPES f32 f16)
@@ -22,25 +22,25 @@ vkf_kernel(update_cache   update_cache.comp   DTYPES f32 f16)
 vkf_kernel(peak_fma       peak_fma.comp       DTYPES f32)
 vkf_kernel(peak_copy      peak_copy.comp      DTYPES f32)
 vkf_kernel(attention_rows attention_rows.comp DTYPES f32 f16)
-vkf_kernel(attention_rows_shuffle attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 REQUIRES subgroup_arith)
+vkf_kernel(attention_rows_shuffle attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 REQUIRES subgroup_shuffle)
 vkf_kernel(matmul_texel   matmul_texel.comp   DTYPES f32 f16)
 vkf_kernel(matmul_split   matmul.comp         DTYPES f32 f16 DEFINES SPLIT_K=1)
 vkf_kernel(matmul_reduce  matmul_reduce.comp  DTYPES f32 f16)
 vkf_kernel(matmul_gemv    matmul_gemv.comp    DTYPES f32 f16)
 vkf_kernel(matmul_coopmat_nv  matmul_coopmat.comp DTYPES f16 REQUIRES coopmat_nv fp16_arith)
 vkf_kernel(matmul_coopmat_khr matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_KHR=1 REQUIRES coopmat_khr fp16_arith)
-vkf_kernel(attention_rows_texel attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 TEXEL=1 REQUIRES subgroup_arith)
+vkf_kernel(attention_rows_texel attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 TEXEL=1 REQUIRES subgroup_shuffle)
 vkf_kernel(softmax_rows softmax_rows.comp DTYPES f32 f16)
-vkf_kernel(softmax_rows_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES USE_SUBGROUP=1 REQUIRES subgroup_arith)
+vkf_kernel(softmax_rows_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
 vkf_kernel(matmul_transpose matmul_transpose.comp DTYPES f32 f16)
 vkf_kernel(layer_norm_add layer_norm.comp DTYPES f32 f16 DEFINES ADD=1)
 vkf_kernel(layer_norm_add_subgroup layer_norm.comp DTYPES f32 f16 DEFINES ADD=1 USE_SUBGROUP=1 REQUIRES subgroup_arith)
 vkf_kernel(layer_norm_rows layer_norm_rows.comp DTYPES f32 f16)
-vkf_kernel(layer_norm_rows_subgroup layer_norm_rows.comp DTYPES f32 f16 DEFINES USE_SUBGROUP=1 REQUIRES subgroup_arith)
+vkf_kernel(layer_norm_rows_subgroup layer_norm_rows.comp DTYPES f32 f16 DEFINES USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
 vkf_kernel(layer_norm_rows_add layer_norm_rows.comp DTYPES f32 f16 DEFINES ADD=1)
-vkf_kernel(layer_norm_rows_add_subgroup layer_norm_rows.comp DTYPES f32 f16 DEFINES ADD=1 USE_SUBGROUP=1 REQUIRES subgroup_arith)
+vkf_kernel(layer_norm_rows_add_subgroup layer_norm_rows.comp DTYPES f32 f16 DEFINES ADD=1 USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
 vkf_kernel(softmax_rows_mask4 softmax_rows.comp DTYPES f32 f16 DEFINES MASK_TEXEL=1)
-vkf_kernel(softmax_rows_mask4_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES MASK_TEXEL=1 USE_SUBGROUP=1 REQUIRES subgroup_arith)
+vkf_kernel(softmax_rows_mask4_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES MASK_TEXEL=1 USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
 vkf_kernel(unary_vec4     unary.comp          DTYPES f32 f16 DEFINES VEC4=1)
 vkf_kernel(add_vec4       add.comp            DTYPES f32 f16 DEFINES VEC4=1)
 vkf_kernel(cast_vec4      cast.comp           DTYPES f32 f16 DEFINES VEC4=1 REQUIRES storage_16bit)

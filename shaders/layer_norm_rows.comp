@@ -2,10 +2,6 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
-#ifdef USE_SUBGROUP
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#endif
 // y = (v - mean) / sqrt(var + eps) * gamma + beta over the last dim D, PyTorch's LayerNorm (biased
 // variance, eps inside the square root), with v = x, or v = a + b (ADD: the residual add fused in,
 // computed in fp32). For CPU devices: one small workgroup per row, the row read once.
@@ -17,8 +13,8 @@
 // row of up to LANES * CAP * 4 elements is read once. Statistics in fp32 without cancellation:
 // every value is shifted by the row's first one, K (the shift changes nothing mathematically, and
 // keeps rows like 1000 + N(0, 1) exact), then mean = sum(v - K) / D and
-// var = sum((v - K - mean)^2) / D, two passes over registers. Sums are subgroupAdd (USE_SUBGROUP)
-// or go through shared memory and barriers.
+// var = sum((v - K - mean)^2) / D, two passes over registers. Sums are a subgroup butterfly
+// (USE_SUBGROUP) or go through shared memory and barriers (row_reduce.glsl).
 // Longer rows go through twice: Welford's update per invocation (count, mean, M2 of v - K),
 // combined exactly as Chan et al. do with two plain sums, then a second read for the outputs.
 // D must be a multiple of 4 (checked by the lowering).
@@ -48,23 +44,7 @@ layout(push_constant) uniform Push {
   float eps;
 } p;
 
-#ifndef USE_SUBGROUP
-shared float part[LANES];
-#endif
-
-// The sum of v over the workgroup, in every invocation.
-float row_sum(float v) {
-#ifdef USE_SUBGROUP
-  return subgroupAdd(v);
-#else
-  part[gl_LocalInvocationID.x] = v;
-  barrier();
-  float s = 0.0;
-  for (uint i = 0; i < LANES; ++i) s += part[i];
-  barrier();  // part is reused by the next sum
-  return s;
-#endif
-}
+#include "row_reduce.glsl"
 
 vec4 load_v(uint t) {
 #ifdef ADD

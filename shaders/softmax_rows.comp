@@ -2,10 +2,6 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
-#ifdef USE_SUBGROUP
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#endif
 // Softmax (or log-softmax) over the last dim for CPU devices: one small workgroup per row, the row
 // read once and kept in registers.
 //
@@ -15,7 +11,7 @@
 // (x is a texel buffer: a texel fetch is a plain gather on a CPU, several times cheaper than a
 // buffer load, which checks bounds lane by lane); invocation `lane` holds texels lane + LANES * e,
 // e < CAP, in registers, so a row of up to LANES * CAP * 4 elements is read once:
-//   M = max v (subgroupMax, or shared memory and a barrier without subgroup operations),
+//   M = max v (a subgroup butterfly, or shared memory and barriers: row_reduce.glsl),
 //   S = sum exp(v - M), y = exp(v - M) / S or v - M - log(S).
 // Longer rows go through in two passes: a running pair (m, s) = (max v, sum exp(v - m)) per
 // invocation, rescaled when m grows, combined as (m, s) + (m', s') = (M, s e^(m-M) + s' e^(m'-M)),
@@ -62,35 +58,7 @@ layout(push_constant) uniform Push {
   uint rows_per_batch;  // rows per key-padding-mask row: numel / (B * sk)
 } p;
 
-#ifndef USE_SUBGROUP
-shared float part[LANES];
-#endif
-
-float row_max(float v) {
-#ifdef USE_SUBGROUP
-  return subgroupMax(v);
-#else
-  part[gl_LocalInvocationID.x] = v;
-  barrier();
-  float m = part[0];
-  for (uint i = 1; i < LANES; ++i) m = max(m, part[i]);
-  barrier();  // part is reused by the next reduction
-  return m;
-#endif
-}
-
-float row_sum(float v) {
-#ifdef USE_SUBGROUP
-  return subgroupAdd(v);
-#else
-  part[gl_LocalInvocationID.x] = v;
-  barrier();
-  float s = 0.0;
-  for (uint i = 0; i < LANES; ++i) s += part[i];
-  barrier();
-  return s;
-#endif
-}
+#include "row_reduce.glsl"
 
 void store(uint texel, vec4 y) {
 #if defined(DTYPE_F16)
@@ -140,20 +108,35 @@ void main() {
   const uint lane = gl_LocalInvocationID.x;
   const uint nt = p.sk / 4;  // texels per row
   const uint first_row = flat_workgroup_id() * ROWS;
+  // Where the first row sits in [d0, d1, sq] and in the key-padding batch, advanced row by row
+  // below: an integer division is a scalar loop over the lanes on a CPU (~25 cycles a lane), and
+  // dividing per row cost as much as the row's arithmetic.
+  const uint sq = p.sq, d1 = p.d1, rows_per_batch = p.rows_per_batch;
+  uint qi = first_row % sq, rest = first_row / sq;
+  uint i1 = rest % d1, i0 = rest / d1;
+  uint batch = first_row / rows_per_batch, in_batch = first_row % rows_per_batch;
   for (uint rr = 0; rr < ROWS; ++rr) {
     const uint row = first_row + rr;
     if (row >= p.rows) return;  // uniform: the whole workgroup leaves
     row_base = row * nt;
     limit = int(p.sk);
-    if (CAUSAL) limit = min(limit, int(row % p.sq) + int(p.sk) - int(p.sq) + 1);
+    if (CAUSAL) limit = min(limit, int(qi) + int(p.sk) - int(sq) + 1);
     if (HAS_KEY_LENGTH) limit = min(limit, key_length[0]);
     mask_base = 0;
-    if (HAS_MASK) {
-      uint i = row % p.sq, rest = row / p.sq;
-      mask_base = i * p.mask_stride[2] + (rest % p.d1) * p.mask_stride[1] +
-                  (rest / p.d1) * p.mask_stride[0];
+    if (HAS_MASK)
+      mask_base = qi * p.mask_stride[2] + i1 * p.mask_stride[1] + i0 * p.mask_stride[0];
+    pad_base = HAS_KEY_PADDING ? batch * p.sk : 0;
+    if (++qi == sq) {
+      qi = 0;
+      if (++i1 == d1) {
+        i1 = 0;
+        ++i0;
+      }
     }
-    pad_base = HAS_KEY_PADDING ? (row / p.rows_per_batch) * p.sk : 0;
+    if (++in_batch == rows_per_batch) {
+      in_batch = 0;
+      ++batch;
+    }
 
     if (nt <= LANES * CAP) {
       // The row in registers: texel lane + LANES * e of the row in v[e].

@@ -16,6 +16,8 @@
 #include <random>
 #include <string>
 
+#include "device_impl.hpp"
+#include "kernel_table.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -195,15 +197,27 @@ TEST_F(DeviceTest, LayerNormRejectsBadArguments) {
   EXPECT_THROW(g.add_layer_norm(x, x, ok, ok, -1.0f), Error);
 }
 
-TEST_F(DeviceTest, LayerNormReportsReductionPath) {
+// The CPU row kernels reduce with subgroup shuffles (row_reduce.glsl): their subgroup variants are
+// built and runnable exactly where the device has shuffles; elsewhere the shared-memory ones run.
+TEST_F(DeviceTest, LayerNormRowKernelsReduceWithShufflesWhereTheDeviceHasThem) {
+  auto& pipelines = device().impl().pipelines();
+  for (kernels::Kernel k : {kernels::Kernel::layer_norm_rows_subgroup,
+                            kernels::Kernel::layer_norm_rows_add_subgroup}) {
+    for (DType dtype : {DType::f32, DType::f16}) {
+      const auto* v = kernels::find_variant(k, dtype);
+      ASSERT_NE(v, nullptr);
+      ASSERT_NE(v->spirv, nullptr) << v->name << ": " << v->missing;
+      if (dtype == DType::f16 && !device().info().storage_16bit) continue;
+      EXPECT_EQ(pipelines.supported(*v), device().info().subgroup_shuffle) << v->name;
+    }
+  }
   const char* env = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
-  bool forced_off = env && std::string(env) == "1";
-  RecordProperty("reduction", device().info().subgroup_arithmetic && !forced_off
-                                  ? "subgroup"
-                                  : "shared-memory");
+  const bool forced_off = env && std::string(env) == "1";
+  RecordProperty("reduction", device().info().subgroup_shuffle && !forced_off ? "subgroup"
+                                                                              : "shared-memory");
   std::printf("[ layer_norm ] reductions: %s (subgroup size %u)\n",
-              device().info().subgroup_arithmetic && !forced_off ? "subgroup arithmetic"
-                                                                 : "shared-memory tree",
+              device().info().subgroup_shuffle && !forced_off ? "subgroup shuffles"
+                                                              : "shared-memory tree",
               device().info().subgroup_size);
 }
 

@@ -13,6 +13,8 @@
 #include <limits>
 #include <optional>
 
+#include "device_impl.hpp"
+#include "kernel_table.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -335,13 +337,24 @@ TEST_F(DeviceTest, SoftmaxRejectsBadMasks) {
   }
 }
 
-TEST_F(DeviceTest, ReportsWhichReduction) {
+// The CPU row kernels reduce with subgroup shuffles (row_reduce.glsl): their subgroup variants are
+// built and runnable exactly where the device has shuffles; elsewhere the shared-memory ones run.
+TEST_F(DeviceTest, RowKernelsReduceWithShufflesWhereTheDeviceHasThem) {
+  auto& pipelines = device().impl().pipelines();
+  for (kernels::Kernel k : {kernels::Kernel::softmax_rows_subgroup,
+                            kernels::Kernel::softmax_rows_mask4_subgroup}) {
+    for (DType dtype : {DType::f32, DType::f16}) {
+      const auto* v = kernels::find_variant(k, dtype);
+      ASSERT_NE(v, nullptr);
+      ASSERT_NE(v->spirv, nullptr) << v->name << ": " << v->missing;
+      if (dtype == DType::f16 && !device().info().storage_16bit) continue;
+      EXPECT_EQ(pipelines.supported(*v), device().info().subgroup_shuffle) << v->name;
+    }
+  }
   const char* env = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
-  bool disabled = env && std::string(env) == "1";
+  const bool disabled = env && std::string(env) == "1";
   std::printf("[ softmax  ] reductions: %s\n",
-              disabled || !device().info().subgroup_arithmetic ? "shared memory"
-                                                              : "subgroup arithmetic");
-  SUCCEED();
+              disabled || !device().info().subgroup_shuffle ? "shared memory" : "subgroup shuffles");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ constexpr uint32_t fp16_arith = 1u << 1;      // shaderFloat16
 constexpr uint32_t subgroup_arith = 1u << 2;  // subgroup arithmetic in compute
 constexpr uint32_t coopmat_nv = 1u << 3;      // VK_NV_cooperative_matrix
 constexpr uint32_t coopmat_khr = 1u << 4;     // VK_KHR_cooperative_matrix
+constexpr uint32_t subgroup_shuffle = 1u << 5;  // subgroup shuffles in compute
 }  // namespace Feature
 
 struct VariantEntry {

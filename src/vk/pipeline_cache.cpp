@@ -33,6 +33,7 @@ static std::string missing_features(const kernels::VariantEntry& v, const Device
   need(Feature::storage_16bit, core.storage_16bit, "16-bit storage buffers");
   need(Feature::fp16_arith, core.float16, "float16 arithmetic");
   need(Feature::subgroup_arith, core.info().subgroup_arithmetic, "subgroup arithmetic");
+  need(Feature::subgroup_shuffle, core.info().subgroup_shuffle, "subgroup shuffles");
   need(Feature::coopmat_nv, core.coopmat_nv, "VK_NV_cooperative_matrix");
   need(Feature::coopmat_khr, core.coopmat_khr, "VK_KHR_cooperative_matrix");
   return s;
