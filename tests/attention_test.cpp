@@ -52,6 +52,16 @@ struct Result {
   std::vector<double> want;
 };
 
+// Whether Path::automatic takes the unfused chain on this device: few-query problems (decoding
+// steps) per the tuning, and everything whose scores fit one binding where the tuning prefers it.
+bool automatic_is_unfused(const DeviceInfo& info, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
+                          DType dtype) {
+  const vk::AttentionTiles t = vk::tuning_for(info).attention;
+  const uint64_t score_bytes = uint64_t(B * H * Sq * Sk) * dtype_size(dtype);
+  return Sq <= t.automatic_unfused_max_queries ||
+         (t.automatic_unfused_where_it_fits && score_bytes <= info.max_storage_buffer_range);
+}
+
 Result run_case(Device& device, const AttentionCase& c, bool with_automatic = true) {
   const Shape qs{c.B, c.H, c.Sq, c.D}, ks{c.B, c.H, c.Sk, c.D}, vs{c.B, c.H, c.Sk, c.Dv};
   auto qv = random_values(qs.numel(), 1, -1.5f, 1.5f);
@@ -130,9 +140,9 @@ TEST_P(AttentionTest, FusedAndUnfusedMatchReference) {
   EXPECT_TRUE(all_close(r.fused, r.want, tol)) << "fused";
   EXPECT_TRUE(all_close(r.unfused, r.want, tol)) << "unfused";
   EXPECT_TRUE(all_close(r.fused, as_double(r.unfused), tol)) << "fused vs unfused";
-  // Path::automatic takes the fused kernel, except for the few-query cases the device's tuning
-  // leaves to the unfused chain (decoding steps on CPU devices).
-  const bool auto_unfused = c.Sq <= vk::tuning_for(device().info()).attention.automatic_unfused_max_queries;
+  // Path::automatic takes the fused kernel, except where the device's tuning leaves the problem
+  // to the unfused chain (decoding steps on CPU devices).
+  const bool auto_unfused = automatic_is_unfused(device().info(), c.B, c.H, c.Sq, c.Sk, c.dtype);
   EXPECT_TRUE(all_close(r.automatic, as_double(auto_unfused ? r.unfused : r.fused), {0.0, 0.0}))
       << "automatic is " << (auto_unfused ? "unfused" : "fused");
   RecordProperty("fused_max_abs_error", scientific(max_abs_error(r.fused, r.want)));
@@ -331,7 +341,7 @@ TEST_F(DeviceTest, MoreWorkgroupsThanOneGridDimension) {
   EXPECT_TRUE(all_close(out["o"], want, attention_tolerance(DType::f32)));
 }
 
-TEST_F(DeviceTest, AutomaticPicksTheFusedKernel) {
+TEST_F(DeviceTest, AutomaticPathFollowsTheTuning) {
   const Shape s{2, 2, 9, 64};
   Graph g;
   Tensor q = g.input("q", s), k = g.input("k", s), v = g.input("v", s);
@@ -340,7 +350,31 @@ TEST_F(DeviceTest, AutomaticPicksTheFusedKernel) {
   o.key_padding_mask = g.input("padding", {2, 9}, DType::i32);
   g.output("o", g.attention(q, k, v, o));
   Executor ex(device(), g);
-  EXPECT_EQ(ex.stats().dispatches, 1u);
+  const bool unfused = automatic_is_unfused(device().info(), 2, 2, 9, 9, DType::f32);
+  EXPECT_EQ(ex.stats().dispatches, unfused ? 3u : 1u);
+}
+
+// CPU devices whose subgroup shuffles are not one vector permute (lavapipe beyond 8 lanes) take
+// the unfused chain wherever its scores fit one binding; lavapipe's 8 lanes and GPUs stay fused.
+TEST(AttentionTuning, WideCpuSubgroupsPreferTheUnfusedChainWhereItFits) {
+  DeviceInfo info;
+  info.name = "made-up";
+  info.type = "cpu";
+  info.subgroup_size = info.min_subgroup_size = info.max_subgroup_size = 8;
+  info.subgroup_arithmetic = info.subgroup_shuffle = true;
+  info.max_workgroup_size = {1024, 1024, 64};
+  info.max_workgroup_invocations = 1024;
+  info.max_texel_buffer_elements = 1u << 27;
+  info.shared_memory_bytes = 32768;
+  info.max_storage_buffer_range = uint64_t(128) << 20;
+  EXPECT_FALSE(vk::tuning_for(info).attention.automatic_unfused_where_it_fits);
+  EXPECT_FALSE(automatic_is_unfused(info, 1, 8, 1024, 1024, DType::f32));
+  info.subgroup_size = info.min_subgroup_size = info.max_subgroup_size = 16;
+  EXPECT_TRUE(vk::tuning_for(info).attention.automatic_unfused_where_it_fits);
+  EXPECT_TRUE(automatic_is_unfused(info, 1, 8, 1024, 1024, DType::f32));       // 32 MiB of scores
+  EXPECT_FALSE(automatic_is_unfused(info, 1, 8, 4096, 4096, DType::f32));      // 512 MiB: fused
+  info.type = "discrete";
+  EXPECT_FALSE(vk::tuning_for(info).attention.automatic_unfused_where_it_fits);
 }
 
 // The fused path never materializes the Sq x Sk scores: its memory grows linearly with the

@@ -144,9 +144,14 @@ void lower_attention(Lowering& l) {
   const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
   bool fused_ok = vk::attention_launch_for(tuned, l.info(), problem, &launch) &&
                   l.supported(fused_kernel(launch), l.value(in.q).dtype);
+  const uint64_t score_bytes = static_cast<uint64_t>(qs[0] * qs[1] * qs[2]) *
+                               static_cast<uint64_t>(l.value(in.k).shape[2]) *
+                               dtype_size(l.value(in.q).dtype);
+  const bool unfused_fits = score_bytes <= l.info().max_storage_buffer_range;
   if (a.path == Path::unfused ||
       (a.path == Path::automatic &&
-       (!fused_ok || qs[2] <= tuned.automatic_unfused_max_queries))) {
+       (!fused_ok || qs[2] <= tuned.automatic_unfused_max_queries ||
+        (tuned.automatic_unfused_where_it_fits && unfused_fits)))) {
     lower_unfused(l, in);
     return;
   }

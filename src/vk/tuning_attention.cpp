@@ -36,6 +36,11 @@ AttentionTiles cpu_attention_tiles(const DeviceInfo& info, bool subgroup_ops) {
   // One query row (decoding) wastes 7 of the 8 lanes of a workgroup; the unfused chain's
   // matrix-vector products measured 1.4x faster there (Sk = 64..1024, B = 1..4).
   t.automatic_unfused_max_queries = 1;
+  // lavapipe turns a shuffle into one vector permute only for 8 lanes of 32 bits (AVX2); with
+  // LP_NATIVE_VECTOR_WIDTH=512 (16 lanes) each is a loop over the lanes, and the fused kernel
+  // measured 4.5x (D=64) and 13x (D=128) slower than the unfused chain at B=1, H=8/16, S=1024,
+  // still 2x without shuffles. The fused kernel stays for what the unfused chain cannot bind.
+  t.automatic_unfused_where_it_fits = info.subgroup_size != 8;
   return t;
 }
 

@@ -25,6 +25,9 @@ struct AttentionTiles {
   // `automatic_unfused_max_queries` (decoding steps, Sq = 1, can be faster unfused: matrix-vector
   // products), or else the unfused chain.
   int64_t automatic_unfused_max_queries = 0;
+  // Path::automatic also takes the unfused chain wherever its scores fit one binding: for CPU
+  // devices whose fused kernel is the slower path (see cpu_attention_tiles).
+  bool automatic_unfused_where_it_fits = false;
 };
 
 // One problem's launch: the tiles above fitted to its head dims and the device's limits.
