@@ -357,6 +357,7 @@ TEST_F(DeviceTest, AutomaticPathFollowsTheTuning) {
 // CPU devices whose subgroup shuffles are not one vector permute (lavapipe beyond 8 lanes) take
 // the unfused chain wherever its scores fit one binding; lavapipe's 8 lanes and GPUs stay fused.
 TEST(AttentionTuning, WideCpuSubgroupsPreferTheUnfusedChainWhereItFits) {
+  ScopedEnv as_cpu("VKFORMER_TUNING_AS_GPU", "0"), no_override("VKFORMER_ATTENTION_TILES", "");
   DeviceInfo info;
   info.name = "made-up";
   info.type = "cpu";
