@@ -41,13 +41,16 @@ class TimedDispatches {
                   std::vector<uint32_t> push)
       : dev_(dev), pipeline_(pipeline), list_(std::move(list)), push_(std::move(push)) {
     VkDevice d = dev_.core().device();
-    uint32_t bindings = 0;
-    for (auto& x : list_) bindings += static_cast<uint32_t>(x.bindings.size());
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, bindings};
+    uint32_t buffers = 0, texels = 0;
+    for (auto& x : list_)
+      for (uint32_t b = 0; b < x.bindings.size(); ++b) (is_texel(b) ? texels : buffers) += 1;
+    std::vector<VkDescriptorPoolSize> sizes;
+    if (buffers) sizes.push_back({VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, buffers});
+    if (texels) sizes.push_back({VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, texels});
     VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     dpci.maxSets = static_cast<uint32_t>(list_.size());
-    dpci.poolSizeCount = 1;
-    dpci.pPoolSizes = &size;
+    dpci.poolSizeCount = static_cast<uint32_t>(sizes.size());
+    dpci.pPoolSizes = sizes.data();
     dev_.core().check(vkCreateDescriptorPool(d, &dpci, nullptr, &pool_), "vkCreateDescriptorPool");
     std::vector<VkDescriptorSetLayout> layouts(list_.size(), pipeline_.set_layout);
     sets_.resize(list_.size());
@@ -57,18 +60,33 @@ class TimedDispatches {
     dsai.pSetLayouts = layouts.data();
     dev_.core().check(vkAllocateDescriptorSets(d, &dsai, sets_.data()), "vkAllocateDescriptorSets");
     std::vector<VkDescriptorBufferInfo> infos;
-    infos.reserve(bindings);
+    infos.reserve(buffers);
+    views_.reserve(texels);
     std::vector<VkWriteDescriptorSet> writes;
     for (size_t i = 0; i < list_.size(); ++i)
       for (uint32_t b = 0; b < list_[i].bindings.size(); ++b) {
         const Range& r = list_[i].bindings[b];
-        infos.push_back({r.allocation->buffer(), r.allocation->offset + r.offset, r.size});
         VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         w.dstSet = sets_[i];
         w.dstBinding = b;
         w.descriptorCount = 1;
-        w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        w.pBufferInfo = &infos.back();
+        if (is_texel(b)) {
+          // vec4 texels of f32, the only kind the probes read
+          VkBufferViewCreateInfo bvci{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+          bvci.buffer = r.allocation->buffer();
+          bvci.format = VK_FORMAT_R32G32B32A32_SFLOAT;
+          bvci.offset = r.allocation->offset + r.offset;
+          bvci.range = r.size;
+          views_.push_back(VK_NULL_HANDLE);
+          dev_.core().check(vkCreateBufferView(d, &bvci, nullptr, &views_.back()),
+                            "vkCreateBufferView");
+          w.descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+          w.pTexelBufferView = &views_.back();
+        } else {
+          infos.push_back({r.allocation->buffer(), r.allocation->offset + r.offset, r.size});
+          w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+          w.pBufferInfo = &infos.back();
+        }
         writes.push_back(w);
       }
     vkUpdateDescriptorSets(d, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
@@ -81,9 +99,15 @@ class TimedDispatches {
     VkDevice d = dev_.core().device();
     vkDestroyQueryPool(d, queries_, nullptr);
     vkDestroyDescriptorPool(d, pool_, nullptr);
+    for (VkBufferView v : views_) vkDestroyBufferView(d, v, nullptr);
   }
   TimedDispatches(const TimedDispatches&) = delete;
   TimedDispatches& operator=(const TimedDispatches&) = delete;
+
+  bool is_texel(uint32_t binding) const {
+    return binding < pipeline_.binding_kinds.size() &&
+           pipeline_.binding_kinds[binding] == vk::BindingKind::uniform_texel_buffer;
+  }
 
   // GPU microseconds of all dispatches, recorded back to back (they are independent).
   double run() {
@@ -119,6 +143,7 @@ class TimedDispatches {
   std::vector<uint32_t> push_;
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorSet> sets_;
+  std::vector<VkBufferView> views_;
   VkQueryPool queries_ = VK_NULL_HANDLE;
 };
 
@@ -194,15 +219,18 @@ void fma_probe(DeviceImpl& dev, const PeakOptions& o, Peak& peak) {
 
 struct CopyConfig {
   uint32_t wg, unroll, groups_per_chunk;  // 0 groups: one vec4 per invocation and unroll step
+  bool blocked = false;                   // contiguous blocks per workgroup (peak_copy.comp)
 };
 
-// Copies `bytes` with each configuration and returns the trials (best time of `repeats` each).
-std::vector<PeakTrial> copy_trials(DeviceImpl& dev, uint64_t bytes, const std::vector<CopyConfig>& configs,
-                                   int repeats) {
+// One copy kernel (buffer or texel reads) over `bytes` with each configuration.
+std::vector<PeakTrial> copy_trials_reading(DeviceImpl& dev, uint64_t bytes,
+                                           const std::vector<CopyConfig>& configs, int repeats,
+                                           bool texel) {
   const DeviceInfo& info = dev.info();
-  const auto& v = variant(dev, Kernel::peak_copy);
-  const uint64_t chunk_max =
-      std::min<uint64_t>(info.max_storage_buffer_range, 1ull << 30) & ~uint64_t(255);
+  const auto& v = variant(dev, texel ? Kernel::peak_copy_texel : Kernel::peak_copy);
+  uint64_t chunk_max = std::min<uint64_t>(info.max_storage_buffer_range, 1ull << 30);
+  if (texel) chunk_max = std::min<uint64_t>(chunk_max, uint64_t(info.max_texel_buffer_elements) * 16);
+  chunk_max &= ~uint64_t(255);
   bytes = std::max<uint64_t>(bytes & ~uint64_t(255), 256);
   auto src = dev.allocator().allocate(bytes, vk::MemoryKind::device, "peak_copy source");
   auto dst = dev.allocator().allocate(bytes, vk::MemoryKind::device, "peak_copy destination");
@@ -210,7 +238,8 @@ std::vector<PeakTrial> copy_trials(DeviceImpl& dev, uint64_t bytes, const std::v
   std::vector<PeakTrial> trials;
   for (CopyConfig c : configs) {
     c.wg = std::min({c.wg, info.max_workgroup_invocations, info.max_workgroup_size[0]});
-    const vk::Pipeline& p = dev.pipelines().get(v, std::vector<uint32_t>{c.wg, c.unroll});
+    const vk::Pipeline& p =
+        dev.pipelines().get(v, std::vector<uint32_t>{c.wg, c.unroll, c.blocked ? 1u : 0u});
     // Equal chunks, so one push constant (n) serves every dispatch.
     const uint64_t chunk = std::min(chunk_max, bytes), chunks = bytes / chunk;
     const uint64_t timed_bytes = chunks * chunk;
@@ -225,16 +254,30 @@ std::vector<PeakTrial> copy_trials(DeviceImpl& dev, uint64_t bytes, const std::v
     TimedDispatches t(dev, p, list, {n});
     double best = t.run();  // the first run also faults in the pages on CPU devices
     for (int r = 0; r < repeats; ++r) best = std::min(best, t.run());
-    trials.push_back({fmt("wg=%u unroll=%u groups=%u chunks=%zu bytes=%llu", c.wg, c.unroll, groups,
+    trials.push_back({fmt("read=%s layout=%s wg=%u unroll=%u groups=%u chunks=%zu bytes=%llu",
+                          texel ? "texel" : "buffer", c.blocked ? "blocked" : "strided", c.wg,
+                          c.unroll, groups,
                           list.size(), static_cast<unsigned long long>(timed_bytes)),
                       best, best > 0 ? 2.0 * double(timed_bytes) / best / 1e3 : 0});
   }
   return trials;
 }
 
-const std::vector<CopyConfig> kCopyConfigs = {{64, 1, 0},   {64, 4, 0},      {256, 1, 0},
-                                              {256, 4, 0},  {256, 4, 1024},  {64, 8, 256}};
-const std::vector<CopyConfig> kQuickCopyConfigs = {{64, 4, 0}, {256, 1, 0}};
+// Copies `bytes` with each configuration, reading through storage buffers and, where the device
+// has texel buffers, through texels too; returns the trials (best time of `repeats` each).
+std::vector<PeakTrial> copy_trials(DeviceImpl& dev, uint64_t bytes, const std::vector<CopyConfig>& configs,
+                                   int repeats) {
+  std::vector<PeakTrial> trials = copy_trials_reading(dev, bytes, configs, repeats, false);
+  if (dev.info().max_texel_buffer_elements >= 16 &&
+      dev.pipelines().supported(*kernels::find_variant(Kernel::peak_copy_texel, DType::f32)))
+    for (auto& t : copy_trials_reading(dev, bytes, configs, repeats, true)) trials.push_back(t);
+  return trials;
+}
+
+const std::vector<CopyConfig> kCopyConfigs = {
+    {64, 1, 0},  {64, 4, 0},  {256, 1, 0},       {256, 4, 0},      {256, 4, 1024},
+    {64, 8, 256}, {8, 8, 0, true}, {64, 4, 0, true}, {256, 4, 0, true}};
+const std::vector<CopyConfig> kQuickCopyConfigs = {{64, 4, 0}, {256, 1, 0}, {256, 4, 0, true}};
 
 void copy_probe(DeviceImpl& dev, const PeakOptions& o, Peak& peak) {
   const DeviceInfo& info = dev.info();
