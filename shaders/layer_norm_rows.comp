@@ -109,16 +109,23 @@ void main() {
       if (row >= p.rows) return;
       const uint base = row * nt;
       const float shift = load_v(base).x;
-      float n = 0.0, mean = 0.0, m2 = 0.0;
+      // Four Welford accumulators, one per texel component: four independent dependency chains
+      // and one division per texel (one chain with a division per element was latency-bound).
+      float nc = 0.0;  // values per component so far
+      vec4 mean4 = vec4(0.0), m24 = vec4(0.0);
       for (uint t = lane; t < nt; t += LANES) {
         const vec4 v = load_v(base + t) - shift;
-        [[unroll]] for (uint c = 0; c < 4; ++c) {
-          n += 1.0;
-          const float delta = v[c] - mean;
-          mean += delta / n;
-          m2 += delta * (v[c] - mean);
-        }
+        nc += 1.0;
+        const vec4 delta = v - mean4;
+        mean4 += delta * (1.0 / nc);
+        m24 += delta * (v - mean4);
       }
+      // The four merged (equal counts): Chan et al.'s formula.
+      const float n = 4.0 * nc;
+      const float mean = ((mean4.x + mean4.y) + (mean4.z + mean4.w)) * 0.25;
+      const vec4 dm4 = mean4 - mean;
+      const float m2 = ((m24.x + m24.y) + (m24.z + m24.w)) +
+                       nc * ((dm4.x * dm4.x + dm4.y * dm4.y) + (dm4.z * dm4.z + dm4.w * dm4.w));
       const float row_mean = row_sum(n * mean) * inv_d;
       const float dm = mean - row_mean;
       const float row_m2 = row_sum(m2 + n * dm * dm);

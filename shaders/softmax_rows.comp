@@ -81,6 +81,9 @@ vec4 logits(uint t) {
 #ifdef MASK_TEXEL
   if (HAS_MASK) v += texelFetch(mask4, int(mask_base / 4 + min(t, nt - 1)));
 #endif
+  // Without causal, key-length or key-padding masks nothing in a row is hidden (texels past the
+  // row's end are -inf by the caller): skip the per-element test.
+  if (!CAUSAL && !HAS_KEY_LENGTH && !HAS_KEY_PADDING) return v;
   [[unroll]] for (uint e = 0; e < 4; ++e) {
     const uint j = 4 * t + e;
     bool hidden = int(j) >= limit;
