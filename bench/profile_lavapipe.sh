@@ -13,6 +13,7 @@ repeats=${2:-20}
 root=$(cd "$(dirname "$0")/.." && pwd)
 exe=$root/build/tools/vkformer
 out=${PROFILE_DIR:-$(mktemp -d)}
+mkdir -p "$out"
 for tool in perf gdb objdump; do
   command -v "$tool" >/dev/null || { echo "$0: needs $tool" >&2; exit 2; }
 done

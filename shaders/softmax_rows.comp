@@ -107,49 +107,64 @@ vec4 outputs(vec4 v, float m, float inv_sum, float log_sum) {
   return y;
 }
 
+// Where the next row sits in [d0, d1, sq] and in the key-padding batch, advanced row by row: an
+// integer division is a scalar loop over the lanes on a CPU (~25 cycles a lane), and dividing
+// per row cost as much as the row's arithmetic.
+uint next_row, qi, i1, i0, batch, in_batch;
+
+// Points row_base, limit, mask_base and pad_base at row next_row, then advances to the row after.
+void enter_next_row() {
+  const uint sq = p.sq;
+  row_base = next_row * (p.sk / 4);
+  limit = int(p.sk);
+  if (CAUSAL) limit = min(limit, int(qi) + int(p.sk) - int(sq) + 1);
+  if (HAS_KEY_LENGTH) limit = min(limit, key_length[0]);
+  mask_base = 0;
+  if (HAS_MASK) mask_base = qi * p.mask_stride[2] + i1 * p.mask_stride[1] + i0 * p.mask_stride[0];
+  pad_base = HAS_KEY_PADDING ? batch * p.sk : 0;
+  ++next_row;
+  if (++qi == sq) {
+    qi = 0;
+    if (++i1 == p.d1) {
+      i1 = 0;
+      ++i0;
+    }
+  }
+  if (++in_batch == p.rows_per_batch) {
+    in_batch = 0;
+    ++batch;
+  }
+}
+
 void main() {
   const uint lane = gl_LocalInvocationID.x;
   const uint nt = p.sk / 4;  // texels per row
   const uint first_row = flat_workgroup_id() * ROWS;
-  // Where the first row sits in [d0, d1, sq] and in the key-padding batch, advanced row by row
-  // below: an integer division is a scalar loop over the lanes on a CPU (~25 cycles a lane), and
-  // dividing per row cost as much as the row's arithmetic.
-  const uint sq = p.sq, d1 = p.d1, rows_per_batch = p.rows_per_batch;
-  uint qi = first_row % sq, rest = first_row / sq;
-  uint i1 = rest % d1, i0 = rest / d1;
-  uint batch = first_row / rows_per_batch, in_batch = first_row % rows_per_batch;
-  for (uint rr = 0; rr < ROWS; ++rr) {
-    const uint row = first_row + rr;
-    if (row >= p.rows) return;  // uniform: the whole workgroup leaves
-    row_base = row * nt;
-    limit = int(p.sk);
-    if (CAUSAL) limit = min(limit, int(qi) + int(p.sk) - int(sq) + 1);
-    if (HAS_KEY_LENGTH) limit = min(limit, key_length[0]);
-    mask_base = 0;
-    if (HAS_MASK)
-      mask_base = qi * p.mask_stride[2] + i1 * p.mask_stride[1] + i0 * p.mask_stride[0];
-    pad_base = HAS_KEY_PADDING ? batch * p.sk : 0;
-    if (++qi == sq) {
-      qi = 0;
-      if (++i1 == d1) {
-        i1 = 0;
-        ++i0;
-      }
-    }
-    if (++in_batch == rows_per_batch) {
-      in_batch = 0;
-      ++batch;
-    }
+  if (first_row >= p.rows) return;  // uniform: the whole workgroup leaves
+  next_row = first_row;
+  qi = first_row % p.sq;
+  const uint rest = first_row / p.sq;
+  i1 = rest % p.d1;
+  i0 = rest / p.d1;
+  batch = first_row / p.rows_per_batch;
+  in_batch = first_row % p.rows_per_batch;
 
-    if (nt <= LANES * CAP) {
-      // The row in registers: texel lane + LANES * e of the row in v[e].
-      vec4 v[CAP];
+  if (nt <= LANES * CAP) {
+    // Rows in registers, software-pipelined: texel lane + LANES * e of the row in v[e], and the
+    // next row's texels are read while this row's outputs are stored, so that the loads and the
+    // stores (both scalar loops over the lanes on a CPU) overlap instead of coming in bursts.
+    vec4 v[CAP];
+    enter_next_row();
+    [[unroll]] for (uint e = 0; e < CAP; ++e) {
+      const uint t = lane + LANES * e;
+      v[e] = t < nt ? logits(t) : vec4(NEG_INF);
+    }
+    for (uint rr = 0; rr < ROWS; ++rr) {
+      const uint row = first_row + rr;
+      if (row >= p.rows) return;  // uniform
       float m = NEG_INF;
-      [[unroll]] for (uint e = 0; e < CAP; ++e) {
-        const uint t = lane + LANES * e;
-        v[e] = t < nt ? logits(t) : vec4(NEG_INF);
+      [[unroll]] for (uint e = 0; e < CAP; ++e)
         m = max(m, max(max(v[e].x, v[e].y), max(v[e].z, v[e].w)));
-      }
       const float row_m = row_max(m);
       const bool empty = row_m == NEG_INF;
       const float m_safe = empty ? 0.0 : row_m;
@@ -165,6 +180,8 @@ void main() {
       const float row_s = row_sum(s);
       const float inv_sum = empty ? 0.0 : 1.0 / row_s;
       const float log_sum = empty ? 0.0 : log(row_s);
+      const uint out_base = row_base;
+      if (rr + 1 < ROWS && row + 1 < p.rows) enter_next_row();  // else re-read this row, unused
       [[unroll]] for (uint e = 0; e < CAP; ++e) {
         const uint t = lane + LANES * e;
         vec4 y;
@@ -174,9 +191,15 @@ void main() {
           else
             y[c] = v[e][c] * inv_sum;
         }
-        if (t < nt) store(row_base + t, y);
+        if (t < nt) store(out_base + t, y);
+        v[e] = t < nt ? logits(t) : vec4(NEG_INF);
       }
-    } else {
+    }
+  } else {
+    for (uint rr = 0; rr < ROWS; ++rr) {
+      const uint row = first_row + rr;
+      if (row >= p.rows) return;  // uniform
+      enter_next_row();
       // Long rows: a running (m, s) per invocation, then a second read.
       float m = NEG_INF, s = 0.0;
       for (uint t = lane; t < nt; t += LANES) {
@@ -196,7 +219,8 @@ void main() {
       const float row_s = row_sum(m == NEG_INF ? 0.0 : s * exp(m - m_safe));
       const float inv_sum = empty ? 0.0 : 1.0 / row_s;
       const float log_sum = empty ? 0.0 : log(row_s);
-      for (uint t = lane; t < nt; t += LANES) store(row_base + t, outputs(logits(t), m_safe, inv_sum, log_sum));
+      for (uint t = lane; t < nt; t += LANES)
+        store(row_base + t, outputs(logits(t), m_safe, inv_sum, log_sum));
     }
   }
 }

@@ -145,6 +145,11 @@ std::vector<SoftmaxCase> softmax_cases() {
       {"texel_long_row_causal", {3, 2052}, DType::f32, 1.0f, true},
       {"texel_long_row_masked", {2, 1, 1100}, DType::f32, 1.0f, false, Shape{1100}, true},
       {"texel_many_rows", {301, 8}, DType::f32, 1.5f, true},
+      // Several rows per workgroup (rows / 128 of them), read one row ahead: each row's masks
+      // (causal limit, mask row, padding batch) must follow it across query, head and batch
+      // boundaries inside a workgroup.
+      {"texel_pipelined_rows_all_masks", {4, 3, 40, 64}, DType::f32, 0.5f, true, Shape{3, 40, 64}, true},
+      {"texel_pipelined_rows_log", {2, 3, 50, 36}, DType::f32, 1.0f, false, Shape{2, 1, 50, 36}, true, true},
       {"texel_rows_1000_log", {3, 1000}, DType::f32, 0.25f, false, {}, false, true},
   };
   std::vector<SoftmaxCase> all = base;
