@@ -154,17 +154,16 @@ void main() {
     // next row's texels are read while this row's outputs are stored, so that the loads and the
     // stores (both scalar loops over the lanes on a CPU) overlap instead of coming in bursts.
     vec4 v[CAP];
+    float m = NEG_INF;  // this invocation's maximum of v
     enter_next_row();
     [[unroll]] for (uint e = 0; e < CAP; ++e) {
       const uint t = lane + LANES * e;
       v[e] = t < nt ? logits(t) : vec4(NEG_INF);
+      m = max(m, max(max(v[e].x, v[e].y), max(v[e].z, v[e].w)));
     }
     for (uint rr = 0; rr < ROWS; ++rr) {
       const uint row = first_row + rr;
       if (row >= p.rows) return;  // uniform
-      float m = NEG_INF;
-      [[unroll]] for (uint e = 0; e < CAP; ++e)
-        m = max(m, max(max(v[e].x, v[e].y), max(v[e].z, v[e].w)));
       const float row_m = row_max(m);
       const bool empty = row_m == NEG_INF;
       const float m_safe = empty ? 0.0 : row_m;
@@ -193,6 +192,7 @@ void main() {
         }
         if (t < nt) store(out_base + t, y);
         v[e] = t < nt ? logits(t) : vec4(NEG_INF);
+        m = max(e == 0 ? NEG_INF : m, max(max(v[e].x, v[e].y), max(v[e].z, v[e].w)));
       }
     }
   } else {
