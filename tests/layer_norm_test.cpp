@@ -16,8 +16,7 @@
 #include <random>
 #include <string>
 
-#include "device_impl.hpp"
-#include "kernel_table.hpp"
+#include "kernel_variants.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -205,17 +204,9 @@ TEST_F(DeviceTest, LayerNormRejectsBadArguments) {
 // The CPU row kernels reduce with subgroup shuffles (row_reduce.glsl): their subgroup variants are
 // built and runnable exactly where the device has shuffles; elsewhere the shared-memory ones run.
 TEST_F(DeviceTest, LayerNormRowKernelsReduceWithShufflesWhereTheDeviceHasThem) {
-  auto& pipelines = device().impl().pipelines();
-  for (kernels::Kernel k : {kernels::Kernel::layer_norm_rows_subgroup,
-                            kernels::Kernel::layer_norm_rows_add_subgroup}) {
-    for (DType dtype : {DType::f32, DType::f16}) {
-      const auto* v = kernels::find_variant(k, dtype);
-      ASSERT_NE(v, nullptr);
-      ASSERT_NE(v->spirv, nullptr) << v->name << ": " << v->missing;
-      if (dtype == DType::f16 && !device().info().storage_16bit) continue;
-      EXPECT_EQ(pipelines.supported(*v), device().info().subgroup_shuffle) << v->name;
-    }
-  }
+  expect_runnable_exactly_where(
+      device(), {kernels::Kernel::layer_norm_rows_subgroup, kernels::Kernel::layer_norm_rows_add_subgroup},
+      device().info().subgroup_shuffle);
   const char* env = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
   const bool forced_off = env && std::string(env) == "1";
   RecordProperty("reduction", device().info().subgroup_shuffle && !forced_off ? "subgroup"

@@ -13,8 +13,7 @@
 #include <limits>
 #include <optional>
 
-#include "device_impl.hpp"
-#include "kernel_table.hpp"
+#include "kernel_variants.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -345,17 +344,9 @@ TEST_F(DeviceTest, SoftmaxRejectsBadMasks) {
 // The CPU row kernels reduce with subgroup shuffles (row_reduce.glsl): their subgroup variants are
 // built and runnable exactly where the device has shuffles; elsewhere the shared-memory ones run.
 TEST_F(DeviceTest, RowKernelsReduceWithShufflesWhereTheDeviceHasThem) {
-  auto& pipelines = device().impl().pipelines();
-  for (kernels::Kernel k : {kernels::Kernel::softmax_rows_subgroup,
-                            kernels::Kernel::softmax_rows_mask4_subgroup}) {
-    for (DType dtype : {DType::f32, DType::f16}) {
-      const auto* v = kernels::find_variant(k, dtype);
-      ASSERT_NE(v, nullptr);
-      ASSERT_NE(v->spirv, nullptr) << v->name << ": " << v->missing;
-      if (dtype == DType::f16 && !device().info().storage_16bit) continue;
-      EXPECT_EQ(pipelines.supported(*v), device().info().subgroup_shuffle) << v->name;
-    }
-  }
+  expect_runnable_exactly_where(
+      device(), {kernels::Kernel::softmax_rows_subgroup, kernels::Kernel::softmax_rows_mask4_subgroup},
+      device().info().subgroup_shuffle);
   const char* env = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
   const bool disabled = env && std::string(env) == "1";
   std::printf("[ softmax  ] reductions: %s\n",
