@@ -135,13 +135,17 @@ TEST_F(DeviceTest, TimedOutSubmissionMarksTheDeviceLost) {
   opts.validation = true;
   opts.sync_validation = true;
   opts.selector = std::to_string(device().info().index);
-  opts.timeout_ms = 0;  // every wait times out: the device-loss path, deterministically
+  opts.timeout_ms = 0;  // a wait returns at once: unfinished work is the device-loss path
   Device dev = Device::open(opts);
   {
+    // Work that takes tens of milliseconds even on a GPU-less CI machine: a wait right after the
+    // submission cannot find it done. (A few microseconds of work sometimes finished before the
+    // wait on a loaded machine, and the run then succeeded.)
     Graph g;
-    g.output("y", g.gelu(g.scale(g.input("x", {4096}), 2.0f)));
+    g.output("y", g.gelu(g.matmul(g.input("a", {512, 2048}), g.input("b", {2048, 2048}))));
     Executor ex(dev, g);
-    ex.set_input("x", HostTensor({4096}, DType::f32));
+    ex.set_input("a", HostTensor({512, 2048}, DType::f32));
+    ex.set_input("b", HostTensor({2048, 2048}, DType::f32));
     try {
       ex.run();
       ADD_FAILURE() << "expected device_lost";
