@@ -85,6 +85,12 @@ void row_stats(float nc, vec4 mean4, vec4 m24, float inv_d, out float row_mean, 
   rstd = inversesqrt(row_sum(m2 + n * dm * dm) * inv_d + p.eps);
 }
 
+// Output texel t of a long row: its second read, normalized, times gamma plus beta.
+void store_output(uint base, uint t, float shift, float row_mean, float rstd) {
+  const vec4 v = load_v(base + t) - shift;
+  store(base + t, (v - row_mean) * rstd * texelFetch(gamma4, int(t)) + texelFetch(beta4, int(t)));
+}
+
 void main() {
   const uint lane = gl_LocalInvocationID.x;
   const uint nt = p.d / 4;  // texels per row
@@ -126,12 +132,12 @@ void main() {
       }
       const float var = row_sum((sq4.x + sq4.y) + (sq4.z + sq4.w)) * inv_d;
       const float rstd = inversesqrt(var + p.eps);
-      // The next row, or this one again (unused) after the workgroup's last.
-      const uint next = rr + 1 < ROWS && row + 1 < p.rows ? base + nt : base;
+      const bool has_next = rr + 1 < ROWS && row + 1 < p.rows;  // uniform
+      const uint next = base + nt;
       [[unroll]] for (uint e = 0; e < CAP; ++e) {
         const uint t = lane + LANES * e;
         if (t < nt) store(base + t, v[e] * rstd * g[e] + bt[e]);
-        x[e] = load_v(next + min(t, nt - 1));
+        if (has_next) x[e] = load_v(next + min(t, nt - 1));
       }
       base = next;
     }
@@ -149,20 +155,21 @@ void main() {
       if (row >= p.rows) return;
       float row_mean, rstd;
       row_stats(nc, mean4, m24, inv_d, row_mean, rstd);
-      // The next row, or this one again (unused) after the workgroup's last.
-      const uint next = rr + 1 < ROWS && row + 1 < p.rows ? base + nt : base;
-      const float next_shift = load_v(next).x;
-      nc = 0.0;
-      mean4 = vec4(0.0);
-      m24 = vec4(0.0);
-      for (uint t = lane; t < nt; t += LANES) {
-        const vec4 v = load_v(base + t) - shift;
-        store(base + t, (v - row_mean) * rstd * texelFetch(gamma4, int(t)) +
-                            texelFetch(beta4, int(t)));
-        welford(load_v(next + t) - next_shift, nc, mean4, m24);
+      const uint next = base + nt;
+      if (rr + 1 < ROWS && row + 1 < p.rows) {  // uniform
+        const float next_shift = load_v(next).x;
+        nc = 0.0;
+        mean4 = vec4(0.0);
+        m24 = vec4(0.0);
+        for (uint t = lane; t < nt; t += LANES) {
+          store_output(base, t, shift, row_mean, rstd);
+          welford(load_v(next + t) - next_shift, nc, mean4, m24);
+        }
+        shift = next_shift;
+      } else {
+        for (uint t = lane; t < nt; t += LANES) store_output(base, t, shift, row_mean, rstd);
       }
       base = next;
-      shift = next_shift;
     }
   }
 }

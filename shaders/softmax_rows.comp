@@ -180,7 +180,8 @@ void main() {
       const float inv_sum = empty ? 0.0 : 1.0 / row_s;
       const float log_sum = empty ? 0.0 : log(row_s);
       const uint out_base = row_base;
-      if (rr + 1 < ROWS && row + 1 < p.rows) enter_next_row();  // else re-read this row, unused
+      const bool has_next = rr + 1 < ROWS && row + 1 < p.rows;  // uniform
+      if (has_next) enter_next_row();
       [[unroll]] for (uint e = 0; e < CAP; ++e) {
         const uint t = lane + LANES * e;
         vec4 y;
@@ -191,8 +192,10 @@ void main() {
             y[c] = v[e][c] * inv_sum;
         }
         if (t < nt) store(out_base + t, y);
-        v[e] = t < nt ? logits(t) : vec4(NEG_INF);
-        m = max(e == 0 ? NEG_INF : m, max(max(v[e].x, v[e].y), max(v[e].z, v[e].w)));
+        if (has_next) {
+          v[e] = t < nt ? logits(t) : vec4(NEG_INF);
+          m = max(e == 0 ? NEG_INF : m, max(max(v[e].x, v[e].y), max(v[e].z, v[e].w)));
+        }
       }
     }
   } else {
