@@ -200,15 +200,8 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
   a.path = options.path;
   if (options.mask) {
     const Tensor& m = *options.mask;
-    ops::require_float(*impl_, op, "mask", m);
-    if (m.dtype != q.dtype)
-      shape_error(impl_->label(op), "mask " + describe(m) + " must have q's dtype; q is " +
-                                        describe(q));
-    Shape b;
-    if (!broadcast_shapes(m.shape, scores, &b) || b != scores)
-      shape_error(impl_->label(op), "mask " + m.shape.str() +
-                                        " does not broadcast to the scores [B, H, Sq, Sk] = " +
-                                        scores.str());
+    ops::require_additive_mask(*impl_, op, m, "q", q, scores,
+                               "the scores [B, H, Sq, Sk] = " + scores.str());
     inputs.push_back(m.id);
     a.has_mask = true;
   }

@@ -27,6 +27,18 @@ void require_rank(const GraphImpl& g, const std::string& op, const char* arg, co
                                  describe(t));
 }
 
+void require_additive_mask(const GraphImpl& g, const std::string& op, const Tensor& mask,
+                           const char* like_name, const Tensor& like, const Shape& target,
+                           const std::string& target_desc) {
+  require_float(g, op, "mask", mask);
+  if (mask.dtype != like.dtype)
+    shape_error(g.label(op), "mask " + describe(mask) + " must have " + like_name + "'s dtype; " +
+                                 like_name + " is " + describe(like));
+  Shape b;
+  if (!broadcast_shapes(mask.shape, target, &b) || b != target)
+    shape_error(g.label(op), "mask " + mask.shape.str() + " does not broadcast to " + target_desc);
+}
+
 void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]) {
   int offset = 4 - out.rank();
   int in_offset = 4 - in.rank();

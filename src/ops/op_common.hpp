@@ -17,6 +17,11 @@ void require_dtype(const GraphImpl& g, const std::string& op, const char* arg, c
 // Throws unless rank(t) is within [lo, hi].
 void require_rank(const GraphImpl& g, const std::string& op, const char* arg, const Tensor& t,
                   int lo, int hi);
+// Throws unless `mask` is an additive mask for `target`: float, of `like`'s dtype (`like_name`
+// in the message), broadcasting to exactly `target` (`target_desc` in the message).
+void require_additive_mask(const GraphImpl& g, const std::string& op, const Tensor& mask,
+                           const char* like_name, const Tensor& like, const Shape& target,
+                           const std::string& target_desc);
 
 // Strides of `in` right-aligned into rank 4 when broadcast (numpy rules) against `out`; 0 where
 // it repeats.

@@ -168,14 +168,7 @@ Tensor Graph::softmax(Tensor x, const SoftmaxOptions& options) {
   a.log = options.log;
   if (options.mask) {
     const Tensor& m = *options.mask;
-    ops::require_float(*impl_, op, "mask", m);
-    if (m.dtype != x.dtype)
-      shape_error(impl_->label(op), "mask " + describe(m) + " must have x's dtype; x is " +
-                                        describe(x));
-    Shape b;
-    if (!broadcast_shapes(m.shape, x.shape, &b) || b != x.shape)
-      shape_error(impl_->label(op), "mask " + m.shape.str() + " does not broadcast to x " +
-                                        x.shape.str());
+    ops::require_additive_mask(*impl_, op, m, "x", x, x.shape, "x " + x.shape.str());
     inputs.push_back(m.id);
     a.has_mask = true;
   }
