@@ -125,12 +125,6 @@ std::vector<double> as_double(const HostTensor& t) {
   return {f.begin(), f.end()};
 }
 
-std::string scientific(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2e", v);
-  return buf;
-}
-
 class AttentionTest : public DeviceTestWithParam<AttentionCase> {};
 
 TEST_P(AttentionTest, FusedAndUnfusedMatchReference) {
@@ -145,8 +139,8 @@ TEST_P(AttentionTest, FusedAndUnfusedMatchReference) {
   const bool auto_unfused = automatic_is_unfused(device().info(), c.B, c.H, c.Sq, c.Sk, c.dtype);
   EXPECT_TRUE(all_close(r.automatic, as_double(auto_unfused ? r.unfused : r.fused), {0.0, 0.0}))
       << "automatic is " << (auto_unfused ? "unfused" : "fused");
-  RecordProperty("fused_max_abs_error", scientific(max_abs_error(r.fused, r.want)));
-  RecordProperty("unfused_max_abs_error", scientific(max_abs_error(r.unfused, r.want)));
+  RecordProperty("fused_max_abs_error", sci(max_abs_error(r.fused, r.want)));
+  RecordProperty("unfused_max_abs_error", sci(max_abs_error(r.unfused, r.want)));
 }
 
 std::vector<AttentionCase> attention_cases() {

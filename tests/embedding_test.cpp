@@ -17,13 +17,6 @@
 namespace vkformer::testing {
 namespace {
 
-// "1.23e-06": max errors recorded as test properties (see --gtest_output=xml).
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
 constexpr Tolerance kExact{0.0, 0.0};
 
 std::string shape_name(const Shape& s) {

@@ -24,13 +24,6 @@
 namespace vkformer::testing {
 namespace {
 
-// "1.23e-06": max errors recorded as test properties (see --gtest_output=xml).
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
 struct LayerNormCase {
   Shape shape;
   DType dtype;

@@ -1,6 +1,7 @@
 #include "test_util.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace vkformer::testing {
@@ -55,6 +56,12 @@ Tolerance default_tolerance(DType dtype) {
          << bad << " of " << want.size() << " elements out of tolerance (atol " << tol.atol
          << ", rtol " << tol.rtol << "); worst at flat index " << worst << ": got " << values[worst]
          << ", want " << want[worst] << "; max abs error " << max_err;
+}
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
 }
 
 double max_abs_error(const HostTensor& got, const std::vector<double>& want) {

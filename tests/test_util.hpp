@@ -32,6 +32,8 @@ Tolerance default_tolerance(DType dtype);
                                      Tolerance tol);
 
 double max_abs_error(const HostTensor& got, const std::vector<double>& want);
+// "1.23e-06": an error as text, for RecordProperty (see --gtest_output=xml).
+std::string sci(double v);
 
 // `values` of shape `in` broadcast (numpy rules) to `out`, row-major: masks and operands for the
 // double-precision references.
