@@ -19,7 +19,8 @@
 //      serves LANES keys. Without it every invocation loads every key itself.
 //   2. Scores s = q·k (+ mask) for R rows x LANES keys, -inf where a boolean mask hides the key.
 //   3. Online softmax per row: m' = max(m, max s), p = exp(s - m'), l' = l exp(m - m') + sum p,
-//      acc' = acc exp(m - m') + sum p v, with V shared like K.
+//      acc' = acc exp(m - m') + sum p v, with V shared like K, or (PV_COLUMNS below) with each
+//      lane accumulating some output columns of all the workgroup's rows.
 // At the end out = acc / l, or 0 for a row that saw no visible key. Hidden keys get p = 0 by a
 // select, never through exp(-inf) (a CPU exp may clamp its input and give 2^-127, not 0), and
 // m - m' only ever subtracts a finite m', so neither NaN nor overflow appears (+-1e10 logits
@@ -51,6 +52,18 @@ layout(constant_id = 5) const bool HAS_MASK = false;
 layout(constant_id = 6) const bool HAS_KEY_PADDING = false;
 layout(constant_id = 7) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 8) const bool CAUSAL = false;
+
+#ifdef TEXEL
+// P.V by columns where DV is a multiple of 4 * LANES: invocation `lane` accumulates output texels
+// cc * LANES + lane (cc < DVC) of every row of the workgroup, so a probability is broadcast once
+// per row and key instead of each V element once per key: 1/8 of the permutes at DV = 128,
+// R = 2, and each V fetch reads LANES contiguous texels.
+const uint DVC = (DV4 + LANES - 1) / LANES;  // texels per lane and row (>= 1: arrays need a size)
+const bool PV_COLUMNS = DV4 % LANES == 0;
+#else
+const uint DVC = 1;
+const bool PV_COLUMNS = false;
+#endif
 
 // Absent optional inputs are bound to q and never read. Q, K, V and Out have vec4 views too.
 #ifdef TEXEL
@@ -124,13 +137,18 @@ void main() {
   const uint D = p.d, DV = p.dv;
 
   vec4 qr[R * D4];
-  vec4 acc[R * DV4];
+  vec4 acc[PV_COLUMNS ? 1 : R * DV4];
+  vec4 acc_cols[PV_COLUMNS ? R * LANES * DVC : 1];  // [row of the workgroup][cc]
   float m[R], l[R];
   [[unroll]] for (uint r = 0; r < R; ++r) {
     uint row = min(q0 + r * LANES + lane, p.sq - 1);  // rows past the end compute garbage, unstored
     uint base = (bh * p.sq + row) * D;
     [[unroll]] for (uint c = 0; c < D4; ++c) qr[r * D4 + c] = load_q(base, c) * p.scale;
-    [[unroll]] for (uint c = 0; c < DV4; ++c) acc[r * DV4 + c] = vec4(0.0);
+    if (PV_COLUMNS) {
+      [[unroll]] for (uint e = 0; e < LANES * DVC; ++e) acc_cols[r * LANES * DVC + e] = vec4(0.0);
+    } else {
+      [[unroll]] for (uint c = 0; c < DV4; ++c) acc[r * DV4 + c] = vec4(0.0);
+    }
     m[r] = NEG_INF;
     l[r] = 0.0;
   }
@@ -177,6 +195,7 @@ void main() {
 
     // Masks, then the online softmax update of each row.
     float pr[R * LANES];
+    float alpha_r[R];
     [[unroll]] for (uint r = 0; r < R; ++r) {
       const uint row = q0 + r * LANES + lane;
       float m_new = m[r];
@@ -211,9 +230,39 @@ void main() {
       }
       l[r] = l[r] * alpha + sum;
       m[r] = m_new;
-      [[unroll]] for (uint c = 0; c < DV4; ++c) acc[r * DV4 + c] *= alpha;
+      alpha_r[r] = alpha;
+      if (!PV_COLUMNS) {
+        [[unroll]] for (uint c = 0; c < DV4; ++c) acc[r * DV4 + c] *= alpha;
+      }
     }
 
+#ifdef TEXEL
+    // acc_cols += p v by columns: this lane's V texels of the block's keys are fetched first, then
+    // each row's probabilities and rescale factor come from the lane that owns the row (one
+    // permute each) and feed DVC texels of multiply-adds read straight from vc.
+    if (PV_COLUMNS) {
+      vec4 vc[LANES * DVC];  // [key of the block][cc]: this lane's texel cc * LANES + lane
+      [[unroll]] for (uint i = 0; i < LANES; ++i) {
+        const uint jv = min(j0 + i, keys - 1);
+        [[unroll]] for (uint cc = 0; cc < DVC; ++cc)
+          vc[i * DVC + cc] = load_v(v_base + jv * DV, cc * LANES + lane);
+      }
+      [[unroll]] for (uint r = 0; r < R; ++r) {
+        [[unroll]] for (uint src = 0; src < LANES; ++src) {
+          const uint row = r * LANES + src;
+          const float a = subgroupShuffle(alpha_r[r], src);
+          float pb[LANES];
+          [[unroll]] for (uint i = 0; i < LANES; ++i) pb[i] = subgroupShuffle(pr[r * LANES + i], src);
+          [[unroll]] for (uint cc = 0; cc < DVC; ++cc) {
+            vec4 y = acc_cols[row * DVC + cc] * a;
+            [[unroll]] for (uint i = 0; i < LANES; ++i) y += pb[i] * vc[i * DVC + cc];
+            acc_cols[row * DVC + cc] = y;
+          }
+        }
+      }
+    } else
+#endif
+    {
     // acc += p v, V shared like K: chunk by chunk with the block's keys innermost (unrolled), so
     // that each accumulator chunk stays in a register for LANES multiply-adds.
 #ifdef USE_SHUFFLE
@@ -243,8 +292,26 @@ void main() {
       }
     }
 #endif
+    }
   }
 
+#ifdef TEXEL
+  if (PV_COLUMNS) {
+    [[unroll]] for (uint r = 0; r < R; ++r) {
+      [[unroll]] for (uint src = 0; src < LANES; ++src) {
+        const uint row = q0 + r * LANES + src;
+        const float lr = subgroupShuffle(l[r], src);
+        const float inv = lr > 0.0 ? 1.0 / lr : 0.0;
+        if (row < p.sq) {  // uniform
+          const uint base = (bh * p.sq + row) * DV / 4;
+          [[unroll]] for (uint cc = 0; cc < DVC; ++cc)
+            o4[base + cc * LANES + lane] = T4(acc_cols[(r * LANES + src) * DVC + cc] * inv);
+        }
+      }
+    }
+    return;
+  }
+#endif
   [[unroll]] for (uint r = 0; r < R; ++r) {
     const uint row = q0 + r * LANES + lane;
     if (row < p.sq) {

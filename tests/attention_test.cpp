@@ -160,6 +160,9 @@ std::vector<AttentionCase> attention_cases() {
       {"head_dim_256", 1, 2, 37, 9, 256, 256, DType::f32, false, Shape{37, 9}},
       {"head_dim_80", 1, 1, 43, 47, 80, 80},
       {"mask_keys_only", 3, 2, 11, 19, 16, 16, DType::f32, false, Shape{3, 1, 1, 19}},
+      // Dv = 32 with D = 48: the texel kernel's output columns spread over the lanes (one texel
+      // per lane and row), every mask, and a last row block that is only partly used.
+      {"columns_dv_32", 2, 2, 19, 40, 48, 32, DType::f32, true, Shape{2, 1, 19, 40}, true, 37},
   };
   std::vector<AttentionCase> all = base;
   for (AttentionCase c : base) {
