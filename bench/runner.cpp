@@ -95,6 +95,8 @@ Result run_benchmark(Device& device, const Benchmark& b, const Peak& peak, const
     Prepared p = b.prepare(device);
     r.prepare_s = seconds_since(t0);
     Executor& ex = *p.executor;
+    r.dispatches = ex.stats().dispatches;
+    r.barriers = ex.stats().barriers;
     auto run_once = [&] {
       if (p.before_each) p.before_each();
       ex.run();

@@ -49,6 +49,8 @@ struct Result {
   int warmup_runs = 0;
   double prepare_s = 0;         // wall seconds to make data and compile (not in the timings)
   double predicted_s = 0;       // the run time predicted before running (see Efficiency)
+  size_t dispatches = 0;        // compute dispatches in one run (fixed cost each, see README)
+  size_t barriers = 0;          // pipeline barriers between them
 };
 
 // `stage` gets short progress texts ("preparing", "warm-up 1/3", "run 4/10").

@@ -3,7 +3,9 @@
 #include "common.glsl"
 // KV-cache append: cache[b, h, p + i, :] = rows[b, h, i, :] for the n new rows, where p is read
 // from a buffer so one recorded dispatch serves every decoding step. A grid-stride loop over the
-// rows' elements; positions are clamped on the host (Executor::set_input) and here.
+// new rows' elements; positions are clamped on the host (Executor::set_input) and here.
+// The rows are read through strides, so they can also be the heads of a packed [B, n, C]
+// projection (columns offset + h * D + d), which saves a split_heads copy per cache.
 
 layout(local_size_x_id = 0) in;
 
@@ -15,6 +17,9 @@ layout(push_constant) uniform Push {
   uint n;      // new rows per (b, h)
   uint t;      // cache rows per (b, h)
   uint d;      // row length
+  uint heads;  // H
+  uint stride_b, stride_h, stride_i;  // element strides of rows over b, h and i
+  uint offset;                        // element offset of rows[0, 0, 0, 0]
 } p;
 
 void main() {
@@ -25,6 +30,8 @@ void main() {
     uint row = e / p.d;       // (b * H + h) * n + i
     uint i = row % p.n;
     uint bh = row / p.n;
-    cache[(bh * p.t + first + i) * p.d + col] = rows[e];
+    uint src = p.offset + (bh / p.heads) * p.stride_b + (bh % p.heads) * p.stride_h +
+               i * p.stride_i + col;
+    cache[(bh * p.t + first + i) * p.d + col] = rows[src];
   }
 }

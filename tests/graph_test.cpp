@@ -162,6 +162,35 @@ TEST_F(DeviceTest, UpdateCacheAppendsRowsAtARunTimePosition) {
   EXPECT_THROW(g.update_cache(rows, rows, pos), Error);  // not an external cache
 }
 
+TEST_F(DeviceTest, UpdateCacheReadsTheHeadsOfAPackedProjection) {
+  // cache [B=2, H=2, T=5, D=3]; the rows are heads split from columns [1, 7) of a packed
+  // [B, n=2, C=9] projection, and the cache write reads them there: no split copy.
+  const int64_t B = 2, H = 2, T = 5, D = 3, n = 2, C = 9, offset = 1;
+  DeviceTensor cache = device().allocate({B, H, T, D}, DType::f32);
+  Graph g;
+  Tensor c = g.external("cache", cache);
+  Tensor packed = g.input("packed", {B, n, C});
+  Tensor pos = g.input("pos", {1}, DType::i32);
+  Tensor rows = g.split_heads(packed, static_cast<int>(H), H * D, offset);
+  g.output("seen", g.copy(g.update_cache(c, rows, pos)));
+  Executor ex(device(), g);
+  EXPECT_EQ(ex.stats().dispatches, 2u);  // the cache write and the copy
+
+  std::vector<float> expected(B * H * T * D, 0.0f);
+  for (int32_t p : {2, 0}) {
+    std::vector<float> x(B * n * C);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(100 * p + i);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t d = 0; d < D; ++d)
+            expected[((b * H + h) * T + p + i) * D + d] = x[(b * n + i) * C + offset + h * D + d];
+    auto out = ex.run({{"packed", HostTensor::from_f32({B, n, C}, x)},
+                       {"pos", HostTensor::from_i32({1}, std::vector<int32_t>{p})}});
+    EXPECT_EQ(out["seen"].to_f32(), expected) << "position " << p;
+  }
+}
+
 TEST_F(DeviceTest, ReshapeIsAViewAndInputsConvertDtypes) {
   Graph g;
   Tensor x = g.input("x", {2, 6}, DType::f16);

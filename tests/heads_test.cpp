@@ -121,6 +121,33 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PackedQkvTest,
                                            std::make_tuple(int64_t{4}, int64_t{8}, DType::f16),
                                            std::make_tuple(int64_t{3}, int64_t{5}, DType::f16)));
 
+// Splits and concatenations that move nothing (a single position, as in a decoding step, or a
+// single head, with all of the columns) alias their input: no dispatch, the same bytes. Taking
+// part of the columns still copies, and so does a view written into a target.
+TEST_F(DeviceTest, HeadCopiesThatMoveNothingAreViews) {
+  const int64_t B = 3, C = 8, H = 2, D = 4;
+  auto values = random_values(B * C, 31);
+  DeviceTensor target = device().allocate({B, H, 1, D}, DType::f32);
+  Graph g;
+  Tensor x = g.input("x", {B, 1, C});
+  Tensor heads = g.split_heads(x, static_cast<int>(H));          // a view
+  g.output("heads", heads);
+  g.output("doubled", g.concat_heads(g.scale(heads, 2.0f)));     // the scale, then a view
+  g.output("first", g.split_heads(x, static_cast<int>(H), C / 2, 0));  // a copy
+  g.output_to(g.split_heads(x, static_cast<int>(H)), g.external("target", target));  // a copy
+  Executor ex(device(), g);
+  EXPECT_EQ(ex.stats().dispatches, 3u);  // scale, the partial split, the split into the target
+  auto out = ex.run({{"x", HostTensor::from_f32({B, 1, C}, values)}});
+  const auto split = ref::split_heads(stored(values, DType::f32), B, 1, C, H, D, 0);
+  EXPECT_TRUE(all_close(out["heads"], split, kExact));
+  std::vector<double> doubled;
+  for (float v : values) doubled.push_back(2.0 * v);
+  EXPECT_TRUE(all_close(out["doubled"], doubled, kExact));
+  EXPECT_TRUE(all_close(out["first"], ref::split_heads(stored(values, DType::f32), B, 1, C, 1, C / 2, 0),
+                        kExact));
+  EXPECT_TRUE(all_close(device().download(target), split, kExact));
+}
+
 // The shape error's message, which must name the op and the offending shape.
 std::string shape_error_of(const std::function<void()>& f) {
   try {

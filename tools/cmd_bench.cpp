@@ -205,6 +205,8 @@ json result_json(const Benchmark& b, const Result& r) {
   j["times_us"] = r.times_us;
   j["prepare_s"] = r.prepare_s;
   j["predicted_s"] = r.predicted_s;
+  j["dispatches"] = r.dispatches;
+  j["barriers"] = r.barriers;
   j["timer"] = "gpu timestamps";
   return j;
 }

@@ -34,11 +34,14 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
     ValueDesc& d = program_.values[v];
     d.shape = g.values[v].shape;
     d.dtype = g.values[v].dtype;
+    if (g.is_view(producer)) {
+      d.alias_of = producer.inputs[0];
+      continue;
+    }
     switch (producer.kind) {
       case OpKind::input: d.kind = ValueKind::input; break;
       case OpKind::constant: d.kind = ValueKind::constant; break;
       case OpKind::external: d.kind = ValueKind::external; break;
-      case OpKind::reshape: d.alias_of = producer.inputs[0]; break;
       // The updated cache is the cache: same bytes, written in place by the op's dispatch.
       case OpKind::update_cache: d.alias_of = producer.inputs[0]; break;
       default: d.kind = ValueKind::activation; break;
@@ -67,7 +70,7 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
     const Node& n = g.nodes[i];
     if (!live[i]) continue;
     if (n.kind == OpKind::input || n.kind == OpKind::constant || n.kind == OpKind::external ||
-        n.kind == OpKind::reshape)
+        g.is_view(n))
       continue;
     LowerFn fn = ops.lower[static_cast<size_t>(n.kind)];
     if (!fn) throw Error(ErrorCode::internal, n.label + ": op has no lowering registered");

@@ -47,6 +47,19 @@ void GraphImpl::check(const Tensor& t, const std::string& op, const char* arg) c
                 label(op) + ": argument '" + arg + "' is not a tensor of this graph");
 }
 
+bool GraphImpl::is_view(const Node& n) const {
+  if (n.kind != OpKind::reshape && n.kind != OpKind::split_heads && n.kind != OpKind::concat_heads)
+    return false;
+  if (pinned.count(n.output)) return false;
+  if (n.kind == OpKind::reshape) return true;
+  const Shape& in = values[n.inputs[0]].shape;
+  if (n.kind == OpKind::split_heads) {  // [B, S, C] -> [B, H, S, D]
+    const auto& a = std::get<SplitHeadsAttrs>(n.attrs);
+    return (in[1] == 1 || a.heads == 1) && a.offset == 0 && a.width == in[2];
+  }
+  return in[1] == 1 || in[2] == 1;  // concat_heads: [B, H, S, D] -> [B, S, H * D]
+}
+
 bool GraphImpl::has_name(const std::string& name) const {
   for (auto& [n, v] : inputs)
     if (n == name) return true;

@@ -68,6 +68,12 @@ struct ActivationAttrs {  // inputs: x
 struct CastAttrs {  // inputs: x
   DType to = DType::f32;
 };
+struct UpdateCacheAttrs {  // inputs: cache, rows, position
+  // rows is the packed [B, n, C] input of a split_heads (heads of D = cache's last dim, starting
+  // at column `offset`) instead of [B, H, n, D]: the split is read in place, not copied.
+  bool packed = false;
+  int64_t offset = 0;
+};
 struct PositionalEncodingAttrs {  // inputs: x, [offset_tensor]
   float input_scale = 1.0f;
   int64_t offset = 0;
@@ -77,6 +83,6 @@ struct PositionalEncodingAttrs {  // inputs: x, [offset_tensor]
 
 using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,
                              SplitHeadsAttrs, AttentionAttrs, LayerNormAttrs, ActivationAttrs,
-                             CastAttrs, PositionalEncodingAttrs>;
+                             CastAttrs, PositionalEncodingAttrs, UpdateCacheAttrs>;
 
 }  // namespace vkformer

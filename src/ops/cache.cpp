@@ -10,17 +10,36 @@ using kernels::Kernel;
 namespace {
 
 struct UpdateCachePush {
-  uint32_t total, n, t, d;
+  uint32_t total, n, t, d, heads;
+  uint32_t stride_b, stride_h, stride_i, offset;
 };
 
 void lower_update_cache(Lowering& l) {
+  const auto& a = attrs<UpdateCacheAttrs>(l);
   const ValueDesc& cache = l.value(l.input(0));
-  const ValueDesc& rows = l.value(l.input(1));
-  UpdateCachePush p{static_cast<uint32_t>(rows.shape.numel()), static_cast<uint32_t>(rows.shape[2]),
-                    static_cast<uint32_t>(cache.shape[2]), static_cast<uint32_t>(cache.shape[3])};
+  const Shape& rows = l.value(l.input(1)).shape;  // [B, H, n, D], or packed [B, n, C]
+  const int64_t H = cache.shape[1], T = cache.shape[2], D = cache.shape[3];
+  const int64_t n = a.packed ? rows[1] : rows[2];
+  UpdateCachePush p{};
+  p.total = static_cast<uint32_t>(cache.shape[0] * H * n * D);
+  p.n = static_cast<uint32_t>(n);
+  p.t = static_cast<uint32_t>(T);
+  p.d = static_cast<uint32_t>(D);
+  p.heads = static_cast<uint32_t>(H);
+  if (a.packed) {
+    const int64_t C = rows[2];
+    p.stride_b = static_cast<uint32_t>(n * C);
+    p.stride_h = static_cast<uint32_t>(D);
+    p.stride_i = static_cast<uint32_t>(C);
+    p.offset = static_cast<uint32_t>(a.offset);
+  } else {
+    p.stride_b = static_cast<uint32_t>(H * n * D);
+    p.stride_h = static_cast<uint32_t>(n * D);
+    p.stride_i = static_cast<uint32_t>(D);
+  }
   // Only a position that comes straight from a graph input can be checked before the run.
-  l.require_index_bound(l.input(2), cache.shape[2] - rows.shape[2] + 1);
-  l.dispatch(Kernel::update_cache, rows.dtype,
+  l.require_index_bound(l.input(2), T - n + 1);
+  l.dispatch(Kernel::update_cache, cache.dtype,
              {{l.input(1)}, {l.input(2)}, {l.output(), true}}, PushBlock::of(p),
              ops::elementwise_grid(l, p.total), {ops::kElementwiseWorkgroup});
 }
@@ -42,7 +61,17 @@ Tensor Graph::update_cache(Tensor cache, Tensor rows, Tensor position) {
       rows.shape[2] > cache.shape[2])
     shape_error(impl_->label(op), "rows " + describe(rows) + " do not fit cache " + describe(cache) +
                                       " (expected [B, H, n <= T, D] of the cache's dtype)");
-  return impl_->add_node(OpKind::update_cache, op, {cache.id, rows.id, position.id}, {},
+  // Rows split from a packed projection are read where they are: the split's copy is then
+  // left to its other consumers, and not made at all if it has none.
+  UpdateCacheAttrs a;
+  uint32_t source = rows.id;
+  const Node& producer = impl_->nodes[impl_->values[rows.id].producer];
+  if (producer.kind == OpKind::split_heads) {
+    a.packed = true;
+    a.offset = std::get<SplitHeadsAttrs>(producer.attrs).offset;
+    source = producer.inputs[0];
+  }
+  return impl_->add_node(OpKind::update_cache, op, {cache.id, source, position.id}, a,
                          cache.shape, cache.dtype);
 }
 
