@@ -148,6 +148,27 @@ TEST_F(DeviceTest, HeadCopiesThatMoveNothingAreViews) {
   EXPECT_TRUE(all_close(device().download(target), split, kExact));
 }
 
+// A single row (batch 1, one position: a decoding step) split into heads is a run of the row's
+// columns whatever the heads: a view where the run starts at an offset the device lets a binding
+// start at (256 bytes suits every Vulkan device), a copy otherwise.
+TEST_F(DeviceTest, OneRowSplitIsAViewAtAnAlignedOffset) {
+  const int64_t C = 160, H = 2, W = 32;
+  auto values = random_values(C, 32);
+  Graph g;
+  Tensor row = g.input("row", {1, 1, C});
+  g.output("aligned", g.split_heads(row, static_cast<int>(H), W, 64));  // from byte 256
+  g.output("unaligned", g.split_heads(row, static_cast<int>(H), W, 1));  // from byte 4
+  Executor ex(device(), g);
+  const DeviceInfo& info = device().info();
+  const bool byte_4_binds =
+      info.min_storage_buffer_offset_alignment <= 4 && info.min_texel_buffer_offset_alignment <= 4;
+  EXPECT_EQ(ex.stats().dispatches, byte_4_binds ? 0u : 1u);
+  auto out = ex.run({{"row", HostTensor::from_f32({1, 1, C}, values)}});
+  const auto xs = stored(values, DType::f32);
+  EXPECT_TRUE(all_close(out["aligned"], ref::split_heads(xs, 1, 1, C, H, W / H, 64), kExact));
+  EXPECT_TRUE(all_close(out["unaligned"], ref::split_heads(xs, 1, 1, C, H, W / H, 1), kExact));
+}
+
 // The shape error's message, which must name the op and the offending shape.
 std::string shape_error_of(const std::function<void()>& f) {
   try {

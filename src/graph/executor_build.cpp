@@ -29,13 +29,21 @@ ExecutorImpl::ExecutorImpl(Device device, const Graph& graph, const CompileOptio
 void ExecutorImpl::build_program(const GraphImpl& g) {
   const size_t nv = g.values.size();
   program_.values.resize(nv);
+  // A view starts where a storage or texel binding may start (one of its own, or a kernel's).
+  const DeviceInfo& info = dev_->info();
+  const uint64_t view_align = std::max<uint64_t>(
+      {4, info.min_storage_buffer_offset_alignment, info.min_texel_buffer_offset_alignment});
+  std::vector<bool> is_view(nv, false);
   for (uint32_t v = 0; v < nv; ++v) {
     const Node& producer = g.nodes[g.values[v].producer];
     ValueDesc& d = program_.values[v];
     d.shape = g.values[v].shape;
     d.dtype = g.values[v].dtype;
-    if (g.is_view(producer)) {
+    int64_t first = 0;
+    if (g.view_of_input(producer, &first) && first * dtype_size(d.dtype) % view_align == 0) {
+      is_view[v] = true;
       d.alias_of = producer.inputs[0];
+      d.alias_offset = static_cast<uint64_t>(first) * dtype_size(d.dtype);
       continue;
     }
     switch (producer.kind) {
@@ -70,7 +78,7 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
     const Node& n = g.nodes[i];
     if (!live[i]) continue;
     if (n.kind == OpKind::input || n.kind == OpKind::constant || n.kind == OpKind::external ||
-        g.is_view(n))
+        is_view[n.output])
       continue;
     LowerFn fn = ops.lower[static_cast<size_t>(n.kind)];
     if (!fn) throw Error(ErrorCode::internal, n.label + ": op has no lowering registered");
@@ -170,6 +178,9 @@ ExecutorImpl::Location ExecutorImpl::locate(uint32_t value) const {
   const ValueDesc& root = program_.values[r];
   Location loc;
   loc.size = program_.values[value].bytes();
+  VkDeviceSize view_offset = 0;
+  for (uint32_t v = value; v != r; v = program_.values[v].alias_of)
+    view_offset += program_.values[v].alias_offset;
   switch (root.kind) {
     case ValueKind::activation:
     case ValueKind::input:
@@ -187,6 +198,7 @@ ExecutorImpl::Location ExecutorImpl::locate(uint32_t value) const {
       break;
     }
   }
+  loc.offset += view_offset;
   return loc;
 }
 

@@ -47,17 +47,21 @@ void GraphImpl::check(const Tensor& t, const std::string& op, const char* arg) c
                 label(op) + ": argument '" + arg + "' is not a tensor of this graph");
 }
 
-bool GraphImpl::is_view(const Node& n) const {
+bool GraphImpl::view_of_input(const Node& n, int64_t* offset) const {
+  *offset = 0;
   if (n.kind != OpKind::reshape && n.kind != OpKind::split_heads && n.kind != OpKind::concat_heads)
     return false;
   if (pinned.count(n.output)) return false;
   if (n.kind == OpKind::reshape) return true;
   const Shape& in = values[n.inputs[0]].shape;
-  if (n.kind == OpKind::split_heads) {  // [B, S, C] -> [B, H, S, D]
-    const auto& a = std::get<SplitHeadsAttrs>(n.attrs);
-    return (in[1] == 1 || a.heads == 1) && a.offset == 0 && a.width == in[2];
+  if (n.kind == OpKind::concat_heads) return in[1] == 1 || in[2] == 1;  // [B, H, S, D]
+  // split_heads: [B, S, C] -> [B, H, S, D], columns [offset, offset + width) of each row.
+  const auto& a = std::get<SplitHeadsAttrs>(n.attrs);
+  if (in[0] * in[1] == 1) {  // one row: its columns, whatever the heads
+    *offset = a.offset;
+    return true;
   }
-  return in[1] == 1 || in[2] == 1;  // concat_heads: [B, H, S, D] -> [B, S, H * D]
+  return (in[1] == 1 || a.heads == 1) && a.offset == 0 && a.width == in[2];
 }
 
 bool GraphImpl::has_name(const std::string& name) const {

@@ -40,11 +40,12 @@ class GraphImpl {
   Tensor add_node(OpKind kind, const std::string& op, std::vector<uint32_t> inputs, OpAttrs attrs,
                   const Shape& shape, DType dtype);
   std::string label(const std::string& op) const;
-  // Whether node n's result is its input's bytes in the same order, so it can alias its input
-  // instead of being computed: reshape, and head splits and concatenations that move nothing
-  // (a single position or a single head, all of the columns). A result written into a target
-  // (pinned) is still computed.
-  bool is_view(const Node& n) const;
+  // Whether node n's result is a run of its input's elements in the same order, starting at
+  // element *offset, so that it can alias its input instead of being computed: reshape, and head
+  // splits and concatenations that move nothing (a single position or a single head, all of the
+  // columns; or a single row of a split, any columns). A result written into a target (pinned)
+  // is still computed.
+  bool view_of_input(const Node& n, int64_t* offset) const;
 
   // Throws unless `t` is a tensor of this graph (and still has the shape it was created with).
   void check(const Tensor& t, const std::string& op, const char* arg) const;
