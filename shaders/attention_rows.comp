@@ -137,8 +137,10 @@ void main() {
   const uint D = p.d, DV = p.dv;
 
   vec4 qr[R * D4];
-  vec4 acc[PV_COLUMNS ? 1 : R * DV4];
-  vec4 acc_cols[PV_COLUMNS ? R * LANES * DVC : 1];  // [row of the workgroup][cc]
+  // Both accumulator layouts are declared at full size (every index stays in bounds, even in
+  // the branch that specialization removes); the unused one is dead code once specialized.
+  vec4 acc[R * DV4];
+  vec4 acc_cols[R * LANES * DVC];  // [row of the workgroup][cc]
   float m[R], l[R];
   [[unroll]] for (uint r = 0; r < R; ++r) {
     uint row = min(q0 + r * LANES + lane, p.sq - 1);  // rows past the end compute garbage, unstored

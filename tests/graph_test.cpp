@@ -191,6 +191,88 @@ TEST_F(DeviceTest, UpdateCacheReadsTheHeadsOfAPackedProjection) {
   }
 }
 
+// Externals the graph writes (output_to targets, KV caches) change during a run. Head splits
+// and concatenations of them stay copies, made at their place in the node order, and a cache
+// write does not read its rows from such an external later than their split did.
+std::vector<float> counting(size_t n, float first) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = first + static_cast<float>(i);
+  return v;
+}
+
+TEST_F(DeviceTest, HeadCopiesOfAWrittenExternalKeepItsContentsAtTheirPlace) {
+  const Shape s{2, 1, 3, 4};
+  auto v = counting(s.numel(), 1.0f);
+  DeviceTensor state = device().upload(HostTensor::from_f32(s, v));
+  Graph g;
+  Tensor e = g.external("state", state);
+  Tensor x = g.concat_heads(e);  // one head: would be a view, but the state is written below
+  g.output_to(g.split_heads(g.scale(x, 2.0f), 1), e);
+  g.output("before", g.scale(x, 1.0f));  // runs after the write, reads x as it was
+  Executor ex(device(), g);
+  EXPECT_EQ(ex.run({})["before"].to_f32(), v);
+  std::vector<float> doubled;
+  for (float f : v) doubled.push_back(2 * f);
+  EXPECT_EQ(device().download(state).to_f32(), doubled);
+}
+
+TEST_F(DeviceTest, AnOpWrittenIntoItsOwnInputReadsACopy) {
+  // y = linear(concat(split(e))) written into e: without the copies one matmul would read and
+  // write the same bytes.
+  const int64_t C = 256;
+  auto xv = random_values(C, 5);
+  auto wv = random_values(C * C, 6);
+  DeviceTensor state = device().upload(HostTensor::from_f32({1, 1, C}, xv));
+  Graph g;
+  Tensor e = g.external("state", state);
+  Tensor w = g.constant("w", HostTensor::from_f32({C, C}, wv));
+  g.output_to(g.linear(g.concat_heads(g.split_heads(e, 4)), w), e);
+  Executor ex(device(), g);
+  ex.run({});
+  std::vector<double> want(C, 0.0);
+  for (int64_t o = 0; o < C; ++o)
+    for (int64_t k = 0; k < C; ++k) want[o] += double(xv[k]) * double(wv[o * C + k]);
+  EXPECT_TRUE(all_close(device().download(state), want, {1e-4, 1e-4}));
+}
+
+TEST_F(DeviceTest, ACacheReadThroughHeadsBeforeItsUpdateKeepsTheOldRows) {
+  const Shape s{1, 1, 4, 4};
+  auto v = counting(s.numel(), 1.0f);
+  DeviceTensor cache = device().upload(HostTensor::from_f32(s, v));
+  Graph g;
+  Tensor c = g.external("cache", cache);
+  Tensor old = g.concat_heads(c);
+  Tensor updated = g.update_cache(c, g.input("rows", {1, 1, 1, 4}), g.input("pos", {1}, DType::i32));
+  g.output("old", g.add(old, g.scale(g.concat_heads(updated), 0.0f)));  // read after the update
+  Executor ex(device(), g);
+  auto out = ex.run({{"rows", HostTensor::from_f32({1, 1, 1, 4}, std::vector<float>(4, -1.0f))},
+                     {"pos", HostTensor::from_i32({1}, std::vector<int32_t>{0})}});
+  EXPECT_EQ(out["old"].to_f32(), v);
+}
+
+TEST_F(DeviceTest, ACacheWriteReadsItsRowsBeforeTheirSourceIsOverwritten) {
+  // The rows are split from an external that a later node overwrites; the cache gets the rows
+  // as they were at the split.
+  const int64_t B = 2, H = 2, T = 4, D = 2, C = 6, offset = 2;
+  auto xv = counting(B * C, 1.0f);
+  DeviceTensor source = device().upload(HostTensor::from_f32({B, 1, C}, xv));
+  DeviceTensor cache = device().allocate({B, H, T, D}, DType::f32);
+  Graph g;
+  Tensor xs = g.external("source", source);
+  Tensor rows = g.split_heads(xs, static_cast<int>(H), H * D, offset);
+  g.output_to(g.scale(xs, 10.0f), xs);
+  g.output("seen", g.copy(g.update_cache(g.external("cache", cache), rows,
+                                         g.input("pos", {1}, DType::i32))));
+  Executor ex(device(), g);
+  auto out = ex.run({{"pos", HostTensor::from_i32({1}, std::vector<int32_t>{0})}});
+  std::vector<float> expected(B * H * T * D, 0.0f);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t d = 0; d < D; ++d)
+        expected[((b * H + h) * T) * D + d] = xv[b * C + offset + h * D + d];
+  EXPECT_EQ(out["seen"].to_f32(), expected);
+}
+
 TEST_F(DeviceTest, ReshapeIsAViewAndInputsConvertDtypes) {
   Graph g;
   Tensor x = g.input("x", {2, 6}, DType::f16);

@@ -2,6 +2,7 @@
 // value lives (activation arena with reuse, constant block uploaded once, staging for I/O).
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "executor_impl.hpp"
 #include "lowering.hpp"
@@ -29,6 +30,20 @@ ExecutorImpl::ExecutorImpl(Device device, const Graph& graph, const CompileOptio
 void ExecutorImpl::build_program(const GraphImpl& g) {
   const size_t nv = g.values.size();
   program_.values.resize(nv);
+  // Externals the graph writes in place: output_to targets and KV caches. Their contents change
+  // during a run, so nothing may read them later than its node's own place through a view.
+  std::set<uint32_t> written;
+  for (auto [value, target] : g.pinned) written.insert(target);
+  for (const Node& n : g.nodes)
+    if (n.kind == OpKind::update_cache) written.insert(n.inputs[0]);
+  // The value whose bytes v lives in (aliases of values before v are already set).
+  auto storage_of = [&](uint32_t v) {
+    for (;;) {
+      if (auto it = g.pinned.find(v); it != g.pinned.end()) v = it->second;
+      else if (program_.values[v].alias_of != kNoValue) v = program_.values[v].alias_of;
+      else return v;
+    }
+  };
   // A view starts where a storage or texel binding may start (one of its own, or a kernel's).
   const DeviceInfo& info = dev_->info();
   const uint64_t view_align = std::max<uint64_t>(
@@ -40,7 +55,10 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
     d.shape = g.values[v].shape;
     d.dtype = g.values[v].dtype;
     int64_t first = 0;
-    if (g.view_of_input(producer, &first) && first * dtype_size(d.dtype) % view_align == 0) {
+    // Reshapes are views always; head copies that move nothing, unless they read an external
+    // that the graph writes (the copy keeps the contents at its place in the node order).
+    if (g.view_of_input(producer, &first) && first * dtype_size(d.dtype) % view_align == 0 &&
+        (producer.kind == OpKind::reshape || !written.count(storage_of(producer.inputs[0])))) {
       is_view[v] = true;
       d.alias_of = producer.inputs[0];
       d.alias_offset = static_cast<uint64_t>(first) * dtype_size(d.dtype);
@@ -59,13 +77,25 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
   program_.externals = g.externals;
   for (auto& n : g.nodes) program_.node_labels.push_back(n.label);
 
+  // A KV-cache write whose rows are split from a packed projection reads them where they are,
+  // so the split's copy is only made for its other consumers, if any. Not where the projection
+  // lives in a written external: the copy fixes its contents at the split's place.
+  std::vector<Node> nodes = g.nodes;
+  for (Node& n : nodes) {
+    if (n.kind != OpKind::update_cache) continue;
+    const Node& split = g.nodes[g.values[n.inputs[1]].producer];
+    if (split.kind != OpKind::split_heads || written.count(storage_of(split.inputs[0]))) continue;
+    n.inputs[1] = split.inputs[0];
+    n.attrs = UpdateCacheAttrs{true, std::get<SplitHeadsAttrs>(split.attrs).offset};
+  }
+
   // Only nodes that an output (or a write into an external tensor) depends on are lowered.
   std::vector<bool> needed(nv, false);
   for (auto& [name, v] : g.outputs) needed[v] = true;
   for (auto [value, target] : g.pinned) needed[value] = true;
-  std::vector<bool> live(g.nodes.size(), false);
-  for (size_t i = g.nodes.size(); i-- > 0;) {
-    const Node& n = g.nodes[i];
+  std::vector<bool> live(nodes.size(), false);
+  for (size_t i = nodes.size(); i-- > 0;) {
+    const Node& n = nodes[i];
     if (!needed[n.output]) continue;
     live[i] = true;
     for (uint32_t in : n.inputs) needed[in] = true;
@@ -74,8 +104,8 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
     if (needed[v]) program_.constants.emplace(v, t);
 
   const OpRegistry& ops = builtin_ops();
-  for (uint32_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
     if (!live[i]) continue;
     if (n.kind == OpKind::input || n.kind == OpKind::constant || n.kind == OpKind::external ||
         is_view[n.output])

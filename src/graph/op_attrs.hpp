@@ -69,8 +69,9 @@ struct CastAttrs {  // inputs: x
   DType to = DType::f32;
 };
 struct UpdateCacheAttrs {  // inputs: cache, rows, position
-  // rows is the packed [B, n, C] input of a split_heads (heads of D = cache's last dim, starting
-  // at column `offset`) instead of [B, H, n, D]: the split is read in place, not copied.
+  // Set by the executor, not the graph: rows is then the packed [B, n, C] input of the
+  // split_heads that made them (heads of D = the cache's last dim from column `offset`), read in
+  // place instead of through the split's copy.
   bool packed = false;
   int64_t offset = 0;
 };

@@ -29,7 +29,7 @@ struct ValueDesc {
   Shape shape;
   DType dtype = DType::f32;
   ValueKind kind = ValueKind::activation;
-  uint32_t alias_of = kNoValue;  // views (reshape) and pinned outputs share their root's bytes
+  uint32_t alias_of = kNoValue;  // views and pinned outputs share their root's bytes
   uint64_t alias_offset = 0;     // a view's first byte within alias_of's bytes
   uint64_t bytes() const { return static_cast<uint64_t>(shape.numel()) * dtype_size(dtype); }
 };

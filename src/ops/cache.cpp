@@ -61,18 +61,8 @@ Tensor Graph::update_cache(Tensor cache, Tensor rows, Tensor position) {
       rows.shape[2] > cache.shape[2])
     shape_error(impl_->label(op), "rows " + describe(rows) + " do not fit cache " + describe(cache) +
                                       " (expected [B, H, n <= T, D] of the cache's dtype)");
-  // Rows split from a packed projection are read where they are: the split's copy is then
-  // left to its other consumers, and not made at all if it has none.
-  UpdateCacheAttrs a;
-  uint32_t source = rows.id;
-  const Node& producer = impl_->nodes[impl_->values[rows.id].producer];
-  if (producer.kind == OpKind::split_heads) {
-    a.packed = true;
-    a.offset = std::get<SplitHeadsAttrs>(producer.attrs).offset;
-    source = producer.inputs[0];
-  }
-  return impl_->add_node(OpKind::update_cache, op, {cache.id, source, position.id}, a,
-                         cache.shape, cache.dtype);
+  return impl_->add_node(OpKind::update_cache, op, {cache.id, rows.id, position.id},
+                         UpdateCacheAttrs{}, cache.shape, cache.dtype);
 }
 
 void register_cache_ops(OpRegistry& r) { r.add(OpKind::update_cache, lower_update_cache); }
