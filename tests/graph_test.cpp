@@ -207,10 +207,14 @@ TEST_F(DeviceTest, HeadCopiesOfAWrittenExternalKeepItsContentsAtTheirPlace) {
   Graph g;
   Tensor e = g.external("state", state);
   Tensor x = g.concat_heads(e);  // one head: would be a view, but the state is written below
+  Tensor flat = g.reshape(e, {s.numel()});  // the same for a reshape
   g.output_to(g.split_heads(g.scale(x, 2.0f), 1), e);
   g.output("before", g.scale(x, 1.0f));  // runs after the write, reads x as it was
+  g.output("flat", g.scale(flat, 1.0f));
   Executor ex(device(), g);
-  EXPECT_EQ(ex.run({})["before"].to_f32(), v);
+  auto out = ex.run({});
+  EXPECT_EQ(out["before"].to_f32(), v);
+  EXPECT_EQ(out["flat"].to_f32(), v);
   std::vector<float> doubled;
   for (float f : v) doubled.push_back(2 * f);
   EXPECT_EQ(device().download(state).to_f32(), doubled);

@@ -35,6 +35,10 @@ void lower_scale(Lowering& l) { lower_unary(l, attrs<ScaleAttrs>(l).alpha, Activ
 
 void lower_activation(Lowering& l) { lower_unary(l, 1.0f, attrs<ActivationAttrs>(l).activation); }
 
+// A reshape is a view of its input, except where the input lives in an external that the graph
+// writes later (see ExecutorImpl::build_program): then it is a copy, made at its place.
+void lower_reshape_copy(Lowering& l) { lower_unary(l, 1.0f, Activation::none); }
+
 // How add reads b relative to a (MODE, shaders/add.comp): the two cases residual connections
 // and biases need, without the per-element index arithmetic of general broadcasting.
 enum AddMode : uint32_t { kAddGeneral = 0, kAddSameShape = 1, kAddRowBroadcast = 2 };
@@ -131,6 +135,7 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add(OpKind::scale, lower_scale);
   r.add(OpKind::activation, lower_activation);
   r.add(OpKind::cast, lower_cast);
+  r.add(OpKind::reshape, lower_reshape_copy);
 }
 
 }  // namespace vkformer
