@@ -85,7 +85,9 @@ class Graph {
   // Attention pieces.
   Tensor softmax(Tensor x, const SoftmaxOptions& options = {});
   // [B, S, C] -> [B, H, S, D] taking columns [offset, offset + H*D) of the last dim; width is H*D
-  // (default C - offset).
+  // (default C - offset). Both are copies where the layouts differ and views where they do not
+  // (one position or one head; a single row, as in a decoding step at batch 1), with the same
+  // exception as reshape.
   Tensor split_heads(Tensor x, int heads, int64_t width = -1, int64_t offset = 0);
   Tensor concat_heads(Tensor x);  // [B, H, S, D] -> [B, S, H*D]
   // softmax(Q·Kᵀ·scale + masks)·V on [B, H, Sq, D] / [B, H, Sk, D] / [B, H, Sk, Dv].
@@ -105,7 +107,8 @@ class Graph {
   Tensor embedding(Tensor ids, Tensor table);  // ids i32 [...], table [V, D] -> [..., D]
   Tensor positional_encoding(Tensor x, const PositionalEncodingOptions& options = {});
 
-  // Views (no data movement).
+  // A view (no data movement), except of an external that the graph writes in place (an
+  // output_to target or a KV cache): then a copy, so that it keeps the contents it had here.
   Tensor reshape(Tensor x, const Shape& shape);
   Tensor copy(Tensor x);  // a new value with the same contents
 
