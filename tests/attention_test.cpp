@@ -250,6 +250,25 @@ TEST_F(DeviceTest, AttentionTilesEnvSetsTheTiling) {
   }
 }
 
+// VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES moves the automatic path's line between the unfused
+// chain and the fused kernel: a decoding step (one query) then lowers to one dispatch or three.
+TEST_F(DeviceTest, AttentionUnfusedMaxQueriesEnvPicksTheDecodePath) {
+  // The tuning is fixed when a device opens, so each setting gets a device of its own.
+  auto dispatches = [&](const char* max_queries) {
+    Device dev = open_test_device_with_env({{"VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", max_queries}});
+    Graph g;
+    Tensor q = g.input("q", {1, 2, 1, 8}), kv = g.input("kv", {1, 2, 16, 8});
+    g.output("y", g.attention(q, kv, kv));
+    return Executor(dev, g).stats().dispatches;
+  };
+  EXPECT_EQ(dispatches("0"), 1u);
+  EXPECT_EQ(dispatches("1"), 3u);  // q·kᵀ, softmax, p·v
+  for (const char* bad : {"-1", "two", "1x"}) {
+    ScopedEnv env("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", bad);
+    EXPECT_THROW(vk::tuning_for(device().info()), Error) << bad;
+  }
+}
+
 // The worked example from the project notes: Q, K, V [3, 4], scale 1/sqrt(4), causal.
 TEST_F(DeviceTest, WorkedExampleBothPaths) {
   const std::vector<float> q = {-1.6964f, 1.3355f,  -0.5133f, 0.0674f, 1.6595f, -0.4445f,
