@@ -37,6 +37,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv | tee $OUT/gpu.txt
 .devrun/vkformer devices | tee -a $OUT/gpu.txt
 for t in .devrun/tests/*_test; do echo "== $t"; $t --gtest_brief=1 2>&1 | tail -3; done | tee $OUT/tests.txt
 .devrun/vkformer bench --json $OUT/vkformer.json > $OUT/bench.txt 2>&1
+VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES=1 .devrun/vkformer bench --filter decoder_step --json $OUT/decode-unfused.json > $OUT/decode-unfused.txt 2>&1
 python3 .devrun/torch_bench.py --json $OUT/torch.json > $OUT/torch.txt 2>&1
 python3 .devrun/compare.py $OUT/vkformer.json $OUT/torch.json > $OUT/compare.md 2>&1; cat $OUT/compare.md
 CMD
