@@ -162,6 +162,18 @@ TEST_F(DeviceTest, UpdateCacheAppendsRowsAtARunTimePosition) {
   EXPECT_THROW(g.update_cache(rows, rows, pos), Error);  // not an external cache
 }
 
+TEST_F(DeviceTest, APositionReshapedFromAnInputIsCheckedWhenSet) {
+  DeviceTensor cache = device().allocate({1, 1, 5, 3}, DType::f32);
+  Graph g;
+  Tensor pos = g.input("pos", {1, 1}, DType::i32);
+  g.output("seen", g.copy(g.update_cache(g.external("cache", cache), g.input("rows", {1, 1, 2, 3}),
+                                         g.reshape(pos, {1}))));
+  Executor ex(device(), g);
+  ex.set_input("pos", HostTensor::from_i32({1, 1}, std::vector<int32_t>{3}));  // rows 3 and 4
+  EXPECT_THROW(ex.set_input("pos", HostTensor::from_i32({1, 1}, std::vector<int32_t>{4})), Error);
+  EXPECT_THROW(ex.set_input("pos", HostTensor::from_i32({1, 1}, std::vector<int32_t>{-1})), Error);
+}
+
 TEST_F(DeviceTest, UpdateCacheReadsTheHeadsOfAPackedProjection) {
   // cache [B=2, H=2, T=5, D=3]; the rows are heads split from columns [1, 7) of a packed
   // [B, n=2, C=9] projection, and the cache write reads them there: no split copy.

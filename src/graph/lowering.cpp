@@ -17,7 +17,11 @@ uint32_t Lowering::constant(HostTensor value) {
 }
 
 void Lowering::require_index_bound(uint32_t value, int64_t bound) {
-  auto [it, inserted] = program_.index_bounds.emplace(value, bound);
+  // Through views (reshapes) to the graph input the indices come from: Executor::set_input
+  // checks those. Indices computed on the device rely on the shader's clamp.
+  const uint32_t root = program_.root(value);
+  if (program_.values[root].kind != ValueKind::input) return;
+  auto [it, inserted] = program_.index_bounds.emplace(root, bound);
   if (!inserted) it->second = std::min(it->second, bound);
 }
 

@@ -24,7 +24,8 @@ class Lowering {
 
   uint32_t temp(const Shape& shape, DType dtype);
   uint32_t constant(HostTensor value);
-  // Entries of the i32 tensor `value` must lie in [0, bound) (checked when inputs are set).
+  // Entries of the i32 tensor `value` must lie in [0, bound): checked when the graph input it
+  // comes from (directly or through reshapes) is set; nothing is checked for computed values.
   void require_index_bound(uint32_t value, int64_t bound);
 
   // The variant of `kernel` for `dtype`, checked to run on this device.

@@ -37,11 +37,9 @@ void lower_embedding(Lowering& l) {
   const uint32_t ids = l.input(0), table = l.input(1);
   const DType dtype = l.value(table).dtype;
   const int64_t vocab = l.value(table).shape[0], d = l.value(table).shape[1];
-  // Ids that come straight from a graph input (possibly through reshapes) are checked when they
-  // are set, so a bad id is an error naming the input; any other ids rely on the shader's clamp.
-  uint32_t root = ids;
-  while (l.value(root).alias_of != kNoValue) root = l.value(root).alias_of;
-  if (l.value(root).kind == ValueKind::input) l.require_index_bound(root, vocab);
+  // Ids that come from a graph input are checked when they are set, so a bad id is an error
+  // naming the input; any other ids rely on the shader's clamp.
+  l.require_index_bound(ids, vocab);
 
   const bool vec4 = d % 4 == 0;
   const int64_t w = vec4 ? 4 : 1;
