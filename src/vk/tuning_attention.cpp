@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "tuning_env.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::vk {
@@ -95,26 +96,14 @@ bool attention_tiles_from_env(const DeviceInfo& info, bool subgroup_ops, Attenti
   return true;
 }
 
-// VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES=N: Path::automatic takes the unfused chain for up to N
-// queries (1: decoding steps), to time both paths of a decode on a device.
-void unfused_max_queries_from_env(AttentionTiles* t) {
-  const char* env = std::getenv("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES");
-  if (!env || !*env) return;
-  char* end = nullptr;
-  const long n = std::strtol(env, &end, 10);
-  if (*end != 0 || n < 0)
-    throw Error(ErrorCode::invalid_argument,
-                std::string("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES='") + env +
-                    "': expected a number of queries >= 0");
-  t->automatic_unfused_max_queries = n;
-}
-
 }  // namespace
 
 AttentionTiles attention_tiles_for(const DeviceInfo& info, bool cpu_device, bool subgroup_ops) {
   AttentionTiles t = cpu_device ? cpu_attention_tiles(info, subgroup_ops) : gpu_attention_tiles(info);
   attention_tiles_from_env(info, subgroup_ops, &t);
-  unfused_max_queries_from_env(&t);
+  // Path::automatic takes the unfused chain for up to N queries: to time both paths of a decode.
+  if (auto n = env_number("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", 0, INT32_MAX))
+    t.automatic_unfused_max_queries = *n;
   return t;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "tuning_env.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::vk {
@@ -164,12 +165,7 @@ std::optional<MatmulPath> path_from_env() {
 }
 
 uint32_t splits_from_env() {
-  const char* env = std::getenv("VKFORMER_MATMUL_SPLIT_K");
-  if (!env || !*env) return 0;
-  char* end = nullptr;
-  unsigned long n = std::strtoul(env, &end, 10);
-  if (*end || n < 1 || n > 64) bad_env("VKFORMER_MATMUL_SPLIT_K", env, "a number from 1 to 64");
-  return static_cast<uint32_t>(n);
+  return static_cast<uint32_t>(env_number("VKFORMER_MATMUL_SPLIT_K", 1, 64).value_or(0));
 }
 
 uint32_t pow2_at_least(uint64_t x) {
