@@ -1,6 +1,7 @@
 # `cmake --install` rules and the CMake package, so other projects can use
 #   find_package(vkformer CONFIG REQUIRED)
 #   target_link_libraries(app PRIVATE vkformer::vkformer)
+# and a pkg-config file for builds without CMake: cc app.c $(pkg-config --cflags --libs vkformer)
 include(CMakePackageConfigHelpers)
 
 set(VKF_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/vkformer)
@@ -27,3 +28,20 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/vkformerConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/vkformerConfig.cmake
               ${PROJECT_BINARY_DIR}/vkformerConfigVersion.cmake
   DESTINATION ${VKF_CMAKE_INSTALL_DIR})
+
+# vkformer.pc, relocatable: the prefix is found from the file's own place. A static library
+# lists what its link needs: Vulkan and, for C programs, the C++ runtime.
+file(RELATIVE_PATH VKF_PC_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" VKF_PC_PREFIX "${VKF_PC_PREFIX}")
+set(VKF_PC_LIBS "-lvkformer")
+set(VKF_PC_REQUIRES "")
+set(VKF_PC_REQUIRES_PRIVATE "vulkan")
+if(NOT BUILD_SHARED_LIBS)
+  foreach(lib IN LISTS VKF_CXX_RUNTIME)
+    string(APPEND VKF_PC_LIBS " -l${lib}")
+  endforeach()
+  set(VKF_PC_REQUIRES "vulkan")
+  set(VKF_PC_REQUIRES_PRIVATE "")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/vkformer.pc.in ${PROJECT_BINARY_DIR}/vkformer.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/vkformer.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,8 +1,11 @@
 # cmake -DBUILD_DIR=<vkformer build> -DWORK_DIR=<scratch> -DCONSUMER_DIR=<this folder>
-#       [-DCMAKE_CXX_COMPILER=<c++>] -P check_install.cmake
-# Installs the build into WORK_DIR/prefix, builds the consumer project against it with
-# find_package(vkformer CONFIG REQUIRED) and runs it. Any failing step fails the script.
-foreach(var BUILD_DIR WORK_DIR CONSUMER_DIR)
+#       -DC_CONSUMER_DIR=<examples/consumer_c> -DMODEL_DIR=<a seq2seq model> -DEXPECT=<regex>
+#       [-DCMAKE_CXX_COMPILER=<c++>] [-DCMAKE_C_COMPILER=<cc>] -P check_install.cmake
+# Installs the build into WORK_DIR/prefix, builds the C++ consumer project and the C-only one
+# against it with find_package(vkformer CONFIG REQUIRED) and runs them: the C one generates
+# tokens with MODEL_DIR, and its output must match EXPECT; then builds that C program once more
+# with plain `cc` and the installed vkformer.pc. Any failing step fails the script.
+foreach(var BUILD_DIR WORK_DIR CONSUMER_DIR C_CONSUMER_DIR MODEL_DIR EXPECT)
   if(NOT ${var})
     message(FATAL_ERROR "check_install.cmake: -D${var}=... is required")
   endif()
@@ -20,7 +23,11 @@ endfunction()
 file(REMOVE_RECURSE ${WORK_DIR})
 set(compiler_arg "")
 if(CMAKE_CXX_COMPILER)
-  set(compiler_arg -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER})
+  list(APPEND compiler_arg -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER})
+endif()
+set(c_compiler_arg "")
+if(CMAKE_C_COMPILER)
+  set(c_compiler_arg -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER})
 endif()
 
 step("install into ${WORK_DIR}/prefix"
@@ -31,3 +38,27 @@ step("configure the consumer with find_package(vkformer)"
 step("build the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 step("run the consumer" ${WORK_DIR}/build/app)
 message(STATUS "consumer said:\n${step_output}")
+
+step("configure the C consumer (LANGUAGES C only)"
+  ${CMAKE_COMMAND} -S ${C_CONSUMER_DIR} -B ${WORK_DIR}/build-c -DCMAKE_BUILD_TYPE=Release
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix ${c_compiler_arg})
+step("build the C consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build-c)
+step("run the C consumer" ${WORK_DIR}/build-c/capp ${MODEL_DIR} 5 17 3 9)
+if(NOT step_output MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the C consumer printed:\n${step_output}\nexpected a match of: ${EXPECT}")
+endif()
+message(STATUS "C consumer said:\n${step_output}")
+
+# The same C program built without CMake, with the flags of the installed vkformer.pc.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+find_program(C_COMPILER NAMES ${CMAKE_C_COMPILER} cc REQUIRED)
+set(ENV{PKG_CONFIG_PATH} "${WORK_DIR}/prefix/lib/pkgconfig")
+step("pkg-config --cflags --libs vkformer" ${PKG_CONFIG} --cflags --libs vkformer)
+string(STRIP "${step_output}" pc_flags)
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+step("build the C consumer with pkg-config"
+  ${C_COMPILER} -std=c99 ${C_CONSUMER_DIR}/../generate.c ${pc_flags} -o ${WORK_DIR}/capp-pc)
+step("run the pkg-config build" ${WORK_DIR}/capp-pc ${MODEL_DIR} 5 17 3 9)
+if(NOT step_output MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the pkg-config build printed:\n${step_output}\nexpected a match of: ${EXPECT}")
+endif()
