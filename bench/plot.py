@@ -60,12 +60,16 @@ def peak(entry, key):
     return (entry.get("peak") or {}).get(key) or 0
 
 
+written = []  # the charts save() wrote
+
+
 def save(fig, out, name):
     path = os.path.join(out, name)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     print("wrote", path)
+    written.append(name)
 
 
 def colors():
@@ -265,6 +269,9 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
     for chart in (roofline, matmul_square, matmul_shapes, attention, peak_fraction, blocks):
         chart(runs, a.out)
+    if not written:
+        sys.exit("plot.py: wrote no chart: no result in " + ", ".join(a.json) + " is one a chart draws "
+                 "(roofline.png and peak_fraction.png also need the peaks, which --no-peak runs lack)")
 
 
 if __name__ == "__main__":

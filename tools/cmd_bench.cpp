@@ -100,9 +100,9 @@ struct Table {
     }
   }
   void header() const {
-    std::printf("%-*s  %-*s  %-5s  %10s  %21s  %9s  %9s  %9s  %9s\n", int(name), "benchmark", int(shape),
+    std::printf("%-*s  %-*s  %-5s  %10s  %21s  %9s  %9s  %9s  %16s\n", int(name), "benchmark", int(shape),
                 "shape", "dtype", "median us", "min .. max us", "GFLOP/s", "GB/s", "% peak",
-                "% copy=");
+                "% same-size copy");
   }
   void row(const Benchmark& b, const Result& r) const {
     std::string label = b.name + " " + b.variant;
@@ -118,7 +118,7 @@ struct Table {
                             : "-";
       // Memory-bound ops: also the share of a copy kernel moving the same bytes.
       std::string same = r.same_size_fraction > 0 ? fmt("%.1f%%", r.same_size_fraction * 100) : "-";
-      std::printf("%10s  %21s  %9s  %9s  %9s  %9s\n", num(r.median_us).c_str(), spread.c_str(),
+      std::printf("%10s  %21s  %9s  %9s  %9s  %16s\n", num(r.median_us).c_str(), spread.c_str(),
                   num(r.gflops).c_str(), num(r.gbps).c_str(), pct.c_str(), same.c_str());
     }
     std::fflush(stdout);
