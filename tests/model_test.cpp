@@ -240,6 +240,54 @@ TEST_F(LoadErrorTest, NamesBadConfigValues) {
   expect_load_error(device(), tmp->path / "nowhere", ErrorCode::io, "does not exist");
 }
 
+TEST_F(LoadErrorTest, NamesThatMissOrCarryAStackPrefixSaySo) {
+  // A lone nn.TransformerEncoderLayer's state_dict: the names of layer 0 without "layers.0.".
+  json one = json::parse(config.to_json());
+  one["num_encoder_layers"] = 1;
+  std::vector<std::pair<std::string, HostTensor>> lone, prefixed;
+  for (auto& [n, v] : tensors) {
+    if (n.starts_with("layers.0.")) lone.emplace_back(n.substr(9), v);
+    prefixed.emplace_back("encoder." + n, v);
+  }
+  write(lone, one.dump());
+  expect_load_error(device(), tmp->path, ErrorCode::format, "that an encoder with this config has");
+  expect_load_error(device(), tmp->path, ErrorCode::format,
+                    "lack the prefix 'layers.0.' (it has 'self_attn.in_proj_weight'): a single layer "
+                    "saved alone?");
+  // A stack saved from inside a bigger module (nn.Transformer's encoder.*).
+  write(prefixed, config.to_json());
+  expect_load_error(device(), tmp->path, ErrorCode::format,
+                    "carry a prefix this config does not expect: 'encoder.'");
+}
+
+TEST_F(LoadErrorTest, PyTorchArgumentsThatDoNotChangeTheWeightsAreAccepted) {
+  json cfg = json::parse(config.to_json());
+  cfg["device"] = nullptr;
+  cfg["dtype"] = "torch.float32";
+  cfg["enable_nested_tensor"] = true;
+  cfg["mask_check"] = false;
+  cfg["bias"] = true;
+  cfg["batch_first"] = true;
+  write(tensors, cfg.dump());
+  Model model = Model::load(device(), tmp->path.string());
+  EXPECT_EQ(model.config().d_model, config.d_model);
+
+  struct Bad {
+    std::string key;
+    json value;
+    std::string needle;
+  };
+  for (const Bad& b : {Bad{"batch_first", false, "set it to true and give vkformer inputs transposed"},
+                       Bad{"bias", false, "\"bias\" must be true"},
+                       Bad{"device", 3, "\"device\" must be null or a string"},
+                       Bad{"enable_nested_tensor", "yes", "\"enable_nested_tensor\" must be true or false"}}) {
+    json c = json::parse(config.to_json());
+    c[b.key] = b.value;
+    write(tensors, c.dump());
+    expect_load_error(device(), tmp->path, ErrorCode::format, b.needle);
+  }
+}
+
 TEST_F(LoadErrorTest, TruncatedWeightsAreAnErrorNotACrash) {
   write(tensors, config.to_json());
   fs::path p = tmp->path / "model.safetensors";

@@ -118,7 +118,7 @@ int generate_command(const GenerateArgs& args, const GlobalOptions& globals) {
                  format_ms(total_ms - stats.encode_ms - stats.decode_ms).c_str());
   }
   // A step decodes one token position (for every live beam at once with --beam).
-  std::fprintf(stderr, "vkformer generate: %zu tokens; encoder %s; decoder %s for %zu step%s, %s per token\n",
+  std::fprintf(stderr, "vkformer generate: %zu tokens; encoder %s; decoder %s for %zu step%s, %s per decoder step\n",
                ids.size(), format_ms(stats.encode_ms).c_str(), format_ms(stats.decode_ms).c_str(),
                stats.steps, stats.steps == 1 ? "" : "s", format_ms(stats.ms_per_token()).c_str());
   return report_validation(device) ? 1 : 0;
@@ -131,7 +131,7 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
       "generate",
       "Translate one source sentence with a seq2seq model: greedy or beam search with a KV cache. "
       "Prints the generated token ids (after bos; the last one is eos if it was produced) on one "
-      "line, separated by spaces, and the time per token on stderr.");
+      "line, separated by spaces, and the time per decoder step (one token position, for every beam at once) on stderr.");
   auto args = std::make_shared<GenerateArgs>();
   add_model_options(*sub, args->model);
   sub->add_option("--src", args->src,

@@ -22,7 +22,7 @@ using Arch = ModelConfig::Arch;
 
 struct RunArgs {
   ModelArgs model;
-  std::string input, memory, output;
+  std::string input, memory, target, output;
   std::string output_dtype = "f32";
   bool causal = false;
   std::string src_mask, tgt_mask, memory_mask;
@@ -126,8 +126,20 @@ Prepared prepare(const RunArgs& args, const ModelConfig& c) {
   if (c.arch == Arch::encoder && !args.memory.empty())
     bad("--memory is for decoder, transformer and seq2seq models; " + args.model.dir +
         " is an encoder, which takes --input alone");
-  if (c.arch != Arch::encoder && args.memory.empty())
-    bad(std::string("a ") + arch + " model needs --memory: " + memory_help(c.arch));
+  // transformer and seq2seq: the second array is the target, so --target names it too.
+  const bool takes_target = c.arch == Arch::transformer || c.arch == Arch::seq2seq;
+  if (!args.target.empty() && !takes_target)
+    bad("--target is for transformer and seq2seq models; " + args.model.dir + " is " +
+        (c.arch == Arch::decoder ? "a decoder, whose target is --input (and the encoder output --memory)"
+                                 : "an encoder, which takes --input alone"));
+  if (!args.target.empty() && !args.memory.empty())
+    bad(std::string("--target and --memory both name the target of a ") + arch +
+        " model; give one of them");
+  const std::string second_option = args.target.empty() ? "--memory" : "--target";
+  const std::string& second_path = args.target.empty() ? args.memory : args.target;
+  if (c.arch != Arch::encoder && second_path.empty())
+    bad(std::string("a ") + arch + " model needs " + (takes_target ? "--target (or --memory)" : "--memory") +
+        ": " + memory_help(c.arch));
   struct MaskOption {
     const char* option;
     const std::string& path;
@@ -147,7 +159,7 @@ Prepared prepare(const RunArgs& args, const ModelConfig& c) {
       bad(std::string(m.option) + " is for a target or memory; an encoder model has neither");
   }
 
-  Prepared p{*read_arg("--input", args.input), read_arg("--memory", args.memory), {}, {}};
+  Prepared p{*read_arg("--input", args.input), read_arg(second_option, second_path), {}, {}};
   // Sequence lengths: S (source, keys of the encoder and of cross-attention), T (target).
   int64_t s = 0, t = 0;
   switch (c.arch) {
@@ -282,8 +294,8 @@ Command add_run_command(CLI::App& app, const GlobalOptions& globals) {
       "run",
       "Run a model on .npy arrays and write its output as .npy. encoder: --input is the source "
       "[batch, seq, d_model]. decoder: --input is the target, --memory the encoder output. "
-      "transformer: --input is the source, --memory the target. seq2seq: --input is the source "
-      "ids [batch, seq], --memory the target ids, the output log-probabilities "
+      "transformer: --input is the source, --target (or --memory) the target. seq2seq: --input is "
+      "the source ids [batch, seq], --target (or --memory) the target ids, the output log-probabilities "
       "[batch, target seq, tgt_vocab]. Prints a summary (device, model, shapes, times).");
   auto args = std::make_shared<RunArgs>();
   add_model_options(*sub, args->model);
@@ -296,6 +308,10 @@ Command add_run_command(CLI::App& app, const GlobalOptions& globals) {
                   "target [batch, target seq, d_model]; seq2seq: the target ids [batch, target "
                   "seq]. Required for these, refused for an encoder")
       ->type_name("M.npy");
+  sub->add_option("--target", args->target,
+                  "transformer and seq2seq: the target, the same as --memory for these models "
+                  "(refused for an encoder or a decoder)")
+      ->type_name("T.npy");
   sub->add_option("--output", args->output, "Where to write the output .npy")
       ->required()
       ->type_name("Y.npy");

@@ -61,10 +61,13 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
     bad(source, std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) bad(source, "expected a JSON object");
+  // Besides vkformer's keys, PyTorch constructor arguments that do not change the weights' meaning
+  // (checked below), so a config may be the module's arguments as they are.
   static const std::set<std::string> known = {
       "arch", "d_model", "nhead", "dim_feedforward", "num_encoder_layers", "num_decoder_layers",
       "activation", "layer_norm_eps", "norm_first", "final_norm", "src_vocab", "tgt_vocab",
-      "max_len", "dropout", "batch_first"};
+      "max_len", "dropout", "batch_first", "bias", "device", "dtype", "enable_nested_tensor",
+      "mask_check"};
   for (auto& [key, value] : j.items())
     if (!known.count(key)) bad(source, "unknown key \"" + key + "\"");
 
@@ -111,10 +114,25 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
     bad(source, "\"final_norm\" must be true for \"" + a + "\": nn.Transformer always has "
                 "encoder.norm and decoder.norm");
   if (!get_bool(j, source, "batch_first", true))
-    bad(source, "\"batch_first\" must be true: vkformer takes [batch, seq, feature] tensors");
+    bad(source, "\"batch_first\" must be true: vkformer takes [batch, seq, feature] tensors. The "
+                "weights are the same either way, so set it to true and give vkformer inputs "
+                "transposed from [seq, batch, feature] (x.transpose(0, 1) in PyTorch)");
+  if (!get_bool(j, source, "bias", true))
+    bad(source, "\"bias\" must be true: vkformer's layers have the biases of PyTorch's default "
+                "bias=True");
   auto dropout = j.find("dropout");
   if (dropout != j.end() && !dropout->is_number())
     bad(source, "\"dropout\" must be a number (it is ignored at inference)");
+  // Where PyTorch builds the module and which fast path it may take: nothing to do with the
+  // weights. The type the model runs in is ModelOptions::dtype (vkformer run --dtype).
+  for (const char* key : {"device", "dtype"}) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_null() && !it->is_string())
+      bad(source, std::string("\"") + key + "\" must be null or a string (it is ignored), got " +
+                      it->dump());
+  }
+  (void)get_bool(j, source, "enable_nested_tensor", true);  // checked for type, then ignored
+  (void)get_bool(j, source, "mask_check", true);
 
   bool s2s = c.arch == Arch::seq2seq;
   c.src_vocab = get_int(j, source, "src_vocab", 0, s2s ? 1 : 0, 1 << 24, s2s);

@@ -26,6 +26,28 @@ std::string list(const std::vector<std::string>& names, size_t max = 8) {
   return s;
 }
 
+// Where the file's names are the expected ones with a prefix too many or too few (a lone layer
+// saved without "layers.0.", a stack saved from inside a bigger module), says which prefix.
+template <typename Have>
+std::string prefix_hint(const std::vector<std::string>& missing, const Have& have) {
+  const std::string& want = missing.front();
+  for (auto& [name, info] : have) {
+    if (name.size() > want.size() && name.ends_with(want) && name[name.size() - want.size() - 1] == '.')
+      return ". The file's names carry a prefix this config does not expect: '" +
+             name.substr(0, name.size() - want.size()) + "' (as in '" + name +
+             "'); save the state_dict of the module that matches \"arch\", or strip the prefix";
+    if (want.size() > name.size() && want.ends_with(name) && want[want.size() - name.size() - 1] == '.') {
+      std::string prefix = want.substr(0, want.size() - name.size());
+      return ". The file's names lack the prefix '" + prefix + "' (it has '" + name + "')" +
+             (prefix.ends_with("layers.0.")
+                  ? ": a single layer saved alone? Save it as a stack of one layer, its names "
+                    "prefixed with 'layers.0.' (tools/export_torch.py does this)"
+                  : "");
+    }
+  }
+  return "";
+}
+
 // Rows [begin, end) of a 1-D or 2-D host tensor.
 HostTensor rows(const HostTensor& t, int64_t begin, int64_t end) {
   Shape s = t.shape().rank() == 1 ? Shape{end - begin} : Shape{end - begin, t.shape()[1]};
@@ -131,13 +153,14 @@ void ModelImpl::load_weights(
   for (auto& [name, info] : have)
     if (!wanted.count(name)) extra.push_back(name);
   const std::string arch = ModelConfig::arch_name(config.arch);
+  const std::string a_arch = (config.arch == ModelConfig::Arch::encoder ? "an " : "a ") + arch;
   if (!missing.empty())
     throw Error(ErrorCode::format, source + " lacks " + std::to_string(missing.size()) +
-                                       " tensor(s) that a " + arch + " with this config has: " +
-                                       list(missing));
+                                       " tensor(s) that " + a_arch + " with this config has: " +
+                                       list(missing) + prefix_hint(missing, have));
   if (!extra.empty())
     throw Error(ErrorCode::format, source + " has " + std::to_string(extra.size()) +
-                                       " tensor(s) that a " + arch +
+                                       " tensor(s) that " + a_arch +
                                        " with this config does not have: " + list(extra));
   for (auto& [name, shape] : expected) {
     auto& [dtype, got] = have[name];
