@@ -70,7 +70,7 @@ Vec layer_norm(const Vec& x, int64_t rows, int64_t d, const Vec& gamma, const Ve
 }
 
 double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
-double relu(double x) { return x > 0 ? x : 0.0; }
+double relu(double x) { return x < 0 ? 0.0 : x; }  // NaN stays NaN, as in PyTorch
 
 Vec split_heads(const Vec& x, int64_t B, int64_t S, int64_t C, int64_t H, int64_t D,
                 int64_t offset) {

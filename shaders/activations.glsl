@@ -15,7 +15,8 @@ float erf_approx(float x) {
 // PyTorch's default GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
 float gelu(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752)); }
 
-float relu(float x) { return max(x, 0.0); }
+// A comparison, not max(): NaN (and -0) pass through as in PyTorch, where max() may drop a NaN.
+float relu(float x) { return x < 0.0 ? 0.0 : x; }
 
 // ACT: 0 none, 1 relu, 2 gelu (the order of vkformer::Activation).
 float activate(float x, uint act) {

@@ -1,5 +1,6 @@
 // add (broadcasting), scale, relu, gelu and cast against double-precision references.
 #include <cmath>
+#include <limits>
 
 #include "reference.hpp"
 #include "test_device.hpp"
@@ -56,6 +57,35 @@ INSTANTIATE_TEST_SUITE_P(Shapes, UnaryTest,
                                            // whole vec4s: the four-per-invocation kernels
                                            UnaryCase{{4, 64}, DType::f32}, UnaryCase{{2, 3, 8}, DType::f16}),
                          unary_name);
+
+// PyTorch propagates NaN through activations (relu(NaN) = NaN, also after a linear layer), so a
+// bad weight or input shows in the output instead of being hidden by a max().
+TEST_F(DeviceTest, ActivationsPropagateNaNAndInfinityAsPyTorchDoes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x{nan, inf, -inf, -1.0f, 2.0f};
+  Graph g;
+  Tensor t = g.input("x", {5});
+  g.output("relu", g.relu(t));
+  g.output("gelu", g.gelu(t));
+  // linear with a fused relu: [NaN, -3] x [[1, 0], [0, 1]]^T is [NaN, NaN] (NaN * 0 is NaN),
+  // and relu keeps both, as torch.relu(nn.Linear(...)(x)) does.
+  Tensor xl = g.input("xl", {1, 2});
+  Tensor w = g.constant("w", HostTensor::from_f32({2, 2}, std::vector<float>{1, 0, 0, 1}));
+  g.output("linear_relu", g.linear(xl, w, {}, Activation::relu));
+  Executor ex(device(), g);
+  auto out = ex.run({{"x", HostTensor::from_f32({5}, x)},
+                     {"xl", HostTensor::from_f32({1, 2}, std::vector<float>{nan, -3.0f})}});
+  auto relu = out["relu"].to_f32(), gelu = out["gelu"].to_f32(), lin = out["linear_relu"].to_f32();
+  EXPECT_TRUE(std::isnan(relu[0]));
+  EXPECT_EQ(relu[1], inf);
+  EXPECT_EQ(relu[2], 0.0f);
+  EXPECT_EQ(relu[3], 0.0f);
+  EXPECT_EQ(relu[4], 2.0f);
+  EXPECT_TRUE(std::isnan(gelu[0]));
+  EXPECT_EQ(gelu[1], inf);
+  EXPECT_TRUE(std::isnan(lin[0])) << lin[0];
+  EXPECT_TRUE(std::isnan(lin[1])) << lin[1];
+}
 
 struct AddCase {
   Shape a, b;

@@ -2,6 +2,7 @@
 // barriers, pruning, externals and errors for bad use.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -210,6 +211,64 @@ std::vector<float> counting(size_t n, float first) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = first + static_cast<float>(i);
   return v;
+}
+
+// Scale factors and the like must be numbers: NaN or an infinity would only ever give NaN outputs.
+TEST(GraphBuild, NonFiniteOpOptionsAreRejectedWhereTheOpIsAdded) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  Graph g;
+  Tensor q = g.input("q", {1, 1, 2, 4});
+  Tensor x = g.input("x", {2, 4});
+  auto expect = [](auto&& add, const std::string& needle) {
+    try {
+      add();
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  AttentionOptions ao;
+  ao.scale = nan;
+  expect([&] { g.attention(q, q, q, ao); }, "attention: scale is nan, expected a finite number");
+  SoftmaxOptions so;
+  so.scale = inf;
+  expect([&] { g.softmax(x, so); }, "softmax: scale is inf");
+  expect([&] { g.scale(x, nan); }, "scale: alpha is nan");
+  MatmulOptions mo;
+  mo.transpose_b = true;
+  mo.alpha = -inf;
+  expect([&] { g.matmul(x, x, mo); }, "alpha is -inf");
+  PositionalEncodingOptions po;
+  po.input_scale = nan;
+  expect([&] { g.positional_encoding(x, po); }, "input_scale is nan");
+}
+
+TEST_F(DeviceTest, ACacheWriteWhoseResultNobodyReadsStillRuns) {
+  // The usual decoder step reads the cache through update_cache's result; here nothing does, and
+  // the write (with its position check) must happen all the same.
+  const int64_t B = 1, H = 2, T = 4, D = 2;
+  DeviceTensor cache = device().allocate({B, H, T, D}, DType::f32);
+  Graph g;
+  Tensor c = g.external("cache", cache);
+  Tensor rows = g.input("rows", {B, H, 1, D});
+  Tensor pos = g.input("pos", {1}, DType::i32);
+  g.update_cache(c, rows, pos);
+  g.output("y", g.relu(rows));
+  Executor ex(device(), g);
+  auto r = counting(B * H * D, 1.0f);
+  ex.run({{"rows", HostTensor::from_f32({B, H, 1, D}, r)},
+          {"pos", HostTensor::from_i32({1}, std::vector<int32_t>{1})}});
+  std::vector<float> expected(B * H * T * D, 0.0f);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = 0; d < D; ++d) expected[(h * T + 1) * D + d] = r[h * D + d];
+  EXPECT_EQ(device().download(cache).to_f32(), expected);
+  try {
+    ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{100}));
+    ADD_FAILURE() << "a position past the cache was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+  }
 }
 
 TEST_F(DeviceTest, HeadCopiesOfAWrittenExternalKeepItsContentsAtTheirPlace) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "synthetic_weights.hpp"
@@ -286,6 +287,73 @@ TEST_F(LoadErrorTest, PyTorchArgumentsThatDoNotChangeTheWeightsAreAccepted) {
     write(tensors, c.dump());
     expect_load_error(device(), tmp->path, ErrorCode::format, b.needle);
   }
+}
+
+TEST_F(LoadErrorTest, NumbersBeyondADoubleAreAConfigErrorNotAnInternalOne) {
+  write(tensors, "{\"arch\": \"encoder\", \"layer_norm_eps\": 1e400}");
+  expect_load_error(device(), tmp->path, ErrorCode::format, "config.json: not valid JSON");
+}
+
+// A config built in code gets the checks config.json gets, before anything is sized from it.
+TEST_F(DeviceTest, ConfigsBuiltInCodeAreValidatedLikeConfigFiles) {
+  ModelConfig base;
+  base.arch = ModelConfig::Arch::encoder;
+  base.d_model = 8;
+  base.nhead = 2;
+  base.dim_feedforward = 16;
+  base.num_encoder_layers = 1;
+  struct Bad {
+    std::function<void(ModelConfig&)> edit;
+    std::string needle;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {[](ModelConfig& c) { c.num_encoder_layers = 1000000000; }, "num_encoder_layers is 1000000000, expected 1..1024"},
+           {[](ModelConfig& c) { c.nhead = 3; }, "d_model 8 is not divisible by nhead 3"},
+           {[](ModelConfig& c) { c.nhead = 0; }, "nhead is 0"},
+           {[](ModelConfig& c) { c.d_model = -8; }, "d_model is -8"},
+           {[](ModelConfig& c) { c.layer_norm_eps = std::nanf(""); }, "layer_norm_eps is nan"},
+           {[](ModelConfig& c) { c.arch = ModelConfig::Arch::seq2seq; c.num_decoder_layers = 1; c.final_norm = true; },
+            "src_vocab is 0, expected 1.."}}) {
+    ModelConfig c = base;
+    b.edit(c);
+    for (int via_model = 0; via_model < 2; ++via_model) {
+      try {
+        if (via_model) Model::from_tensors(device(), c, {});
+        else parameter_shapes(c);
+        ADD_FAILURE() << "accepted: " << b.needle;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+        EXPECT_NE(std::string(e.what()).find(b.needle), std::string::npos) << e.what();
+      }
+    }
+  }
+  EXPECT_FALSE(parameter_shapes(base).empty());
+}
+
+TEST_F(DeviceTest, GenerateRejectsAnEosOutsideTheVocabularyAndANonFiniteLengthPenalty) {
+  Model model = Model::load(device(), (kGolden / "seq2seq_small").string());
+  auto expect = [&](GenerateOptions o, const std::string& needle) {
+    try {
+      model.generate({5, 17, 3}, o);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  GenerateOptions o;
+  o.eos = -7;
+  expect(o, "eos -7 is outside the target vocabulary");
+  o.eos = 1000;
+  expect(o, "eos 1000 is outside the target vocabulary");
+  o = {};
+  o.beam = 2;
+  o.length_penalty = std::nanf("");
+  expect(o, "length_penalty is nan, expected a finite number");
+  o = {};
+  o.eos = -1;  // no end token: allowed
+  o.max_new_tokens = 2;
+  EXPECT_EQ(model.generate({5, 17, 3}, o).size(), 2u);
 }
 
 TEST_F(LoadErrorTest, TruncatedWeightsAreAnErrorNotACrash) {

@@ -38,6 +38,9 @@ struct ModelConfig {
   // Parses and validates; errors name the key and the file.
   static ModelConfig parse(const std::string& json_text, const std::string& source = "config.json");
   static ModelConfig load(const std::string& path);
+  // The checks parse() makes, for a config built in code (Model::from_tensors and
+  // parameter_shapes call it): Error(invalid_argument) naming the field and its range.
+  void validate(const std::string& source = "ModelConfig") const;
   std::string to_json() const;
 
   bool has_encoder() const { return arch != Arch::decoder; }

@@ -95,6 +95,9 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
   std::vector<bool> needed(nv, false);
   for (auto& [name, v] : g.outputs) needed[v] = true;
   for (auto [value, target] : g.pinned) needed[value] = true;
+  // A cache write changes an external tensor: it runs whether or not anything reads its result.
+  for (const Node& n : nodes)
+    if (n.kind == OpKind::update_cache) needed[n.output] = true;
   std::vector<bool> live(nodes.size(), false);
   for (size_t i = nodes.size(); i-- > 0;) {
     const Node& n = nodes[i];

@@ -14,6 +14,13 @@ namespace {
 
 using json = nlohmann::json;
 
+// The ranges a config's numbers must lie in, for config.json and for configs built in code.
+constexpr int64_t kMaxWidth = 1 << 20;   // d_model, dim_feedforward
+constexpr int64_t kMaxHeads = 4096;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxVocab = 1 << 24;
+constexpr int64_t kMaxLength = 1 << 24;  // max_len
+
 [[noreturn]] void bad(const std::string& source, const std::string& what) {
   throw Error(ErrorCode::format, source + ": " + what);
 }
@@ -57,7 +64,7 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers beyond a double (1e400)
     bad(source, std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) bad(source, "expected a JSON object");
@@ -81,15 +88,14 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
   else if (a == "seq2seq") c.arch = Arch::seq2seq;
   else bad(source, "\"arch\" is " + a + ", expected encoder, decoder, transformer or seq2seq");
 
-  constexpr int64_t kBig = 1 << 20;
-  c.d_model = get_int(j, source, "d_model", 0, 1, kBig, true);
-  c.nhead = get_int(j, source, "nhead", 0, 1, 4096, true);
-  c.dim_feedforward = get_int(j, source, "dim_feedforward", 0, 1, kBig, true);
+  c.d_model = get_int(j, source, "d_model", 0, 1, kMaxWidth, true);
+  c.nhead = get_int(j, source, "nhead", 0, 1, kMaxHeads, true);
+  c.dim_feedforward = get_int(j, source, "dim_feedforward", 0, 1, kMaxWidth, true);
   if (c.d_model % c.nhead != 0)
     bad(source, "\"d_model\" " + std::to_string(c.d_model) + " is not divisible by \"nhead\" " +
                     std::to_string(c.nhead));
-  c.num_encoder_layers = get_int(j, source, "num_encoder_layers", 0, 0, 1024, c.has_encoder());
-  c.num_decoder_layers = get_int(j, source, "num_decoder_layers", 0, 0, 1024, c.has_decoder());
+  c.num_encoder_layers = get_int(j, source, "num_encoder_layers", 0, 0, kMaxLayers, c.has_encoder());
+  c.num_decoder_layers = get_int(j, source, "num_decoder_layers", 0, 0, kMaxLayers, c.has_decoder());
   if (c.has_encoder() && c.num_encoder_layers < 1) bad(source, "\"num_encoder_layers\" must be at least 1");
   if (c.has_decoder() && c.num_decoder_layers < 1) bad(source, "\"num_decoder_layers\" must be at least 1");
 
@@ -135,10 +141,38 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
   (void)get_bool(j, source, "mask_check", true);
 
   bool s2s = c.arch == Arch::seq2seq;
-  c.src_vocab = get_int(j, source, "src_vocab", 0, s2s ? 1 : 0, 1 << 24, s2s);
-  c.tgt_vocab = get_int(j, source, "tgt_vocab", 0, s2s ? 1 : 0, 1 << 24, s2s);
-  c.max_len = get_int(j, source, "max_len", 5000, 1, 1 << 24, false);
+  c.src_vocab = get_int(j, source, "src_vocab", 0, s2s ? 1 : 0, kMaxVocab, s2s);
+  c.tgt_vocab = get_int(j, source, "tgt_vocab", 0, s2s ? 1 : 0, kMaxVocab, s2s);
+  c.max_len = get_int(j, source, "max_len", 5000, 1, kMaxLength, false);
+  c.validate(source);
   return c;
+}
+
+void ModelConfig::validate(const std::string& source) const {
+  auto in = [&](const char* key, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi)
+      throw Error(ErrorCode::invalid_argument, source + ": " + key + " is " + std::to_string(v) +
+                                                   ", expected " + std::to_string(lo) + ".." +
+                                                   std::to_string(hi));
+  };
+  in("d_model", d_model, 1, kMaxWidth);
+  in("nhead", nhead, 1, kMaxHeads);
+  in("dim_feedforward", dim_feedforward, 1, kMaxWidth);
+  if (d_model % nhead != 0)
+    throw Error(ErrorCode::invalid_argument, source + ": d_model " + std::to_string(d_model) +
+                                                 " is not divisible by nhead " + std::to_string(nhead));
+  in("num_encoder_layers", num_encoder_layers, has_encoder() ? 1 : 0, kMaxLayers);
+  in("num_decoder_layers", num_decoder_layers, has_decoder() ? 1 : 0, kMaxLayers);
+  if (!(layer_norm_eps >= 0 && layer_norm_eps < 1))
+    throw Error(ErrorCode::invalid_argument, source + ": layer_norm_eps is " +
+                                                 std::to_string(layer_norm_eps) + ", expected 0 <= eps < 1");
+  const bool s2s = arch == Arch::seq2seq;
+  if ((arch == Arch::transformer || s2s) && !final_norm)
+    throw Error(ErrorCode::invalid_argument, source + ": final_norm must be true for " +
+                                                 arch_name(arch) + " (encoder.norm and decoder.norm)");
+  in("src_vocab", src_vocab, s2s ? 1 : 0, kMaxVocab);
+  in("tgt_vocab", tgt_vocab, s2s ? 1 : 0, kMaxVocab);
+  in("max_len", max_len, 1, kMaxLength);
 }
 
 ModelConfig ModelConfig::load(const std::string& path) {

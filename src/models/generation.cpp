@@ -138,6 +138,13 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
                                                  " tokens, more than max_len " + std::to_string(c.max_len));
   if (o.beam < 1 || o.beam > 64)
     throw Error(ErrorCode::invalid_argument, call + ": beam is " + std::to_string(o.beam) + ", expected 1..64");
+  if (o.eos != -1 && (o.eos < 0 || o.eos >= c.tgt_vocab))
+    throw Error(ErrorCode::invalid_argument, call + ": eos " + std::to_string(o.eos) +
+                                                 " is outside the target vocabulary [0, " +
+                                                 std::to_string(c.tgt_vocab) + ") (-1: no end token)");
+  if (!std::isfinite(o.length_penalty))
+    throw Error(ErrorCode::invalid_argument, call + ": length_penalty is " +
+                                                 std::to_string(o.length_penalty) + ", expected a finite number");
 
   const int64_t rows = o.beam, s = static_cast<int64_t>(src.size());
   std::string key = std::to_string(rows) + "x" + std::to_string(s) + "x" + std::to_string(o.max_new_tokens);

@@ -42,6 +42,7 @@ void stack(Params& p, const std::string& prefix, const ModelConfig& c, bool deco
 }  // namespace
 
 std::vector<std::pair<std::string, Shape>> parameter_shapes(const ModelConfig& c) {
+  c.validate();
   Params p;
   switch (c.arch) {
     case ModelConfig::Arch::encoder: stack(p, "", c, false); break;

@@ -195,6 +195,7 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
   const Shape scores{B, H, Sq, Sk};
   std::vector<uint32_t> inputs{q.id, k.id, v.id};
   AttentionAttrs a;
+  ops::require_finite(*impl_, op, "scale", options.scale);
   a.scale = options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(D));
   a.causal = options.causal;
   a.path = options.path;

@@ -103,6 +103,7 @@ Tensor Graph::add(Tensor a, Tensor b) {
 Tensor Graph::scale(Tensor x, float alpha) {
   const std::string op = "scale";
   ops::require_float(*impl_, op, "x", x);
+  ops::require_finite(*impl_, op, "alpha", alpha);
   return impl_->add_node(OpKind::scale, op, {x.id}, ScaleAttrs{alpha}, x.shape, x.dtype);
 }
 

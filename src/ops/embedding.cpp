@@ -147,6 +147,7 @@ Tensor Graph::positional_encoding(Tensor x, const PositionalEncodingOptions& opt
     invalid("max_len must be in [1, " + std::to_string(kMaxPositions) + "], got " +
             std::to_string(options.max_len));
   if (options.offset < 0) invalid("offset must be >= 0, got " + std::to_string(options.offset));
+  ops::require_finite(*impl_, op, "input_scale", options.input_scale);
   if (options.offset + s > options.max_len)
     shape_error(impl_->label(op), "x is " + describe(x) + ": positions [" +
                                       std::to_string(options.offset) + ", " +

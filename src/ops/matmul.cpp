@@ -391,6 +391,7 @@ Tensor matmul_node(GraphImpl& g, const std::string& op, const char* arg_a, const
                              describe(bias));
     inputs.push_back(bias.id);
   }
+  ops::require_finite(g, op, "alpha", options.alpha);
   MatmulAttrs at;
   at.transpose_b = options.transpose_b;
   at.has_bias = options.bias.has_value();

@@ -1,6 +1,7 @@
 #include "op_common.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace vkformer::ops {
 
@@ -8,6 +9,12 @@ void require_float(const GraphImpl& g, const std::string& op, const char* arg, c
   g.check(t, op, arg);
   if (!is_float(t.dtype))
     shape_error(g.label(op), std::string(arg) + " must be f32 or f16, got " + describe(t));
+}
+
+void require_finite(const GraphImpl& g, const std::string& op, const char* arg, float value) {
+  if (!std::isfinite(value))
+    throw Error(ErrorCode::invalid_argument,
+                g.label(op) + ": " + arg + " is " + std::to_string(value) + ", expected a finite number");
 }
 
 void require_dtype(const GraphImpl& g, const std::string& op, const char* arg, const Tensor& t,

@@ -23,6 +23,9 @@ void require_additive_mask(const GraphImpl& g, const std::string& op, const Tens
                            const char* like_name, const Tensor& like, const Shape& target,
                            const std::string& target_desc);
 
+// Throws Error(invalid_argument) unless `value` (an op option named `arg`) is a finite number.
+void require_finite(const GraphImpl& g, const std::string& op, const char* arg, float value);
+
 // Strides of `in` right-aligned into rank 4 when broadcast (numpy rules) against `out`; 0 where
 // it repeats.
 void broadcast_strides4(const Shape& in, const Shape& out, uint32_t strides[4]);

@@ -162,6 +162,7 @@ Tensor Graph::softmax(Tensor x, const SoftmaxOptions& options) {
   ops::require_float(*impl_, op, "x", x);
   ops::require_rank(*impl_, op, "x", x, 1, 4);
   std::vector<uint32_t> inputs{x.id};
+  ops::require_finite(*impl_, op, "scale", options.scale);
   SoftmaxAttrs a;
   a.scale = options.scale;
   a.causal = options.causal;
