@@ -4,8 +4,10 @@
 // bench/plot.py and for comparing devices. The benchmarks themselves live in bench/.
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -220,7 +222,8 @@ std::string iso_time() {
 
 void write_json(const std::string& path, const json& j) {
   std::ofstream f(path);
-  if (!f) throw Error(ErrorCode::io, "cannot write '" + path + "'");
+  if (!f)
+    throw Error(ErrorCode::io, "--json: cannot write '" + path + "': " + std::strerror(errno));
   f << j.dump(2) << "\n";
   if (!f) throw Error(ErrorCode::io, "error writing '" + path + "'");
 }
@@ -385,6 +388,8 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
                                {"repeats", o->repeats},   {"warmup", o->warmup},
                                {"budget_s", o->budget_s}, {"max_run_s", o->max_run_s}};
             doc["devices"] = json::array();
+            // An unwritable --json fails now, not after minutes of benchmarks.
+            if (!o->json_path.empty()) write_json(o->json_path, doc);
             std::printf("vkformer bench: %zu benchmark%s on %zu device%s\n", list.size(),
                         list.size() == 1 ? "" : "s", selectors.size(),
                         selectors.size() == 1 ? "" : "s");
