@@ -289,9 +289,13 @@ TEST_F(LoadErrorTest, PyTorchArgumentsThatDoNotChangeTheWeightsAreAccepted) {
   }
 }
 
-TEST_F(LoadErrorTest, NumbersBeyondADoubleAreAConfigErrorNotAnInternalOne) {
+TEST_F(LoadErrorTest, NumbersBeyondADoubleAndRepeatedKeysAreConfigErrors) {
   write(tensors, "{\"arch\": \"encoder\", \"layer_norm_eps\": 1e400}");
   expect_load_error(device(), tmp->path, ErrorCode::format, "config.json: not valid JSON");
+  std::string twice = config.to_json();
+  twice.insert(twice.find('{') + 1, "\"d_model\": 16, ");
+  write(tensors, twice);
+  expect_load_error(device(), tmp->path, ErrorCode::format, "config.json: key \"d_model\" appears more than once");
 }
 
 // A config built in code gets the checks config.json gets, before anything is sized from it.

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "vkformer/error.hpp"
 #include "vkformer/model.hpp"
@@ -62,11 +63,23 @@ const char* ModelConfig::arch_name(Arch a) {
 
 ModelConfig ModelConfig::parse(const std::string& text, const std::string& source) {
   json j;
+  // JSON lets a key repeat (the last one wins); in a config that hides a mistake, so it is one.
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  std::string repeated;
+  auto note_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys_of_open_objects.emplace_back();
+    if (event == json::parse_event_t::object_end) keys_of_open_objects.pop_back();
+    if (event == json::parse_event_t::key && !keys_of_open_objects.back().insert(parsed.get<std::string>()).second &&
+        repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
   try {
-    j = json::parse(text);
+    j = json::parse(text, note_keys);
   } catch (const json::exception& e) {  // parse errors, and numbers beyond a double (1e400)
     bad(source, std::string("not valid JSON: ") + e.what());
   }
+  if (!repeated.empty()) bad(source, "key \"" + repeated + "\" appears more than once");
   if (!j.is_object()) bad(source, "expected a JSON object");
   // Besides vkformer's keys, PyTorch constructor arguments that do not change the weights' meaning
   // (checked below), so a config may be the module's arguments as they are.
