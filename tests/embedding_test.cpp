@@ -130,24 +130,41 @@ TEST_F(DeviceTest, EmbeddingChecksIdsThroughReshape) {
 
 // Ids that are not a graph input (a constant here, or a device tensor) are not checked on the
 // host; the shader clamps them into [0, V) so nothing reads out of bounds.
-TEST_F(DeviceTest, EmbeddingClampsUncheckedIds) {
+// Ids in an external tensor are device data the executor never sees: the shader clamps them.
+TEST_F(DeviceTest, EmbeddingClampsIdsOfAnExternalTensor) {
   const int64_t vocab = 4, d = 3;
   auto table = random_values(vocab * d, 3);
   std::vector<int32_t> ids = {-5, 0, 3, 4, 1000000, INT32_MIN, INT32_MAX};
   const int64_t n = static_cast<int64_t>(ids.size());
   Graph g;
-  Tensor i = g.constant("ids", HostTensor::from_i32({n}, ids));
   Tensor t = g.constant("table", make_tensor({vocab, d}, table, DType::f32));
   Tensor e = g.external("ext_ids", device().upload(HostTensor::from_i32({n}, ids)));
-  g.output("y", g.embedding(i, t));
   g.output("y_ext", g.embedding(e, t));
   Executor ex(device(), g);
   auto out = ex.run({});
   std::vector<int32_t> clamped;
   for (int32_t id : ids) clamped.push_back(std::clamp<int32_t>(id, 0, vocab - 1));
   auto want = ref::embedding(clamped, stored(table, DType::f32), d);
-  EXPECT_TRUE(all_close(out["y"], want, kExact));
   EXPECT_TRUE(all_close(out["y_ext"], want, kExact));
+}
+
+// Constant ids are known when the graph is compiled: one outside the table is an error then.
+TEST_F(DeviceTest, EmbeddingRejectsConstantIdsOutsideTheTable) {
+  const int64_t vocab = 4, d = 3;
+  Graph g;
+  Tensor t = g.constant("table", HostTensor({vocab, d}, DType::f32));
+  Tensor ok = g.constant("ok", HostTensor::from_i32({2}, std::vector<int32_t>{0, 3}));
+  Tensor bad = g.constant("bad", HostTensor::from_i32({3}, std::vector<int32_t>{1, 2, 4}));
+  g.output("y", g.embedding(ok, t));
+  g.output("z", g.embedding(g.reshape(bad, {1, 3}), t));
+  try {
+    Executor ex(device(), g);
+    ADD_FAILURE() << "constant id 4 of a 4-row table was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("constant index 4 at position 2 is outside [0, 4)"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST_F(DeviceTest, EmbeddingRejectsBadArguments) {
@@ -286,15 +303,26 @@ TEST_F(DeviceTest, PositionalEncodingOffsetTensorChangesBetweenRuns) {
     Executor ex(device(), g);
     ex.set_input("x", make_tensor(shape, xv, dtype));
     auto tol = dtype == DType::f16 ? default_tolerance(dtype) : kPeTolerance;
-    for (int32_t p : {0, 37, 7, 56, 100, -4}) {
+    // The last offset that keeps every row in the table: static_offset + p + S = max_len.
+    const int32_t last = static_cast<int32_t>(max_len - static_offset - shape[1]);
+    for (int32_t p : {0, 37, 7, last}) {
       ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{p}));
       ex.run();
-      auto want = pe_reference(stored(xv, dtype), shape, scale, [&](int64_t s) {
-        return std::clamp<int64_t>(static_offset + p + s, 0, max_len - 1);
-      });
+      auto want = pe_reference(stored(xv, dtype), shape, scale,
+                               [&](int64_t s) { return static_offset + p + s; });
       EXPECT_TRUE(all_close(ex.output("y"), want, tol)) << "offset tensor " << p;
     }
     EXPECT_EQ(ex.stats().recordings, 1u);
+    for (int32_t p : {last + 1, 100, -4}) {
+      try {
+        ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{p}));
+        ADD_FAILURE() << "offset tensor " << p << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+        EXPECT_NE(std::string(e.what()).find("input 'pos': index " + std::to_string(p)), std::string::npos)
+            << e.what();
+      }
+    }
   }
 }
 

@@ -17,9 +17,21 @@ uint32_t Lowering::constant(HostTensor value) {
 }
 
 void Lowering::require_index_bound(uint32_t value, int64_t bound) {
-  // Through views (reshapes) to the graph input the indices come from: Executor::set_input
-  // checks those. Indices computed on the device rely on the shader's clamp.
+  // Through views (reshapes) to where the indices come from. A constant is checked now, a graph
+  // input by Executor::set_input; indices computed on the device or held in an external tensor
+  // rely on the shader's clamp.
   const uint32_t root = program_.root(value);
+  if (program_.values[root].kind == ValueKind::constant) {
+    auto c = program_.constants.find(root);
+    if (c == program_.constants.end() || c->second.dtype() != DType::i32) return;
+    const auto* ids = reinterpret_cast<const int32_t*>(c->second.data());
+    for (int64_t i = 0; i < c->second.numel(); ++i)
+      if (ids[i] < 0 || ids[i] >= bound)
+        throw Error(ErrorCode::invalid_argument,
+                    node_.label + ": constant index " + std::to_string(ids[i]) + " at position " +
+                        std::to_string(i) + " is outside [0, " + std::to_string(bound) + ")");
+    return;
+  }
   if (program_.values[root].kind != ValueKind::input) return;
   auto [it, inserted] = program_.index_bounds.emplace(root, bound);
   if (!inserted) it->second = std::min(it->second, bound);

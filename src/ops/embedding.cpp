@@ -101,6 +101,9 @@ void lower_positional_encoding(Lowering& l) {
     // The run-time offset can point anywhere: the whole table, clamped in the shader.
     table = l.constant(sinusoid_table(0, a.max_len, d));
     offset_binding = l.input(1);
+    // offset + offset_tensor[0] + S <= max_len: a graph input (or constant) is checked, a value
+    // computed on the device is clamped.
+    l.require_index_bound(l.input(1), a.max_len - a.offset - s + 1);
     p.rows = static_cast<uint32_t>(a.max_len);
     p.base = static_cast<int32_t>(a.offset);
   } else {
@@ -133,8 +136,9 @@ Tensor Graph::embedding(Tensor ids, Tensor table) {
 }
 
 // Row s of x gets position offset + s, which must lie in the table (offset + S <= max_len). With
-// an offset_tensor the position is offset + offset_tensor[0] + s, read at run time and clamped
-// to [0, max_len - 1]: rows past the end of the table repeat its last row.
+// an offset_tensor the position is offset + offset_tensor[0] + s, read at run time: a graph input
+// or constant offset_tensor must keep every row in the table (Executor::set_input checks it);
+// one computed on the device is clamped to [0, max_len - 1].
 Tensor Graph::positional_encoding(Tensor x, const PositionalEncodingOptions& options) {
   const std::string op = "positional_encoding";
   ops::require_float(*impl_, op, "x", x);
