@@ -154,6 +154,18 @@ TEST(Shape, ElementLimitDoesNotDependOnTheOrderOfDims) {
                {"big.safetensors", "'x'", "2^48"});
 }
 
+TEST(SafetensorsFile, AMovedFromFileSaysSo) {
+  const std::string header = "{}      ";  // no tensors, padded to 8 bytes
+  std::vector<std::byte> bytes(8 + header.size());
+  bytes[0] = std::byte(header.size());
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  SafetensorsFile file = SafetensorsFile::from_bytes(bytes, "empty.safetensors");
+  SafetensorsFile moved = std::move(file);
+  expect_error([&] { file.entries(); }, ErrorCode::invalid_argument, {"this file was moved from"});
+  expect_error([&] { file.read("x"); }, ErrorCode::invalid_argument, {"this file was moved from"});
+  EXPECT_TRUE(moved.entries().empty());
+}
+
 bool lifetimes_overlap(const Lifetime& a, const Lifetime& b) {
   return a.first <= b.last && b.first <= a.last;
 }

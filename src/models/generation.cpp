@@ -113,7 +113,7 @@ std::vector<int32_t> beam_search(CachedDecoder& dec, const GenerateOptions& o, i
 }  // namespace
 
 std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const GenerateOptions& o) {
-  const ModelConfig& c = impl_->config;
+  const ModelConfig& c = impl().config;
   const std::string call = "Model::generate";
   if (c.arch != ModelConfig::Arch::seq2seq)
     throw Error(ErrorCode::invalid_argument, call + ": needs a seq2seq model, this one is " +
@@ -141,8 +141,8 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
 
   const int64_t rows = o.beam, s = static_cast<int64_t>(src.size());
   std::string key = std::to_string(rows) + "x" + std::to_string(s) + "x" + std::to_string(o.max_new_tokens);
-  auto& dec = impl_->decoders[key];
-  if (!dec) dec = std::make_unique<CachedDecoder>(*impl_, rows, s, o.max_new_tokens);
+  auto& dec = impl().decoders[key];
+  if (!dec) dec = std::make_unique<CachedDecoder>(impl(), rows, s, o.max_new_tokens);
 
   GenerationStats stats;
   auto t0 = Clock::now();
@@ -155,7 +155,7 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
                                          : beam_search(*dec, o, c.tgt_vocab, stats);
   stats.decode_ms = ms_since(t1);
   stats.tokens = out.size();
-  impl_->stats = stats;
+  impl().stats = stats;
   return out;
 }
 
