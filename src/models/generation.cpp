@@ -119,6 +119,9 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
     throw Error(ErrorCode::invalid_argument, call + ": needs a seq2seq model, this one is " +
                                                  ModelConfig::arch_name(c.arch));
   if (src.empty()) throw Error(ErrorCode::invalid_argument, call + ": the source is empty");
+  if (static_cast<int64_t>(src.size()) > c.max_len)
+    throw Error(ErrorCode::invalid_argument, call + ": the source has " + std::to_string(src.size()) +
+                                                 " tokens, more than max_len " + std::to_string(c.max_len));
   for (size_t i = 0; i < src.size(); ++i)
     if (src[i] < 0 || src[i] >= c.src_vocab)
       throw Error(ErrorCode::invalid_argument, call + ": source token " + std::to_string(src[i]) +
@@ -133,9 +136,6 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
     throw Error(ErrorCode::invalid_argument,
                 call + ": max_new_tokens is " + std::to_string(o.max_new_tokens) + ", expected 1.." +
                     std::to_string(c.max_len) + " (the config's max_len)");
-  if (static_cast<int64_t>(src.size()) > c.max_len)
-    throw Error(ErrorCode::invalid_argument, call + ": the source has " + std::to_string(src.size()) +
-                                                 " tokens, more than max_len " + std::to_string(c.max_len));
   if (o.beam < 1 || o.beam > 64)
     throw Error(ErrorCode::invalid_argument, call + ": beam is " + std::to_string(o.beam) + ", expected 1..64");
 
