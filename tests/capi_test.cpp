@@ -108,5 +108,39 @@ TEST_F(CApiTest, ErrorsAreStatusesWithMessages) {
   EXPECT_STREQ(vkf_version(), "0.1.0");
 }
 
+// Values a C caller can pass that C++ types cannot hold: each is checked and named before use.
+TEST_F(CApiTest, OutOfRangeFieldsAreNamedBeforeUse) {
+  auto expect_error = [](vkf_status got, vkf_status want, const std::string& needle) {
+    EXPECT_EQ(got, want) << vkf_last_error();
+    EXPECT_NE(std::string(vkf_last_error()).find(needle), std::string::npos) << vkf_last_error();
+  };
+  vkf_model* model = nullptr;
+  int32_t bad_dtype = 77;  // not a vkf_dtype: copied in as a C caller's integer would be
+  vkf_dtype dtype;
+  std::memcpy(&dtype, &bad_dtype, sizeof dtype);
+  fs::path dir = kGolden / "seq2seq_small";
+  expect_error(vkf_model_load(dev, dir.c_str(), dtype, &model), VKF_ERROR_INVALID_ARGUMENT,
+               "dtype is 77");
+  ASSERT_EQ(vkf_model_load(dev, dir.c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
+
+  HostTensor ids({1, 3}, DType::i32);
+  vkf_tensor src = view(ids);
+  std::memcpy(&src.dtype, &bad_dtype, sizeof src.dtype);
+  vkf_result out{};
+  expect_error(vkf_model_encode(model, &src, nullptr, &out), VKF_ERROR_INVALID_ARGUMENT,
+               "src: dtype is 77");
+  src = view(ids);
+  src.shape[1] = -3;
+  expect_error(vkf_model_encode(model, &src, nullptr, &out), VKF_ERROR_INVALID_ARGUMENT,
+               "src: shape has a negative dimension -3");
+
+  // A wrong length is rejected before the source is copied.
+  int32_t tokens[4] = {3, 4, 5, 6};
+  size_t count = 0;
+  expect_error(vkf_model_generate(model, tokens, size_t{1} << 40, nullptr, tokens, 4, &count),
+               VKF_ERROR_INVALID_ARGUMENT, "src_length 1099511627776 is more than max_len");
+  vkf_model_release(model);
+}
+
 }  // namespace
 }  // namespace vkformer::testing

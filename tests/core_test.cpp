@@ -102,6 +102,70 @@ TEST(HostTensor, ConvertsAndChecks) {
   EXPECT_THROW(parse_dtype("bf16"), Error);
 }
 
+// Runs fn, which must throw a vkformer::Error of `code` whose message contains every needle.
+template <class Fn>
+void expect_error(Fn&& fn, ErrorCode code, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (auto& needle : needles)
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(HostTensor, BadIndicesDimsAndSizesAreErrors) {
+  HostTensor t({2, 2}, DType::f32);
+  expect_error([&] { t.f32_at(1000000000); }, ErrorCode::invalid_argument,
+               {"index 1000000000", "4 elements"});
+  expect_error([&] { t.f32_at(-1); }, ErrorCode::invalid_argument, {"index -1"});
+  expect_error([] { Shape{2, 3}.with(0, -5); }, ErrorCode::invalid_argument,
+               {"negative dimension -5"});
+  // 2^48 elements is allowed, but no host has 2^50 bytes for them.
+  expect_error([] { HostTensor({1 << 24, 1 << 24}, DType::f32); }, ErrorCode::out_of_memory,
+               {"[16777216,16777216] f32", "1125899906842624 bytes"});
+}
+
+TEST(Shape, ElementLimitDoesNotDependOnTheOrderOfDims) {
+  // Empty shapes too: strides multiply the other dims, which must stay within the limit.
+  const int64_t huge = int64_t{1} << 50;
+  const std::vector<std::vector<int64_t>> empty_shapes = {{huge, 0, 32}, {0, huge, 32}, {32, 0, huge}};
+  for (const auto& dims : empty_shapes)
+    expect_error([&] { Shape shape(dims); }, ErrorCode::invalid_argument, {"2^48"});
+  EXPECT_EQ((Shape{0, 1 << 24, 1 << 24}).numel(), 0);
+
+  // A .npy file with such a shape is a bad file, named in the message.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(huge) + ", 0, 32), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::string file = std::string("\x93NUMPY\x01\x00", 8) + char(header.size() & 0xff) +
+                     char(header.size() >> 8) + header;
+  expect_error([&] { parse_npy(std::as_bytes(std::span(file)), "big.npy"); }, ErrorCode::format,
+               {"big.npy", "2^48"});
+  // And so is a safetensors file.
+  const std::string json = "{\"x\": {\"dtype\": \"F32\", \"shape\": [" + std::to_string(huge) +
+                           ", 0, 32], \"data_offsets\": [0, 0]}}";
+  std::vector<std::byte> st(8 + json.size());
+  st[0] = std::byte(json.size());
+  std::memcpy(st.data() + 8, json.data(), json.size());
+  expect_error([&] { SafetensorsFile::from_bytes(st, "big.safetensors"); }, ErrorCode::format,
+               {"big.safetensors", "'x'", "2^48"});
+}
+
+TEST(SafetensorsFile, AMovedFromFileSaysSo) {
+  const std::string header = "{}      ";  // no tensors, padded to 8 bytes
+  std::vector<std::byte> bytes(8 + header.size());
+  bytes[0] = std::byte(header.size());
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  SafetensorsFile file = SafetensorsFile::from_bytes(bytes, "empty.safetensors");
+  SafetensorsFile moved = std::move(file);
+  expect_error([&] { file.entries(); }, ErrorCode::invalid_argument, {"this file was moved from"});
+  expect_error([&] { file.read("x"); }, ErrorCode::invalid_argument, {"this file was moved from"});
+  EXPECT_TRUE(moved.entries().empty());
+}
+
 bool lifetimes_overlap(const Lifetime& a, const Lifetime& b) {
   return a.first <= b.last && b.first <= a.last;
 }

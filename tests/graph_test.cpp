@@ -417,6 +417,39 @@ TEST_F(DeviceTest, MisuseGivesClearErrors) {
   expect_error([&] { Executor e(device(), empty); }, ErrorCode::invalid_argument, "no outputs");
 }
 
+// A moved-from Graph, Executor or Device is empty: using it is an error, not a crash.
+TEST_F(DeviceTest, MovedFromObjectsSaySo) {
+  auto expect_moved_from = [](auto&& fn, const std::string& what) {
+    try {
+      fn();
+      ADD_FAILURE() << "expected an error for a moved-from " << what;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("this " + what + " was moved from"), std::string::npos)
+          << e.what();
+    }
+  };
+  Graph g;
+  Tensor x = g.input("x", {2, 3});
+  g.output("y", g.relu(x));
+  Graph g2 = std::move(g);
+  expect_moved_from([&] { g.input("z", {1}); }, "graph");
+  expect_moved_from([&] { g.relu(x); }, "graph");
+  expect_moved_from([&] { Executor e(device(), g); }, "graph");
+
+  Executor ex(device(), g2);
+  Executor ex2 = std::move(ex);
+  expect_moved_from([&] { ex.run({{"x", HostTensor({2, 3}, DType::f32)}}); }, "executor");
+  expect_moved_from([&] { ex.stats(); }, "executor");
+  EXPECT_EQ(ex2.run({{"x", HostTensor({2, 3}, DType::f32)}}).at("y").shape(), (Shape{2, 3}));
+
+  Device d = device();
+  Device d2 = std::move(d);
+  expect_moved_from([&] { d.info(); }, "device");
+  expect_moved_from([&] { d.allocate({2}, DType::f32); }, "device");
+  expect_moved_from([&] { Executor e(d, g2); }, "device");
+}
+
 }  // namespace
 }  // namespace vkformer::testing
 

@@ -394,5 +394,24 @@ TEST_F(DeviceTest, BadInputsNameTheArgument) {
   EXPECT_EQ(model.forward(src, tgt).shape(), (Shape{2, 4, 32}));
 }
 
+TEST_F(DeviceTest, AMovedFromModelSaysSo) {
+  Model model = Model::load(device(), (kGolden / "encoder_post_relu_b1_s1").string());
+  Model moved = std::move(model);
+  auto expect_moved_from = [](auto&& fn) {
+    try {
+      fn();
+      ADD_FAILURE() << "expected an error for a moved-from model";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("this model was moved from"), std::string::npos)
+          << e.what();
+    }
+  };
+  expect_moved_from([&] { model.config(); });
+  expect_moved_from([&] { model.encode(HostTensor({1, 1, 32}, DType::f32)); });
+  expect_moved_from([&] { model.generate({1}, {}); });
+  EXPECT_EQ(moved.config().d_model, 32);
+}
+
 }  // namespace
 }  // namespace vkformer::testing

@@ -116,8 +116,9 @@ class Device {
   std::vector<ValidationMessage> take_validation_messages();
   size_t validation_message_count() const;
 
-  DeviceImpl& impl() const { return *impl_; }
-  const std::shared_ptr<DeviceImpl>& impl_ptr() const { return impl_; }
+  // Both throw invalid_argument on a moved-from Device (std::move leaves it empty).
+  DeviceImpl& impl() const;
+  const std::shared_ptr<DeviceImpl>& impl_ptr() const;
 
  private:
   explicit Device(std::shared_ptr<DeviceImpl> impl) : impl_(std::move(impl)) {}

@@ -64,6 +64,7 @@ class Executor {
   std::vector<std::string> output_names() const;
 
  private:
+  ExecutorImpl& impl() const;  // throws on a moved-from Executor
   std::unique_ptr<ExecutorImpl> impl_;
 };
 

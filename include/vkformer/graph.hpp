@@ -132,8 +132,9 @@ class Graph {
     Graph& graph_;
   };
 
-  const GraphImpl& impl() const { return *impl_; }
-  GraphImpl& impl() { return *impl_; }
+  // Both throw invalid_argument on a moved-from Graph (std::move leaves it empty).
+  const GraphImpl& impl() const;
+  GraphImpl& impl();
 
  private:
   std::unique_ptr<GraphImpl> impl_;

@@ -80,6 +80,7 @@ class SafetensorsFile {
  private:
   struct Impl;
   explicit SafetensorsFile(std::unique_ptr<Impl> impl);
+  const Impl& impl() const;  // throws on a moved-from SafetensorsFile
   std::unique_ptr<Impl> impl_;
 };
 

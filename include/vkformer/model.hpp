@@ -124,6 +124,7 @@ class Model {
 
  private:
   explicit Model(std::unique_ptr<ModelImpl> impl);
+  ModelImpl& impl() const;  // throws on a moved-from Model
   std::unique_ptr<ModelImpl> impl_;
 };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "vkformer/vkformer.h"
 #include "vkformer/vkformer.hpp"
@@ -59,18 +60,44 @@ vkf_status guarded(Body&& body) {
   }
 }
 
-void require(bool ok, const char* what) {
+void require(bool ok, const std::string& what) {
   if (!ok) throw vkformer::Error(vkformer::ErrorCode::invalid_argument, what);
 }
 
+// A C caller may store any integer in an enum; C++ may not even load one outside the
+// enumerators' range, so the bytes are read as the underlying integer and checked as that.
+template <class Enum>
+auto enum_value(const Enum& e) {
+  std::underlying_type_t<Enum> value;
+  std::memcpy(&value, &e, sizeof value);
+  return value;
+}
+
+vkformer::DType to_dtype(const vkf_dtype& dtype, bool allow_i32, const std::string& name) {
+  const auto value = enum_value(dtype);
+  const bool known = value == VKF_F32 || value == VKF_F16 || (allow_i32 && value == VKF_I32);
+  require(known, name + " is " + std::to_string(value) + ", expected " +
+                     (allow_i32 ? "VKF_F32 (0), VKF_F16 (1) or VKF_I32 (2)"
+                                : "VKF_F32 (0) or VKF_F16 (1)"));
+  return static_cast<vkformer::DType>(value);
+}
+
+// Errors from the C++ side name no argument; this says which one.
+vkformer::Shape to_shape(const vkf_tensor& t, const std::string& name) {
+  try {
+    return vkformer::Shape(std::vector<int64_t>(t.shape, t.shape + t.rank));
+  } catch (const vkformer::Error& e) {
+    throw vkformer::Error(e.code(), name + ": " + e.what());
+  }
+}
+
 vkformer::HostTensor to_host(const vkf_tensor* t, const char* name) {
-  require(t != nullptr, (std::string(name) + " is NULL").c_str());
-  require(t->rank >= 0 && t->rank <= 4, (std::string(name) + ": rank must be 0..4").c_str());
-  require(t->dtype >= VKF_F32 && t->dtype <= VKF_I32, (std::string(name) + ": unknown dtype").c_str());
-  std::vector<int64_t> dims(t->shape, t->shape + t->rank);
-  vkformer::DType dtype = static_cast<vkformer::DType>(t->dtype);
-  vkformer::HostTensor h(vkformer::Shape(dims), dtype);
-  require(t->data != nullptr || h.nbytes() == 0, (std::string(name) + ": data is NULL").c_str());
+  require(t != nullptr, std::string(name) + " is NULL");
+  require(t->rank >= 0 && t->rank <= 4,
+          std::string(name) + ": rank is " + std::to_string(t->rank) + ", expected 0..4");
+  vkformer::DType dtype = to_dtype(t->dtype, true, std::string(name) + ": dtype");
+  vkformer::HostTensor h(to_shape(*t, name), dtype);
+  require(t->data != nullptr || h.nbytes() == 0, std::string(name) + ": data is NULL");
   if (h.nbytes()) std::memcpy(h.data(), t->data, h.nbytes());
   return h;
 }
@@ -87,6 +114,14 @@ vkformer::ModelMasks to_masks(const vkf_masks* m) {
   if (m->memory_key_padding_mask)
     out.memory_key_padding_mask = to_host(m->memory_key_padding_mask, "memory_key_padding_mask");
   return out;
+}
+
+// Before the source is copied: a wrong length must not turn into a huge allocation.
+void check_source_length(const vkformer::Model& model, size_t length) {
+  const int64_t max_len = model.config().max_len;
+  require(length <= static_cast<uint64_t>(max_len),
+          "src_length " + std::to_string(length) + " is more than max_len " +
+              std::to_string(max_len) + ", the longest source the model takes (config.json)");
 }
 
 void to_result(const vkformer::HostTensor& t, vkf_result* r) {
@@ -146,10 +181,9 @@ void vkf_device_release(vkf_device* device) { delete device; }
 vkf_status vkf_model_load(vkf_device* device, const char* directory, vkf_dtype dtype, vkf_model** model) {
   return guarded([&] {
     require(device && directory && model, "device, directory and model must not be NULL");
-    require(dtype == VKF_F32 || dtype == VKF_F16, "dtype must be VKF_F32 or VKF_F16");
     *model = nullptr;
     vkformer::ModelOptions o;
-    o.dtype = static_cast<vkformer::DType>(dtype);
+    o.dtype = to_dtype(dtype, false, "dtype");
     *model = new vkf_model{vkformer::Model::load(device->device, directory, o)};
   });
 }
@@ -194,6 +228,7 @@ vkf_status vkf_model_generate(vkf_model* model, const int32_t* src, size_t src_l
       o.beam = options->beam;
       o.length_penalty = options->length_penalty;
     }
+    check_source_length(model->model, src_length);
     auto out = model->model.generate(std::vector<int32_t>(src, src + src_length), o);
     *count = out.size();
     if (out.size() > capacity)

@@ -1,14 +1,42 @@
 #include "vkformer/host_tensor.hpp"
 
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 #include "vkformer/error.hpp"
 #include "vkformer/half.hpp"
 
 namespace vkformer {
 
+namespace {
+
+// Zeroed bytes for a tensor; a failed allocation is an Error that says how much was asked for.
+std::vector<std::byte> allocate_bytes(const Shape& shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  try {
+    return std::vector<std::byte>(bytes);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  throw Error(ErrorCode::out_of_memory, "HostTensor " + shape.str() + " " +
+                                            std::string(dtype_name(dtype)) + ": cannot allocate " +
+                                            std::to_string(bytes) + " bytes of host memory");
+}
+
+float element_as_f32(const std::byte* data, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::f32: return reinterpret_cast<const float*>(data)[i];
+    case DType::f16: return half_to_float(reinterpret_cast<const uint16_t*>(data)[i]);
+    case DType::i32: return static_cast<float>(reinterpret_cast<const int32_t*>(data)[i]);
+  }
+  return 0;
+}
+
+}  // namespace
+
 HostTensor::HostTensor(Shape shape, DType dtype)
-    : shape_(shape), dtype_(dtype), bytes_(static_cast<size_t>(shape.numel()) * dtype_size(dtype)) {}
+    : shape_(shape), dtype_(dtype), bytes_(allocate_bytes(shape, dtype)) {}
 
 static void check_count(const Shape& shape, size_t n, const char* what) {
   if (static_cast<int64_t>(n) != shape.numel())
@@ -46,12 +74,13 @@ HostTensor HostTensor::from_i32(Shape shape, std::span<const int32_t> values) {
 }
 
 float HostTensor::f32_at(int64_t i) const {
-  switch (dtype_) {
-    case DType::f32: return reinterpret_cast<const float*>(bytes_.data())[i];
-    case DType::f16: return half_to_float(reinterpret_cast<const uint16_t*>(bytes_.data())[i]);
-    case DType::i32: return static_cast<float>(reinterpret_cast<const int32_t*>(bytes_.data())[i]);
-  }
-  return 0;
+  // Also past the bytes held: a default-constructed tensor has shape [] (one element) but none.
+  const int64_t held = static_cast<int64_t>(bytes_.size() / dtype_size(dtype_));
+  if (i < 0 || i >= held)
+    throw Error(ErrorCode::invalid_argument,
+                "HostTensor::f32_at: index " + std::to_string(i) + " is outside a tensor of " +
+                    std::to_string(held) + " elements (" + shape_.str() + ")");
+  return element_as_f32(bytes_.data(), dtype_, i);
 }
 
 std::vector<float> HostTensor::to_f32() const {
@@ -59,7 +88,7 @@ std::vector<float> HostTensor::to_f32() const {
   if (dtype_ == DType::f32) {
     if (!v.empty()) std::memcpy(v.data(), bytes_.data(), bytes_.size());
   } else {
-    for (int64_t i = 0; i < numel(); ++i) v[i] = f32_at(i);
+    for (int64_t i = 0; i < numel(); ++i) v[i] = element_as_f32(bytes_.data(), dtype_, i);
   }
   return v;
 }

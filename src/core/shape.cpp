@@ -7,19 +7,31 @@
 namespace vkformer {
 
 namespace {
+std::string dims_string(const int64_t* dims, size_t n) {
+  std::string s = "[";
+  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 void check_dims(const int64_t* dims, size_t n) {
   if (n > Shape::kMaxRank)
     throw Error(ErrorCode::invalid_argument,
                 "shape of rank " + std::to_string(n) + ": vkformer tensors have rank 0 to 4");
+  // Element counts stay below 2^48 so that byte sizes of any dtype fit in 64 bits. Zero dims are
+  // left out of the product: strides multiply the other dims, so an empty shape must not get
+  // past the limit either, whatever the order of its dims.
+  constexpr int64_t kMaxElements = int64_t{1} << 48;
   int64_t product = 1;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i)
     if (dims[i] < 0)
       throw Error(ErrorCode::invalid_argument,
                   "shape has a negative dimension " + std::to_string(dims[i]));
-    // Element counts stay below 2^48 so that byte sizes of any dtype fit in 64 bits.
-    if (__builtin_mul_overflow(product, dims[i], &product) || product > (int64_t{1} << 48))
-      throw Error(ErrorCode::invalid_argument, "shape has more than 2^48 elements");
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (dims[i] != 0 &&
+        (__builtin_mul_overflow(product, dims[i], &product) || product > kMaxElements))
+      throw Error(ErrorCode::invalid_argument,
+                  "shape " + dims_string(dims, n) +
+                      ": its nonzero dimensions multiply to more than 2^48 elements");
 }
 }  // namespace
 
@@ -62,6 +74,7 @@ Shape Shape::with_last(int64_t d) const { return with(-1, d); }
 Shape Shape::with(int axis, int64_t d) const {
   Shape s = *this;
   s.dims_[normalize(axis)] = d;
+  check_dims(s.dims_.data(), static_cast<size_t>(s.rank_));
   return s;
 }
 

@@ -127,24 +127,32 @@ Executor::~Executor() = default;
 Executor::Executor(Executor&&) noexcept = default;
 Executor& Executor::operator=(Executor&&) noexcept = default;
 
-void Executor::set_input(const std::string& name, const HostTensor& value) {
-  impl_->set_input(name, value);
+ExecutorImpl& Executor::impl() const {
+  if (!impl_)
+    throw Error(ErrorCode::invalid_argument,
+                "Executor: this executor was moved from; use the Executor it was moved to");
+  return *impl_;
 }
-void Executor::run() { impl_->run(); }
-HostTensor Executor::output(const std::string& name) const { return impl_->output(name); }
+
+void Executor::set_input(const std::string& name, const HostTensor& value) {
+  impl().set_input(name, value);
+}
+void Executor::run() { impl().run(); }
+HostTensor Executor::output(const std::string& name) const { return impl().output(name); }
 
 std::map<std::string, HostTensor> Executor::run(const std::map<std::string, HostTensor>& inputs) {
-  for (auto& [name, value] : inputs) impl_->set_input(name, value);
-  impl_->run();
+  ExecutorImpl& ex = impl();
+  for (auto& [name, value] : inputs) ex.set_input(name, value);
+  ex.run();
   std::map<std::string, HostTensor> outputs;
-  for (auto& name : impl_->output_names()) outputs.emplace(name, impl_->output(name));
+  for (auto& name : ex.output_names()) outputs.emplace(name, ex.output(name));
   return outputs;
 }
 
-std::vector<OpTime> Executor::profile() const { return impl_->profile(); }
-double Executor::last_gpu_microseconds() const { return impl_->last_gpu_microseconds(); }
-ExecutorStats Executor::stats() const { return impl_->stats(); }
-std::vector<std::string> Executor::input_names() const { return impl_->input_names(); }
-std::vector<std::string> Executor::output_names() const { return impl_->output_names(); }
+std::vector<OpTime> Executor::profile() const { return impl().profile(); }
+double Executor::last_gpu_microseconds() const { return impl().last_gpu_microseconds(); }
+ExecutorStats Executor::stats() const { return impl().stats(); }
+std::vector<std::string> Executor::input_names() const { return impl().input_names(); }
+std::vector<std::string> Executor::output_names() const { return impl().output_names(); }
 
 }  // namespace vkformer

@@ -77,6 +77,16 @@ Graph::~Graph() = default;
 Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&&) noexcept = default;
 
+static GraphImpl& checked(const std::unique_ptr<GraphImpl>& impl) {
+  if (!impl)
+    throw Error(ErrorCode::invalid_argument,
+                "Graph: this graph was moved from; build on the Graph it was moved to");
+  return *impl;
+}
+
+GraphImpl& Graph::impl() { return checked(impl_); }
+const GraphImpl& Graph::impl() const { return checked(impl_); }
+
 static void check_name(const GraphImpl& g, const std::string& name, const char* what) {
   if (name.empty())
     throw Error(ErrorCode::invalid_argument, std::string(what) + ": a name is required");
@@ -86,64 +96,67 @@ static void check_name(const GraphImpl& g, const std::string& name, const char* 
 }
 
 Tensor Graph::input(const std::string& name, const Shape& shape, DType dtype) {
-  check_name(*impl_, name, "input");
-  Tensor t = impl_->add_node(OpKind::input, "input:" + name, {}, {}, shape, dtype);
-  impl_->inputs.emplace_back(name, t.id);
+  check_name(impl(), name, "input");
+  Tensor t = impl().add_node(OpKind::input, "input:" + name, {}, {}, shape, dtype);
+  impl().inputs.emplace_back(name, t.id);
   return t;
 }
 
 Tensor Graph::constant(const std::string& name, HostTensor value) {
-  Tensor t = impl_->add_node(OpKind::constant, "constant:" + name, {}, {}, value.shape(),
+  Tensor t = impl().add_node(OpKind::constant, "constant:" + name, {}, {}, value.shape(),
                              value.dtype());
-  impl_->constants.emplace(t.id, std::move(value));
+  impl().constants.emplace(t.id, std::move(value));
   return t;
 }
 
 Tensor Graph::external(const std::string& name, DeviceTensor tensor) {
   if (!tensor.valid())
     throw Error(ErrorCode::invalid_argument, "external '" + name + "': empty device tensor");
-  Tensor t = impl_->add_node(OpKind::external, "external:" + name, {}, {}, tensor.shape(),
+  Tensor t = impl().add_node(OpKind::external, "external:" + name, {}, {}, tensor.shape(),
                              tensor.dtype());
-  impl_->externals.emplace(t.id, std::move(tensor));
+  impl().externals.emplace(t.id, std::move(tensor));
   return t;
 }
 
 void Graph::output(const std::string& name, Tensor t) {
-  impl_->check(t, "output:" + name, "t");
-  check_name(*impl_, name, "output");
-  impl_->outputs.emplace_back(name, t.id);
+  impl().check(t, "output:" + name, "t");
+  check_name(impl(), name, "output");
+  impl().outputs.emplace_back(name, t.id);
 }
 
 void Graph::output_to(Tensor t, const Tensor& target) {
   const std::string op = "output_to";
-  impl_->check(t, op, "t");
-  impl_->check(target, op, "target");
-  if (!impl_->externals.count(target.id))
-    shape_error(impl_->label(op), "the target must be a tensor made by Graph::external");
+  impl().check(t, op, "t");
+  impl().check(target, op, "target");
+  if (!impl().externals.count(target.id))
+    shape_error(impl().label(op), "the target must be a tensor made by Graph::external");
   if (t.shape != target.shape || t.dtype != target.dtype)
-    shape_error(impl_->label(op), "value is " + describe(t) + " but the target is " +
+    shape_error(impl().label(op), "value is " + describe(t) + " but the target is " +
                                       describe(target));
-  const Node& producer = impl_->nodes[impl_->values[t.id].producer];
+  const Node& producer = impl().nodes[impl().values[t.id].producer];
   if (producer.kind == OpKind::input || producer.kind == OpKind::constant ||
       producer.kind == OpKind::external || producer.kind == OpKind::reshape)
-    shape_error(impl_->label(op), "only the result of a computing op can be written into a target");
-  if (impl_->pinned.count(t.id))
-    shape_error(impl_->label(op), "this value is already written into another target");
-  impl_->pinned[t.id] = target.id;
+    shape_error(impl().label(op), "only the result of a computing op can be written into a target");
+  if (impl().pinned.count(t.id))
+    shape_error(impl().label(op), "this value is already written into another target");
+  impl().pinned[t.id] = target.id;
 }
 
 Tensor Graph::reshape(Tensor x, const Shape& shape) {
   const std::string op = "reshape";
-  impl_->check(x, op, "x");
+  impl().check(x, op, "x");
   if (shape.numel() != x.shape.numel())
-    shape_error(impl_->label(op), "cannot reshape " + describe(x) + " to " + shape.str() +
+    shape_error(impl().label(op), "cannot reshape " + describe(x) + " to " + shape.str() +
                                       ": element counts differ");
-  return impl_->add_node(OpKind::reshape, op, {x.id}, {}, shape, x.dtype);
+  return impl().add_node(OpKind::reshape, op, {x.id}, {}, shape, x.dtype);
 }
 
 Graph::Scope::Scope(Graph& g, const std::string& name) : graph_(g) {
-  graph_.impl_->scopes.push_back(name);
+  graph_.impl().scopes.push_back(name);
 }
-Graph::Scope::~Scope() { graph_.impl_->scopes.pop_back(); }
+// The graph may have been moved from inside the scope; a destructor must not throw.
+Graph::Scope::~Scope() {
+  if (graph_.impl_) graph_.impl_->scopes.pop_back();
+}
 
 }  // namespace vkformer

@@ -201,6 +201,15 @@ ElemType parse_descr(const std::string& descr, std::string_view label) {
   return known->elem;
 }
 
+// The header's shape as a vkformer Shape; one vkformer cannot hold is a fault of the file.
+Shape to_shape(const std::vector<uint64_t>& dims, const std::string& label) {
+  try {
+    return Shape(std::vector<int64_t>(dims.begin(), dims.end()));
+  } catch (const Error& e) {
+    fail(ErrorCode::format, label + ": 'shape' " + tuple_string(dims) + ": " + e.what());
+  }
+}
+
 uint32_t load_le(const std::byte* p, size_t n) {
   uint32_t v = 0;
   for (size_t i = 0; i < n; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
@@ -261,9 +270,8 @@ HostTensor parse_npy(std::span<const std::byte> bytes, std::string_view label_vi
     fail(ErrorCode::format, label + ": " + std::to_string(have - nbytes) + " trailing bytes: " +
                                 what + ", the file has " + std::to_string(have));
 
-  std::vector<int64_t> sdims(h.dims.begin(), h.dims.end());
-  return io::decode_elements(bytes.subspan(data_start), elem, Shape(sdims), io::natural_dtype(elem),
-                             label);
+  return io::decode_elements(bytes.subspan(data_start), elem, to_shape(h.dims, label),
+                             io::natural_dtype(elem), label);
 }
 
 HostTensor read_npy(const std::filesystem::path& path) {

@@ -83,35 +83,44 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
 SafetensorsFile::~SafetensorsFile() = default;
 
-const std::string& SafetensorsFile::label() const { return impl_->label; }
-bool SafetensorsFile::memory_mapped() const { return impl_->file.mapped(); }
-const std::vector<SafetensorsEntry>& SafetensorsFile::entries() const { return impl_->entries; }
+const SafetensorsFile::Impl& SafetensorsFile::impl() const {
+  if (!impl_)
+    fail(ErrorCode::invalid_argument,
+         "SafetensorsFile: this file was moved from; use the SafetensorsFile it was moved to");
+  return *impl_;
+}
+
+const std::string& SafetensorsFile::label() const { return impl().label; }
+bool SafetensorsFile::memory_mapped() const { return impl().file.mapped(); }
+const std::vector<SafetensorsEntry>& SafetensorsFile::entries() const { return impl().entries; }
 const std::map<std::string, std::string>& SafetensorsFile::metadata() const {
-  return impl_->metadata;
+  return impl().metadata;
 }
 
 const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {
-  auto it = impl_->index.find(name);
-  return it == impl_->index.end() ? nullptr : &impl_->entries[it->second];
+  const Impl& file = impl();
+  auto it = file.index.find(name);
+  return it == file.index.end() ? nullptr : &file.entries[it->second];
 }
 
 const SafetensorsEntry& SafetensorsFile::entry(std::string_view name) const {
   if (const auto* e = find(name)) return *e;
-  fail(ErrorCode::invalid_argument, impl_->label + ": no tensor named " + quote_name(name) +
-                                        " (the file has " + std::to_string(impl_->entries.size()) +
-                                        " tensors)");
+  fail(ErrorCode::invalid_argument, impl().label + ": no tensor named " + quote_name(name) +
+                                         " (the file has " + std::to_string(impl().entries.size()) +
+                                         " tensors)");
 }
 
 std::span<const std::byte> SafetensorsFile::bytes(const SafetensorsEntry& e) const {
-  if (e.begin > e.end || e.end > impl_->data.size())
+  const Impl& file = impl();
+  if (e.begin > e.end || e.end > file.data.size())
     fail(ErrorCode::invalid_argument,
-         impl_->label + ": the entry " + quote_name(e.name) + " does not belong to this file");
-  return impl_->data.subspan(e.begin, e.end - e.begin);
+         file.label + ": the entry " + quote_name(e.name) + " does not belong to this file");
+  return file.data.subspan(e.begin, e.end - e.begin);
 }
 
 HostTensor SafetensorsFile::read(std::string_view name, DType target) const {
   const SafetensorsEntry& e = entry(name);
-  const std::string context = impl_->label + ": tensor " + quote_name(e.name);
+  const std::string context = impl().label + ": tensor " + quote_name(e.name);
   const DTypeInfo* info = find_dtype(e.dtype);  // known: the header was validated
   if (!info || !info->elem)
     fail(ErrorCode::format, context + " has dtype " + e.dtype +

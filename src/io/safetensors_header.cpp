@@ -410,9 +410,18 @@ class HeaderParser : TextCursor {
                  "shape " + shape_string(*dims) + " of " + *dtype + " needs " + u64s(nbytes) +
                      " bytes but " + range + " span " + u64s(end - begin));
 
-    std::vector<int64_t> sdims(dims->begin(), dims->end());
+    Shape tensor_shape = to_shape(name, *dims, shape_pos);
     entries_->push_back(
-        SafetensorsEntry{std::move(name), std::move(*dtype), Shape(sdims), begin, end});
+        SafetensorsEntry{std::move(name), std::move(*dtype), tensor_shape, begin, end});
+  }
+
+  // A shape vkformer cannot hold (such as an empty one with a huge dim) is a fault of the file.
+  Shape to_shape(const std::string& name, const std::vector<uint64_t>& dims, size_t at) const {
+    try {
+      return Shape(std::vector<int64_t>(dims.begin(), dims.end()));
+    } catch (const Error& e) {
+      bad_tensor(name, at, e.what());
+    }
   }
 
   std::vector<uint64_t> shape(const std::string& name) {

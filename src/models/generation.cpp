@@ -113,12 +113,15 @@ std::vector<int32_t> beam_search(CachedDecoder& dec, const GenerateOptions& o, i
 }  // namespace
 
 std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const GenerateOptions& o) {
-  const ModelConfig& c = impl_->config;
+  const ModelConfig& c = impl().config;
   const std::string call = "Model::generate";
   if (c.arch != ModelConfig::Arch::seq2seq)
     throw Error(ErrorCode::invalid_argument, call + ": needs a seq2seq model, this one is " +
                                                  ModelConfig::arch_name(c.arch));
   if (src.empty()) throw Error(ErrorCode::invalid_argument, call + ": the source is empty");
+  if (static_cast<int64_t>(src.size()) > c.max_len)
+    throw Error(ErrorCode::invalid_argument, call + ": the source has " + std::to_string(src.size()) +
+                                                 " tokens, more than max_len " + std::to_string(c.max_len));
   for (size_t i = 0; i < src.size(); ++i)
     if (src[i] < 0 || src[i] >= c.src_vocab)
       throw Error(ErrorCode::invalid_argument, call + ": source token " + std::to_string(src[i]) +
@@ -133,9 +136,6 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
     throw Error(ErrorCode::invalid_argument,
                 call + ": max_new_tokens is " + std::to_string(o.max_new_tokens) + ", expected 1.." +
                     std::to_string(c.max_len) + " (the config's max_len)");
-  if (static_cast<int64_t>(src.size()) > c.max_len)
-    throw Error(ErrorCode::invalid_argument, call + ": the source has " + std::to_string(src.size()) +
-                                                 " tokens, more than max_len " + std::to_string(c.max_len));
   if (o.beam < 1 || o.beam > 64)
     throw Error(ErrorCode::invalid_argument, call + ": beam is " + std::to_string(o.beam) + ", expected 1..64");
   if (o.eos != -1 && (o.eos < 0 || o.eos >= c.tgt_vocab))
@@ -148,8 +148,8 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
 
   const int64_t rows = o.beam, s = static_cast<int64_t>(src.size());
   std::string key = std::to_string(rows) + "x" + std::to_string(s) + "x" + std::to_string(o.max_new_tokens);
-  auto& dec = impl_->decoders[key];
-  if (!dec) dec = std::make_unique<CachedDecoder>(*impl_, rows, s, o.max_new_tokens);
+  auto& dec = impl().decoders[key];
+  if (!dec) dec = std::make_unique<CachedDecoder>(impl(), rows, s, o.max_new_tokens);
 
   GenerationStats stats;
   auto t0 = Clock::now();
@@ -162,7 +162,7 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
                                          : beam_search(*dec, o, c.tgt_vocab, stats);
   stats.decode_ms = ms_since(t1);
   stats.tokens = out.size();
-  impl_->stats = stats;
+  impl().stats = stats;
   return out;
 }
 

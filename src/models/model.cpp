@@ -204,6 +204,13 @@ Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
+ModelImpl& Model::impl() const {
+  if (!impl_)
+    throw Error(ErrorCode::invalid_argument,
+                "Model: this model was moved from; use the Model it was moved to");
+  return *impl_;
+}
+
 Model Model::load(Device device, const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;
   fs::path root(dir);
@@ -235,12 +242,12 @@ Model Model::from_tensors(Device device, const ModelConfig& config,
   return Model(std::move(impl));
 }
 
-const ModelConfig& Model::config() const { return impl_->config; }
-DType Model::dtype() const { return impl_->options.dtype; }
-Device& Model::device() const { return impl_->device; }
-GenerationStats Model::last_generation_stats() const { return impl_->stats; }
+const ModelConfig& Model::config() const { return impl().config; }
+DType Model::dtype() const { return impl().options.dtype; }
+Device& Model::device() const { return impl().device; }
+GenerationStats Model::last_generation_stats() const { return impl().stats; }
 size_t Model::compiled_graphs() const {
-  return impl_->executors.size() + impl_->decoders.size() * 3;  // prepare, step, reorder
+  return impl().executors.size() + impl().decoders.size() * 3;  // prepare, step, reorder
 }
 
 namespace {
@@ -300,12 +307,12 @@ void check_target(const std::string& call, const ModelConfig& c, const HostTenso
 
 HostTensor Model::encode(const HostTensor& src, const ModelMasks& masks) {
   const std::string call = "Model::encode";
-  const ModelConfig& c = impl_->config;
+  const ModelConfig& c = impl().config;
   if (!c.has_encoder())
     throw Error(ErrorCode::invalid_argument, call + ": a decoder model has no encoder");
   check_source(call, c, src);
   const int64_t b = src.shape()[0], s = src.shape()[1];
-  const DType dt = impl_->options.dtype;
+  const DType dt = impl().options.dtype;
   Feed feed{{"src", src}};
   // Graph construction happens only for a new key, but the feed is built every call.
   Graph g;
@@ -313,24 +320,24 @@ HostTensor Model::encode(const HostTensor& src, const ModelMasks& masks) {
   AttentionMasks self{masks.causal, in.additive("src_mask", masks.src_mask, s, s),
                       in.padding("src_key_padding_mask", masks.src_key_padding_mask, b, s)};
   std::string key = "encode" + shape_key(src) + (masks.causal ? "causal;" : "") + in.key;
-  Executor& ex = impl_->executor(key, [&] {
-    BlockBuilder blocks(g, c, impl_->weights, impl_->options.attention);
+  Executor& ex = impl().executor(key, [&] {
+    BlockBuilder blocks(g, c, impl().weights, impl().options.attention);
     g.output("out", blocks.encoder_stack(encoder_prefix(c), source_input(blocks, g, c, src, dt), self));
     return std::move(g);
   });
-  return impl_->run(ex, feed);
+  return impl().run(ex, feed);
 }
 
 HostTensor Model::decode(const HostTensor& tgt, const HostTensor& memory, const ModelMasks& masks) {
   const std::string call = "Model::decode";
-  const ModelConfig& c = impl_->config;
+  const ModelConfig& c = impl().config;
   if (!c.has_decoder())
     throw Error(ErrorCode::invalid_argument, call + ": an encoder model has no decoder");
   check_target(call, c, tgt);
   expect_float(call, "memory", memory);
   expect_shape(call, "memory", memory, {tgt.shape()[0], -1, c.d_model}, "[batch, source seq, d_model]");
   const int64_t b = tgt.shape()[0], t = tgt.shape()[1], s = memory.shape()[1];
-  const DType dt = impl_->options.dtype;
+  const DType dt = impl().options.dtype;
   const bool s2s = c.arch == ModelConfig::Arch::seq2seq;
   Feed feed{{"tgt", tgt}, {"memory", memory}};
   Graph g;
@@ -340,19 +347,19 @@ HostTensor Model::decode(const HostTensor& tgt, const HostTensor& memory, const 
   AttentionMasks cross{false, in.additive("memory_mask", masks.memory_mask, t, s),
                        in.padding("memory_key_padding_mask", masks.memory_key_padding_mask, b, s)};
   std::string key = "decode" + shape_key(tgt) + shape_key(memory) + (self.causal ? "causal;" : "") + in.key;
-  Executor& ex = impl_->executor(key, [&] {
-    BlockBuilder blocks(g, c, impl_->weights, impl_->options.attention);
+  Executor& ex = impl().executor(key, [&] {
+    BlockBuilder blocks(g, c, impl().weights, impl().options.attention);
     Tensor mem = g.input("memory", memory.shape(), dt);
     Tensor y = blocks.decoder_stack(decoder_prefix(c), target_input(blocks, g, c, tgt, dt), mem, self, cross);
     g.output("out", s2s ? blocks.generator(y) : y);
     return std::move(g);
   });
-  return impl_->run(ex, feed);
+  return impl().run(ex, feed);
 }
 
 HostTensor Model::forward(const HostTensor& src, const HostTensor& tgt, const ModelMasks& masks) {
   const std::string call = "Model::forward";
-  const ModelConfig& c = impl_->config;
+  const ModelConfig& c = impl().config;
   const bool s2s = c.arch == ModelConfig::Arch::seq2seq;
   if (c.arch != ModelConfig::Arch::transformer && !s2s)
     throw Error(ErrorCode::invalid_argument,
@@ -362,7 +369,7 @@ HostTensor Model::forward(const HostTensor& src, const HostTensor& tgt, const Mo
   if (src.shape()[0] != tgt.shape()[0])
     bad_argument(call, "src and tgt batch sizes differ: " + src.shape().str() + " vs " + tgt.shape().str());
   const int64_t b = src.shape()[0], s = src.shape()[1], t = tgt.shape()[1];
-  const DType dt = impl_->options.dtype;
+  const DType dt = impl().options.dtype;
   Feed feed{{"src", src}, {"tgt", tgt}};
   Graph g;
   MaskInputs in{call, g, feed, dt};
@@ -376,14 +383,14 @@ HostTensor Model::forward(const HostTensor& src, const HostTensor& tgt, const Mo
   AttentionMasks cross{false, in.additive("memory_mask", masks.memory_mask, t, s),
                        in.padding("memory_key_padding_mask", memory_kpm, b, s)};
   std::string key = "forward" + shape_key(src) + shape_key(tgt) + (self.causal ? "causal;" : "") + in.key;
-  Executor& ex = impl_->executor(key, [&] {
-    BlockBuilder blocks(g, c, impl_->weights, impl_->options.attention);
+  Executor& ex = impl().executor(key, [&] {
+    BlockBuilder blocks(g, c, impl().weights, impl().options.attention);
     Tensor memory = blocks.encoder_stack(encoder_prefix(c), source_input(blocks, g, c, src, dt), enc);
     Tensor y = blocks.decoder_stack(decoder_prefix(c), target_input(blocks, g, c, tgt, dt), memory, self, cross);
     g.output("out", s2s ? blocks.generator(y) : y);
     return std::move(g);
   });
-  return impl_->run(ex, feed);
+  return impl().run(ex, feed);
 }
 
 }  // namespace vkformer

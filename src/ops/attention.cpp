@@ -176,59 +176,59 @@ void lower_attention(Lowering& l) {
 Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& options) {
   const std::string op = "attention";
   for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
-    ops::require_float(*impl_, op, name, *t);
-    ops::require_rank(*impl_, op, name, *t, 4, 4);
+    ops::require_float(impl(), op, name, *t);
+    ops::require_rank(impl(), op, name, *t, 4, 4);
   }
   if (k.dtype != q.dtype || v.dtype != q.dtype)
-    shape_error(impl_->label(op), "q, k and v must share a dtype: q is " + describe(q) + ", k is " +
+    shape_error(impl().label(op), "q, k and v must share a dtype: q is " + describe(q) + ", k is " +
                                       describe(k) + ", v is " + describe(v));
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Sk = k.shape[2];
   if (k.shape[0] != B || k.shape[1] != H || k.shape[3] != D)
-    shape_error(impl_->label(op), "k " + k.shape.str() + " must be [B, H, Sk, D] = [" +
+    shape_error(impl().label(op), "k " + k.shape.str() + " must be [B, H, Sk, D] = [" +
                                       std::to_string(B) + "," + std::to_string(H) + ",Sk," +
                                       std::to_string(D) + "] for q " + q.shape.str());
   if (v.shape[0] != B || v.shape[1] != H || v.shape[2] != Sk)
-    shape_error(impl_->label(op), "v " + v.shape.str() + " must be [B, H, Sk, Dv] = [" +
+    shape_error(impl().label(op), "v " + v.shape.str() + " must be [B, H, Sk, Dv] = [" +
                                       std::to_string(B) + "," + std::to_string(H) + "," +
                                       std::to_string(Sk) + ",Dv] for k " + k.shape.str());
   const Shape scores{B, H, Sq, Sk};
   std::vector<uint32_t> inputs{q.id, k.id, v.id};
   AttentionAttrs a;
-  ops::require_finite(*impl_, op, "scale", options.scale);
+  ops::require_finite(impl(), op, "scale", options.scale);
   a.scale = options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(D));
   a.causal = options.causal;
   a.path = options.path;
   if (options.mask) {
     const Tensor& m = *options.mask;
-    ops::require_additive_mask(*impl_, op, m, "q", q, scores,
+    ops::require_additive_mask(impl(), op, m, "q", q, scores,
                                "the scores [B, H, Sq, Sk] = " + scores.str());
     inputs.push_back(m.id);
     a.has_mask = true;
   }
   if (options.key_padding_mask) {
     const Tensor& kp = *options.key_padding_mask;
-    ops::require_dtype(*impl_, op, "key_padding_mask", kp, DType::i32);
+    ops::require_dtype(impl(), op, "key_padding_mask", kp, DType::i32);
     if (kp.shape.rank() != 2 || kp.shape[0] != B || kp.shape[1] != Sk)
-      shape_error(impl_->label(op), "key padding mask " + kp.shape.str() + " must be [B, Sk] = [" +
+      shape_error(impl().label(op), "key padding mask " + kp.shape.str() + " must be [B, Sk] = [" +
                                         std::to_string(B) + "," + std::to_string(Sk) + "]");
     inputs.push_back(kp.id);
     a.has_key_padding_mask = true;
   }
   if (options.key_length) {
     const Tensor& kl = *options.key_length;
-    ops::require_dtype(*impl_, op, "key_length", kl, DType::i32);
+    ops::require_dtype(impl(), op, "key_length", kl, DType::i32);
     if (kl.shape.numel() != 1)
-      shape_error(impl_->label(op), "key_length must hold one value ([1]), got " + kl.shape.str());
+      shape_error(impl().label(op), "key_length must hold one value ([1]), got " + kl.shape.str());
     inputs.push_back(kl.id);
     a.has_key_length = true;
   }
   if (options.path == Path::fused && (D > kFusedMaxHeadDim || v.shape[3] > kFusedMaxHeadDim))
     throw Error(ErrorCode::unsupported,
-                impl_->label(op) + ": the fused attention kernel takes head dims up to " +
+                impl().label(op) + ": the fused attention kernel takes head dims up to " +
                     std::to_string(kFusedMaxHeadDim) + ", got D = " + std::to_string(D) +
                     ", Dv = " + std::to_string(v.shape[3]) + "; use the unfused or automatic path");
-  return impl_->add_node(OpKind::attention, op, std::move(inputs), a, {B, H, Sq, v.shape[3]},
+  return impl().add_node(OpKind::attention, op, std::move(inputs), a, {B, H, Sq, v.shape[3]},
                          q.dtype);
 }
 

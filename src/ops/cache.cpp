@@ -48,20 +48,20 @@ void lower_update_cache(Lowering& l) {
 
 Tensor Graph::update_cache(Tensor cache, Tensor rows, Tensor position) {
   const std::string op = "update_cache";
-  ops::require_rank(*impl_, op, "cache", cache, 4, 4);
-  ops::require_rank(*impl_, op, "rows", rows, 4, 4);
-  ops::require_float(*impl_, op, "rows", rows);
-  ops::require_dtype(*impl_, op, "position", position, DType::i32);
-  if (!impl_->externals.count(cache.id))
-    shape_error(impl_->label(op), "cache must be a tensor made by Graph::external");
+  ops::require_rank(impl(), op, "cache", cache, 4, 4);
+  ops::require_rank(impl(), op, "rows", rows, 4, 4);
+  ops::require_float(impl(), op, "rows", rows);
+  ops::require_dtype(impl(), op, "position", position, DType::i32);
+  if (!impl().externals.count(cache.id))
+    shape_error(impl().label(op), "cache must be a tensor made by Graph::external");
   if (position.shape.numel() != 1)
-    shape_error(impl_->label(op), "position must hold one value, got " + describe(position));
+    shape_error(impl().label(op), "position must hold one value, got " + describe(position));
   if (rows.dtype != cache.dtype || rows.shape[0] != cache.shape[0] ||
       rows.shape[1] != cache.shape[1] || rows.shape[3] != cache.shape[3] ||
       rows.shape[2] > cache.shape[2])
-    shape_error(impl_->label(op), "rows " + describe(rows) + " do not fit cache " + describe(cache) +
+    shape_error(impl().label(op), "rows " + describe(rows) + " do not fit cache " + describe(cache) +
                                       " (expected [B, H, n <= T, D] of the cache's dtype)");
-  return impl_->add_node(OpKind::update_cache, op, {cache.id, rows.id, position.id},
+  return impl().add_node(OpKind::update_cache, op, {cache.id, rows.id, position.id},
                          UpdateCacheAttrs{}, cache.shape, cache.dtype);
 }
 

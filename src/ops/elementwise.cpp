@@ -89,29 +89,29 @@ void lower_cast(Lowering& l) {
 
 Tensor Graph::add(Tensor a, Tensor b) {
   const std::string op = "add";
-  ops::require_float(*impl_, op, "a", a);
-  ops::require_float(*impl_, op, "b", b);
+  ops::require_float(impl(), op, "a", a);
+  ops::require_float(impl(), op, "b", b);
   if (a.dtype != b.dtype)
-    shape_error(impl_->label(op), "dtypes differ: a is " + describe(a) + ", b is " + describe(b));
+    shape_error(impl().label(op), "dtypes differ: a is " + describe(a) + ", b is " + describe(b));
   Shape out;
   if (!broadcast_shapes(a.shape, b.shape, &out))
-    shape_error(impl_->label(op), "a " + a.shape.str() + " and b " + b.shape.str() +
+    shape_error(impl().label(op), "a " + a.shape.str() + " and b " + b.shape.str() +
                                       " do not broadcast");
-  return impl_->add_node(OpKind::add, op, {a.id, b.id}, {}, out, a.dtype);
+  return impl().add_node(OpKind::add, op, {a.id, b.id}, {}, out, a.dtype);
 }
 
 Tensor Graph::scale(Tensor x, float alpha) {
   const std::string op = "scale";
-  ops::require_float(*impl_, op, "x", x);
-  ops::require_finite(*impl_, op, "alpha", alpha);
-  return impl_->add_node(OpKind::scale, op, {x.id}, ScaleAttrs{alpha}, x.shape, x.dtype);
+  ops::require_float(impl(), op, "x", x);
+  ops::require_finite(impl(), op, "alpha", alpha);
+  return impl().add_node(OpKind::scale, op, {x.id}, ScaleAttrs{alpha}, x.shape, x.dtype);
 }
 
 Tensor Graph::copy(Tensor x) {
   const std::string op = "copy";
-  ops::require_float(*impl_, op, "x", x);
+  ops::require_float(impl(), op, "x", x);
   // Multiplying by exactly 1 reproduces every f32/f16 value bit for bit.
-  return impl_->add_node(OpKind::scale, op, {x.id}, ScaleAttrs{1.0f}, x.shape, x.dtype);
+  return impl().add_node(OpKind::scale, op, {x.id}, ScaleAttrs{1.0f}, x.shape, x.dtype);
 }
 
 static Tensor activation_node(GraphImpl& g, const std::string& op, Tensor x, Activation act) {
@@ -119,16 +119,16 @@ static Tensor activation_node(GraphImpl& g, const std::string& op, Tensor x, Act
   return g.add_node(OpKind::activation, op, {x.id}, ActivationAttrs{act}, x.shape, x.dtype);
 }
 
-Tensor Graph::relu(Tensor x) { return activation_node(*impl_, "relu", x, Activation::relu); }
-Tensor Graph::gelu(Tensor x) { return activation_node(*impl_, "gelu", x, Activation::gelu); }
+Tensor Graph::relu(Tensor x) { return activation_node(impl(), "relu", x, Activation::relu); }
+Tensor Graph::gelu(Tensor x) { return activation_node(impl(), "gelu", x, Activation::gelu); }
 
 Tensor Graph::cast(Tensor x, DType to) {
   const std::string op = "cast";
-  ops::require_float(*impl_, op, "x", x);
+  ops::require_float(impl(), op, "x", x);
   if (!is_float(to))
-    shape_error(impl_->label(op), "can only cast to f32 or f16, not " + std::string(dtype_name(to)));
+    shape_error(impl().label(op), "can only cast to f32 or f16, not " + std::string(dtype_name(to)));
   if (to == x.dtype) return x;
-  return impl_->add_node(OpKind::cast, op, {x.id}, CastAttrs{to}, x.shape, to);
+  return impl().add_node(OpKind::cast, op, {x.id}, CastAttrs{to}, x.shape, to);
 }
 
 void register_elementwise_ops(OpRegistry& r) {

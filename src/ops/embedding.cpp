@@ -123,16 +123,16 @@ void lower_positional_encoding(Lowering& l) {
 
 Tensor Graph::embedding(Tensor ids, Tensor table) {
   const std::string op = "embedding";
-  ops::require_dtype(*impl_, op, "ids", ids, DType::i32);
-  ops::require_rank(*impl_, op, "ids", ids, 1, 3);
-  ops::require_float(*impl_, op, "table", table);
-  ops::require_rank(*impl_, op, "table", table, 2, 2);
+  ops::require_dtype(impl(), op, "ids", ids, DType::i32);
+  ops::require_rank(impl(), op, "ids", ids, 1, 3);
+  ops::require_float(impl(), op, "table", table);
+  ops::require_rank(impl(), op, "table", table, 2, 2);
   if (table.shape[0] > INT32_MAX)
-    shape_error(impl_->label(op), "table is " + describe(table) +
+    shape_error(impl().label(op), "table is " + describe(table) +
                                       ": more rows than i32 ids can address");
   std::vector<int64_t> out = ids.shape.dims();
   out.push_back(table.shape[1]);
-  return impl_->add_node(OpKind::embedding, op, {ids.id, table.id}, {}, Shape(out), table.dtype);
+  return impl().add_node(OpKind::embedding, op, {ids.id, table.id}, {}, Shape(out), table.dtype);
 }
 
 // Row s of x gets position offset + s, which must lie in the table (offset + S <= max_len). With
@@ -141,34 +141,34 @@ Tensor Graph::embedding(Tensor ids, Tensor table) {
 // one computed on the device is clamped to [0, max_len - 1].
 Tensor Graph::positional_encoding(Tensor x, const PositionalEncodingOptions& options) {
   const std::string op = "positional_encoding";
-  ops::require_float(*impl_, op, "x", x);
-  ops::require_rank(*impl_, op, "x", x, 2, 3);
+  ops::require_float(impl(), op, "x", x);
+  ops::require_rank(impl(), op, "x", x, 2, 3);
   const int64_t s = x.shape[-2];
   auto invalid = [&](const std::string& what) {
-    throw Error(ErrorCode::invalid_argument, impl_->label(op) + ": " + what);
+    throw Error(ErrorCode::invalid_argument, impl().label(op) + ": " + what);
   };
   if (options.max_len < 1 || options.max_len > kMaxPositions)
     invalid("max_len must be in [1, " + std::to_string(kMaxPositions) + "], got " +
             std::to_string(options.max_len));
   if (options.offset < 0) invalid("offset must be >= 0, got " + std::to_string(options.offset));
-  ops::require_finite(*impl_, op, "input_scale", options.input_scale);
+  ops::require_finite(impl(), op, "input_scale", options.input_scale);
   if (options.offset + s > options.max_len)
-    shape_error(impl_->label(op), "x is " + describe(x) + ": positions [" +
+    shape_error(impl().label(op), "x is " + describe(x) + ": positions [" +
                                       std::to_string(options.offset) + ", " +
                                       std::to_string(options.offset + s) +
                                       ") do not fit in a table of max_len " +
                                       std::to_string(options.max_len));
   std::vector<uint32_t> inputs{x.id};
   if (options.offset_tensor) {
-    ops::require_dtype(*impl_, op, "offset_tensor", *options.offset_tensor, DType::i32);
+    ops::require_dtype(impl(), op, "offset_tensor", *options.offset_tensor, DType::i32);
     if (options.offset_tensor->shape != Shape{1})
-      shape_error(impl_->label(op), "offset_tensor must be [1] i32, got " +
+      shape_error(impl().label(op), "offset_tensor must be [1] i32, got " +
                                         describe(*options.offset_tensor));
     inputs.push_back(options.offset_tensor->id);
   }
   PositionalEncodingAttrs attrs{options.input_scale, options.offset,
                                 options.offset_tensor.has_value(), options.max_len};
-  return impl_->add_node(OpKind::positional_encoding, op, std::move(inputs), attrs, x.shape,
+  return impl().add_node(OpKind::positional_encoding, op, std::move(inputs), attrs, x.shape,
                          x.dtype);
 }
 

@@ -52,36 +52,36 @@ void lower_concat_heads(Lowering& l) {
 
 Tensor Graph::split_heads(Tensor x, int heads, int64_t width, int64_t offset) {
   const std::string op = "split_heads";
-  ops::require_float(*impl_, op, "x", x);
-  ops::require_rank(*impl_, op, "x", x, 3, 3);
+  ops::require_float(impl(), op, "x", x);
+  ops::require_rank(impl(), op, "x", x, 3, 3);
   const int64_t C = x.shape[2];
   if (heads < 1)
-    shape_error(impl_->label(op), "heads must be at least 1, got " + std::to_string(heads));
+    shape_error(impl().label(op), "heads must be at least 1, got " + std::to_string(heads));
   if (offset < 0 || offset > C)
-    shape_error(impl_->label(op), "x is " + describe(x) + ": offset " + std::to_string(offset) +
+    shape_error(impl().label(op), "x is " + describe(x) + ": offset " + std::to_string(offset) +
                                       " is outside the last dim [0, " + std::to_string(C) + "]");
   if (width == -1) width = C - offset;
   if (width <= 0)
-    shape_error(impl_->label(op), "x is " + describe(x) + ": width must be positive, got " +
+    shape_error(impl().label(op), "x is " + describe(x) + ": width must be positive, got " +
                                       std::to_string(width));
   if (offset + width > C)
-    shape_error(impl_->label(op), "x is " + describe(x) + ": columns [" + std::to_string(offset) +
+    shape_error(impl().label(op), "x is " + describe(x) + ": columns [" + std::to_string(offset) +
                                       ", " + std::to_string(offset + width) +
                                       ") do not fit in the last dim " + std::to_string(C));
   if (width % heads != 0)
-    shape_error(impl_->label(op), "x is " + describe(x) + ": width " + std::to_string(width) +
+    shape_error(impl().label(op), "x is " + describe(x) + ": width " + std::to_string(width) +
                                       " is not divisible by " + std::to_string(heads) + " heads");
   Shape out{x.shape[0], heads, x.shape[1], width / heads};
-  return impl_->add_node(OpKind::split_heads, op, {x.id}, SplitHeadsAttrs{heads, width, offset},
+  return impl().add_node(OpKind::split_heads, op, {x.id}, SplitHeadsAttrs{heads, width, offset},
                          out, x.dtype);
 }
 
 Tensor Graph::concat_heads(Tensor x) {
   const std::string op = "concat_heads";
-  ops::require_float(*impl_, op, "x", x);
-  ops::require_rank(*impl_, op, "x", x, 4, 4);
+  ops::require_float(impl(), op, "x", x);
+  ops::require_rank(impl(), op, "x", x, 4, 4);
   Shape out{x.shape[0], x.shape[2], x.shape[1] * x.shape[3]};
-  return impl_->add_node(OpKind::concat_heads, op, {x.id}, {}, out, x.dtype);
+  return impl().add_node(OpKind::concat_heads, op, {x.id}, {}, out, x.dtype);
 }
 
 void register_heads_ops(OpRegistry& r) {

@@ -87,23 +87,23 @@ void check_affine(GraphImpl& g, const std::string& op, const Tensor& x, const Te
 
 Tensor Graph::layer_norm(Tensor x, Tensor gamma, Tensor beta, float eps) {
   const std::string op = "layer_norm";
-  ops::require_float(*impl_, op, "x", x);
-  ops::require_rank(*impl_, op, "x", x, 1, 4);
-  check_affine(*impl_, op, x, gamma, beta, eps);
-  return impl_->add_node(OpKind::layer_norm, op, {x.id, gamma.id, beta.id}, LayerNormAttrs{eps},
+  ops::require_float(impl(), op, "x", x);
+  ops::require_rank(impl(), op, "x", x, 1, 4);
+  check_affine(impl(), op, x, gamma, beta, eps);
+  return impl().add_node(OpKind::layer_norm, op, {x.id, gamma.id, beta.id}, LayerNormAttrs{eps},
                          x.shape, x.dtype);
 }
 
 Tensor Graph::add_layer_norm(Tensor a, Tensor b, Tensor gamma, Tensor beta, float eps) {
   const std::string op = "add_layer_norm";
-  ops::require_float(*impl_, op, "a", a);
-  ops::require_rank(*impl_, op, "a", a, 1, 4);
-  ops::require_dtype(*impl_, op, "b", b, a.dtype);
+  ops::require_float(impl(), op, "a", a);
+  ops::require_rank(impl(), op, "a", a, 1, 4);
+  ops::require_dtype(impl(), op, "b", b, a.dtype);
   if (b.shape != a.shape)
-    shape_error(impl_->label(op), "a " + describe(a) + " and b " + describe(b) +
+    shape_error(impl().label(op), "a " + describe(a) + " and b " + describe(b) +
                                       " must have the same shape (no broadcasting)");
-  check_affine(*impl_, op, a, gamma, beta, eps);
-  return impl_->add_node(OpKind::add_layer_norm, op, {a.id, b.id, gamma.id, beta.id},
+  check_affine(impl(), op, a, gamma, beta, eps);
+  return impl().add_node(OpKind::add_layer_norm, op, {a.id, b.id, gamma.id, beta.id},
                          LayerNormAttrs{eps}, a.shape, a.dtype);
 }
 

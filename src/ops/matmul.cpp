@@ -416,16 +416,16 @@ void lower_matmul(Lowering& l) {
 }  // namespace
 
 Tensor Graph::matmul(Tensor a, Tensor b, const MatmulOptions& options) {
-  return matmul_node(*impl_, "matmul", "a", "b", a, b, options);
+  return matmul_node(impl(), "matmul", "a", "b", a, b, options);
 }
 
 Tensor Graph::linear(Tensor x, Tensor weight, std::optional<Tensor> bias, Activation activation) {
-  ops::require_rank(*impl_, "linear", "weight", weight, 2, 2);
+  ops::require_rank(impl(), "linear", "weight", weight, 2, 2);
   MatmulOptions options;
   options.transpose_b = true;
   options.bias = bias;
   options.activation = activation;
-  return matmul_node(*impl_, "linear", "x", "weight", x, weight, options);
+  return matmul_node(impl(), "linear", "x", "weight", x, weight, options);
 }
 
 void register_matmul_ops(OpRegistry& r) { r.add(OpKind::matmul, lower_matmul); }

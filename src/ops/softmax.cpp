@@ -159,34 +159,34 @@ void lower_softmax(Lowering& l) {
 
 Tensor Graph::softmax(Tensor x, const SoftmaxOptions& options) {
   const std::string op = options.log ? "log_softmax" : "softmax";
-  ops::require_float(*impl_, op, "x", x);
-  ops::require_rank(*impl_, op, "x", x, 1, 4);
+  ops::require_float(impl(), op, "x", x);
+  ops::require_rank(impl(), op, "x", x, 1, 4);
   std::vector<uint32_t> inputs{x.id};
-  ops::require_finite(*impl_, op, "scale", options.scale);
+  ops::require_finite(impl(), op, "scale", options.scale);
   SoftmaxAttrs a;
   a.scale = options.scale;
   a.causal = options.causal;
   a.log = options.log;
   if (options.mask) {
     const Tensor& m = *options.mask;
-    ops::require_additive_mask(*impl_, op, m, "x", x, x.shape, "x " + x.shape.str());
+    ops::require_additive_mask(impl(), op, m, "x", x, x.shape, "x " + x.shape.str());
     inputs.push_back(m.id);
     a.has_mask = true;
   }
   if (options.key_padding_mask) {
     const Tensor& kp = *options.key_padding_mask;
-    ops::require_dtype(*impl_, op, "key_padding_mask", kp, DType::i32);
+    ops::require_dtype(impl(), op, "key_padding_mask", kp, DType::i32);
     if (x.shape.rank() < 3)
-      shape_error(impl_->label(op), "a key padding mask needs x as [B, Sq, Sk] or [B, H, Sq, Sk], "
+      shape_error(impl().label(op), "a key padding mask needs x as [B, Sq, Sk] or [B, H, Sq, Sk], "
                                     "x is " + x.shape.str());
     if (kp.shape.rank() != 2 || kp.shape[0] != x.shape[0] || kp.shape[1] != x.shape[-1])
-      shape_error(impl_->label(op), "key padding mask " + kp.shape.str() + " must be [B, Sk] = [" +
+      shape_error(impl().label(op), "key padding mask " + kp.shape.str() + " must be [B, Sk] = [" +
                                         std::to_string(x.shape[0]) + "," +
                                         std::to_string(x.shape[-1]) + "] for x " + x.shape.str());
     inputs.push_back(kp.id);
     a.has_key_padding_mask = true;
   }
-  return impl_->add_node(OpKind::softmax, op, std::move(inputs), a, x.shape, x.dtype);
+  return impl().add_node(OpKind::softmax, op, std::move(inputs), a, x.shape, x.dtype);
 }
 
 void register_softmax_ops(OpRegistry& r) { r.add(OpKind::softmax, lower_softmax); }

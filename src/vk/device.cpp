@@ -48,7 +48,16 @@ std::vector<DeviceQuirk> Device::quirks(const DeviceInfo& info) {
   return out;
 }
 
-const DeviceInfo& Device::info() const { return impl_->info(); }
+DeviceImpl& Device::impl() const { return *impl_ptr(); }
+
+const std::shared_ptr<DeviceImpl>& Device::impl_ptr() const {
+  if (!impl_)
+    throw Error(ErrorCode::invalid_argument,
+                "Device: this device was moved from; use the Device it was moved to");
+  return impl_;
+}
+
+const DeviceInfo& Device::info() const { return impl().info(); }
 
 static void check_size(DeviceImpl& impl, const Shape& shape, DType dtype, const char* what) {
   uint64_t bytes = static_cast<uint64_t>(shape.numel()) * dtype_size(dtype);
@@ -62,24 +71,24 @@ static void check_size(DeviceImpl& impl, const Shape& shape, DType dtype, const 
 }
 
 DeviceTensor Device::allocate(const Shape& shape, DType dtype) {
-  check_size(*impl_, shape, dtype, "Device::allocate");
+  check_size(impl(), shape, dtype, "Device::allocate");
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  auto alloc = impl_->allocator().allocate(bytes, vk::MemoryKind::device, "Device::allocate");
-  impl_->zero(*alloc, 0, bytes);
+  auto alloc = impl().allocator().allocate(bytes, vk::MemoryKind::device, "Device::allocate");
+  impl().zero(*alloc, 0, bytes);
   return DeviceTensor(std::move(alloc), shape, dtype);
 }
 
 DeviceTensor Device::upload(const HostTensor& host) {
-  check_size(*impl_, host.shape(), host.dtype(), "Device::upload");
-  auto alloc = impl_->allocator().allocate(host.nbytes(), vk::MemoryKind::device, "Device::upload");
-  impl_->write(*alloc, 0, host.data(), host.nbytes());
+  check_size(impl(), host.shape(), host.dtype(), "Device::upload");
+  auto alloc = impl().allocator().allocate(host.nbytes(), vk::MemoryKind::device, "Device::upload");
+  impl().write(*alloc, 0, host.data(), host.nbytes());
   return DeviceTensor(std::move(alloc), host.shape(), host.dtype());
 }
 
 HostTensor Device::download(const DeviceTensor& tensor) {
   if (!tensor.valid()) throw Error(ErrorCode::invalid_argument, "Device::download: empty tensor");
   HostTensor host(tensor.shape(), tensor.dtype());
-  impl_->read(*tensor.allocation(), 0, host.data(), host.nbytes());
+  impl().read(*tensor.allocation(), 0, host.data(), host.nbytes());
   return host;
 }
 
@@ -90,15 +99,15 @@ void Device::write(DeviceTensor& tensor, const HostTensor& host) {
                 "Device::write: tensor is " + tensor.shape().str() + " " +
                     std::string(dtype_name(tensor.dtype())) + ", data is " + host.shape().str() +
                     " " + std::string(dtype_name(host.dtype())));
-  impl_->write(*tensor.allocation(), 0, host.data(), host.nbytes());
+  impl().write(*tensor.allocation(), 0, host.data(), host.nbytes());
 }
 
 std::vector<ValidationMessage> Device::take_validation_messages() {
-  return impl_->core().instance().take_messages();
+  return impl().core().instance().take_messages();
 }
 
 size_t Device::validation_message_count() const {
-  return impl_->core().instance().message_count();
+  return impl().core().instance().message_count();
 }
 
 }  // namespace vkformer
