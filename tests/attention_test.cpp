@@ -250,6 +250,47 @@ TEST_F(DeviceTest, AttentionTilesEnvSetsTheTiling) {
   }
 }
 
+// The override parses strictly (sscanf accepted "rows/8x1junk" and wrapped numbers past 32 bits,
+// and a key tile of 4294967295 overflowed the shared-memory size and crashed lavapipe).
+TEST_F(DeviceTest, AttentionTilesEnvRejectsTrailingJunkAndOverflow) {
+  auto read = [&] { vk::tuning_for(device().info()); };
+  for (const char* bad : {"tiles/64x16x16/junk", "rows/8x1junk", "rows/8x2/", "rows/8x2/shufflex",
+                          "tiles/-1x1x1", "rows/4294967304x1", "tiles/32x5x4294967295"})
+    env_error("VKFORMER_ATTENTION_TILES", bad, read);
+}
+
+// Each rejection names the rule that failed with its numbers, and a device limit with its value.
+TEST(AttentionTuning, TilesEnvErrorsNameTheFailedRule) {
+  DeviceInfo info;
+  info.name = "made-up";
+  info.subgroup_size = info.min_subgroup_size = info.max_subgroup_size = 8;
+  info.subgroup_arithmetic = info.subgroup_shuffle = true;
+  info.max_workgroup_size = {1024, 1024, 64};
+  info.max_workgroup_invocations = 512;
+  info.max_texel_buffer_elements = 0;
+  auto error = [&](const char* value, bool subgroup_ops) {
+    return env_error("VKFORMER_ATTENTION_TILES", value,
+                     [&] { vk::attention_tiles_for(info, true, subgroup_ops); });
+  };
+  const std::pair<const char*, const char*> cases[] = {
+      {"tiles/16x17x8", "BR 17 is above WG 16"},
+      {"tiles/32x5x70000", "BC is 70000, expected 1 to 65536"},
+      {"tiles/1024x32x32",
+       "WG = 1024 invocations, above maxComputeWorkGroupInvocations = 512 of device 'made-up'"},
+      {"rows/8x0", "ROWS is 0, expected 1 to 8"},
+      {"rows/4x2/shuffle",
+       "LANES equal to the fixed subgroup size: LANES is 4, device 'made-up' has subgroups of 8"},
+      {"rows/8x2/texel",
+       "/texel needs texel buffers: device 'made-up' has maxTexelBufferElements = 0"},
+  };
+  for (const auto& [value, rule] : cases) {
+    const std::string what = error(value, true);
+    EXPECT_NE(what.find(rule), std::string::npos) << what;
+  }
+  const std::string what = error("rows/8x2/shuffle", false);
+  EXPECT_NE(what.find("/shuffle and /texel need subgroup operations"), std::string::npos) << what;
+}
+
 // VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES moves the automatic path's line between the unfused
 // chain and the fused kernel: a decoding step (one query) then lowers to one dispatch or three.
 TEST_F(DeviceTest, AttentionUnfusedMaxQueriesEnvPicksTheDecodePath) {

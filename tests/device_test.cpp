@@ -3,8 +3,10 @@
 
 #include "device_impl.hpp"
 #include "device_select.hpp"
+#include "instance.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
+#include "tuning.hpp"
 
 namespace vkformer::testing {
 namespace {
@@ -54,6 +56,30 @@ TEST(DeviceSelect, UnknownSelectorListsTheDevicesPresent) {
   }
   EXPECT_THROW(vk::select_device(devs, "7"), Error);
   EXPECT_THROW(vk::select_device({}, ""), Error);
+}
+
+// On/off switches (VKFORMER_VALIDATION, VKFORMER_TUNING_AS_GPU, ...) take the usual words in any
+// case; anything else is an error, not a guess ("OFF" and "False" used to turn validation on).
+TEST(EnvFlag, TakesOnAndOffWordsInAnyCaseAndRejectsOthers) {
+  const char* name = "VKFORMER_TEST_SWITCH";
+  EXPECT_FALSE(vk::env_flag(name));  // unset
+  for (const char* off : {"", "0", "false", "False", "OFF", "off", "no", "No"}) {
+    ScopedEnv env(name, off);
+    EXPECT_FALSE(vk::env_flag(name)) << "'" << off << "'";
+  }
+  for (const char* on : {"1", "true", "TRUE", "on", "On", "yes", "YES"}) {
+    ScopedEnv env(name, on);
+    EXPECT_TRUE(vk::env_flag(name)) << "'" << on << "'";
+  }
+  for (const char* bad : {"x", "2", "enable", " 1", "offf"}) {
+    const std::string what = env_error(name, bad, [&] { vk::env_flag(name); });
+    EXPECT_NE(what.find("expected 1, true, on or yes"), std::string::npos) << what;
+  }
+}
+
+TEST(EnvFlag, MistypedSwitchesStopTheLibrary) {
+  env_error("VKFORMER_TUNING_AS_GPU", "x", [] { vk::tuning_for(DeviceInfo{}); });
+  env_error("VKFORMER_VALIDATION", "x", [] { Device::open(DeviceOptions{}); });
 }
 
 TEST_F(DeviceTest, ReportsTheDevice) {

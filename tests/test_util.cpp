@@ -100,4 +100,18 @@ ScopedEnv::~ScopedEnv() {
   else unsetenv(name_);
 }
 
+std::string env_error(const char* name, const char* value, const std::function<void()>& read) {
+  ScopedEnv env(name, value);
+  try {
+    read();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << what;
+    EXPECT_NE(what.find(std::string(name) + "='" + value + "'"), std::string::npos) << what;
+    return what;
+  }
+  ADD_FAILURE() << name << "='" << value << "': expected an error";
+  return "";
+}
+
 }  // namespace vkformer::testing

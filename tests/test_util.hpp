@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -51,5 +52,9 @@ class ScopedEnv {
   const char* name_;
   std::optional<std::string> old_;
 };
+
+// The message of the error that `read` throws while environment variable `name` is `value`; a
+// test failure (and "") unless it is invalid_argument and quotes the variable: NAME='value'.
+std::string env_error(const char* name, const char* value, const std::function<void()>& read);
 
 }  // namespace vkformer::testing

@@ -138,7 +138,7 @@ void emit_general(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
                       std::to_string(t.tn));
   const MatmulCall& c = g.call;
   const bool vec4 = plan.vec4 && (c.transpose_b || t.bn % 4 == 0);
-  std::vector<uint32_t> spec = {t.invocations(),
+  std::vector<uint32_t> spec = {static_cast<uint32_t>(t.invocations()),
                                 t.bm,
                                 t.bn,
                                 t.shared_memory ? t.bk : 1u,

@@ -1,5 +1,6 @@
 #include "instance.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -42,10 +43,18 @@ bool contains(const std::vector<std::string>& v, const char* s) {
 }  // namespace
 
 bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) return false;
-  std::string s(v);
-  return !(s.empty() || s == "0" || s == "false" || s == "off" || s == "no");
+  const char* value = std::getenv(name);
+  if (!value || !*value) return false;
+  std::string word(value);
+  for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* off : {"0", "false", "off", "no"})
+    if (word == off) return false;
+  for (const char* on : {"1", "true", "on", "yes"})
+    if (word == on) return true;
+  // Anything else is likely a typo, and guessing either way would hide it.
+  throw Error(ErrorCode::invalid_argument,
+              std::string(name) + "='" + value + "': expected 1, true, on or yes to turn it on, " +
+                  "or 0, false, off, no or nothing to turn it off (any case)");
 }
 
 std::shared_ptr<Instance> Instance::create(const InstanceOptions& options) {

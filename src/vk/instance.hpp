@@ -40,7 +40,8 @@ class Instance {
   size_t total_messages_ = 0;
 };
 
-// True if the environment variable is set to something other than "", "0", "false", "off".
+// An on/off environment variable: true for 1, true, on, yes; false for 0, false, off, no, empty
+// or unset (any case). Throws invalid_argument naming the variable for any other value.
 bool env_flag(const char* name);
 
 }  // namespace vkformer::vk

@@ -1,7 +1,6 @@
 #include "tuning_attention.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -58,42 +57,74 @@ AttentionTiles gpu_attention_tiles(const DeviceInfo& info) {
   return t;
 }
 
+std::string str(uint64_t n) { return std::to_string(n); }
+
+std::string subgroup_sizes(const DeviceInfo& info) {
+  const uint32_t lo = info.min_subgroup_size ? info.min_subgroup_size : info.subgroup_size;
+  const uint32_t hi = info.max_subgroup_size ? info.max_subgroup_size : info.subgroup_size;
+  return lo == hi ? str(info.subgroup_size) : str(lo) + " to " + str(hi) + " (not fixed)";
+}
+
+// rows/LxR[/shuffle|/texel]: shuffles need subgroup operations and L equal to the device's fixed
+// subgroup size; texel reads come with shuffles.
+void check_rows(const EnvOverride& env, const AttentionTiles& t, const DeviceInfo& info,
+                bool subgroup_ops) {
+  env.check_range("LANES", t.lanes, 1, kMaxTileSide);
+  env.check_range("ROWS", t.rows_per_lane, 1, 8);
+  env.check_workgroup("LANES", t.lanes, info);
+  if (!t.shuffle) return;
+  const std::string device = "device '" + info.name + "'";
+  if (!subgroup_ops)
+    env.reject("/shuffle and /texel need subgroup operations: " + device +
+               " has no subgroup arithmetic, or VKFORMER_NO_SUBGROUP_OPS is set");
+  if (!info.subgroup_shuffle)
+    env.reject("/shuffle and /texel need subgroup shuffles, which " + device + " does not have");
+  if (!one_subgroup(info, t.lanes))
+    env.reject("/shuffle and /texel need LANES equal to the fixed subgroup size: LANES is " +
+               str(t.lanes) + ", " + device + " has subgroups of " + subgroup_sizes(info));
+  if (t.texel && info.max_texel_buffer_elements == 0)
+    env.reject("/texel needs texel buffers: " + device + " has maxTexelBufferElements = 0");
+}
+
+// tiles/WGxBRxBC: BR query rows per workgroup of WG invocations, at most one row each.
+void check_tiles(const EnvOverride& env, const AttentionTiles& t, const DeviceInfo& info) {
+  env.check_range("WG", t.invocations, 1, kMaxTileSide);
+  env.check_range("BR", t.br, 1, kMaxTileSide);
+  env.check_range("BC", t.bc, 1, kMaxTileSide);
+  if (t.br > t.invocations)
+    env.reject("BR " + str(t.br) + " is above WG " + str(t.invocations));
+  env.check_workgroup("WG", t.invocations, info);
+}
+
 // VKFORMER_ATTENTION_TILES="rows/LxR[/shuffle|/texel]" or "tiles/WGxBRxBC" replaces the
-// device's choice. Rejected unless it fits the device (workgroup limits; shuffles need subgroup
-// operations and L equal to the device's fixed subgroup size; texel reads come with shuffles).
+// device's choice. Rejected, naming the rule that fails, unless it fits the device.
 bool attention_tiles_from_env(const DeviceInfo& info, bool subgroup_ops, AttentionTiles* out) {
-  const char* env = std::getenv("VKFORMER_ATTENTION_TILES");
-  if (!env || !*env) return false;
+  EnvOverride env("VKFORMER_ATTENTION_TILES");
+  if (!env.set()) return false;
   AttentionTiles t = *out;
-  unsigned a = 0, b = 0, c = 0;
-  char mode[16] = {};
-  bool ok = false;
-  if (std::sscanf(env, "rows/%ux%u/%15s", &a, &b, mode) >= 2) {
-    t.kernel = Kernel::rows;
-    t.lanes = a;
-    t.rows_per_lane = b;
-    t.texel = std::string(mode) == "texel";
-    t.shuffle = t.texel || std::string(mode) == "shuffle";
-    ok = (mode[0] == 0 || t.shuffle) && a >= 1 && b >= 1 && b <= 8 &&
-         a <= info.max_workgroup_size[0] && a <= info.max_workgroup_invocations &&
-         (!t.shuffle || (subgroup_ops && info.subgroup_shuffle && one_subgroup(info, a))) &&
-         (!t.texel || info.max_texel_buffer_elements > 0);
-  } else if (std::sscanf(env, "tiles/%ux%ux%u", &a, &b, &c) == 3) {
+  if (auto v = env.match("tiles/#x#x#")) {
     t.kernel = Kernel::tiles;
-    t.invocations = a;
-    t.br = b;
-    t.bc = c;
-    ok = a >= 1 && b >= 1 && c >= 1 && b <= a && a <= info.max_workgroup_size[0] &&
-         a <= info.max_workgroup_invocations;
+    t.invocations = (*v)[0], t.br = (*v)[1], t.bc = (*v)[2];
+    check_tiles(env, t, info);
+    *out = t;
+    return true;
   }
-  if (!ok)
-    throw Error(ErrorCode::invalid_argument,
-                std::string("VKFORMER_ATTENTION_TILES='") + env +
-                    "': expected rows/LANESxROWS, rows/LANESxROWS/shuffle or rows/LANESxROWS/texel "
-                    "(LANES the subgroup size, with subgroup shuffles) or tiles/WGxBRxBC (BR <= WG) "
-                    "within the limits of device '" + info.name + "'");
-  *out = t;
-  return true;
+  struct RowsForm {
+    const char* pattern;
+    bool shuffle, texel;
+  };
+  for (RowsForm f : {RowsForm{"rows/#x#", false, false}, RowsForm{"rows/#x#/shuffle", true, false},
+                     RowsForm{"rows/#x#/texel", true, true}})
+    if (auto v = env.match(f.pattern)) {
+      t.kernel = Kernel::rows;
+      t.lanes = (*v)[0], t.rows_per_lane = (*v)[1];
+      t.shuffle = f.shuffle, t.texel = f.texel;
+      check_rows(env, t, info, subgroup_ops);
+      *out = t;
+      return true;
+    }
+  env.reject("expected rows/LANESxROWS, rows/LANESxROWS/shuffle, rows/LANESxROWS/texel or "
+             "tiles/WGxBRxBC (whole numbers)");
 }
 
 }  // namespace

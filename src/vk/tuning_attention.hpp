@@ -50,7 +50,8 @@ struct AttentionLaunch {
   // softmax's partial results (at most one per invocation, twice) and four floats per row.
   uint64_t shared_bytes() const {
     return kernel == AttentionTiles::Kernel::tiles
-               ? 4ull * (rows * d_cap + bc * kv_cap + rows * (bc + 1) + 2ull * invocations + 4 * rows)
+               ? 4 * (uint64_t(rows) * d_cap + uint64_t(bc) * kv_cap + uint64_t(rows) * (bc + 1ull) +
+                      2ull * invocations + 4ull * rows)
                : 0;
   }
 };

@@ -1,7 +1,6 @@
 #include "tuning_matmul.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -100,59 +99,71 @@ MatmulCoopmatTiles coopmat_tiles(const DeviceInfo& info) {
   return t;
 }
 
-[[noreturn]] void bad_env(const char* name, const char* value, const std::string& expected) {
-  throw Error(ErrorCode::invalid_argument,
-              std::string(name) + "='" + value + "': expected " + expected);
-}
+std::string str(uint64_t n) { return std::to_string(n); }
 
 // VKFORMER_MATMUL_TILES="BMxBNxBK/TMxTN[/direct]" replaces the general tiling (for tuning
-// experiments and for tests that run the GPU tiling on a CPU device). Rejected unless it fits the
-// device: tiles divisible by the per-invocation block, workgroup and shared memory within limits.
+// experiments and for tests that run the GPU tiling on a CPU device). Rejected, naming the rule
+// that fails, unless it fits the device: tiles divisible by the per-invocation block, workgroup
+// and shared memory within limits.
 bool matmul_tiles_from_env(const DeviceInfo& info, MatmulTiles* out) {
-  const char* env = std::getenv("VKFORMER_MATMUL_TILES");
-  if (!env || !*env) return false;
+  EnvOverride env("VKFORMER_MATMUL_TILES");
+  if (!env.set()) return false;
+  const std::optional<std::vector<uint32_t>> staged = env.match("#x#x#/#x#"),
+                                             direct_loads = env.match("#x#x#/#x#/direct");
+  const bool direct = direct_loads.has_value();
+  const std::optional<std::vector<uint32_t>>& v = direct ? direct_loads : staged;
+  if (!v) env.reject("expected BMxBNxBK/TMxTN or BMxBNxBK/TMxTN/direct (whole numbers)");
+  const char* names[] = {"BM", "BN", "BK", "TM", "TN"};
+  for (size_t i = 0; i < 5; ++i) env.check_range(names[i], (*v)[i], 1, kMaxTileSide);
   MatmulTiles m;
-  unsigned bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
-  char mode[16] = {};
-  int fields = std::sscanf(env, "%ux%ux%u/%ux%u/%15s", &bm, &bn, &bk, &tm, &tn, mode);
-  bool direct = fields == 6 && std::string(mode) == "direct";
-  m.bm = bm;
-  m.bn = bn;
-  m.bk = direct ? 1 : bk;
-  m.tm = tm;
-  m.tn = tn;
+  m.bm = (*v)[0], m.bn = (*v)[1], m.bk = direct ? 1 : (*v)[2], m.tm = (*v)[3], m.tn = (*v)[4];
   m.shared_memory = !direct;
-  bool ok = (fields == 5 || direct) && bm && bn && bk && tm && tn && bm % tm == 0 &&
-            bn % tn == 0 && fits(m, info);
-  if (!ok)
-    bad_env("VKFORMER_MATMUL_TILES", env,
-            "BMxBNxBK/TMxTN or BMxBNxBK/TMxTN/direct with BM % TM == 0, BN % TN == 0, "
-            "(BM/TM)*(BN/TN) invocations and 4*BK*(BM+BN+2) bytes of shared memory within the "
-            "limits of device '" + info.name + "'");
+  if (m.bm % m.tm) env.reject("BM " + str(m.bm) + " is not a multiple of TM " + str(m.tm));
+  if (m.bn % m.tn) env.reject("BN " + str(m.bn) + " is not a multiple of TN " + str(m.tn));
+  env.check_workgroup("(BM/TM)*(BN/TN)", m.invocations(), info);
+  if (m.shared_bytes() > info.shared_memory_bytes)
+    env.reject(std::string(direct ? "4*(BM+BN+2)" : "4*BK*(BM+BN+2)") + " = " +
+               str(m.shared_bytes()) + " bytes of shared memory, above " +
+               "maxComputeSharedMemorySize = " + str(info.shared_memory_bytes) + " of device '" +
+               info.name + "'");
   *out = m;
   return true;
+}
+
+// One register block of the texel kernel ("the first block (B transposed)"): TM*TN accumulators
+// per invocation (at most 128) and QB k-quads per fetch batch (at most 16).
+void check_texel_block(const EnvOverride& env, const std::string& block, uint32_t tm, uint32_t tn,
+                       uint32_t qb) {
+  env.check_range("TM of " + block, tm, 1, 128);
+  env.check_range("TN of " + block, tn, 1, 128);
+  env.check_range("QB of " + block, qb, 1, 16);
+  if (uint64_t(tm) * tn > 128)
+    env.reject("TM*TN of " + block + " is " + str(uint64_t(tm) * tn) + ", expected at most 128");
 }
 
 // VKFORMER_MATMUL_TEXEL="TMxTNxQB/TMxTNxQB[/M]": the texel kernel's blocks with B transposed and
 // not (TN of the second a multiple of 4, TM*TN <= 128 each), and the M from which B [K, N] is
 // transposed first (0: never).
 void texel_tiles_from_env(MatmulTexelTiles* t) {
-  const char* env = std::getenv("VKFORMER_MATMUL_TEXEL");
-  if (!env || !*env) return;
-  unsigned v[7] = {};
-  v[6] = t->transpose_min_m;
-  int fields = std::sscanf(env, "%ux%ux%u/%ux%ux%u/%u", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                           &v[6]);
-  bool ok = (fields == 6 || fields == 7) &&
-            std::all_of(v, v + 6, [](unsigned x) { return x > 0; }) && v[0] * v[1] <= 128 &&
-            v[3] * v[4] <= 128 && v[4] % 4 == 0 && v[2] <= 16 && v[5] <= 16;
-  if (!ok)
-    bad_env("VKFORMER_MATMUL_TEXEL", env,
-            "TMxTNxQB/TMxTNxQB[/M] (B transposed / not, and the M from which B is transposed "
-            "first) with TM*TN <= 128, QB <= 16 and the second TN a multiple of 4");
-  t->tm = v[0], t->tn = v[1], t->qb = v[2];
-  t->tm_nn = v[3], t->tn_nn = v[4], t->qb_nn = v[5];
-  t->transpose_min_m = v[6];
+  EnvOverride env("VKFORMER_MATMUL_TEXEL");
+  if (!env.set()) return;
+  std::optional<std::vector<uint32_t>> v = env.match("#x#x#/#x#x#");
+  if (v)
+    v->push_back(t->transpose_min_m);
+  else
+    v = env.match("#x#x#/#x#x#/#");
+  if (!v)
+    env.reject("expected TMxTNxQB/TMxTNxQB or TMxTNxQB/TMxTNxQB/M (whole numbers: the blocks "
+               "with B transposed and not, and the M from which B is transposed first)");
+  const std::vector<uint32_t>& x = *v;
+  check_texel_block(env, "the first block (B transposed)", x[0], x[1], x[2]);
+  check_texel_block(env, "the second block (B not transposed)", x[3], x[4], x[5]);
+  if (x[4] % 4)
+    env.reject("TN " + str(x[4]) + " of the second block (B not transposed) is not a multiple "
+               "of 4");
+  t->tm = x[0], t->tn = x[1], t->qb = x[2];
+  t->tm_nn = x[3], t->tn_nn = x[4], t->qb_nn = x[5];
+  t->transpose_min_m = x[6];
 }
 
 std::optional<MatmulPath> path_from_env() {
@@ -161,7 +172,7 @@ std::optional<MatmulPath> path_from_env() {
   for (MatmulPath p : {MatmulPath::general, MatmulPath::texel, MatmulPath::gemv,
                        MatmulPath::coopmat})
     if (std::strcmp(env, path_name(p)) == 0) return p;
-  bad_env("VKFORMER_MATMUL_PATH", env, "auto, general, texel, gemv or coopmat");
+  EnvOverride("VKFORMER_MATMUL_PATH").reject("expected auto, general, texel, gemv or coopmat");
 }
 
 uint32_t splits_from_env() {

@@ -18,10 +18,13 @@ struct MatmulTiles {
   uint32_t tm = 4, tn = 4;    // outputs per invocation (rows, columns), kept in registers
   bool shared_memory = true;  // false: no shared memory or barriers, each invocation reads A and
                               // B from the buffers directly (CPU devices)
-  uint32_t invocations() const { return (bm / tm) * (bn / tn); }
+  // In 64 bits: an override's tiling may be far too large, and must not wrap into one that fits.
+  uint64_t invocations() const { return uint64_t(bm / tm) * (bn / tn); }
   // Staged slices: bk rows of bm + 1 and bn + 1 floats (padded, see shaders/matmul.comp); the
   // direct path (bk = 1) still declares one row of each.
-  uint32_t shared_bytes() const { return (shared_memory ? bk : 1) * (bm + bn + 2) * 4; }
+  uint64_t shared_bytes() const {
+    return uint64_t(shared_memory ? bk : 1) * (uint64_t(bm) + bn + 2) * 4;
+  }
 };
 
 // shaders/matmul_texel.comp, for CPU devices: one subgroup per workgroup computes tm rows x
