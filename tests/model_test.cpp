@@ -391,6 +391,13 @@ TEST_F(DeviceTest, BadInputsNameTheArgument) {
   m.tgt_mask = HostTensor({4, 5}, DType::f32);
   expect([&] { model.forward(src, tgt, m); }, "tgt_mask must be [target, source] [4,4], got [4,5]");
   expect([&] { model.generate({1, 2}, {}); }, "needs a seq2seq model");
+  // encode() and decode() refuse the masks of the other side instead of ignoring them.
+  m = {};
+  m.tgt_mask = HostTensor({4, 4}, DType::f32);
+  expect([&] { model.encode(src, m); }, "Model::encode: tgt_mask does not apply here; Model::encode takes src_mask");
+  m = {};
+  m.src_key_padding_mask = HostTensor({2, 5}, DType::i32);
+  expect([&] { model.decode(tgt, src, m); }, "Model::decode: src_key_padding_mask does not apply here");
   EXPECT_EQ(model.forward(src, tgt).shape(), (Shape{2, 4, 32}));
 }
 

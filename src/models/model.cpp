@@ -303,6 +303,23 @@ void check_target(const std::string& call, const ModelConfig& c, const HostTenso
   }
 }
 
+// A mask the call has no attention for is a mistake to report, not one to ignore.
+void reject_masks(const std::string& call, const ModelMasks& masks, bool source_side, const char* takes) {
+  const std::pair<const char*, bool> given[] = {
+      {"src_mask", masks.src_mask.has_value()},
+      {"src_key_padding_mask", masks.src_key_padding_mask.has_value()},
+      {"tgt_mask", masks.tgt_mask.has_value()},
+      {"tgt_key_padding_mask", masks.tgt_key_padding_mask.has_value()},
+      {"memory_mask", masks.memory_mask.has_value()},
+      {"memory_key_padding_mask", masks.memory_key_padding_mask.has_value()}};
+  for (size_t i = 0; i < std::size(given); ++i) {
+    const bool is_source = i < 2;
+    if (given[i].second && is_source != source_side)
+      throw Error(ErrorCode::invalid_argument, call + ": " + given[i].first + " does not apply here; " +
+                                                   call + " takes " + takes);
+  }
+}
+
 }  // namespace
 
 HostTensor Model::encode(const HostTensor& src, const ModelMasks& masks) {
@@ -310,6 +327,7 @@ HostTensor Model::encode(const HostTensor& src, const ModelMasks& masks) {
   const ModelConfig& c = impl().config;
   if (!c.has_encoder())
     throw Error(ErrorCode::invalid_argument, call + ": a decoder model has no encoder");
+  reject_masks(call, masks, true, "src_mask and src_key_padding_mask");
   check_source(call, c, src);
   const int64_t b = src.shape()[0], s = src.shape()[1];
   const DType dt = impl().options.dtype;
@@ -333,6 +351,8 @@ HostTensor Model::decode(const HostTensor& tgt, const HostTensor& memory, const 
   const ModelConfig& c = impl().config;
   if (!c.has_decoder())
     throw Error(ErrorCode::invalid_argument, call + ": an encoder model has no decoder");
+  reject_masks(call, masks, false,
+               "tgt_mask, tgt_key_padding_mask, memory_mask and memory_key_padding_mask");
   check_target(call, c, tgt);
   expect_float(call, "memory", memory);
   expect_shape(call, "memory", memory, {tgt.shape()[0], -1, c.d_model}, "[batch, source seq, d_model]");
