@@ -360,6 +360,29 @@ TEST_F(DeviceTest, GenerateRejectsAnEosOutsideTheVocabularyAndANonFiniteLengthPe
   EXPECT_EQ(model.generate({5, 17, 3}, o).size(), 2u);
 }
 
+TEST_F(LoadErrorTest, AnF16ModelRefusesWeightsBeyondFloat16) {
+  auto t = tensors;
+  for (auto& [n, v] : t)
+    if (n == "layers.0.linear1.weight") {
+      auto values = v.to_f32();
+      values[5] = 70000.0f;  // an f16 infinity; 65504 is the largest f16
+      v = HostTensor::from_f32(v.shape(), values);
+    }
+  write(t, config.to_json());
+  ModelOptions f16;
+  f16.dtype = DType::f16;
+  try {
+    Model::load(device(), tmp->path.string(), f16);
+    ADD_FAILURE() << "a weight of 70000 was loaded into f16";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tensor 'layers.0.linear1.weight' holds 70000.000000 at element 5, "
+                                         "beyond float16's largest value 65504"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Model::load(device(), tmp->path.string()).dtype(), DType::f32);  // f32 holds it
+}
+
 TEST_F(LoadErrorTest, TruncatedWeightsAreAnErrorNotACrash) {
   write(tensors, config.to_json());
   fs::path p = tmp->path / "model.safetensors";

@@ -10,6 +10,7 @@
 #include "cached_decoder.hpp"
 #include "model_impl.hpp"
 #include "vkformer/error.hpp"
+#include "vkformer/half.hpp"
 #include "vkformer/io.hpp"
 
 namespace vkformer {
@@ -58,6 +59,18 @@ HostTensor rows(const HostTensor& t, int64_t begin, int64_t end) {
 }
 
 bool loadable_dtype(const std::string& d) { return d == "F32" || d == "F16" || d == "BF16"; }
+
+// An f16 model stores its weights in f16: a finite weight beyond f16's range would become an
+// infinity there (and NaN outputs), so it is an error that names it.
+void require_half_range(const HostTensor& weights, const std::string& source, const std::string& name) {
+  const auto* v = reinterpret_cast<const float*>(weights.data());
+  for (int64_t i = 0; i < weights.numel(); ++i)
+    if (std::isfinite(v[i]) && std::isinf(half_to_float(float_to_half(v[i]))))
+      throw Error(ErrorCode::unsupported,
+                  source + ": tensor '" + name + "' holds " + std::to_string(v[i]) + " at element " +
+                      std::to_string(i) + ", beyond float16's largest value 65504: load this model "
+                      "with dtype f32");
+}
 
 [[noreturn]] void bad_argument(const std::string& call, const std::string& what) {
   throw Error(ErrorCode::shape_mismatch, call + ": " + what);
@@ -173,7 +186,11 @@ void ModelImpl::load_weights(
   }
   const int64_t e = config.d_model;
   for (auto& [name, shape] : expected) {
-    HostTensor t = read(name, options.dtype);
+    HostTensor t = read(name, options.dtype == DType::f16 ? DType::f32 : options.dtype);
+    if (options.dtype == DType::f16) {
+      require_half_range(t, source, name);
+      t = t.cast(DType::f16);
+    }
     // Cross-attention takes Q from the decoder and K, V from the memory: keep both parts.
     if (name.find("multihead_attn.in_proj_") != std::string::npos) {
       std::string base = name.substr(0, name.rfind(".in_proj_"));
