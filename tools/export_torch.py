@@ -128,8 +128,9 @@ def describe(module):
     return config, state
 
 
-def write_safetensors(path, state):
-    """The safetensors layout: u64 little-endian header size, JSON header, raw little-endian data."""
+def write_safetensors(path, state, metadata=None):
+    """The safetensors layout: u64 little-endian header size, JSON header (tensors in the order
+    given, then metadata if any), raw little-endian data."""
     header, blobs, offset = {}, [], 0
     for name, t in state.items():
         t = t.detach().cpu().contiguous()
@@ -141,8 +142,10 @@ def write_safetensors(path, state):
                         "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)))
         f.write(text)

@@ -22,12 +22,15 @@ import json
 import math
 import os
 import shutil
-import struct
+import sys
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_torch  # noqa: E402  (the safetensors writer users get, so the fixtures test it)
 
 # ----------------------------------------------------------------------------- file formats
 
@@ -35,22 +38,9 @@ SAFETENSORS_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.
 
 
 def write_safetensors(path, tensors, dtype="F32"):
-    """The safetensors layout: u64 little-endian header size, JSON header, raw little-endian data."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().to(SAFETENSORS_DTYPES[dtype]).contiguous()
-        raw = t.view(torch.int16).numpy().tobytes() if dtype == "BF16" else t.numpy().tobytes()
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    header["__metadata__"] = {"format": "pt", "writer": "vkformer tools/make_golden.py"}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+    """Every tensor in `dtype`, in name order, with this script named in the metadata."""
+    converted = {name: tensors[name].detach().to(SAFETENSORS_DTYPES[dtype]) for name in sorted(tensors)}
+    export_torch.write_safetensors(path, converted, {"format": "pt", "writer": "vkformer tools/make_golden.py"})
 
 
 def save_npy(directory, name, array):
