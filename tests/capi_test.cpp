@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -106,6 +108,39 @@ TEST_F(CApiTest, ErrorsAreStatusesWithMessages) {
   EXPECT_EQ(vkf_model_forward(model, &w, &w, nullptr, &out), VKF_ERROR_INVALID_ARGUMENT);
   vkf_model_release(model);
   EXPECT_STREQ(vkf_version(), "0.1.0");
+}
+
+// vkf_last_error is per thread: two threads that fail at the same time each read their own
+// message, a thread that has only succeeded (opening a device of its own meanwhile) reads "",
+// and the calling thread keeps its own.
+TEST_F(CApiTest, LastErrorIsPerThread) {
+  vkf_device* none = nullptr;
+  ASSERT_EQ(vkf_device_open("no-such-gpu-main", &none), VKF_ERROR_DEVICE_NOT_FOUND);
+  std::latch failed(3);
+  std::string seen[3];
+  auto fail_then_read = [&](int t, const std::string& dir) {
+    vkf_model* model = nullptr;
+    vkf_status status = vkf_model_load(dev, dir.c_str(), VKF_F32, &model);
+    failed.arrive_and_wait();  // every thread has failed (or not) before any reads
+    seen[t] = status == VKF_ERROR_IO ? vkf_last_error() : "status " + std::to_string(status);
+  };
+  std::thread a(fail_then_read, 0, "/nonexistent/thread-a");
+  std::thread b(fail_then_read, 1, "/nonexistent/thread-b");
+  std::thread c([&] {
+    vkf_device* own = nullptr;
+    vkf_status status = vkf_device_open(nullptr, &own);
+    vkf_device_release(own);
+    failed.arrive_and_wait();
+    seen[2] = status == VKF_OK ? vkf_last_error() : "status " + std::to_string(status);
+  });
+  a.join();
+  b.join();
+  c.join();
+  EXPECT_NE(seen[0].find("/nonexistent/thread-a"), std::string::npos) << seen[0];
+  EXPECT_NE(seen[1].find("/nonexistent/thread-b"), std::string::npos) << seen[1];
+  EXPECT_EQ(seen[2], "");
+  EXPECT_NE(std::string(vkf_last_error()).find("no-such-gpu-main"), std::string::npos)
+      << vkf_last_error();
 }
 
 // Values a C caller can pass that C++ types cannot hold: each is checked and named before use.

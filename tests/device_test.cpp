@@ -1,6 +1,9 @@
 // Device enumeration and selection, device tensors and the block allocator.
 #include <gtest/gtest.h>
 
+#include <latch>
+#include <thread>
+
 #include "device_impl.hpp"
 #include "device_select.hpp"
 #include "instance.hpp"
@@ -189,6 +192,51 @@ TEST_F(DeviceTest, TimedOutSubmissionMarksTheDeviceLost) {
     EXPECT_THROW(dev.allocate({16}, DType::f32), Error);
     EXPECT_THROW(Executor(dev, g), Error);
   }  // the executor goes while its work may still run
+  for (const auto& m : dev.take_validation_messages())
+    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
+}
+
+// Device loss with several threads at work: each thread's run fails with device_lost, and their
+// executors, destroyed at the same time while the work may still run, wait for the device one at
+// a time: vkDeviceWaitIdle uses the queue, which the other threads submit to.
+TEST_F(DeviceTest, ThreadsThatFindTheDeviceLostFailAndTearDownSafely) {
+  DeviceOptions opts;
+  opts.validation = true;
+  opts.sync_validation = true;
+  opts.selector = std::to_string(device().info().index);
+  opts.timeout_ms = 0;  // as above: unfinished work is the device-loss path
+  Device dev = Device::open(opts);
+  constexpr int kThreads = 4;
+  Graph g;
+  g.output("y", g.matmul(g.input("a", {256, 1024}), g.input("b", {1024, 1024})));
+  std::vector<Executor> executors;
+  for (int t = 0; t < kThreads; ++t) {
+    executors.emplace_back(dev, g);  // compiled while the device is still sound
+    executors.back().set_input("a", HostTensor({256, 1024}, DType::f32));
+    executors.back().set_input("b", HostTensor({1024, 1024}, DType::f32));
+  }
+  auto run_until_it_fails = [](Executor& ex) -> std::string {
+    // A run that finished within the zero timeout is not an error; a later one is.
+    for (int tries = 0; tries < 3; ++tries) {
+      try {
+        ex.run();
+      } catch (const Error& e) {
+        return e.code() == ErrorCode::device_lost ? "device_lost" : e.what();
+      }
+    }
+    return "no run failed";
+  };
+  std::latch start(kThreads);
+  std::vector<std::string> outcomes(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      Executor ex = std::move(executors[t]);
+      outcomes[t] = run_until_it_fails(ex);
+    });  // the executor goes with its thread, while the work may still run
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(outcomes[t], "device_lost") << "thread " << t;
   for (const auto& m : dev.take_validation_messages())
     ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
 }

@@ -1,9 +1,12 @@
 // Executor properties: record once and replay, bit-identical replays, memory reuse, minimal
-// barriers, pruning, externals and errors for bad use.
+// barriers, pruning, externals, errors for bad use, and executors on one device in threads.
 #include <cmath>
 #include <cstring>
+#include <latch>
 #include <limits>
+#include <thread>
 
+#include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 
@@ -490,6 +493,86 @@ TEST_F(DeviceTest, TimestampsTimeEveryRunWithoutChangingTheRecording) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("CompileOptions::timestamps"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace vkformer::testing
+
+namespace vkformer::testing {
+namespace {
+
+// ------------------------------------------------------------------------------- threads
+
+// One thread's work on the shared device: its own graph (matmul, then softmax and layer norm of
+// the product) with shapes of its own, compiled while the other threads compile theirs, then run
+// `runs` times with a new input, a Device::write of the external B, a round trip of a fresh
+// tensor and a download between runs. Returns what went wrong, or "".
+std::string run_thread_case(Device& device, int t, int runs) {
+  const int64_t m = 3 + t, k = 5 + 2 * t, n = 7 + 3 * t;
+  const float scale = 0.5f, eps = 1e-5f;
+  auto gamma = random_values(n, 100 + t, 0.5f, 1.5f), beta = random_values(n, 200 + t);
+  DeviceTensor b = device.allocate({k, n}, DType::f32);
+  Graph g;
+  Tensor ab = g.matmul(g.input("a", {m, k}), g.external("b", b));
+  SoftmaxOptions so;
+  so.scale = scale;
+  g.output("probs", g.softmax(ab, so));
+  g.output("normed", g.layer_norm(ab, g.constant("gamma", HostTensor::from_f32({n}, gamma)),
+                                  g.constant("beta", HostTensor::from_f32({n}, beta)), eps));
+  Executor ex(device, g);
+
+  const Tolerance tol{1e-4, 1e-4};
+  for (int i = 0; i < runs; ++i) {
+    auto av = random_values(m * k, 1000 * t + i), bv = random_values(k * n, 2000 * t + i);
+    HostTensor hb = HostTensor::from_f32({k, n}, bv);
+    device.write(b, hb);
+    ex.set_input("a", HostTensor::from_f32({m, k}, av));
+    ex.run();
+
+    auto x = ref::matmul(stored(av, DType::f32), stored(bv, DType::f32), 1, 1, m, n, k, false,
+                         nullptr, 1.0);
+    ref::SoftmaxMasks masks;
+    masks.scale = scale;
+    auto probs = all_close(ex.output("probs"), ref::softmax(x, 1, 1, m, n, masks), tol);
+    auto normed = all_close(ex.output("normed"),
+                            ref::layer_norm(x, m, n, stored(gamma, DType::f32),
+                                            stored(beta, DType::f32), eps),
+                            tol);
+    if (!probs) return "run " + std::to_string(i) + ": probs: " + probs.message();
+    if (!normed) return "run " + std::to_string(i) + ": normed: " + normed.message();
+
+    HostTensor ha = HostTensor::from_f32({m, k}, av);
+    HostTensor back = device.download(device.upload(ha));
+    if (std::memcmp(back.data(), ha.data(), ha.nbytes()) != 0)
+      return "run " + std::to_string(i) + ": an uploaded tensor came back changed";
+    HostTensor b_back = device.download(b);
+    if (std::memcmp(b_back.data(), hb.data(), hb.nbytes()) != 0)
+      return "run " + std::to_string(i) + ": B came back changed";
+  }
+  if (ex.stats().runs != static_cast<size_t>(runs) || ex.stats().recordings != 1)
+    return "expected " + std::to_string(runs) + " runs of one recording";
+  return "";
+}
+
+// Distinct executors may be compiled and run from different threads at once on one Device
+// (README, "Threads"); uploads, writes and downloads in between are safe too. The validation
+// layer's thread-safety checks (DeviceTest::TearDown) must stay silent.
+TEST_F(DeviceTest, ThreadsSharingADeviceCompileAndRunTheirOwnExecutors) {
+  constexpr int kThreads = 4, kRuns = 20;
+  std::latch start(kThreads);
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();  // all at once, so that compiles and runs overlap
+      try {
+        failures[t] = run_thread_case(device(), t, kRuns);
+      } catch (const std::exception& e) {
+        failures[t] = std::string("threw: ") + e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
 }
 
 }  // namespace

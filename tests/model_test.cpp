@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <latch>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "synthetic_weights.hpp"
 #include "test_device.hpp"
@@ -166,6 +168,53 @@ TEST_F(DeviceTest, DecodingMatchesPyTorchTokens) {
   model.generate({7, 8, 9, 10}, o);
   EXPECT_EQ(model.compiled_graphs(), graphs);
   EXPECT_GT(model.last_generation_stats().tokens, 0u);
+}
+
+// Models of their own on one shared device, loaded and generating in two threads at once, give
+// PyTorch's tokens, as one model alone does (README, "Threads"). The second thread takes the
+// sources in reverse order, so the two run different graphs at the same time; each searches with
+// beams for one source (beams are slow with the GPU kernels on a CPU device).
+TEST_F(DeviceTest, ModelsInTwoThreadsGeneratePyTorchTokensAtOnce) {
+  const fs::path dir = kGolden / "seq2seq_small";
+  json meta = read_json(dir / "case.json");
+  const json& d = meta["decoding"];
+  std::vector<json> results(d["results"].begin(), d["results"].end());
+  constexpr int kThreads = 2;
+  std::latch start(kThreads);
+  std::vector<std::string> failures(kThreads);
+  auto work = [&](int t) {
+    Model model = Model::load(device(), dir.string());
+    for (size_t i = 0; i < results.size(); ++i) {
+      const size_t which = t == 0 ? i : results.size() - 1 - i;
+      const json& r = results[which];
+      GenerateOptions o;
+      o.max_new_tokens = d["steps"];
+      o.bos = d["bos"];
+      o.eos = -1;
+      o.length_penalty = d["alpha"];
+      for (auto [key, beam] : {std::pair<const char*, int>{"greedy", 1}, {"beam", d["beam"]}}) {
+        if (beam > 1 && which != static_cast<size_t>(t)) continue;
+        o.beam = beam;
+        auto tokens = model.generate(r["src"].get<std::vector<int32_t>>(), o);
+        if (tokens != r[key].get<std::vector<int32_t>>())
+          failures[t] += std::string(key) + " differs for source " + r["src"].dump() + "; ";
+        if (model.last_generation_stats().tokens != tokens.size())
+          failures[t] += std::string(key) + ": last_generation_stats is another call's; ";
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();  // both load and generate at the same time
+      try {
+        work(t);
+      } catch (const std::exception& e) {
+        failures[t] += std::string("threw: ") + e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
 }
 
 // ------------------------------------------------------------------------------- load errors

@@ -94,6 +94,7 @@ class DeviceImpl;
 
 // A logical Vulkan device with one compute queue. A cheap, shared handle: copies refer to the
 // same device, which lives until the last handle (and the last executor using it) is gone.
+// Thread-safe: any number of threads may use one device at once (README, "Threads").
 class Device {
  public:
   static std::vector<DeviceInfo> enumerate(const InstanceOptions& options = {});

@@ -88,6 +88,8 @@ class ModelImpl;
 
 // A model resident on one device. Each distinct input shape compiles its graphs once (recorded
 // once) and later calls with that shape replay them.
+// Use one model from one thread at a time, const methods included; distinct models may run at
+// once, also on one device (README, "Threads").
 class Model {
  public:
   // Reads dir/config.json and dir/model.safetensors (memory-mapped). Missing, extra, mis-shaped

@@ -1,7 +1,8 @@
 /* The vkformer C API: devices and PyTorch-compatible transformer models from any C (or FFI)
  * program. Every call returns a vkf_status; on failure vkf_last_error() gives the message (per
  * thread, valid until the next failing call on that thread). Objects are opaque handles released
- * with their *_release function; tensors passed in are borrowed views of caller memory. */
+ * with their *_release function; tensors passed in are borrowed views of caller memory.
+ * Threads: a vkf_device may be shared by threads; a vkf_model is used by one thread at a time. */
 #ifndef VKFORMER_H
 #define VKFORMER_H
 

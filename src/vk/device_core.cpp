@@ -108,16 +108,21 @@ void DeviceCore::throw_if_lost() const {
 }
 
 void DeviceCore::settle_if_lost() const {
-  if (lost_) vkDeviceWaitIdle(device_);
+  if (!lost_) return;
+  // vkDeviceWaitIdle uses the queue, which another thread may be submitting to right now.
+  std::lock_guard lock(queue_mutex_);
+  vkDeviceWaitIdle(device_);
 }
 
 void DeviceCore::submit_and_wait(VkCommandBuffer cmd, VkFence fence) {
-  throw_if_lost();
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd;
   {
     std::lock_guard lock(queue_mutex_);
+    // Checked under the lock: another thread may have just found the device lost, and it waits
+    // for the device under this lock (settle_if_lost) before freeing what the work uses.
+    throw_if_lost();
     check(vkQueueSubmit(queue_, 1, &si, fence), "vkQueueSubmit");
   }
   VkResult r = vkWaitForFences(device_, 1, &fence, VK_TRUE, timeout_ms_ * 1'000'000ull);

@@ -49,7 +49,8 @@ class DeviceCore {
   PhysicalDevice physical_;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
-  std::mutex queue_mutex_;
+  // Guards the queue: submissions from all threads, and waits for the whole device.
+  mutable std::mutex queue_mutex_;
   uint64_t timeout_ms_;
   std::atomic<bool> lost_{false};
 };
