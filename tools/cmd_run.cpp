@@ -113,6 +113,11 @@ const char* memory_help(Arch arch) {
   return "";
 }
 
+// A mask's summary: integer masks are the boolean ones (any integer or bool .npy, nonzero = masked).
+std::string describe_mask(const HostTensor& t) {
+  return t.dtype() == DType::i32 ? "boolean " + t.shape().str() : describe(t);
+}
+
 struct Prepared {
   Arg input;
   std::optional<Arg> memory;
@@ -193,7 +198,7 @@ Prepared prepare(const RunArgs& args, const ModelConfig& c) {
     auto a = read_arg(option, path);
     if (!a) return;
     check_attn_mask(*a, rows, cols, layout);
-    p.mask_lines.emplace_back(name, describe(a->value) + " (" + a->path + ")");
+    p.mask_lines.emplace_back(name, describe_mask(a->value) + " (" + a->path + ")");
     slot = std::move(a->value);
   };
   auto padding = [&](const char* option, const std::string& path, std::optional<HostTensor>& slot,
@@ -201,7 +206,7 @@ Prepared prepare(const RunArgs& args, const ModelConfig& c) {
     auto a = read_arg(option, path);
     if (!a) return;
     check_padding_mask(*a, b, seq, layout);
-    p.mask_lines.emplace_back(name, describe(a->value) + " (" + a->path + ")");
+    p.mask_lines.emplace_back(name, describe_mask(a->value) + " (" + a->path + ")");
     slot = std::move(a->value);
   };
   ModelMasks& m = p.masks;
