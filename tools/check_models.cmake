@@ -152,6 +152,9 @@ set(enc "${GOLDEN}/encoder_post_relu_b3_s7_padding")
 set(dec "${GOLDEN}/decoder_post_relu_b3_t7_s5")
 set(tr "${GOLDEN}/transformer_post_relu_b3_s11_t7")
 set(y "${OUT}/error.npy")
+# The summary names what each array is (an integer mask is a boolean one).
+expect(0 "mask +src_key_padding_mask boolean \\[3,7\\]"
+       run --model ${enc} --input ${enc}/src.npy --src-key-padding-mask ${enc}/src_key_padding_mask.npy --output ${y})
 expect(1 "vkformer: error: a decoder model needs --memory" run --model ${dec} --input ${dec}/tgt.npy --output ${y})
 expect(1 "vkformer: error: a transformer model needs --target \\(or --memory\\)" run --model ${tr} --input ${tr}/src.npy --output ${y})
 expect(1 "vkformer: error: --target is for transformer and seq2seq models; .* is a decoder, whose target is --input"
