@@ -305,7 +305,8 @@ TEST_F(DeviceTest, PositionalEncodingOffsetTensorChangesBetweenRuns) {
     auto tol = dtype == DType::f16 ? default_tolerance(dtype) : kPeTolerance;
     // The last offset that keeps every row in the table: static_offset + p + S = max_len.
     const int32_t last = static_cast<int32_t>(max_len - static_offset - shape[1]);
-    for (int32_t p : {0, 37, 7, last}) {
+    // A negative offset tensor is fine while static_offset + p >= 0.
+    for (int32_t p : {0, 37, 7, last, -static_cast<int32_t>(static_offset)}) {
       ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{p}));
       ex.run();
       auto want = pe_reference(stored(xv, dtype), shape, scale,
@@ -313,7 +314,7 @@ TEST_F(DeviceTest, PositionalEncodingOffsetTensorChangesBetweenRuns) {
       EXPECT_TRUE(all_close(ex.output("y"), want, tol)) << "offset tensor " << p;
     }
     EXPECT_EQ(ex.stats().recordings, 1u);
-    for (int32_t p : {last + 1, 100, -4}) {
+    for (int32_t p : {last + 1, 100, -static_cast<int32_t>(static_offset) - 1}) {
       try {
         ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{p}));
         ADD_FAILURE() << "offset tensor " << p << " was accepted";
@@ -321,6 +322,9 @@ TEST_F(DeviceTest, PositionalEncodingOffsetTensorChangesBetweenRuns) {
         EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
         EXPECT_NE(std::string(e.what()).find("input 'pos': index " + std::to_string(p)), std::string::npos)
             << e.what();
+        EXPECT_NE(std::string(e.what()).find("positional_encoding: offset 2 + offset_tensor + 3 rows must "
+                                             "stay within the table's positions [0, 60]"),
+                  std::string::npos) << e.what();
       }
     }
   }

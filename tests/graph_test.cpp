@@ -271,6 +271,9 @@ TEST_F(DeviceTest, ACacheWriteWhoseResultNobodyReadsStillRuns) {
     ADD_FAILURE() << "a position past the cache was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("input 'pos': index 100 at position 0 is outside [0, 4): "
+                                         "update_cache: the position of 1 new row(s) in a cache of 4 rows"),
+              std::string::npos) << e.what();
   }
 }
 

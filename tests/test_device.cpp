@@ -1,5 +1,6 @@
 #include "test_device.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -8,9 +9,13 @@
 
 namespace vkformer::testing {
 
+// On unless VKFORMER_TEST_VALIDATION is one of the library's off words (0, false, off, no; any case).
 static bool validation_wanted() {
   const char* v = std::getenv("VKFORMER_TEST_VALIDATION");
-  return !(v && std::string(v) == "0");
+  if (!v) return true;
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(s == "0" || s == "false" || s == "off" || s == "no");
 }
 
 Device& test_device() {

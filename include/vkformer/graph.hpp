@@ -53,7 +53,9 @@ struct PositionalEncodingOptions {
   float input_scale = 1.0f;            // out = x * input_scale + PE[offset + s]
   int64_t offset = 0;                  // position of the first row
   // i32 [1]: a position offset read at run time (decoding). From a graph input or a constant it
-  // must keep offset + offset_tensor[0] + S <= max_len (Executor::set_input checks an input).
+  // must keep every row in the table: 0 <= offset + offset_tensor[0] and
+  // offset + offset_tensor[0] + S <= max_len (Executor::set_input checks an input; one computed
+  // on the device is clamped).
   std::optional<Tensor> offset_tensor;
   int64_t max_len = 5000;              // size of the encoding table
 };

@@ -107,9 +107,11 @@ class Model {
   DType dtype() const;
 
   // encoder: src [B, S, E] -> [B, S, E]. transformer: the encoder stack (with its final norm).
-  // seq2seq: src ids [B, S] (i32) -> memory [B, S, E].
+  // seq2seq: src ids [B, S] (i32) -> memory [B, S, E]. Takes causal, src_mask and
+  // src_key_padding_mask; any other mask set is an error (invalid_argument), not ignored.
   HostTensor encode(const HostTensor& src, const ModelMasks& masks = {});
   // decoder: tgt [B, T, E] and memory [B, S, E] -> [B, T, E]. transformer: the decoder stack.
+  // Takes causal and the tgt_* and memory_* masks; a src_* mask set is an error.
   HostTensor decode(const HostTensor& tgt, const HostTensor& memory, const ModelMasks& masks = {});
   // transformer: src [B, S, E], tgt [B, T, E] -> [B, T, E] (nn.Transformer.forward).
   // seq2seq: src ids [B, S], tgt ids [B, T] -> log-probabilities [B, T, tgt_vocab].

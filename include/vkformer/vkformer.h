@@ -87,7 +87,9 @@ vkf_status vkf_model_load(vkf_device* device, const char* directory, vkf_dtype d
 void vkf_model_release(vkf_model* model);
 
 /* Model::encode / decode / forward of the C++ API (include/vkformer/model.hpp). `masks` may
- * be NULL. On success *result holds the output. */
+ * be NULL. encode takes only the src_* masks (and causal), decode only the tgt_* and memory_*
+ * ones: a mask of the other side is an error (VKF_ERROR_INVALID_ARGUMENT), not ignored. On
+ * success *result holds the output. */
 vkf_status vkf_model_encode(vkf_model* model, const vkf_tensor* src, const vkf_masks* masks,
                             vkf_result* result);
 vkf_status vkf_model_decode(vkf_model* model, const vkf_tensor* tgt, const vkf_tensor* memory,

@@ -36,15 +36,16 @@ void ExecutorImpl::set_input(const std::string& name, const HostTensor& value) {
     data = &converted;
   }
 
-  auto bound = program_.index_bounds.find(slot.value);
-  if (bound != program_.index_bounds.end()) {
+  auto bounds = program_.index_bounds.find(slot.value);
+  if (bounds != program_.index_bounds.end()) {
     const auto* ids = reinterpret_cast<const int32_t*>(value.data());
-    for (int64_t i = 0; i < value.numel(); ++i)
-      if (ids[i] < 0 || ids[i] >= bound->second)
-        throw Error(ErrorCode::invalid_argument,
-                    "input '" + name + "': index " + std::to_string(ids[i]) + " at position " +
-                        std::to_string(i) + " is outside [0, " + std::to_string(bound->second) +
-                        ")");
+    for (const Program::IndexBound& b : bounds->second)
+      for (int64_t i = 0; i < value.numel(); ++i)
+        if (ids[i] < b.lo || ids[i] >= b.hi)
+          throw Error(ErrorCode::invalid_argument,
+                      "input '" + name + "': index " + std::to_string(ids[i]) + " at position " +
+                          std::to_string(i) + " is outside [" + std::to_string(b.lo) + ", " +
+                          std::to_string(b.hi) + "): " + b.why);
   }
   if (staging_) {
     std::memcpy(staging_->mapped() + slot.staging_offset, data->data(), data->nbytes());

@@ -16,25 +16,22 @@ uint32_t Lowering::constant(HostTensor value) {
   return id;
 }
 
-void Lowering::require_index_bound(uint32_t value, int64_t bound) {
-  // Through views (reshapes) to where the indices come from. A constant is checked now, a graph
-  // input by Executor::set_input; indices computed on the device or held in an external tensor
-  // rely on the shader's clamp.
+void Lowering::require_index_bound(uint32_t value, int64_t lo, int64_t hi, const std::string& why) {
   const uint32_t root = program_.root(value);
+  const std::string reason = node_.label + ": " + why;
   if (program_.values[root].kind == ValueKind::constant) {
     auto c = program_.constants.find(root);
     if (c == program_.constants.end() || c->second.dtype() != DType::i32) return;
     const auto* ids = reinterpret_cast<const int32_t*>(c->second.data());
     for (int64_t i = 0; i < c->second.numel(); ++i)
-      if (ids[i] < 0 || ids[i] >= bound)
+      if (ids[i] < lo || ids[i] >= hi)
         throw Error(ErrorCode::invalid_argument,
-                    node_.label + ": constant index " + std::to_string(ids[i]) + " at position " +
-                        std::to_string(i) + " is outside [0, " + std::to_string(bound) + ")");
+                    "constant index " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                        " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "): " + reason);
     return;
   }
   if (program_.values[root].kind != ValueKind::input) return;
-  auto [it, inserted] = program_.index_bounds.emplace(root, bound);
-  if (!inserted) it->second = std::min(it->second, bound);
+  program_.index_bounds[root].push_back({lo, hi, reason});
 }
 
 const kernels::VariantEntry& Lowering::variant(kernels::Kernel kernel, DType dtype) const {

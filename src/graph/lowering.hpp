@@ -24,9 +24,11 @@ class Lowering {
 
   uint32_t temp(const Shape& shape, DType dtype);
   uint32_t constant(HostTensor value);
-  // Entries of the i32 tensor `value` must lie in [0, bound): checked when the graph input it
-  // comes from (directly or through reshapes) is set; nothing is checked for computed values.
-  void require_index_bound(uint32_t value, int64_t bound);
+  // Entries of the i32 tensor `value` must lie in [lo, hi), for the reason `why` (shown after
+  // the node's label in errors): a constant is checked now, the graph input it comes from
+  // (directly or through reshapes) when it is set; values computed on the device or held in an
+  // external tensor are not checked (the shaders clamp them).
+  void require_index_bound(uint32_t value, int64_t lo, int64_t hi, const std::string& why);
 
   // The variant of `kernel` for `dtype`, checked to run on this device.
   const kernels::VariantEntry& variant(kernels::Kernel kernel, DType dtype) const;

@@ -73,7 +73,13 @@ struct Program {
   std::map<uint32_t, HostTensor> constants;
   std::map<uint32_t, DeviceTensor> externals;
   std::vector<std::string> node_labels;
-  std::map<uint32_t, int64_t> index_bounds;  // i32 input value -> every entry must be in [0, bound)
+  // i32 graph inputs whose every entry must lie in [lo, hi), checked by Executor::set_input; `why`
+  // (the op's label and its rule) completes the error message.
+  struct IndexBound {
+    int64_t lo = 0, hi = 0;
+    std::string why;
+  };
+  std::map<uint32_t, std::vector<IndexBound>> index_bounds;
 
   uint32_t root(uint32_t v) const {
     while (values[v].alias_of != kNoValue) v = values[v].alias_of;

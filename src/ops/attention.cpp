@@ -138,7 +138,9 @@ void lower_attention(Lowering& l) {
   const Shape& qs = l.value(in.q).shape;
   const int64_t D = qs[3], Dv = l.value(in.v).shape[3];
   if (in.key_length != kNoValue)
-    l.require_index_bound(in.key_length, l.value(in.k).shape[2] + 1);  // 0 <= key_length <= Sk
+    l.require_index_bound(in.key_length, 0, l.value(in.k).shape[2] + 1,
+                          "key_length counts keys of the " + std::to_string(l.value(in.k).shape[2]) +
+                              " that k holds");
   const vk::AttentionTiles& tuned = l.tuning().attention;
   AttentionLaunch launch;
   const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};

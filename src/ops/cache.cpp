@@ -37,8 +37,9 @@ void lower_update_cache(Lowering& l) {
     p.stride_h = static_cast<uint32_t>(n * D);
     p.stride_i = static_cast<uint32_t>(D);
   }
-  // Only a position that comes straight from a graph input can be checked before the run.
-  l.require_index_bound(l.input(2), T - n + 1);
+  l.require_index_bound(l.input(2), 0, T - n + 1,
+                        "the position of " + std::to_string(n) + " new row(s) in a cache of " +
+                            std::to_string(T) + " rows");
   l.dispatch(Kernel::update_cache, cache.dtype,
              {{l.input(1)}, {l.input(2)}, {l.output(), true}}, PushBlock::of(p),
              ops::elementwise_grid(l, p.total), {ops::kElementwiseWorkgroup});

@@ -39,7 +39,7 @@ void lower_embedding(Lowering& l) {
   const int64_t vocab = l.value(table).shape[0], d = l.value(table).shape[1];
   // Ids that come from a graph input are checked when they are set, so a bad id is an error
   // naming the input; any other ids rely on the shader's clamp.
-  l.require_index_bound(ids, vocab);
+  l.require_index_bound(ids, 0, vocab, "an id of a table of " + std::to_string(vocab) + " rows");
 
   const bool vec4 = d % 4 == 0;
   const int64_t w = vec4 ? 4 : 1;
@@ -101,9 +101,12 @@ void lower_positional_encoding(Lowering& l) {
     // The run-time offset can point anywhere: the whole table, clamped in the shader.
     table = l.constant(sinusoid_table(0, a.max_len, d));
     offset_binding = l.input(1);
-    // offset + offset_tensor[0] + S <= max_len: a graph input (or constant) is checked, a value
-    // computed on the device is clamped.
-    l.require_index_bound(l.input(1), a.max_len - a.offset - s + 1);
+    // 0 <= offset + offset_tensor[0] and offset + offset_tensor[0] + S <= max_len: a graph input
+    // (or constant) is checked, a value computed on the device is clamped.
+    l.require_index_bound(l.input(1), -a.offset, a.max_len - a.offset - s + 1,
+                          "offset " + std::to_string(a.offset) + " + offset_tensor + " + std::to_string(s) +
+                              " rows must stay within the table's positions [0, " +
+                              std::to_string(a.max_len) + "]");
     p.rows = static_cast<uint32_t>(a.max_len);
     p.base = static_cast<int32_t>(a.offset);
   } else {

@@ -118,6 +118,7 @@ void DeviceCore::submit_and_wait(VkCommandBuffer cmd, VkFence fence) {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd;
+  throw_if_lost();  // without the lock: a thread settling a hung device holds it for long
   {
     std::lock_guard lock(queue_mutex_);
     // Checked under the lock: another thread may have just found the device lost, and it waits
