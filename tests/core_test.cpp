@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <latch>
 #include <random>
+#include <thread>
 
+#include "exclusive_use.hpp"
 #include "hazard_tracker.hpp"
 #include "memory_planner.hpp"
 #include "vkformer/vkformer.hpp"
@@ -168,6 +171,36 @@ TEST(SafetensorsFile, AMovedFromFileSaysSo) {
 
 bool lifetimes_overlap(const Lifetime& a, const Lifetime& b) {
   return a.first <= b.last && b.first <= a.last;
+}
+
+// Executor and Model calls hold an ExclusiveUse: a second thread inside the same object gets an
+// error instead of racing on its staging memory (the latches make the overlap certain).
+TEST(ExclusiveUse, ASecondThreadInsideTheSameObjectGetsAnError) {
+  ExclusiveUse use("Executor");
+  std::latch entered(1), release(1);
+  std::thread holder([&] {
+    ExclusiveUse::Scope scope(use, "Executor::run");
+    entered.count_down();
+    release.wait();
+  });
+  entered.wait();
+  try {
+    ExclusiveUse::Scope scope(use, "Executor::set_input");
+    ADD_FAILURE() << "two threads were inside one Executor at once";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_STREQ(e.what(), "Executor::set_input: already in use by another thread; one Executor is "
+                           "used by one thread at a time (give each thread its own)");
+  }
+  release.count_down();
+  holder.join();
+  // Free again once the holder has left, also after a call that threw.
+  try {
+    ExclusiveUse::Scope scope(use, "Executor::run");
+    throw Error(ErrorCode::invalid_argument, "a failing call");
+  } catch (const Error&) {
+  }
+  ExclusiveUse::Scope after(use, "Executor::output");
 }
 
 TEST(MemoryPlanner, NeverOverlapsLiveBuffersAndReuses) {

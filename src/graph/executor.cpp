@@ -136,13 +136,24 @@ ExecutorImpl& Executor::impl() const {
 }
 
 void Executor::set_input(const std::string& name, const HostTensor& value) {
-  impl().set_input(name, value);
+  ExecutorImpl& ex = impl();
+  ExclusiveUse::Scope one_thread(ex.in_use, "Executor::set_input");
+  ex.set_input(name, value);
 }
-void Executor::run() { impl().run(); }
-HostTensor Executor::output(const std::string& name) const { return impl().output(name); }
+void Executor::run() {
+  ExecutorImpl& ex = impl();
+  ExclusiveUse::Scope one_thread(ex.in_use, "Executor::run");
+  ex.run();
+}
+HostTensor Executor::output(const std::string& name) const {
+  ExecutorImpl& ex = impl();
+  ExclusiveUse::Scope one_thread(ex.in_use, "Executor::output");
+  return ex.output(name);
+}
 
 std::map<std::string, HostTensor> Executor::run(const std::map<std::string, HostTensor>& inputs) {
   ExecutorImpl& ex = impl();
+  ExclusiveUse::Scope one_thread(ex.in_use, "Executor::run");
   for (auto& [name, value] : inputs) ex.set_input(name, value);
   ex.run();
   std::map<std::string, HostTensor> outputs;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device_impl.hpp"
+#include "exclusive_use.hpp"
 #include "graph_impl.hpp"
 #include "program.hpp"
 #include "vkformer/executor.hpp"
@@ -25,6 +26,8 @@ class ExecutorImpl {
  public:
   ExecutorImpl(Device device, const Graph& graph, const CompileOptions& options);
   ~ExecutorImpl();
+
+  ExclusiveUse in_use{"Executor"};  // held by the Executor calls that touch staging or the queue
 
   void set_input(const std::string& name, const HostTensor& value);
   void run();

@@ -113,6 +113,7 @@ std::vector<int32_t> beam_search(CachedDecoder& dec, const GenerateOptions& o, i
 }  // namespace
 
 std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const GenerateOptions& o) {
+  ExclusiveUse::Scope one_thread(impl().in_use, "Model::generate");
   const ModelConfig& c = impl().config;
   const std::string call = "Model::generate";
   if (c.arch != ModelConfig::Arch::seq2seq)

@@ -341,6 +341,7 @@ void reject_masks(const std::string& call, const ModelMasks& masks, bool source_
 
 HostTensor Model::encode(const HostTensor& src, const ModelMasks& masks) {
   const std::string call = "Model::encode";
+  ExclusiveUse::Scope one_thread(impl().in_use, "Model::encode");
   const ModelConfig& c = impl().config;
   if (!c.has_encoder())
     throw Error(ErrorCode::invalid_argument, call + ": a decoder model has no encoder");
@@ -365,6 +366,7 @@ HostTensor Model::encode(const HostTensor& src, const ModelMasks& masks) {
 
 HostTensor Model::decode(const HostTensor& tgt, const HostTensor& memory, const ModelMasks& masks) {
   const std::string call = "Model::decode";
+  ExclusiveUse::Scope one_thread(impl().in_use, "Model::decode");
   const ModelConfig& c = impl().config;
   if (!c.has_decoder())
     throw Error(ErrorCode::invalid_argument, call + ": an encoder model has no decoder");
@@ -396,6 +398,7 @@ HostTensor Model::decode(const HostTensor& tgt, const HostTensor& memory, const 
 
 HostTensor Model::forward(const HostTensor& src, const HostTensor& tgt, const ModelMasks& masks) {
   const std::string call = "Model::forward";
+  ExclusiveUse::Scope one_thread(impl().in_use, "Model::forward");
   const ModelConfig& c = impl().config;
   const bool s2s = c.arch == ModelConfig::Arch::seq2seq;
   if (c.arch != ModelConfig::Arch::transformer && !s2s)

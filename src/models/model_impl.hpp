@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "blocks.hpp"
+#include "exclusive_use.hpp"
 #include "vkformer/executor.hpp"
 #include "vkformer/model.hpp"
 #include "weight_store.hpp"
@@ -23,6 +24,8 @@ class ModelImpl {
  public:
   ModelImpl(Device device, ModelConfig config, ModelOptions options);
   ~ModelImpl();
+
+  ExclusiveUse in_use{"Model"};  // held by encode, decode, forward and generate
 
   // Checks `names` (name, dtype string, shape) against parameter_shapes(config), then uploads
   // each through `read` converted to the model's dtype, splitting the cross-attention projections.
