@@ -41,7 +41,8 @@ class ExecutorImpl;
 // A graph compiled for one device: pipelines, memory plan and descriptor sets are created once
 // and every dispatch is recorded once; run() replays the recording.
 // Use one executor from one thread at a time; distinct executors may run at once, also on one
-// device (README, "Threads").
+// device (README, "Threads"). set_input, run or output called while another thread is inside
+// one of them throws Error(invalid_argument) instead of racing.
 class Executor {
  public:
   Executor(Device device, const Graph& graph, const CompileOptions& options = {});

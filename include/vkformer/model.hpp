@@ -89,7 +89,8 @@ class ModelImpl;
 // A model resident on one device. Each distinct input shape compiles its graphs once (recorded
 // once) and later calls with that shape replay them.
 // Use one model from one thread at a time, const methods included; distinct models may run at
-// once, also on one device (README, "Threads").
+// once, also on one device (README, "Threads"). encode, decode, forward or generate called while
+// another thread is inside one of them throws Error(invalid_argument) instead of racing.
 class Model {
  public:
   // Reads dir/config.json and dir/model.safetensors (memory-mapped). Missing, extra, mis-shaped
