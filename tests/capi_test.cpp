@@ -86,6 +86,23 @@ TEST_F(CApiTest, GenerateGivesPyTorchTokens) {
   EXPECT_EQ(vkf_model_generate(model, src.data(), src.size(), &o, tokens.data(), 3, &count),
             VKF_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(count, 32u);
+
+  // What the model is, from its config.json.
+  auto config = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  vkf_model_info info;
+  ASSERT_EQ(vkf_model_get_info(model, &info), VKF_OK) << vkf_last_error();
+  EXPECT_STREQ(info.arch, "seq2seq");
+  EXPECT_EQ(info.d_model, config["d_model"].get<int64_t>());
+  EXPECT_EQ(info.nhead, config["nhead"].get<int64_t>());
+  EXPECT_EQ(info.dim_feedforward, config["dim_feedforward"].get<int64_t>());
+  EXPECT_EQ(info.num_encoder_layers, config["num_encoder_layers"].get<int64_t>());
+  EXPECT_EQ(info.num_decoder_layers, config["num_decoder_layers"].get<int64_t>());
+  EXPECT_EQ(info.src_vocab, config["src_vocab"].get<int64_t>());
+  EXPECT_EQ(info.tgt_vocab, config["tgt_vocab"].get<int64_t>());
+  EXPECT_EQ(info.max_len, config.value("max_len", int64_t{5000}));
+  EXPECT_EQ(info.dtype, VKF_F32);
+  EXPECT_EQ(vkf_model_get_info(model, nullptr), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vkf_last_error()).find("info must not be NULL"), std::string::npos);
   vkf_model_release(model);
 }
 

@@ -86,6 +86,17 @@ vkf_status vkf_model_load(vkf_device* device, const char* directory, vkf_dtype d
                           vkf_model** model);
 void vkf_model_release(vkf_model* model);
 
+/* What a loaded model is: its config.json, and the type it runs in. `arch` is a static string
+ * ("encoder", "decoder", "transformer" or "seq2seq"); vocabularies are 0 unless seq2seq. */
+typedef struct vkf_model_info {
+  const char* arch;
+  int64_t d_model, nhead, dim_feedforward;
+  int64_t num_encoder_layers, num_decoder_layers;
+  int64_t src_vocab, tgt_vocab, max_len;
+  vkf_dtype dtype;
+} vkf_model_info;
+vkf_status vkf_model_get_info(const vkf_model* model, vkf_model_info* info);
+
 /* Model::encode / decode / forward of the C++ API (include/vkformer/model.hpp). `masks` may
  * be NULL. encode takes only the src_* masks (and causal), decode only the tgt_* and memory_*
  * ones: a mask of the other side is an error (VKF_ERROR_INVALID_ARGUMENT), not ignored. On

@@ -190,6 +190,24 @@ vkf_status vkf_model_load(vkf_device* device, const char* directory, vkf_dtype d
 
 void vkf_model_release(vkf_model* model) { delete model; }
 
+vkf_status vkf_model_get_info(const vkf_model* model, vkf_model_info* info) {
+  return guarded([&] {
+    require(model && info, "model and info must not be NULL");
+    const vkformer::ModelConfig& c = model->model.config();
+    *info = vkf_model_info{};
+    info->arch = vkformer::ModelConfig::arch_name(c.arch);
+    info->d_model = c.d_model;
+    info->nhead = c.nhead;
+    info->dim_feedforward = c.dim_feedforward;
+    info->num_encoder_layers = c.has_encoder() ? c.num_encoder_layers : 0;
+    info->num_decoder_layers = c.has_decoder() ? c.num_decoder_layers : 0;
+    info->src_vocab = c.src_vocab;
+    info->tgt_vocab = c.tgt_vocab;
+    info->max_len = c.max_len;
+    info->dtype = model->model.dtype() == vkformer::DType::f16 ? VKF_F16 : VKF_F32;
+  });
+}
+
 vkf_status vkf_model_encode(vkf_model* model, const vkf_tensor* src, const vkf_masks* masks,
                             vkf_result* result) {
   return guarded([&] {
