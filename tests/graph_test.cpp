@@ -216,6 +216,24 @@ std::vector<float> counting(size_t n, float first) {
   return v;
 }
 
+// A Graph moved while a scope on it is open takes the scope along, and leaves it when it ends.
+TEST(GraphBuild, AScopeEndsOnTheGraphItsGraphWasMovedTo) {
+  Graph outer;
+  Tensor x;
+  {
+    Graph g;
+    Graph::Scope scope(g, "inner");
+    x = g.input("x", {2, 3});
+    outer = std::move(g);
+  }
+  try {
+    outer.matmul(x, x);  // [2,3] x [2,3]: a shape error whose label shows the open scopes
+    ADD_FAILURE() << "matmul of [2,3] by [2,3] was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("matmul: ", 0), 0u) << e.what();
+  }
+}
+
 // Scale factors and the like must be numbers: NaN or an infinity would only ever give NaN outputs.
 TEST(GraphBuild, NonFiniteOpOptionsAreRejectedWhereTheOpIsAdded) {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();

@@ -131,7 +131,7 @@ class Graph {
     Scope& operator=(const Scope&) = delete;
 
    private:
-    Graph& graph_;
+    GraphImpl* graph_;  // the graph's state, which a move of the Graph takes along
   };
 
   // Both throw invalid_argument on a moved-from Graph (std::move leaves it empty).

@@ -151,12 +151,11 @@ Tensor Graph::reshape(Tensor x, const Shape& shape) {
   return impl().add_node(OpKind::reshape, op, {x.id}, {}, shape, x.dtype);
 }
 
-Graph::Scope::Scope(Graph& g, const std::string& name) : graph_(g) {
-  graph_.impl().scopes.push_back(name);
+Graph::Scope::Scope(Graph& g, const std::string& name) : graph_(&g.impl()) {
+  graph_->scopes.push_back(name);
 }
-// The graph may have been moved from inside the scope; a destructor must not throw.
-Graph::Scope::~Scope() {
-  if (graph_.impl_) graph_.impl_->scopes.pop_back();
-}
+// Popped from the state the name was pushed onto, also when the Graph was moved inside the scope
+// (a graph built in a function and returned while a scope is open).
+Graph::Scope::~Scope() { graph_->scopes.pop_back(); }
 
 }  // namespace vkformer
