@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
 #include "vkformer/vkformer.hpp"
 
 namespace vkformer {
@@ -94,31 +95,14 @@ std::string raw(std::initializer_list<T> values) {
   return s;
 }
 
-// f() throws a vkformer::Error with `code` whose message contains `needle`.
-template <class F>
-testing::AssertionResult fails_with(F&& f, ErrorCode code, std::string_view needle) {
-  try {
-    f();
-  } catch (const Error& e) {
-    std::string_view msg = e.what();
-    if (e.code() != code)
-      return testing::AssertionFailure() << "error code " << to_string(e.code()) << ", expected "
-                                         << to_string(code) << ": " << msg;
-    if (msg.find(needle) == std::string_view::npos)
-      return testing::AssertionFailure() << "message lacks \"" << needle << "\": " << msg;
-    return testing::AssertionSuccess() << msg;
-  } catch (const std::exception& e) {
-    return testing::AssertionFailure() << "not a vkformer::Error: " << e.what();
-  }
-  return testing::AssertionFailure() << "no error";
-}
+using vkformer::testing::fails_with;  // test_util
 
-testing::AssertionResult st_fails(const std::vector<std::byte>& bytes, std::string_view needle,
+::testing::AssertionResult st_fails(const std::vector<std::byte>& bytes, std::string_view needle,
                                   ErrorCode code = ErrorCode::format) {
   return fails_with([&] { SafetensorsFile::from_bytes(bytes, "bad.safetensors"); }, code, needle);
 }
 
-testing::AssertionResult npy_fails(const std::vector<std::byte>& bytes, std::string_view needle,
+::testing::AssertionResult npy_fails(const std::vector<std::byte>& bytes, std::string_view needle,
                                    ErrorCode code = ErrorCode::format) {
   return fails_with([&] { parse_npy(bytes, "bad.npy"); }, code, needle);
 }

@@ -100,6 +100,25 @@ ScopedEnv::~ScopedEnv() {
   else unsetenv(name_);
 }
 
+::testing::AssertionResult fails_with(const std::function<void()>& f, ErrorCode code,
+                                      std::string_view needle) {
+  try {
+    f();
+  } catch (const Error& e) {
+    std::string_view msg = e.what();
+    if (e.code() != code)
+      return ::testing::AssertionFailure() << "error code " << to_string(e.code()) << ", expected "
+                                           << to_string(code) << ": " << msg;
+    if (msg.find(needle) == std::string_view::npos)
+      return ::testing::AssertionFailure() << "message lacks \"" << needle << "\": " << msg;
+    return ::testing::AssertionSuccess() << msg;
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "not a vkformer::Error: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no error; expected " << to_string(code) << " with \""
+                                       << needle << "\"";
+}
+
 std::string env_error(const char* name, const char* value, const std::function<void()>& read) {
   ScopedEnv env(name, value);
   try {

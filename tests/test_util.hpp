@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vkformer/vkformer.hpp"
@@ -39,6 +40,11 @@ std::string sci(double v);
 // `values` of shape `in` broadcast (numpy rules) to `out`, row-major: masks and operands for the
 // double-precision references.
 std::vector<double> broadcast_to(const std::vector<double>& values, const Shape& in, const Shape& out);
+
+// f() throws a vkformer::Error with `code` whose message contains `needle`; otherwise the
+// failure says what happened instead (use as EXPECT_TRUE(fails_with(...))).
+::testing::AssertionResult fails_with(const std::function<void()>& f, ErrorCode code,
+                                      std::string_view needle);
 
 // Sets an environment variable (a tuning override) for one scope, then restores it.
 class ScopedEnv {
