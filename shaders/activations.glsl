@@ -16,7 +16,10 @@ float erf_approx(float x) {
 float gelu(float x) { return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752)); }
 
 // A comparison, not max(): NaN (and -0) pass through as in PyTorch, where max() may drop a NaN.
-float relu(float x) { return x < 0.0 ? 0.0 : x; }
+float relu(float x) {
+  // NaN by its bits: drivers may turn a comparison or max() into one that drops NaN.
+  return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u ? x : max(x, 0.0);
+}
 
 // ACT: 0 none, 1 relu, 2 gelu (the order of vkformer::Activation).
 float activate(float x, uint act) {
