@@ -18,12 +18,14 @@ set -euo pipefail
 #   vulkan-tools                   vulkaninfo, for looking at devices
 #   libgtest-dev libbenchmark-dev  tests and benchmarks
 #   nlohmann-json3-dev libcli11-dev  the vkformer command-line tool
+#   libre2-dev                     linear-time regular expressions (bench --filter)
+#   libutf8proc-dev                Unicode normalization and categories (tokenizers)
 #   python3-numpy                  the scripts that write and read test data
 # PyTorch is not needed: the golden test data is committed.
 PACKAGES=(
   cmake g++ make pkg-config
   libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools
-  libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libre2-dev libutf8proc-dev
   python3-numpy
 )
 
