@@ -5,6 +5,7 @@
 #
 #   scripts/install_deps.sh          install what is missing (uses sudo when not root)
 #   scripts/install_deps.sh --check  only report what is missing; exit 1 if anything is
+#   scripts/install_deps.sh --fuzz   also the fuzzing toolchain (clang, libFuzzer; fuzz/README.md)
 #
 # VKFORMER_SKIP_DEPS=1 skips it (e.g. on a system without dpkg whose packages you manage).
 set -euo pipefail
@@ -28,17 +29,21 @@ PACKAGES=(
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libre2-dev libutf8proc-dev
   python3-numpy
 )
+# --fuzz adds: clang and its runtimes (libFuzzer, ASan, UBSan) for fuzz/ and scripts/fuzz_smoke.sh.
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 say() { echo "install_deps: $*"; }
 die() { echo "install_deps: error: $*" >&2; exit 1; }
 
 check_only=0
-case "${1:-}" in
-  "") ;;
-  --check) check_only=1 ;;
-  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) die "unknown argument '$1' (try --help)" ;;
-esac
+for arg in "$@"; do
+  case "$arg" in
+    --check) check_only=1 ;;
+    --fuzz) PACKAGES+=("${FUZZ_PACKAGES[@]}") ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$arg' (try --help)" ;;
+  esac
+done
 
 if [[ "${VKFORMER_SKIP_DEPS:-0}" != "0" ]]; then
   say "VKFORMER_SKIP_DEPS is set: not checking packages"
