@@ -12,7 +12,7 @@ CTEST      ?= ctest
 VKFORMER   := ./$(BUILD_DIR)/tools/vkformer
 
 .DEFAULT_GOAL := help
-.PHONY: help deps configure build test demo bench devices clean
+.PHONY: help deps configure build test demo bench soak devices clean
 
 help:
 	@echo "vkformer: transformer inference on any Vulkan device"
@@ -21,6 +21,7 @@ help:
 	@echo "  make test     install missing packages, build, run every test (ctest)"
 	@echo "  make build    install missing packages, configure (once) and build"
 	@echo "  make bench    build, then run the benchmarks (vkformer bench; see bench/README.md)"
+	@echo "  make soak     build and run the memory soak test (a few minutes; see bench/README.md)"
 	@echo "  make devices  build, then list the Vulkan devices (vkformer devices)"
 	@echo "  make deps     only install missing packages (scripts/install_deps.sh)"
 	@echo "  make clean    remove the build directory ($(BUILD_DIR))"
@@ -60,6 +61,12 @@ demo: build
 bench: build
 	$(NEED_TOOL)
 	$(VKFORMER) bench
+
+# Not part of `make test`: minutes of replays and generation, then a check that memory stayed
+# flat (bench/soak.cpp). Builds only its own target.
+soak: configure
+	$(CMAKE) --build "$(BUILD_DIR)" -j $(JOBS) --target vkformer_soak
+	./$(BUILD_DIR)/tools/bench/vkformer_soak
 
 devices: build
 	$(NEED_TOOL)

@@ -153,6 +153,14 @@ size_t Allocator::block_count() const {
   return blocks_[0].size() + blocks_[1].size();
 }
 
+VkDeviceSize Allocator::bytes_in_use() const {
+  std::lock_guard lock(mutex_);
+  VkDeviceSize n = 0;
+  for (auto& kind : blocks_)
+    for (auto& b : kind) n += b->size() - b->free_bytes();
+  return n;
+}
+
 std::shared_ptr<Allocation> Allocator::allocate(VkDeviceSize size, MemoryKind kind,
                                                 const char* what) {
   core_->throw_if_lost();

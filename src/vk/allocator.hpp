@@ -57,6 +57,9 @@ class Allocator {
   VkDeviceSize alignment() const { return alignment_; }
   VkDeviceSize block_size(MemoryKind kind) const;
   size_t block_count() const;
+  // Bytes handed out from the shared blocks and not yet released (dedicated blocks not counted),
+  // for leak checks such as bench/soak.cpp.
+  VkDeviceSize bytes_in_use() const;
 
  private:
   std::shared_ptr<DeviceCore> core_;
