@@ -8,6 +8,9 @@
 // out-of-range id can never read outside the table (graph inputs are also checked on the host
 // when they are set; computed or external ids only get the clamp).
 //
+// A table larger than one binding may span is bound as windows of rows, one dispatch each: a
+// dispatch writes only the tokens whose (clamped) id falls in its rows [first, first + count).
+//
 // VEC4=1 builds a variant that moves 4 elements per invocation; the lowering picks it when D is
 // a multiple of 4 and passes D in units of 4. The kernel only copies: U is the storage type.
 
@@ -26,6 +29,8 @@ layout(push_constant) uniform Push {
   uint n;       // tokens * D, in units of U
   uint d;       // row width D, in units of U
   uint vocab;   // V, rows of the table
+  uint first;   // the first row of the table this dispatch binds
+  uint count;   // rows bound (V when the table is bound whole)
 } p;
 
 void main() {
@@ -33,7 +38,7 @@ void main() {
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
     uint t = i / p.d;
     uint j = i - t * p.d;
-    uint row = uint(clamp(ids[t], 0, int(p.vocab) - 1));
-    o[i] = table[row * p.d + j];
+    uint row = uint(clamp(ids[t], 0, int(p.vocab) - 1)) - p.first;  // wraps below first
+    if (row < p.count) o[i] = table[row * p.d + j];
   }
 }

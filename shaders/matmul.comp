@@ -69,6 +69,7 @@ layout(push_constant) uniform Push {
   float alpha;
   uint splits;                // SPLIT_K: K ranges per batch
   uint k_split;               // SPLIT_K: K per range (a multiple of BK)
+  uint ldo;                   // out's row stride (N, or more when out is a window's columns)
 } p;
 
 // Slices of A (transposed, so that a k-step reads one row) and B. Rows are padded by one float:
@@ -189,7 +190,7 @@ void main() {
     }
   }
 #else
-  const uint o_off = z * M * N;
+  const uint o_off = z * M * p.ldo;
   for (uint j = 0; j < TN; ++j) {
     uint n = n0 + tx + j * TX;
     if (n >= N) continue;
@@ -197,7 +198,7 @@ void main() {
     if (HAS_BIAS != 0) add = float(bias[n]);
     for (uint i = 0; i < TM; ++i) {
       uint m = m0 + ty + i * TY;
-      if (m < M) o[o_off + m * N + n] = T(activate(p.alpha * acc[i * TN + j] + add, ACT));
+      if (m < M) o[o_off + m * p.ldo + n] = T(activate(p.alpha * acc[i * TN + j] + add, ACT));
     }
   }
 #endif

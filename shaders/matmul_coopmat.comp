@@ -61,6 +61,7 @@ layout(push_constant) uniform Push {  // as matmul.comp
   float alpha;
   uint splits;
   uint k_split;
+  uint ldo;  // out's row stride (N, or more when out is a window's columns)
 } p;
 
 shared float16_t As[BM * AS];
@@ -144,7 +145,7 @@ void main() {
 
   const uint sg = gl_SubgroupSize, sl = gl_SubgroupInvocationID;
   const uint c_off = warp * LM * LN;
-  const uint o_off = z * M * N;
+  const uint o_off = z * M * p.ldo;
   for (uint i = 0; i < TILES_M; ++i)
     for (uint j = 0; j < TILES_N; ++j) {
       STORE(acc[i * TILES_N + j], Cs, c_off, LN);
@@ -155,7 +156,7 @@ void main() {
         uint m = tm0 + e / LN, n = tn0 + e % LN;
         if (m >= M || n >= N) continue;
         float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
-        o[o_off + m * N + n] = T(activate(p.alpha * Cs[c_off + e] + add, ACT));
+        o[o_off + m * p.ldo + n] = T(activate(p.alpha * Cs[c_off + e] + add, ACT));
       }
       subgroupBarrier();  // the next tile overwrites the scratch
     }

@@ -45,6 +45,7 @@ layout(push_constant) uniform Push {  // as matmul.comp
   float alpha;
   uint splits;
   uint k_split;
+  uint ldo;  // out's row stride (N, or more when out is a window's columns)
 } p;
 
 shared float red[TRANSPOSE_B != 0 ? MM * NC * WG : MM * WG];
@@ -56,7 +57,7 @@ void main() {
   const uint a_off = z0 * p.a_stride0 + z1 * p.a_stride1;
   const uint b_off = z0 * p.b_stride0 + z1 * p.b_stride1;
   const uint M = p.M, N = p.N, K = p.K;
-  const uint o_off = z * M * N;
+  const uint o_off = z * M * p.ldo;
 
   float acc[NACC];
   for (uint i = 0; i < NACC; ++i) acc[i] = 0.0;
@@ -98,7 +99,7 @@ void main() {
       uint m = v / NC, n = n0 + v % NC;
       if (m >= M || n >= N) continue;
       float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
-      o[o_off + m * N + n] = T(activate(p.alpha * red[v * WG] + add, ACT));
+      o[o_off + m * p.ldo + n] = T(activate(p.alpha * red[v * WG] + add, ACT));
     }
   } else {
     const uint KY = WG / NC;  // invocations per column, splitting K
@@ -118,7 +119,7 @@ void main() {
     if (ky == 0 && n < N) {
       float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
       for (uint i = 0; i < MM; ++i)
-        if (i < M) o[o_off + i * N + n] = T(activate(p.alpha * red[i * WG + lid] + add, ACT));
+        if (i < M) o[o_off + i * p.ldo + n] = T(activate(p.alpha * red[i * WG + lid] + add, ACT));
     }
   }
 }

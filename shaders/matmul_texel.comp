@@ -59,6 +59,8 @@ layout(push_constant) uniform Push {
   uint y_base;                // first tile row of this dispatch
   uint z_base;                // first batch of this dispatch
   float alpha;
+  uint splits, k_split;       // unused here (the block is shared with matmul.comp)
+  uint ldo;                   // out's row stride (N, or more when out is a window's columns)
 } p;
 
 float acc[TM * TN];
@@ -151,14 +153,14 @@ void main() {
   for (uint q4 = 0; q4 < full; q4 += QB) batch(q4, N4);
   for (uint q4 = full; q4 < K4; ++q4) single_quad(q4, N4);
 
-  const uint o_off = z * M * N;
+  const uint o_off = z * M * p.ldo;
   [[unroll]] for (uint j = 0; j < TN; ++j) {
     uint n = TRANSPOSE_B != 0 ? n0 + lane + SG * j : n0 + 4 * (lane + SG * (j / 4)) + j % 4;
     if (n >= N) continue;
     float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
     [[unroll]] for (uint i = 0; i < TM; ++i) {
       uint m = m0 + i;
-      if (m < M) o[o_off + m * N + n] = T(activate(p.alpha * acc[i * TN + j] + add, ACT));
+      if (m < M) o[o_off + m * p.ldo + n] = T(activate(p.alpha * acc[i * TN + j] + add, ACT));
     }
   }
 }

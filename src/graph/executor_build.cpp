@@ -141,13 +141,19 @@ void ExecutorImpl::plan_memory_and_upload() {
     for (auto& b : program_.dispatches[i].bindings) {
       touch(b.value, i + 1);
       const ValueDesc& v = program_.values[b.value];
-      if (v.bytes() > info.max_storage_buffer_range)
+      const uint64_t limit = dev_->tuning().max_binding_bytes;
+      if (b.window_bytes && b.window_offset + b.window_bytes > v.bytes())
+        throw Error(ErrorCode::internal,
+                    program_.node_labels[program_.dispatches[i].node] + ": a binding window [" +
+                        std::to_string(b.window_offset) + ", +" + std::to_string(b.window_bytes) +
+                        ") lies outside its tensor of " + std::to_string(v.bytes()) + " bytes");
+      if (b.bytes(v) > limit)
         throw Error(ErrorCode::unsupported,
                     program_.node_labels[program_.dispatches[i].node] + ": tensor " +
                         v.shape.str() + " " + std::string(dtype_name(v.dtype)) + " takes " +
                         std::to_string(v.bytes()) + " bytes, more than device '" + info.name +
-                        "' can bind (maxStorageBufferRange " +
-                        std::to_string(info.max_storage_buffer_range) + ")");
+                        "' can bind (maxStorageBufferRange " + std::to_string(limit) +
+                        "), and this op cannot split it into windows");
     }
   for (auto& out : outputs_) touch(out.value, steps - 1);
 
@@ -206,6 +212,15 @@ void ExecutorImpl::plan_memory_and_upload() {
   if (staging_total)
     staging_ = dev_->allocator().allocate(staging_total, vk::MemoryKind::staging, "executor staging");
   stats_.staging_bytes = staging_total;
+}
+
+ExecutorImpl::Location ExecutorImpl::locate(const Binding& binding) const {
+  Location loc = locate(binding.value);
+  if (binding.window_bytes) {
+    loc.offset += binding.window_offset;
+    loc.size = binding.window_bytes;
+  }
+  return loc;
 }
 
 ExecutorImpl::Location ExecutorImpl::locate(uint32_t value) const {

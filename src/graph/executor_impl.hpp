@@ -57,6 +57,7 @@ class ExecutorImpl {
   VkBufferView texel_view(const Dispatch& d, uint32_t binding, const Location& loc);
   void record();
   Location locate(uint32_t value) const;
+  Location locate(const Binding& binding) const;  // the binding's window of its value
   const IoSlot& find_slot(const std::vector<IoSlot>& slots, const std::string& name,
                           const char* what) const;
 

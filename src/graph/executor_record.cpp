@@ -51,7 +51,7 @@ void ExecutorImpl::create_descriptors() {
   for (uint32_t i = 0; i < sets; ++i)
     for (uint32_t b = 0; b < program_.dispatches[i].bindings.size(); ++b) {
       const Dispatch& d = program_.dispatches[i];
-      Location loc = locate(d.bindings[b].value);
+      Location loc = locate(d.bindings[b]);
       VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
       w.dstSet = sets_[i];
       w.dstBinding = b;
@@ -174,7 +174,7 @@ void ExecutorImpl::record() {
     }
     accesses.clear();
     for (auto& b : d.bindings) {
-      Location loc = locate(b.value);
+      Location loc = locate(b);
       accesses.push_back({loc.allocation->buffer(), loc.offset, loc.size, b.write,
                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT});
     }

@@ -38,6 +38,12 @@ struct ValueDesc {
 struct Binding {
   uint32_t value = kNoValue;
   bool write = false;  // the kernel may write it (and may read it)
+  // A window of the value's bytes (window_bytes == 0: all of them). Ops whose tensors span more
+  // than one binding may (maxStorageBufferRange) bind successive windows in successive
+  // dispatches (src/ops/windows.hpp).
+  uint64_t window_offset = 0;
+  uint64_t window_bytes = 0;
+  uint64_t bytes(const ValueDesc& v) const { return window_bytes ? window_bytes : v.bytes(); }
 };
 
 // Push constants: a trivially copyable struct of at most 128 bytes.

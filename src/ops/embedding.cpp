@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "op_common.hpp"
+#include "windows.hpp"
 
 namespace vkformer {
 
@@ -22,6 +23,8 @@ struct EmbeddingPush {
   uint32_t n;      // tokens * D, in units of the kernel's vector width
   uint32_t d;      // D, in the same units
   uint32_t vocab;  // V
+  uint32_t first;  // the table's rows bound by this dispatch: [first, first + count)
+  uint32_t count;
 };
 
 struct PositionalEncodingPush {
@@ -44,11 +47,31 @@ void lower_embedding(Lowering& l) {
   const bool vec4 = d % 4 == 0;
   const int64_t w = vec4 ? 4 : 1;
   const int64_t tokens = l.value(ids).shape.numel();
-  EmbeddingPush p{static_cast<uint32_t>(tokens * d / w), static_cast<uint32_t>(d / w),
-                  static_cast<uint32_t>(vocab)};
-  l.dispatch(vec4 ? Kernel::embedding_vec4 : Kernel::embedding, dtype,
-             {{ids}, {table}, {l.output(), true}}, PushBlock::of(p), ops::elementwise_grid(l, p.n),
-             {ops::kElementwiseWorkgroup});
+  const Kernel kernel = vec4 ? Kernel::embedding_vec4 : Kernel::embedding;
+  // Tables and outputs beyond one binding: windows of tokens (ids and out) times windows of
+  // table rows; every token span visits every row span.
+  const uint64_t row_bytes = static_cast<uint64_t>(d) * dtype_size(dtype);
+  const uint64_t limit = l.tuning().max_binding_bytes, align = ops::window_alignment(l.info());
+  const std::string& what = l.node().label;
+  const std::vector<ops::Span> token_spans =
+      ops::split_spans(tokens, {4, row_bytes}, limit, align, what + ": tokens");
+  const std::vector<ops::Span> row_spans =
+      ops::split_spans(vocab, {row_bytes}, limit, align, what + ": rows of the table");
+  for (const ops::Span& ts : token_spans)
+    for (const ops::Span& rs : row_spans) {
+      EmbeddingPush p{static_cast<uint32_t>(ts.count * d / w), static_cast<uint32_t>(d / w),
+                      static_cast<uint32_t>(vocab), static_cast<uint32_t>(rs.first),
+                      static_cast<uint32_t>(rs.count)};
+      std::vector<Binding> bindings = {{ids}, {table}, {l.output(), true}};
+      if (token_spans.size() > 1) {
+        bindings[0] = ops::window(ids, false, ts.first * 4, ts.count * 4);
+        bindings[2] = ops::window(l.output(), true, ts.first * row_bytes, ts.count * row_bytes);
+      }
+      if (row_spans.size() > 1)
+        bindings[1] = ops::window(table, false, rs.first * row_bytes, rs.count * row_bytes);
+      l.dispatch(kernel, dtype, bindings, PushBlock::of(p), ops::elementwise_grid(l, p.n),
+                 {ops::kElementwiseWorkgroup});
+    }
 }
 
 // Rows [first, first + rows) of the sinusoidal table for width d, in f32:

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "op_common.hpp"
+#include "windows.hpp"
 
 namespace vkformer {
 
@@ -26,6 +27,7 @@ struct MatmulPush {
   float alpha;
   uint32_t splits;   // matmul_split: K ranges per batch
   uint32_t k_split;  // matmul_split: K per range
+  uint32_t ldo;      // out's row stride: n, or more when out is a window of columns
 };
 
 // Matches the push block of shaders/matmul_reduce.comp.
@@ -88,19 +90,18 @@ Folded fold(const Shape& a, const Shape& b, bool transpose_b) {
   return f;
 }
 
-// What every matmul dispatch shares: the operands and the batch count.
+// What every matmul dispatch shares: the operands (whole, or this dispatch's windows of them)
+// and the batch count.
 struct Grid {
   const MatmulCall& call;
   DType dtype;
   uint64_t batch;  // grid z: batches (times splits for matmul_split)
+  // a, b, bias and out as the kernels bind them. The bias binding must name a buffer even
+  // without a bias (a's); the kernels then never read it.
+  std::vector<Binding> operands;
 };
 
 uint32_t act(const MatmulCall& c) { return static_cast<uint32_t>(c.activation); }
-
-// The bias binding must name a buffer even without a bias; the kernels then never read it.
-std::vector<Binding> operand_bindings(const MatmulCall& c) {
-  return {{c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
-}
 
 // Dispatches x_tiles x y_tiles x z workgroups, as several dispatches where y or z exceed the
 // device's grid limits (many rows come from folding a batch into M on small tiles); the kernels
@@ -153,10 +154,9 @@ void emit_general(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
   // Split K only where the fp32 partial sums fit one binding.
   uint64_t splits = plan.splits;
   const uint64_t mn = uint64_t(p.m) * p.n;
-  while (splits > 1 && g.batch * splits * mn * 4 > info.max_storage_buffer_range) --splits;
+  while (splits > 1 && g.batch * splits * mn * 4 > l.tuning().max_binding_bytes) --splits;
   if (splits <= 1) {
-    dispatch_tiles(l, Kernel::matmul, g.dtype, operand_bindings(c), p, x_tiles, y_tiles, g.batch,
-                   spec);
+    dispatch_tiles(l, Kernel::matmul, g.dtype, g.operands, p, x_tiles, y_tiles, g.batch, spec);
     return;
   }
   // Whole BK slices per split, and no empty split.
@@ -166,8 +166,9 @@ void emit_general(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
   uint32_t part = l.temp(Shape{static_cast<int64_t>(g.batch * p.splits),
                                static_cast<int64_t>(p.m), static_cast<int64_t>(p.n)},
                          DType::f32);
-  dispatch_tiles(l, Kernel::matmul_split, g.dtype, {{c.a}, {c.b}, {c.a}, {part, true}}, p, x_tiles,
-                 y_tiles, g.batch * p.splits, spec);
+  dispatch_tiles(l, Kernel::matmul_split, g.dtype,
+                 {g.operands[0], g.operands[1], g.operands[0], {part, true}}, p, x_tiles, y_tiles,
+                 g.batch * p.splits, spec);
 
   ReducePush r{};
   const uint64_t total = g.batch * mn;
@@ -178,7 +179,8 @@ void emit_general(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
   r.alpha = p.alpha;
   const uint32_t wg = std::min<uint32_t>(256, info.max_workgroup_invocations);
   l.dispatch(Kernel::matmul_reduce, g.dtype,
-             {{part}, {c.bias != kNoValue ? c.bias : part}, {c.out, true}}, PushBlock::of(r),
+             {{part}, c.bias != kNoValue ? g.operands[2] : Binding{part}, g.operands[3]},
+             PushBlock::of(r),
              l.rows_grid(ceil_div(total, wg)), {wg, c.bias != kNoValue ? 1u : 0u, act(c)});
 }
 
@@ -209,14 +211,16 @@ void emit_texel(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
     const uint64_t blocks = static_cast<uint64_t>(b.shape.numel()) / 16;
     t.blocks = static_cast<uint32_t>(blocks);
     const uint32_t wg = std::min<uint32_t>(64, l.info().max_workgroup_invocations);
-    l.dispatch(Kernel::matmul_transpose, g.dtype, {{c.b}, {bt, true}}, PushBlock::of(t),
+    l.dispatch(Kernel::matmul_transpose, g.dtype, {g.operands[1], {bt, true}}, PushBlock::of(t),
                l.rows_grid(ceil_div(blocks, wg)), {wg});
     c.b = bt;
     c.transpose_b = true;  // the element strides of B's matrices stay K * N
   }
+  std::vector<Binding> operands = g.operands;
+  if (c.b != g.call.b) operands[1] = {c.b};
   std::vector<uint32_t> spec = {sg,     plan.tm, plan.tn, plan.qb, c.transpose_b ? 1u : 0u,
                                 c.bias != kNoValue ? 1u : 0u, act(c)};
-  dispatch_tiles(l, Kernel::matmul_texel, g.dtype, operand_bindings(c), p,
+  dispatch_tiles(l, Kernel::matmul_texel, g.dtype, operands, p,
                  ceil_div(p.n, uint64_t(sg) * plan.tn), ceil_div(p.m, plan.tm), g.batch, spec);
 }
 
@@ -242,7 +246,7 @@ void emit_gemv(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
   const bool vec4 = c.transpose_b && p.k % 4 == 0;
   std::vector<uint32_t> spec = {wg,     plan.gemv_m, columns, c.transpose_b ? 1u : 0u,
                                 c.bias != kNoValue ? 1u : 0u, act(c), vec4 ? 1u : 0u};
-  dispatch_tiles(l, Kernel::matmul_gemv, g.dtype, operand_bindings(c), p, ceil_div(p.n, columns),
+  dispatch_tiles(l, Kernel::matmul_gemv, g.dtype, g.operands, p, ceil_div(p.n, columns),
                  1, g.batch, spec);
 }
 
@@ -258,8 +262,85 @@ void emit_coopmat(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning, co
                                 t.warps_m,       t.warps_n, t.tiles_m,  t.tiles_n,
                                 t.bk_tiles,      c.transpose_b ? 1u : 0u,
                                 c.bias != kNoValue ? 1u : 0u, act(c)};
-  dispatch_tiles(l, Kernel::matmul_coopmat_nv, g.dtype, operand_bindings(c), p,
+  dispatch_tiles(l, Kernel::matmul_coopmat_nv, g.dtype, g.operands, p,
                  ceil_div(p.n, t.bn()), ceil_div(p.m, t.bm()), g.batch, spec);
+}
+
+// A matmul whose a, b or out is larger than one binding may span: the product is computed in
+// windows (src/ops/windows.hpp). With a batch of matrices, whole matrices per window; with one
+// matrix, rows of a and out, and rows of a transposed b (columns of out, written with out's row
+// stride). `emit` computes one window's product.
+template <class Emit>
+void emit_matmul_windows(Lowering& l, const MatmulCall& c, const Folded& f, const MatmulPush& p,
+                         const std::vector<Binding>& whole, Emit&& emit) {
+  const ValueDesc& a = l.value(c.a);
+  const ValueDesc& b = l.value(c.b);
+  const uint64_t es = dtype_size(a.dtype);
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  const uint64_t align = window_alignment(l.info());
+  const std::string& what = l.node().label;
+  auto unsupported = [&](const std::string& why) {
+    throw Error(ErrorCode::unsupported,
+                what + ": a " + a.shape.str() + " · b " + b.shape.str() + " " +
+                    std::string(dtype_name(a.dtype)) + " spans more than the " +
+                    std::to_string(limit) + " bytes one binding may (maxStorageBufferRange of '" +
+                    l.info().name + "'), and " + why);
+  };
+  auto bias_or_a = [&](std::vector<Binding>& ops) {
+    if (c.bias == kNoValue) ops[2] = ops[0];
+  };
+
+  if (f.batch > 1) {
+    // Each operand's matrices follow each other (z * matrix), or one matrix serves all.
+    auto repeated = [](const uint64_t s[2]) { return s[0] == 0 && s[1] == 0; };
+    auto consecutive = [&](const uint64_t s[2], uint64_t matrix) {
+      return s[1] == matrix && (s[0] == f.d[1] * matrix || f.d[0] == 1);
+    };
+    const uint64_t am = f.m * f.k, bm = f.k * f.n, om = f.m * f.n;
+    if ((!repeated(f.as) && !consecutive(f.as, am)) || (!repeated(f.bs) && !consecutive(f.bs, bm)))
+      unsupported("its batch broadcasts in a way the windows cannot follow");
+    if ((repeated(f.as) && a.bytes() > limit) || (repeated(f.bs) && b.bytes() > limit))
+      unsupported("one matrix that every batch uses is itself larger than that");
+    const uint64_t a_item = repeated(f.as) ? 0 : am * es, b_item = repeated(f.bs) ? 0 : bm * es;
+    for (const Span& s :
+         split_spans(f.batch, {a_item, b_item, om * es}, limit, align, what + ": matmul batches")) {
+      std::vector<Binding> ops = whole;
+      if (a_item) ops[0] = window(c.a, false, s.first * a_item, s.count * a_item);
+      if (b_item) ops[1] = window(c.b, false, s.first * b_item, s.count * b_item);
+      ops[3] = window(c.out, true, s.first * om * es, s.count * om * es);
+      bias_or_a(ops);
+      emit(p, s.count, ops, true);
+    }
+    return;
+  }
+
+  const uint64_t m = f.m, n = f.n, k = f.k;
+  std::vector<Span> n_spans = {{0, n}};
+  if (b.bytes() > limit) {
+    if (!c.transpose_b)
+      unsupported("b is split into windows only when transposed (linear's [out, in] weight)");
+    // Rows of b, and the matching elements of bias and of out's rows (where out's window starts).
+    n_spans = split_spans(n, {k * es, es}, limit, align, what + ": rows of b");
+  }
+  const std::vector<Span> m_spans =
+      split_spans(m, {k * es, n * es}, limit, align, what + ": rows of a");
+  for (const Span& ms : m_spans)
+    for (const Span& ns : n_spans) {
+      std::vector<Binding> ops = whole;
+      if (m_spans.size() > 1) ops[0] = window(c.a, false, ms.first * k * es, ms.count * k * es);
+      if (n_spans.size() > 1) {
+        ops[1] = window(c.b, false, ns.first * k * es, ns.count * k * es);
+        if (c.bias != kNoValue) ops[2] = window(c.bias, false, ns.first * es, ns.count * es);
+      }
+      ops[3] = window(c.out, true, (ms.first * n + ns.first) * es,
+                      ((ms.count - 1) * n + ns.count) * es);
+      bias_or_a(ops);
+      MatmulPush q = p;
+      q.m = static_cast<uint32_t>(ms.count);
+      q.n = static_cast<uint32_t>(ns.count);
+      q.ldo = static_cast<uint32_t>(n);
+      emit(q, 1, ops, n_spans.size() == 1);
+    }
 }
 
 }  // namespace
@@ -341,9 +422,8 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
   p.alpha = c.alpha;
   p.splits = 1;
   p.k_split = p.k;
+  p.ldo = p.n;
 
-  const vk::MatmulProblem problem =
-      matmul_problem(a.shape, b.shape, c.transpose_b, a.dtype, l.info());
   vk::MatmulKernels kernels;
   kernels.texel = l.supported(Kernel::matmul_texel, a.dtype);
   kernels.gemv = l.supported(Kernel::matmul_gemv, a.dtype);
@@ -352,15 +432,40 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
   kernels.coopmat = l.supported(Kernel::matmul_coopmat_nv, a.dtype);
   kernels.transpose = l.supported(Kernel::matmul_transpose, a.dtype);
   const vk::MatmulTuning& tuning = l.tuning().matmul;
-  const vk::MatmulPlan plan = vk::plan_matmul(tuning, problem, kernels);
+  const uint64_t es = dtype_size(a.dtype);
 
-  Grid grid{c, a.dtype, f.batch};
-  switch (plan.path) {
-    case vk::MatmulPath::texel: emit_texel(l, grid, tuning, plan, p); break;
-    case vk::MatmulPath::gemv: emit_gemv(l, grid, tuning, plan, p); break;
-    case vk::MatmulPath::coopmat: emit_coopmat(l, grid, tuning, p); break;
-    case vk::MatmulPath::general: emit_general(l, grid, tuning, plan, p); break;
+  // One product of q.m x q.n over `batch` matrices, with `operands` bound (whole or windows).
+  auto emit = [&](const MatmulPush& q, uint64_t batch, const std::vector<Binding>& operands,
+                  bool may_split_k) {
+    vk::MatmulProblem problem;
+    problem.m = q.m;
+    problem.n = q.n;
+    problem.k = q.k;
+    problem.batch = batch;
+    problem.transpose_b = c.transpose_b;
+    problem.dtype = a.dtype;
+    const uint64_t texels = l.info().max_texel_buffer_elements;
+    problem.texel_fits = operands[0].bytes(a) / es / 4 <= texels &&
+                         operands[1].bytes(b) / es / 4 <= texels;
+    vk::MatmulPlan plan = vk::plan_matmul(tuning, problem, kernels);
+    if (!may_split_k) plan.splits = 1;  // matmul_reduce writes rows of n, not of ldo
+    Grid grid{c, a.dtype, batch, operands};
+    switch (plan.path) {
+      case vk::MatmulPath::texel: emit_texel(l, grid, tuning, plan, q); break;
+      case vk::MatmulPath::gemv: emit_gemv(l, grid, tuning, plan, q); break;
+      case vk::MatmulPath::coopmat: emit_coopmat(l, grid, tuning, q); break;
+      case vk::MatmulPath::general: emit_general(l, grid, tuning, plan, q); break;
+    }
+  };
+
+  const std::vector<Binding> whole = {
+      {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  if (a.bytes() <= limit && b.bytes() <= limit && o.bytes() <= limit) {
+    emit(p, f.batch, whole, true);
+    return;
   }
+  emit_matmul_windows(l, c, f, p, whole, emit);
 }
 
 }  // namespace ops

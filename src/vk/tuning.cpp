@@ -6,6 +6,7 @@
 #include <string>
 
 #include "instance.hpp"
+#include "tuning_env.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::vk {
@@ -47,6 +48,10 @@ Tuning tuning_for(const DeviceInfo& info) {
     }
   t.matmul = matmul_tuning_for(info, t.cpu_device);
   t.attention = attention_tiles_for(info, t.cpu_device, t.use_subgroup_reductions);
+  t.max_binding_bytes = info.max_storage_buffer_range;
+  // At least 4 KiB: every op's smallest window (one row, aligned) must still fit.
+  if (auto limit = env_number("VKFORMER_MAX_BINDING_BYTES", 4096, INT64_MAX))
+    t.max_binding_bytes = std::min<uint64_t>(t.max_binding_bytes, static_cast<uint64_t>(*limit));
   return t;
 }
 

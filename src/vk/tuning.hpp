@@ -27,6 +27,9 @@ struct Tuning {
   MatmulTuning matmul;              // matmul / linear (and attention's unfused path)
   AttentionTiles attention;         // fused attention: which kernel, its tiling, automatic path
   std::vector<Quirk> quirks;        // active quirks (for `vkformer devices` and bug reports)
+  // The most bytes one binding may span: maxStorageBufferRange, or less with
+  // VKFORMER_MAX_BINDING_BYTES (tests run the window splitting of large tensors on small ones).
+  uint64_t max_binding_bytes = 0;
 };
 
 Tuning tuning_for(const DeviceInfo& info);

@@ -1,0 +1,184 @@
+// Ops over tensors larger than one binding may span (maxStorageBufferRange): matmul and
+// embedding bind windows of their large operands, one dispatch each (src/ops/windows.hpp).
+//
+// Most cases run on a device whose binding limit is lowered to a few KiB
+// (VKFORMER_MAX_BINDING_BYTES), so every way of splitting runs on small tensors, on the CPU
+// configuration of the kernels and on the GPU one (VKFORMER_TUNING_AS_GPU: the shared-memory,
+// split-K and GEMV matmul kernels). The RealLimit cases cross the device's own limit (128 MiB on
+// lavapipe) with a 160 MiB embedding table and matmul operands over 128 MiB.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "reference.hpp"
+#include "test_device.hpp"
+#include "test_util.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+// Small enough that every case below is split, large enough for their smallest aligned windows.
+constexpr const char* kLimit = "8192";
+
+Device open_windowed_device(bool as_gpu) {
+  std::vector<std::pair<const char*, const char*>> env = {{"VKFORMER_MAX_BINDING_BYTES", kLimit}};
+  if (as_gpu) env.push_back({"VKFORMER_TUNING_AS_GPU", "1"});
+  return open_test_device_with_env(env);
+}
+
+struct MatmulCase {
+  const char* name;
+  Shape a, b;
+  bool transpose_b = false;
+  bool bias = false;
+  Activation act = Activation::none;
+  DType dtype = DType::f32;
+};
+
+// out = act(a·b + bias) on `device`, against the double-precision reference.
+::testing::AssertionResult matmul_matches(Device& device, const MatmulCase& c) {
+  const auto av = random_values(c.a.numel(), 11), bv = random_values(c.b.numel(), 12);
+  const int64_t k = c.a[-1], n = c.transpose_b ? c.b[-2] : c.b[-1];
+  const auto biasv = random_values(n, 13);
+  Graph g;
+  Tensor a = g.input("a", c.a, c.dtype);
+  Tensor b = g.constant("b", make_tensor(c.b, bv, c.dtype));
+  MatmulOptions o;
+  o.transpose_b = c.transpose_b;
+  o.activation = c.act;
+  if (c.bias) o.bias = g.constant("bias", make_tensor({n}, biasv, c.dtype));
+  g.output("y", g.matmul(a, b, o));
+  Executor ex(device, g);
+  auto out = ex.run({{"a", make_tensor(c.a, av, c.dtype)}});
+
+  // The reference: a's leading dims are its batch; b has one matrix or as many as a.
+  const int64_t m = c.a[-2];
+  const int64_t batch = c.a.numel() / (m * k);
+  const int64_t b_batch = c.b.numel() / (k * n);
+  const auto bias_stored = stored(biasv, c.dtype);
+  auto want = ref::matmul(stored(av, c.dtype), stored(bv, c.dtype), batch, b_batch, m, n, k,
+                          c.transpose_b, c.bias ? &bias_stored : nullptr, 1.0);
+  for (double& x : want)
+    x = c.act == Activation::gelu ? ref::gelu(x) : c.act == Activation::relu ? ref::relu(x) : x;
+  // Sums of k products of values in [-1, 1): the error grows with k.
+  Tolerance tol = default_tolerance(c.dtype);
+  tol.atol *= std::sqrt(static_cast<double>(k));
+  return all_close(out["y"], want, tol);
+}
+
+// Every way a matmul is split: rows of a (and out), rows of a transposed b (columns of out,
+// with and without a bias), both at once, batches of matrices, M <= 8 (the GEMV kernel on GPUs),
+// f16 rows whose bytes are not a multiple of the window alignment.
+const MatmulCase kSplitMatmuls[] = {
+    {"rows_of_a", {300, 24}, {24, 5}},
+    {"rows_of_a_batch_folded", {3, 37, 24}, {24, 9}, false, true, Activation::relu},
+    {"rows_of_weight", {6, 24}, {400, 24}, true, true, Activation::gelu},
+    {"rows_of_weight_no_bias", {2, 64}, {300, 64}, true},
+    {"rows_of_a_and_weight", {3, 37, 24}, {300, 24}, true, true, Activation::gelu},
+    {"batches", {5, 20, 30}, {5, 30, 17}},
+    {"rows_of_a_4d", {4, 2, 33, 20}, {20, 7}},
+    {"f16_odd_rows", {70, 37}, {91, 37}, true, true, Activation::none, DType::f16},
+    {"f16_batches", {6, 21, 13}, {6, 13, 19}, false, false, Activation::none, DType::f16},
+};
+
+class WindowedMatmulTest : public DeviceTestWithParam<MatmulCase> {};
+
+TEST_P(WindowedMatmulTest, MatchesReferenceOnCpuKernels) {
+  Device dev = open_windowed_device(false);
+  EXPECT_TRUE(matmul_matches(dev, GetParam()));
+}
+
+TEST_P(WindowedMatmulTest, MatchesReferenceOnGpuKernels) {
+  Device dev = open_windowed_device(true);
+  EXPECT_TRUE(matmul_matches(dev, GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Splits, WindowedMatmulTest, ::testing::ValuesIn(kSplitMatmuls),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The windows are real: compiled on the lowered limit, the same graph has more dispatches.
+TEST_F(DeviceTest, WindowedMatmulDispatchesOncePerWindow) {
+  Device dev = open_windowed_device(false);
+  Graph g;
+  Tensor x = g.input("x", {4, 24});
+  Tensor w = g.constant("w", make_tensor({400, 24}, random_values(400 * 24, 1), DType::f32));
+  g.output("y", g.linear(x, w));
+  Executor whole(device(), g), windowed(dev, g);
+  // 400 rows of 96 bytes in windows of at most 8192 bytes: at most 85 rows per window (fewer
+  // where the window alignment needs it), 5 windows; x and out (6400 bytes) fit.
+  EXPECT_EQ(windowed.stats().dispatches, whole.stats().dispatches * 5);
+}
+
+TEST_F(DeviceTest, WindowedMatmulRefusesWhatWindowsCannotSplit) {
+  Device dev = open_windowed_device(false);
+  {  // b [K, N] larger than a binding: its columns are not contiguous
+    Graph g;
+    g.output("y", g.matmul(g.input("a", {2, 40}),
+                           g.constant("b", make_tensor({40, 100}, random_values(4000, 2),
+                                                       DType::f32))));
+    EXPECT_TRUE(fails_with([&] { Executor ex(dev, g); }, ErrorCode::unsupported,
+                           "b is split into windows only when transposed"));
+  }
+  {  // one row of a larger than a binding
+    Graph g;
+    g.output("y", g.linear(g.input("x", {2, 4096}),
+                           g.constant("w", make_tensor({1, 4096}, random_values(4096, 3),
+                                                       DType::f32))));
+    EXPECT_TRUE(fails_with([&] { Executor ex(dev, g); }, ErrorCode::unsupported,
+                           "one binding may span"));
+  }
+}
+
+// Ids in [0, vocab) with both ends of the table and repeats.
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = dist(rng);
+  ids[0] = static_cast<int32_t>(vocab - 1);
+  ids[n - 1] = 0;
+  ids[1] = ids[0];
+  return ids;
+}
+
+::testing::AssertionResult embedding_matches(Device& device, const Shape& ids_shape,
+                                             int64_t vocab, int64_t d, DType dtype) {
+  const auto ids = random_ids(ids_shape.numel(), vocab, 21);
+  const auto table = random_values(vocab * d, 22);
+  Graph g;
+  Tensor i = g.input("ids", ids_shape, DType::i32);
+  g.output("y", g.embedding(i, g.constant("table", make_tensor({vocab, d}, table, dtype))));
+  Executor ex(device, g);
+  auto out = ex.run({{"ids", HostTensor::from_i32(ids_shape, ids)}});
+  return all_close(out["y"], ref::embedding(ids, stored(table, dtype), d), {0.0, 0.0});
+}
+
+// Windows of table rows (vec4 rows, and f16 rows of 14 bytes: 8 rows per aligned step) times
+// windows of tokens.
+TEST_F(DeviceTest, WindowedEmbeddingMatchesReference) {
+  Device dev = open_windowed_device(false);
+  EXPECT_TRUE(embedding_matches(dev, {3, 50}, 1000, 24, DType::f32));
+  EXPECT_TRUE(embedding_matches(dev, {700}, 3000, 7, DType::f16));
+  EXPECT_TRUE(embedding_matches(dev, {5}, 10, 4, DType::f32));  // fits: one window
+}
+
+// Beyond the device's real limit: a 160 MiB table, and matmuls whose a or weight take 131 MiB.
+TEST_F(DeviceTest, RealLimitEmbeddingTableOf160MiB) {
+  const int64_t vocab = 40960, d = 1024;
+  ASSERT_GT(uint64_t(vocab * d * 4), device().info().max_storage_buffer_range)
+      << "this device binds 160 MiB at once: the case does not cross its limit";
+  EXPECT_TRUE(embedding_matches(device(), {2, 33}, vocab, d, DType::f32));
+}
+
+TEST_F(DeviceTest, RealLimitMatmulOperandsOver128MiB) {
+  const uint64_t range = device().info().max_storage_buffer_range;
+  const int64_t k = 8192, rows = static_cast<int64_t>(range / (k * 4)) + 64;
+  EXPECT_TRUE(matmul_matches(device(), {"a", {rows, k}, {8, k}, true, true}));
+  EXPECT_TRUE(matmul_matches(device(), {"weight", {3, k}, {rows, k}, true, true}));
+}
+
+}  // namespace
+}  // namespace vkformer::testing
