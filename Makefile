@@ -21,7 +21,7 @@ help:
 	@echo "  make test     install missing packages, build, run every test (ctest)"
 	@echo "  make build    install missing packages, configure (once) and build"
 	@echo "  make bench    build, then run the benchmarks (vkformer bench; see bench/README.md)"
-	@echo "  make soak     build and run the memory soak test (a few minutes; see bench/README.md)"
+	@echo "  make soak     build, then check that memory stays flat over long use (bench/README.md)"
 	@echo "  make devices  build, then list the Vulkan devices (vkformer devices)"
 	@echo "  make deps     only install missing packages (scripts/install_deps.sh)"
 	@echo "  make clean    remove the build directory ($(BUILD_DIR))"
@@ -62,9 +62,11 @@ bench: build
 	$(NEED_TOOL)
 	$(VKFORMER) bench
 
-# Not part of `make test`: minutes of replays and generation, then a check that memory stayed
-# flat (bench/soak.cpp). Builds only its own target.
+# Not part of `make test`: 10,000 replays and 2,000 generated tokens, then a check that memory
+# stayed flat (bench/soak.cpp). Builds only its own target, so CMake is re-run first: a build
+# directory configured before the target existed would not know it.
 soak: configure
+	$(CMAKE) -S . -B "$(BUILD_DIR)" > /dev/null
 	$(CMAKE) --build "$(BUILD_DIR)" -j $(JOBS) --target vkformer_soak
 	./$(BUILD_DIR)/tools/bench/vkformer_soak
 

@@ -27,7 +27,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kReplays = 10'000;
 constexpr int kTokens = 2'000;
 constexpr int kTokensPerCall = 100;  // generate() in 20 calls; max_len bounds one call
-constexpr int kWarmupRuns = 20;
+constexpr int kWarmupRuns = 200;
 constexpr double kMiB = 1024.0 * 1024.0;
 // Host memory may move a little without a leak (malloc arenas, the driver's caches). A leak of
 // 400 bytes per replay, injected to try this, read +2.2 MiB (malloc first reuses free space).
