@@ -6,14 +6,16 @@
 // The real vocabulary is not in the repository: $VKFORMER_MINILM_DIR names its folder, or else
 // scripts/fetch_minilm.sh fetches it once (pip) into a cache. When neither gives it, the corpus
 // tests fail with the reason: they never skip.
+#include "vkformer/tokenizer.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -21,7 +23,6 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "vkformer/tokenizer.hpp"
 
 namespace vkformer {
 namespace {
@@ -81,8 +82,10 @@ const ModelDir& minilm_dir() {
     int status = ::pclose(pipe);
     while (!output.empty() && output.back() == '\n') output.pop_back();
     if (status != 0) {
-      d.error = "scripts/fetch_minilm.sh failed (set VKFORMER_MINILM_DIR to a folder holding "
-                "all-MiniLM-L6-v2's tokenizer files to use one you have):\n" + output;
+      d.error =
+          "scripts/fetch_minilm.sh failed (set VKFORMER_MINILM_DIR to a folder holding "
+          "all-MiniLM-L6-v2's tokenizer files to use one you have):\n" +
+          output;
       return d;
     }
     d.path = output.substr(output.find_last_of('\n') + 1);  // its last line
@@ -133,8 +136,10 @@ std::string join(const std::vector<T>& v) {
   std::string out;
   for (const auto& x : v) {
     if (!out.empty()) out += ' ';
-    if constexpr (std::is_same_v<T, std::string>) out += x;
-    else out += std::to_string(x);
+    if constexpr (std::is_same_v<T, std::string>)
+      out += x;
+    else
+      out += std::to_string(x);
   }
   return out;
 }
@@ -164,9 +169,9 @@ TEST(TokenizerCorpus, HasEveryCategoryAndEnoughTexts) {
   ASSERT_GE(corpus().size(), 200u) << "tests/golden/tokenizer/corpus.jsonl";
   std::set<std::string> categories;
   for (const GoldenCase& c : corpus()) categories.insert(c.category);
-  for (const char* want : {"accents", "cjk", "emoji", "control_and_zero_width", "punctuation", "urls",
-                           "code", "numbers", "long_words", "long_texts", "empty", "special_tokens",
-                           "random"})
+  for (const char* want :
+       {"accents", "cjk", "emoji", "control_and_zero_width", "punctuation", "urls", "code",
+        "numbers", "long_words", "long_texts", "empty", "special_tokens", "random"})
     EXPECT_TRUE(categories.count(want)) << want;
   size_t truncated = 0;
   for (const GoldenCase& c : corpus()) truncated += c.ids_full.size() > 128;
@@ -207,9 +212,10 @@ TEST(TokenizerCorpus, TokenizerJsonFileAlone) {
 // ------------------------------------------------------------------------------- tiny vocabulary
 
 std::vector<std::string> tiny_vocab() {
-  return {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "hello", "world",
-          ",", "!", "[", "]", "mask", "a", "##b", "##bc", "b", "cafe", "中", "文", "ab", "##s",
-          "hell", "##o", "x", "##x", "é", "i", "##stanbul", "##é"};
+  return {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff",     "##able",
+          "hello", "world", ",",     "!",     "[",      "]",  "mask",      "a",
+          "##b",   "##bc",  "b",     "cafe",  "中",     "文", "ab",        "##s",
+          "hell",  "##o",   "x",     "##x",   "é",      "i",  "##stanbul", "##é"};
 }
 
 WordPieceTokenizer tiny(WordPieceConfig config = {}) {
@@ -240,8 +246,8 @@ TEST(Tokenizer, MaxInputCharsPerWord) {
   WordPieceConfig config;
   config.max_input_chars_per_word = 5;
   auto tok = tiny(config);
-  EXPECT_EQ(pieces(tok, "hello"), (Tokens{"hello"}));        // 5 characters: split
-  EXPECT_EQ(pieces(tok, "xxxxxx"), (Tokens{"[UNK]"}));        // 6: unknown
+  EXPECT_EQ(pieces(tok, "hello"), (Tokens{"hello"}));   // 5 characters: split
+  EXPECT_EQ(pieces(tok, "xxxxxx"), (Tokens{"[UNK]"}));  // 6: unknown
   EXPECT_EQ(pieces(tok, "xxxxx"), (Tokens{"x", "##x", "##x", "##x", "##x"}));
   EXPECT_EQ(pieces(tok, "xxxxx xxxxxx"), (Tokens{"x", "##x", "##x", "##x", "##x", "[UNK]"}));
   config.strip_accents = false;  // counted in characters, not bytes (é is 2)
@@ -251,7 +257,8 @@ TEST(Tokenizer, MaxInputCharsPerWord) {
 
 TEST(Tokenizer, EmptyAndBlankTextsAreClsSep) {
   auto tok = tiny();
-  for (std::string_view text : std::initializer_list<std::string_view>{"", " ", "\t\n\r ", "\xe2\x80\x8b" /* U+200B */, std::string_view("\0", 1)}) {
+  for (std::string_view text : std::initializer_list<std::string_view>{
+           "", " ", "\t\n\r ", "\xe2\x80\x8b" /* U+200B */, std::string_view("\0", 1)}) {
     Encoding e = tok.encode(text);
     EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "[SEP]"})) << printable(std::string(text));
     EXPECT_EQ(e.ids, (std::vector<int32_t>{2, 3}));
@@ -263,12 +270,14 @@ TEST(Tokenizer, EmptyAndBlankTextsAreClsSep) {
 
 TEST(Tokenizer, TruncationKeepsTheFirstPiecesThenSep) {
   auto tok = tiny();
-  EXPECT_EQ(tok.encode("hello world , hello", 4).tokens, (Tokens{"[CLS]", "hello", "world", "[SEP]"}));
+  EXPECT_EQ(tok.encode("hello world , hello", 4).tokens,
+            (Tokens{"[CLS]", "hello", "world", "[SEP]"}));
   EXPECT_EQ(tok.encode("unaffable", 3).tokens, (Tokens{"[CLS]", "un", "[SEP]"}));  // inside a word
   EXPECT_EQ(tok.encode("hello world", 2).tokens, (Tokens{"[CLS]", "[SEP]"}));
   EXPECT_EQ(tok.encode("hello world", 4).size(), 4u);
   EXPECT_EQ(tok.encode("hello world", 100).size(), 4u);
-  EXPECT_TRUE(fails_with([&] { tok.encode("hello", 1); }, ErrorCode::invalid_argument, "max_length 1"));
+  EXPECT_TRUE(
+      fails_with([&] { tok.encode("hello", 1); }, ErrorCode::invalid_argument, "max_length 1"));
 }
 
 TEST(Tokenizer, PunctuationAndWhitespaceSplit) {
@@ -278,7 +287,7 @@ TEST(Tokenizer, PunctuationAndWhitespaceSplit) {
 }
 
 TEST(Tokenizer, NormalizerOptions) {
-  EXPECT_EQ(pieces(tiny(), "CAFÉ"), (Tokens{"cafe"}));  // lower-cased, accent stripped
+  EXPECT_EQ(pieces(tiny(), "CAFÉ"), (Tokens{"cafe"}));          // lower-cased, accent stripped
   EXPECT_EQ(pieces(tiny(), "cafe\xcc\x81"), (Tokens{"cafe"}));  // decomposed accent
   WordPieceConfig keep_accents;
   keep_accents.strip_accents = false;
@@ -302,8 +311,13 @@ TEST(Tokenizer, ChineseCharactersAreWordsOfTheirOwn) {
 
 TEST(Tokenizer, CleanTextRemovesControlsAndFormatCharacters) {
   auto tok = tiny();
-  EXPECT_EQ(pieces(tok, "he\x01llo wor\xe2\x80\x8d" "ld \xef\xbf\xbd" "a"), (Tokens{"hello", "world", "a"}));
-  EXPECT_EQ(pieces(tok, "hello\x0bworld"), (Tokens{"[UNK]"}));  // a control: removed, the words join
+  EXPECT_EQ(pieces(tok,
+                   "he\x01llo wor\xe2\x80\x8d"
+                   "ld \xef\xbf\xbd"
+                   "a"),
+            (Tokens{"hello", "world", "a"}));
+  EXPECT_EQ(pieces(tok, "hello\x0bworld"),
+            (Tokens{"[UNK]"}));  // a control: removed, the words join
   WordPieceConfig raw;
   raw.clean_text = false;
   EXPECT_EQ(pieces(tiny(raw), "hello\x0bworld"), (Tokens{"hello", "world"}));  // whitespace now
@@ -324,20 +338,25 @@ TEST(Tokenizer, InvalidUtf8IsAnErrorNamingTheByteOffset) {
     std::string text;
     const char* offset;
   };
-  for (const Bad& bad : {Bad{"ab\xff" "cd", "byte offset 2"}, Bad{"hello \xe4\xb8", "byte offset 6"},
-                         Bad{"\xc0\xaf", "byte offset 0"}, Bad{"x\xed\xa0\x80", "byte offset 1"},
-                         Bad{"xy\xf4\x90\x80\x80", "byte offset 2"}, Bad{"\x80", "byte offset 0"},
-                         Bad{"[MASK]\xfe", "byte offset 6"}}) {
+  for (const Bad& bad :
+       {Bad{"ab\xff"
+            "cd",
+            "byte offset 2"},
+        Bad{"hello \xe4\xb8", "byte offset 6"}, Bad{"\xc0\xaf", "byte offset 0"},
+        Bad{"x\xed\xa0\x80", "byte offset 1"}, Bad{"xy\xf4\x90\x80\x80", "byte offset 2"},
+        Bad{"\x80", "byte offset 0"}, Bad{"[MASK]\xfe", "byte offset 6"}}) {
     EXPECT_TRUE(fails_with([&] { tok.encode(bad.text); }, ErrorCode::invalid_argument, bad.offset))
         << printable(bad.text);
-    EXPECT_TRUE(fails_with([&] { tok.encode(bad.text); }, ErrorCode::invalid_argument, "not valid UTF-8"));
+    EXPECT_TRUE(
+        fails_with([&] { tok.encode(bad.text); }, ErrorCode::invalid_argument, "not valid UTF-8"));
   }
 }
 
 TEST(Tokenizer, VocabularyWithoutUnknownTokenIsAnError) {
   auto vocab = tiny_vocab();
   vocab.erase(vocab.begin() + 1);
-  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::from_vocab(vocab); }, ErrorCode::invalid_argument,
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::from_vocab(vocab); },
+                         ErrorCode::invalid_argument,
                          "unknown token '[UNK]' is not in the vocabulary"));
   std::string text;
   for (const auto& t : vocab) text += t + "\n";
@@ -346,7 +365,8 @@ TEST(Tokenizer, VocabularyWithoutUnknownTokenIsAnError) {
                          "vocab.txt: the unknown token '[UNK]' is not in the vocabulary"));
   WordPieceConfig config;
   config.cls_token = "<s>";
-  EXPECT_TRUE(fails_with([&] { tiny(config); }, ErrorCode::invalid_argument, "classifier token '<s>'"));
+  EXPECT_TRUE(
+      fails_with([&] { tiny(config); }, ErrorCode::invalid_argument, "classifier token '<s>'"));
 }
 
 TEST(Tokenizer, Lookups) {
@@ -371,6 +391,13 @@ TEST(Tokenizer, EncodeBatchPadsToTheLongest) {
   EXPECT_EQ(batch[2].tokens, (Tokens{"[CLS]", "un", "##aff", "##able", "[SEP]"}));
 }
 
+TEST(Tokenizer, MovedFromIsAnError) {
+  auto tok = tiny();
+  WordPieceTokenizer moved = std::move(tok);
+  EXPECT_EQ(moved.tokenize("hello"), (Tokens{"hello"}));
+  EXPECT_TRUE(fails_with([&] { tok.encode("hello"); }, ErrorCode::invalid_argument, "moved from"));
+}
+
 TEST(Tokenizer, ThreadsShareOneTokenizer) {
   auto tok = tiny();
   Encoding want = tok.encode("unaffable hello, world! 中文");
@@ -378,7 +405,8 @@ TEST(Tokenizer, ThreadsShareOneTokenizer) {
   std::atomic<int> wrong{0};
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, copy = tok] {
-      for (int i = 0; i < 200; ++i) wrong += copy.encode("unaffable hello, world! 中文").ids != want.ids;
+      for (int i = 0; i < 200; ++i)
+        wrong += copy.encode("unaffable hello, world! 中文").ids != want.ids;
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
@@ -393,15 +421,24 @@ json tiny_tokenizer_json() {
   for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
   json added = json::array();
   for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
-    added.push_back({{"id", vocab[t]}, {"content", t}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back({{"id", vocab[t]},
+                     {"content", t},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   return {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
       {"added_tokens", added},
-      {"normalizer", {{"type", "BertNormalizer"}, {"clean_text", true}, {"handle_chinese_chars", true},
-                      {"strip_accents", nullptr}, {"lowercase", true}}},
+      {"normalizer",
+       {{"type", "BertNormalizer"},
+        {"clean_text", true},
+        {"handle_chinese_chars", true},
+        {"strip_accents", nullptr},
+        {"lowercase", true}}},
       {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
@@ -409,8 +446,12 @@ json tiny_tokenizer_json() {
                                 {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
                                 {{"SpecialToken", {{"id", "[SEP]"}, {"type_id", 0}}}}})}}},
       {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
-      {"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
-                 {"max_input_chars_per_word", 100}, {"vocab", vocab}}},
+      {"model",
+       {{"type", "WordPiece"},
+        {"unk_token", "[UNK]"},
+        {"continuing_subword_prefix", "##"},
+        {"max_input_chars_per_word", 100},
+        {"vocab", vocab}}},
   };
 }
 
@@ -443,7 +484,8 @@ TEST(TokenizerFiles, TokenizerJsonAndVocabTxtGiveTheSameResult) {
 }
 
 TEST(TokenizerFiles, VocabTxtSettingsFromTokenizerConfig) {
-  write_file(scratch() / "cased" / "vocab.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\nHello\r\nhello\r\n");
+  write_file(scratch() / "cased" / "vocab.txt",
+             "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\nHello\r\nhello\r\n");
   write_file(scratch() / "cased" / "tokenizer_config.json", R"({"do_lower_case": false})");
   auto tok = WordPieceTokenizer::load(scratch() / "cased" / "vocab.txt");
   EXPECT_FALSE(tok.config().lowercase);
@@ -458,32 +500,47 @@ TEST(TokenizerFiles, MalformedTokenizerJsonNamesTheKey) {
   };
   std::vector<Case> cases = {
       {"no_model", [](json& j) { j.erase("model"); }, "model: missing"},
-      {"vocab_array", [](json& j) { j["model"]["vocab"] = json::array({"a"}); }, "model.vocab: expected an object"},
-      {"vocab_string_id", [](json& j) { j["model"]["vocab"]["hello"] = "8"; }, "model.vocab[\"hello\"]: expected an integer id"},
-      {"vocab_gap", [](json& j) { j["model"]["vocab"]["hello"] = 99; }, "model.vocab[\"hello\"]: id 99 is outside"},
+      {"vocab_array", [](json& j) { j["model"]["vocab"] = json::array({"a"}); },
+       "model.vocab: expected an object"},
+      {"vocab_string_id", [](json& j) { j["model"]["vocab"]["hello"] = "8"; },
+       "model.vocab[\"hello\"]: expected an integer id"},
+      {"vocab_gap", [](json& j) { j["model"]["vocab"]["hello"] = 99; },
+       "model.vocab[\"hello\"]: id 99 is outside"},
       {"vocab_twice", [](json& j) { j["model"]["vocab"]["hello"] = 9; }, "is also the id of"},
       {"bpe", [](json& j) { j["model"]["type"] = "BPE"; }, "model.type: 'BPE' is not supported"},
       {"unk_missing", [](json& j) { j["model"]["unk_token"] = "<unk>"; }, "unknown token '<unk>'"},
-      {"lowercase", [](json& j) { j["normalizer"]["lowercase"] = "yes"; }, "normalizer.lowercase: expected true, false or null"},
-      {"nfc", [](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, "normalizer.type: 'NFC' is not supported"},
+      {"lowercase", [](json& j) { j["normalizer"]["lowercase"] = "yes"; },
+       "normalizer.lowercase: expected true, false or null"},
+      {"nfc",
+       [](json& j) {
+         j["normalizer"] = {{"type", "NFC"}};
+       },
+       "normalizer.type: 'NFC' is not supported"},
       {"no_pre", [](json& j) { j.erase("pre_tokenizer"); }, "pre_tokenizer: missing"},
       {"pre", [](json& j) { j["pre_tokenizer"]["type"] = "Whitespace"; }, "pre_tokenizer.type"},
-      {"post", [](json& j) { j["post_processor"]["single"].erase(0); }, "post_processor.single: only [CLS] $A [SEP]"},
-      {"added_lstrip", [](json& j) { j["added_tokens"][4]["lstrip"] = true; }, "added_tokens[4].lstrip: true is not supported"},
-      {"added_id", [](json& j) { j["added_tokens"][4]["id"] = 5; }, "added_tokens[4].id: 5 is not the id of '[MASK]'"},
-      {"max_chars", [](json& j) { j["model"]["max_input_chars_per_word"] = -1; }, "model.max_input_chars_per_word: -1 is outside"},
+      {"post", [](json& j) { j["post_processor"]["single"].erase(0); },
+       "post_processor.single: only [CLS] $A [SEP]"},
+      {"added_lstrip", [](json& j) { j["added_tokens"][4]["lstrip"] = true; },
+       "added_tokens[4].lstrip: true is not supported"},
+      {"added_id", [](json& j) { j["added_tokens"][4]["id"] = 5; },
+       "added_tokens[4].id: 5 is not the id of '[MASK]'"},
+      {"max_chars", [](json& j) { j["model"]["max_input_chars_per_word"] = -1; },
+       "model.max_input_chars_per_word: -1 is outside"},
       {"top_array", [](json& j) { j = json::array(); }, "the top level: expected an object"},
   };
   for (const Case& c : cases) {
     json j = tiny_tokenizer_json();
     c.edit(j);
     fs::path path = write_tokenizer_json(std::string("bad_") + c.name, j);
-    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format, c.needle)) << c.name;
-    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format, "tokenizer.json")) << c.name;
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format, c.needle))
+        << c.name;
+    EXPECT_TRUE(
+        fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format, "tokenizer.json"))
+        << c.name;
   }
   write_file(scratch() / "not_json" / "tokenizer.json", "{\"model\": ");
-  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "not_json"); }, ErrorCode::format,
-                         "not valid JSON"));
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "not_json"); },
+                         ErrorCode::format, "not valid JSON"));
 }
 
 TEST(TokenizerFiles, MissingFilesAreIoErrors) {
@@ -493,8 +550,8 @@ TEST(TokenizerFiles, MissingFilesAreIoErrors) {
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "empty_dir"); }, ErrorCode::io,
                          "neither tokenizer.json nor vocab.txt"));
   write_file(scratch() / "empty_vocab" / "vocab.txt", "");
-  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "empty_vocab"); }, ErrorCode::format,
-                         "empty"));
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "empty_vocab"); },
+                         ErrorCode::format, "empty"));
 }
 
 }  // namespace

@@ -25,7 +25,7 @@
 // without its unknown token) is format, naming the file and the key.
 //
 // A WordPieceTokenizer is immutable once loaded: copies share their tables, and any number of
-// threads may encode with one at the same time.
+// threads may encode with one at the same time. A moved-from one throws invalid_argument.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -50,10 +50,10 @@ struct Encoding {
 // How a WordPiece tokenizer normalizes, splits and marks text: tokenizer.json's BertNormalizer
 // and WordPiece model, or tokenizer_config.json's do_lower_case, strip_accents, ...
 struct WordPieceConfig {
-  bool clean_text = true;                 // drop control characters, whitespace becomes ' '
-  bool handle_chinese_chars = true;       // each CJK ideograph is a word of its own
+  bool clean_text = true;            // drop control characters, whitespace becomes ' '
+  bool handle_chinese_chars = true;  // each CJK ideograph is a word of its own
   bool lowercase = true;
-  std::optional<bool> strip_accents;      // unset: strip them when lower-casing (BERT's rule)
+  std::optional<bool> strip_accents;  // unset: strip them when lower-casing (BERT's rule)
   std::string continuing_subword_prefix = "##";
   size_t max_input_chars_per_word = 100;  // longer words become the unknown token
   std::string unk_token = "[UNK]";
@@ -104,10 +104,12 @@ class WordPieceTokenizer {
   int32_t pad_id() const;
   const WordPieceConfig& config() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   explicit WordPieceTokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  static std::shared_ptr<const Impl> build(std::vector<std::string> vocab, WordPieceConfig config,
+                                           bool from_files, const std::string& source);
+  const Impl& impl() const;  // throws on a moved-from WordPieceTokenizer
   std::shared_ptr<const Impl> impl_;
 };
 

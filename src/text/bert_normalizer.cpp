@@ -44,9 +44,8 @@ std::u32string nfd(std::u32string_view text) {
   auto len = static_cast<utf8proc_ssize_t>(utf8.size());
   std::vector<utf8proc_int32_t> buf(text.size() + 8);
   for (;;) {
-    utf8proc_ssize_t n = utf8proc_decompose(bytes, len, buf.data(),
-                                            static_cast<utf8proc_ssize_t>(buf.size()),
-                                            UTF8PROC_DECOMPOSE);
+    utf8proc_ssize_t n = utf8proc_decompose(
+        bytes, len, buf.data(), static_cast<utf8proc_ssize_t>(buf.size()), UTF8PROC_DECOMPOSE);
     if (n < 0)
       throw Error(ErrorCode::internal, std::string("tokenizer: NFD failed: ") + utf8proc_errmsg(n));
     if (static_cast<size_t>(n) <= buf.size()) return std::u32string(buf.begin(), buf.begin() + n);

@@ -22,10 +22,12 @@ class JsonKeys {
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
   std::string key_path(const std::string& key) const;
 
-  bool has(const std::string& key) const;  // present and not null
+  bool has(const std::string& key) const;            // present and not null
   const json& object(const std::string& key) const;  // required
   const json& array(const std::string& key) const;   // required
-  JsonKeys child(const std::string& key) const { return JsonKeys(object(key), file_, key_path(key)); }
+  JsonKeys child(const std::string& key) const {
+    return JsonKeys(object(key), file_, key_path(key));
+  }
   std::string string(const std::string& key, std::optional<std::string> fallback) const;
   bool boolean(const std::string& key, bool fallback) const;
   std::optional<bool> optional_boolean(const std::string& key) const;  // null or absent: unset

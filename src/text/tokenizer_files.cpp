@@ -78,7 +78,8 @@ void read_post_processor(const JsonKeys& root, WordPieceConfig& config) {
       const json& pair = p.array(key);
       if (pair.size() != 2 || !pair[0].is_string())
         p.fail(key, "expected [token, id], got " + pair.dump());
-      (std::string(key) == "cls" ? config.cls_token : config.sep_token) = pair[0].get<std::string>();
+      (std::string(key) == "cls" ? config.cls_token : config.sep_token) =
+          pair[0].get<std::string>();
     }
     return;
   }
@@ -91,18 +92,22 @@ void read_post_processor(const JsonKeys& root, WordPieceConfig& config) {
     if (item.is_object() && item.contains("SpecialToken") && item["SpecialToken"].is_object() &&
         item["SpecialToken"].contains("id") && item["SpecialToken"]["id"].is_string())
       return item["SpecialToken"]["id"].get<std::string>();
-    p.fail("single[" + std::to_string(i) + "]", "expected {\"SpecialToken\": {\"id\": ...}}, got " +
-                                                    item.dump());
+    p.fail("single[" + std::to_string(i) + "]",
+           "expected {\"SpecialToken\": {\"id\": ...}}, got " + item.dump());
   };
   bool shape_ok = single.size() == 3 && single[1].is_object() && single[1].contains("Sequence");
   if (!shape_ok)
-    p.fail("single", "only [CLS] $A [SEP] is supported (a special token, the sequence, a special "
-                     "token), got " + single.dump());
+    p.fail("single",
+           "only [CLS] $A [SEP] is supported (a special token, the sequence, a special "
+           "token), got " +
+               single.dump());
   config.cls_token = special(0);
   config.sep_token = special(2);
 }
 
-void read_added_tokens(const JsonKeys& root, WordPieceConfig& config) {
+// Each added token must be the vocabulary's token of the id it gives.
+void read_added_tokens(const JsonKeys& root, const std::vector<std::string>& vocab,
+                       WordPieceConfig& config) {
   config.added_tokens.clear();
   if (!root.has("added_tokens")) return;
   const json& list = root.array("added_tokens");
@@ -114,9 +119,12 @@ void read_added_tokens(const JsonKeys& root, WordPieceConfig& config) {
     // refuse rather than tokenize differently from Hugging Face.
     for (const char* flag : {"single_word", "lstrip", "rstrip", "normalized"})
       if (t.boolean(flag, false))
-        t.fail(flag, "true is not supported for '" + content + "' (vkformer matches added tokens "
-                     "exactly, in the raw text)");
-    t.integer("id", std::nullopt, 0, kMaxVocab);  // checked against the vocabulary later
+        t.fail(flag, "true is not supported for '" + content +
+                         "' (vkformer matches added tokens "
+                         "exactly, in the raw text)");
+    int64_t id = t.integer("id", std::nullopt, 0, kMaxVocab);
+    if (id >= static_cast<int64_t>(vocab.size()) || vocab[static_cast<size_t>(id)] != content)
+      t.fail("id", std::to_string(id) + " is not the id of '" + content + "' in model.vocab");
     add_unique(config.added_tokens, content);
   }
 }
@@ -141,20 +149,11 @@ TokenizerFiles read_tokenizer_json(const fs::path& path) {
   read_normalizer(root, c);
   read_pre_tokenizer(root);
   read_post_processor(root, c);
-  read_added_tokens(root, c);
+  read_added_tokens(root, out.vocab, c);
   if (root.has("padding")) c.pad_token = root.child("padding").string("pad_token", c.pad_token);
   if (root.has("truncation"))
     c.model_max_length = static_cast<size_t>(
         root.child("truncation").integer("max_length", 0, 0, std::numeric_limits<int32_t>::max()));
-  // The ids added_tokens gives must be the vocabulary's.
-  for (size_t i = 0; root.has("added_tokens") && i < doc["added_tokens"].size(); ++i) {
-    const json& t = doc["added_tokens"][i];
-    auto id = t["id"].get<int64_t>();
-    const std::string& content = t["content"].get_ref<const std::string&>();
-    if (id >= static_cast<int64_t>(out.vocab.size()) || out.vocab[static_cast<size_t>(id)] != content)
-      root.fail("added_tokens[" + std::to_string(i) + "].id",
-                std::to_string(id) + " is not the id of '" + content + "' in model.vocab");
-  }
   return out;
 }
 
@@ -164,8 +163,9 @@ namespace {
 std::string token_content(const json& v, const std::string& file, const std::string& path) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object()) return JsonKeys(v, file, path).string("content", std::nullopt);
-  throw Error(ErrorCode::format, file + ": " + path +
-                                     ": expected a token string or {\"content\": ...}, got " + v.dump());
+  throw Error(
+      ErrorCode::format,
+      file + ": " + path + ": expected a token string or {\"content\": ...}, got " + v.dump());
 }
 
 std::optional<std::string> special_token(const JsonKeys& keys, const std::string& key) {
@@ -183,9 +183,9 @@ void read_special_tokens(const JsonKeys& keys, WordPieceConfig& c, std::string& 
   if (keys.has("additional_special_tokens")) {
     const json& list = keys.array("additional_special_tokens");
     for (size_t i = 0; i < list.size(); ++i) {
-      add_unique(c.added_tokens,
-                 token_content(list[i], keys.file(),
-                               keys.key_path("additional_special_tokens[" + std::to_string(i) + "]")));
+      add_unique(c.added_tokens, token_content(list[i], keys.file(),
+                                               keys.key_path("additional_special_tokens[" +
+                                                             std::to_string(i) + "]")));
     }
   }
 }

@@ -13,7 +13,7 @@ namespace vkformer::text {
 struct TokenizerFiles {
   std::vector<std::string> vocab;  // token i has id i
   WordPieceConfig config;
-  std::string source;              // the file read, for messages
+  std::string source;  // the file read, for messages
 };
 
 // A WordPiece model with BertNormalizer, BertPreTokenizer and a [CLS] $A [SEP] post-processor.

@@ -14,7 +14,8 @@ std::u32string decode_utf8(std::string_view text, std::string_view what) {
   const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
   for (size_t i = 0; i < text.size();) {
     utf8proc_int32_t cp = 0;
-    utf8proc_ssize_t n = utf8proc_iterate(bytes + i, static_cast<utf8proc_ssize_t>(text.size() - i), &cp);
+    utf8proc_ssize_t n =
+        utf8proc_iterate(bytes + i, static_cast<utf8proc_ssize_t>(text.size() - i), &cp);
     if (n <= 0 || cp < 0) {
       char byte[8];
       std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(bytes[i]));

@@ -1,6 +1,7 @@
 // The public WordPieceTokenizer: added tokens, then normalizer, pre-tokenizer and WordPiece for
 // the text between them, then truncation and [CLS] ... [SEP].
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 
 #include "added_tokens.hpp"
@@ -31,7 +32,8 @@ struct WordPieceTokenizer::Impl {
         ids.push_back(segment.added_id);
         continue;
       }
-      std::u32string normalized = text::bert_normalize(text::decode_utf8(segment.text, "tokenizer"), config);
+      std::u32string normalized =
+          text::bert_normalize(text::decode_utf8(segment.text, "tokenizer"), config);
       for (std::u32string_view word : text::bert_pre_tokenize(normalized))
         model.tokenize_word(word, ids);
     }
@@ -52,9 +54,13 @@ int32_t required_id(const std::vector<std::string>& vocab, const std::string& to
   return static_cast<int32_t>(vocab.rend() - it - 1);
 }
 
-std::shared_ptr<const WordPieceTokenizer::Impl> build(std::vector<std::string> vocab,
-                                                             WordPieceConfig config, ErrorCode code,
-                                                             const std::string& source) {
+}  // namespace
+
+// Files that do not fit together are format errors; a vocabulary given in code, invalid_argument.
+std::shared_ptr<const WordPieceTokenizer::Impl> WordPieceTokenizer::build(
+    std::vector<std::string> vocab, WordPieceConfig config, bool from_files,
+    const std::string& source) {
+  ErrorCode code = from_files ? ErrorCode::format : ErrorCode::invalid_argument;
   if (vocab.empty()) throw Error(code, source + ": the vocabulary is empty");
   if (vocab.size() > static_cast<size_t>(INT32_MAX))
     throw Error(code, source + ": the vocabulary has more than 2^31 - 1 tokens");
@@ -69,25 +75,31 @@ std::shared_ptr<const WordPieceTokenizer::Impl> build(std::vector<std::string> v
   }
   std::string prefix = config.continuing_subword_prefix;
   size_t max_chars = config.max_input_chars_per_word;
-  return std::make_shared<const WordPieceTokenizer::Impl>(WordPieceTokenizer::Impl{
+  return std::make_shared<const Impl>(Impl{
       std::move(config), text::WordPieceModel(std::move(vocab), unk, std::move(prefix), max_chars),
       std::move(added), cls, sep, pad});
 }
 
-}  // namespace
+const WordPieceTokenizer::Impl& WordPieceTokenizer::impl() const {
+  if (!impl_)
+    throw Error(ErrorCode::invalid_argument,
+                "WordPieceTokenizer: this tokenizer was moved from; use the one it was moved to");
+  return *impl_;
+}
 
 WordPieceTokenizer WordPieceTokenizer::from_vocab(std::vector<std::string> vocab,
                                                   WordPieceConfig config) {
   return WordPieceTokenizer(
-      build(std::move(vocab), std::move(config), ErrorCode::invalid_argument, "WordPieceTokenizer::from_vocab"));
+      build(std::move(vocab), std::move(config), false, "WordPieceTokenizer::from_vocab"));
 }
 
 WordPieceTokenizer WordPieceTokenizer::load(const fs::path& path) {
   std::error_code ec;
   auto status = fs::status(path, ec);
   if (!fs::exists(status))
-    throw Error(ErrorCode::io, path.string() + ": no such file or directory (expected a tokenizer "
-                                               "directory, tokenizer.json or vocab.txt)");
+    throw Error(ErrorCode::io, path.string() +
+                                   ": no such file or directory (expected a tokenizer "
+                                   "directory, tokenizer.json or vocab.txt)");
   text::TokenizerFiles files;
   if (fs::is_directory(status)) {
     if (fs::exists(path / "tokenizer.json"))
@@ -98,30 +110,32 @@ WordPieceTokenizer WordPieceTokenizer::load(const fs::path& path) {
       throw Error(ErrorCode::io, path.string() + ": has neither tokenizer.json nor vocab.txt");
     // transformers takes the limit from tokenizer_config.json whichever file holds the vocab.
     if (fs::exists(path / "tokenizer_config.json"))
-      if (size_t n = text::read_model_max_length(path / "tokenizer_config.json")) files.config.model_max_length = n;
+      if (size_t n = text::read_model_max_length(path / "tokenizer_config.json"))
+        files.config.model_max_length = n;
   } else if (path.extension() == ".json") {
     files = text::read_tokenizer_json(path);
   } else {
     files = text::read_vocab_txt(path, path.parent_path());
   }
   return WordPieceTokenizer(
-      build(std::move(files.vocab), std::move(files.config), ErrorCode::format, files.source));
+      build(std::move(files.vocab), std::move(files.config), true, files.source));
 }
 
 Encoding WordPieceTokenizer::encode(std::string_view text, size_t max_length) const {
   if (max_length == 1)
     throw Error(ErrorCode::invalid_argument,
                 "tokenizer: max_length 1 cannot hold [CLS] and [SEP] (use 0 for no limit)");
-  std::vector<int32_t> pieces = impl_->wordpiece_ids(text);
+  const Impl& m = impl();
+  std::vector<int32_t> pieces = m.wordpiece_ids(text);
   if (max_length > 0 && pieces.size() > max_length - 2) pieces.resize(max_length - 2);
 
   Encoding e;
   e.ids.reserve(pieces.size() + 2);
-  e.ids.push_back(impl_->cls_id);
+  e.ids.push_back(m.cls_id);
   e.ids.insert(e.ids.end(), pieces.begin(), pieces.end());
-  e.ids.push_back(impl_->sep_id);
+  e.ids.push_back(m.sep_id);
   e.tokens.reserve(e.ids.size());
-  for (int32_t id : e.ids) e.tokens.push_back(impl_->model.tokens()[static_cast<size_t>(id)]);
+  for (int32_t id : e.ids) e.tokens.push_back(m.model.tokens()[static_cast<size_t>(id)]);
   e.type_ids.assign(e.ids.size(), 0);
   e.attention_mask.assign(e.ids.size(), 1);
   return e;
@@ -136,10 +150,11 @@ std::vector<Encoding> WordPieceTokenizer::encode_batch(std::span<const std::stri
     out.push_back(encode(t, max_length));
     longest = std::max(longest, out.back().size());
   }
-  const std::string& pad = impl_->model.tokens()[static_cast<size_t>(impl_->pad_id)];
+  const Impl& m = impl();
+  const std::string& pad = m.model.tokens()[static_cast<size_t>(m.pad_id)];
   for (Encoding& e : out) {
     size_t n = longest - e.size();
-    e.ids.insert(e.ids.end(), n, impl_->pad_id);
+    e.ids.insert(e.ids.end(), n, m.pad_id);
     e.tokens.insert(e.tokens.end(), n, pad);
     e.type_ids.insert(e.type_ids.end(), n, 0);
     e.attention_mask.insert(e.attention_mask.end(), n, 0);
@@ -149,28 +164,30 @@ std::vector<Encoding> WordPieceTokenizer::encode_batch(std::span<const std::stri
 
 std::vector<std::string> WordPieceTokenizer::tokenize(std::string_view text) const {
   std::vector<std::string> tokens;
-  for (int32_t id : impl_->wordpiece_ids(text))
-    tokens.push_back(impl_->model.tokens()[static_cast<size_t>(id)]);
+  const Impl& m = impl();
+  for (int32_t id : m.wordpiece_ids(text))
+    tokens.push_back(m.model.tokens()[static_cast<size_t>(id)]);
   return tokens;
 }
 
 std::optional<int32_t> WordPieceTokenizer::token_to_id(std::string_view token) const {
-  return impl_->model.find(token);
+  return impl().model.find(token);
 }
 
 const std::string& WordPieceTokenizer::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= impl_->model.tokens().size())
-    throw Error(ErrorCode::invalid_argument,
-                "tokenizer: id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                    std::to_string(impl_->model.tokens().size() - 1) + ")");
-  return impl_->model.tokens()[static_cast<size_t>(id)];
+  const std::vector<std::string>& tokens = impl().model.tokens();
+  if (id < 0 || static_cast<size_t>(id) >= tokens.size())
+    throw Error(ErrorCode::invalid_argument, "tokenizer: id " + std::to_string(id) +
+                                                 " is outside the vocabulary (0.." +
+                                                 std::to_string(tokens.size() - 1) + ")");
+  return tokens[static_cast<size_t>(id)];
 }
 
-size_t WordPieceTokenizer::vocab_size() const { return impl_->model.tokens().size(); }
-int32_t WordPieceTokenizer::unk_id() const { return impl_->model.unk_id(); }
-int32_t WordPieceTokenizer::cls_id() const { return impl_->cls_id; }
-int32_t WordPieceTokenizer::sep_id() const { return impl_->sep_id; }
-int32_t WordPieceTokenizer::pad_id() const { return impl_->pad_id; }
-const WordPieceConfig& WordPieceTokenizer::config() const { return impl_->config; }
+size_t WordPieceTokenizer::vocab_size() const { return impl().model.tokens().size(); }
+int32_t WordPieceTokenizer::unk_id() const { return impl().model.unk_id(); }
+int32_t WordPieceTokenizer::cls_id() const { return impl().cls_id; }
+int32_t WordPieceTokenizer::sep_id() const { return impl().sep_id; }
+int32_t WordPieceTokenizer::pad_id() const { return impl().pad_id; }
+const WordPieceConfig& WordPieceTokenizer::config() const { return impl().config; }
 
 }  // namespace vkformer
