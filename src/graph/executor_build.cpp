@@ -174,31 +174,49 @@ void ExecutorImpl::plan_memory_and_upload() {
     }
   }
   const uint64_t align = dev_->allocator().alignment();
-  MemoryPlan plan = plan_memory(lifetimes, align, options_.reuse_memory);
+  // Beyond the device's largest allocation, the arena becomes several (plan_arenas).
+  const uint64_t cap = dev_->allocator().max_allocation();
+  const ArenaPlan plan = plan_arenas(lifetimes, align, options_.reuse_memory, cap);
   offsets_.assign(nv, 0);
-  for (size_t i = 0; i < planned.size(); ++i) offsets_[planned[i]] = plan.offsets[i];
-  if (plan.total)
-    arena_ = dev_->allocator().allocate(plan.total, vk::MemoryKind::device, "activation arena");
-  stats_.activation_bytes = plan.total;
+  arena_of_.assign(nv, 0);
+  for (size_t i = 0; i < planned.size(); ++i) {
+    offsets_[planned[i]] = plan.offsets[i];
+    arena_of_[planned[i]] = plan.arena[i];
+  }
+  stats_.activation_bytes = 0;
+  for (uint64_t total : plan.totals) {
+    arenas_.push_back(
+        dev_->allocator().allocate(total, vk::MemoryKind::device, "activation arena"));
+    stats_.activation_bytes += total;
+  }
   stats_.unplanned_bytes = unplanned;
 
-  uint64_t const_total = 0;
-  for (uint32_t v : constant_values) {
-    offsets_[v] = const_total;
-    const_total += (program_.values[v].bytes() + align - 1) / align * align;
+  // Constants live for the whole run: one after the other, in as many blocks as they need.
+  std::vector<Lifetime> constant_lifetimes;
+  for (uint32_t v : constant_values) constant_lifetimes.push_back({program_.values[v].bytes(), 0, 0});
+  const ArenaPlan cplan = plan_arenas(constant_lifetimes, align, false, cap);
+  for (size_t i = 0; i < constant_values.size(); ++i) {
+    offsets_[constant_values[i]] = cplan.offsets[i];
+    arena_of_[constant_values[i]] = cplan.arena[i];
   }
-  if (const_total) {
-    constants_ = dev_->allocator().allocate(const_total, vk::MemoryKind::device, "graph constants");
-    auto upload = dev_->allocator().allocate(const_total, vk::MemoryKind::staging, "constant upload");
-    for (uint32_t v : constant_values) {
-      const HostTensor& t = program_.constants.at(v);
-      std::memcpy(upload->mapped() + offsets_[v], t.data(), t.nbytes());
+  uint64_t const_total = 0;
+  for (uint32_t block = 0; block < cplan.totals.size(); ++block) {
+    const uint64_t total = cplan.totals[block];
+    constants_.push_back(
+        dev_->allocator().allocate(total, vk::MemoryKind::device, "graph constants"));
+    auto upload = dev_->allocator().allocate(total, vk::MemoryKind::staging, "constant upload");
+    for (size_t i = 0; i < constant_values.size(); ++i) {
+      if (cplan.arena[i] != block) continue;
+      const HostTensor& t = program_.constants.at(constant_values[i]);
+      std::memcpy(upload->mapped() + cplan.offsets[i], t.data(), t.nbytes());
     }
     upload->flush();
+    const Allocation& dst = *constants_.back();
     dev_->run_once([&](VkCommandBuffer cmd) {
-      VkBufferCopy region{upload->offset, constants_->offset, const_total};
-      vkCmdCopyBuffer(cmd, upload->buffer(), constants_->buffer(), 1, &region);
+      VkBufferCopy region{upload->offset, dst.offset, total};
+      vkCmdCopyBuffer(cmd, upload->buffer(), dst.buffer(), 1, &region);
     });
+    const_total += total;
   }
   program_.constants.clear();  // on the device now
   stats_.constant_bytes = const_total;
@@ -234,12 +252,12 @@ ExecutorImpl::Location ExecutorImpl::locate(uint32_t value) const {
   switch (root.kind) {
     case ValueKind::activation:
     case ValueKind::input:
-      loc.allocation = arena_.get();
-      loc.offset = arena_->offset + offsets_[r];
+      loc.allocation = arenas_.at(arena_of_[r]).get();
+      loc.offset = loc.allocation->offset + offsets_[r];
       break;
     case ValueKind::constant:
-      loc.allocation = constants_.get();
-      loc.offset = constants_->offset + offsets_[r];
+      loc.allocation = constants_.at(arena_of_[r]).get();
+      loc.offset = loc.allocation->offset + offsets_[r];
       break;
     case ValueKind::external: {
       const auto& a = program_.externals.at(r).allocation();

@@ -64,8 +64,11 @@ class ExecutorImpl {
   std::shared_ptr<DeviceImpl> dev_;
   CompileOptions options_;
   Program program_;
-  std::vector<uint64_t> offsets_;  // per root value: offset in the arena or constant block
-  std::shared_ptr<Allocation> arena_, constants_, staging_;
+  std::vector<uint64_t> offsets_;  // per root value: offset in its arena or constant block
+  std::vector<uint32_t> arena_of_;  // per root value: index into arenas_ or constants_
+  // Activations and constants each in as few allocations as the device's largest allows.
+  std::vector<std::shared_ptr<Allocation>> arenas_, constants_;
+  std::shared_ptr<Allocation> staging_;
   std::vector<IoSlot> inputs_, outputs_;
   std::vector<VkDescriptorSet> sets_;
   std::vector<VkBufferView> views_;  // of uniform texel buffer bindings

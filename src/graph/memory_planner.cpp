@@ -56,4 +56,43 @@ MemoryPlan plan_memory(const std::vector<Lifetime>& buffers, uint64_t alignment,
   return plan;
 }
 
+ArenaPlan plan_arenas(const std::vector<Lifetime>& buffers, uint64_t alignment, bool reuse,
+                      uint64_t cap) {
+  ArenaPlan out;
+  out.offsets.assign(buffers.size(), 0);
+  out.arena.assign(buffers.size(), 0);
+  std::vector<size_t> left(buffers.size());
+  std::iota(left.begin(), left.end(), 0);
+  while (!left.empty()) {
+    std::vector<Lifetime> subset;
+    for (size_t i : left) subset.push_back(buffers[i]);
+    const MemoryPlan plan = plan_memory(subset, alignment, reuse);
+    const uint32_t arena = static_cast<uint32_t>(out.totals.size());
+    std::vector<size_t> later;
+    uint64_t total = 0;
+    for (size_t j = 0; j < left.size(); ++j) {
+      const uint64_t end = plan.offsets[j] + align_up(std::max<uint64_t>(subset[j].bytes, 1), alignment);
+      if (end <= cap) {
+        out.offsets[left[j]] = plan.offsets[j];
+        out.arena[left[j]] = arena;
+        total = std::max(total, end);
+      } else {
+        later.push_back(left[j]);
+      }
+    }
+    if (total == 0) {  // nothing fits below the cap: the largest buffer alone
+      const size_t big = *std::max_element(later.begin(), later.end(), [&](size_t a, size_t b) {
+        return buffers[a].bytes < buffers[b].bytes;
+      });
+      out.arena[big] = arena;
+      out.offsets[big] = 0;
+      total = align_up(std::max<uint64_t>(buffers[big].bytes, 1), alignment);
+      later.erase(std::find(later.begin(), later.end(), big));
+    }
+    out.totals.push_back(total);
+    left = std::move(later);
+  }
+  return out;
+}
+
 }  // namespace vkformer

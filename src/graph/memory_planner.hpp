@@ -21,4 +21,17 @@ struct MemoryPlan {
 // best-fit by size, as in TFLite's arena planner); without it each gets its own range.
 MemoryPlan plan_memory(const std::vector<Lifetime>& buffers, uint64_t alignment, bool reuse);
 
+// A plan over several arenas of at most `cap` bytes each (the device's largest allocation).
+struct ArenaPlan {
+  std::vector<uint64_t> offsets;  // per request, within its arena
+  std::vector<uint32_t> arena;    // per request
+  std::vector<uint64_t> totals;   // per arena
+};
+
+// As plan_memory, but buffers that would end beyond `cap` are planned again among themselves
+// into a further arena, and so on. A buffer larger than `cap` gets an arena of its own (which
+// the allocator then refuses, naming its size).
+ArenaPlan plan_arenas(const std::vector<Lifetime>& buffers, uint64_t alignment, bool reuse,
+                      uint64_t cap);
+
 }  // namespace vkformer

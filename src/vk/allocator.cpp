@@ -1,7 +1,9 @@
 #include "allocator.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
+#include "tuning_env.hpp"
 #include "vk_check.hpp"
 
 namespace vkformer::vk {
@@ -43,11 +45,24 @@ uint32_t pick_memory_type(VkPhysicalDevice pd, uint32_t type_bits, MemoryKind ki
                                           " buffers");
 }
 
+// "heap 0 (device-local, 24.0 GiB)": where a memory type's allocations come from.
+std::string heap_name(VkPhysicalDevice pd, uint32_t type_index) {
+  VkPhysicalDeviceMemoryProperties mem{};
+  vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  const uint32_t h = mem.memoryTypes[type_index].heapIndex;
+  const VkMemoryHeap& heap = mem.memoryHeaps[h];
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "heap %u (%s, %.1f GiB)", h,
+                heap.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT ? "device-local" : "host",
+                static_cast<double>(heap.size) / (1024.0 * kMiB));
+  return buf;
+}
+
 }  // namespace
 
 MemoryBlock::MemoryBlock(std::shared_ptr<DeviceCore> core, VkDeviceSize size, MemoryKind kind,
-                         VkDeviceSize alignment)
-    : core_(std::move(core)), size_(size), alignment_(alignment) {
+                         VkDeviceSize alignment, std::shared_ptr<MemoryAccount> account)
+    : core_(std::move(core)), size_(size), alignment_(alignment), account_(std::move(account)) {
   VkDevice dev = core_->device();
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;
@@ -65,13 +80,29 @@ MemoryBlock::MemoryBlock(std::shared_ptr<DeviceCore> core, VkDeviceSize size, Me
   try {
     mai.memoryTypeIndex = pick_memory_type(core_->physical_handle(), req.memoryTypeBits, kind,
                                            &coherent_);
-    VkResult r = vkAllocateMemory(dev, &mai, nullptr, &memory_);
-    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+    const bool device = kind == MemoryKind::device;
+    const uint64_t held = account_->device_bytes;
+    VkResult r = VK_SUCCESS;
+    if (device && account_->budget && held + req.size > account_->budget)
+      r = VK_ERROR_OUT_OF_DEVICE_MEMORY;  // as the device would, at the budget's size
+    else
+      r = vkAllocateMemory(dev, &mai, nullptr, &memory_);
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
+      std::string budget;
+      if (device && account_->budget)
+        budget = ", of a budget of " + mib(account_->budget) + " (VKFORMER_DEVICE_MEMORY_BUDGET)";
       throw Error(ErrorCode::out_of_memory,
-                  "allocating " + mib(req.size) + " of " +
-                      (kind == MemoryKind::device ? "device" : "staging") + " memory on '" +
-                      core_->info().name + "' failed: " + result_name(r));
+                  "allocating " + mib(req.size) + " of " + (device ? "device" : "staging") +
+                      " memory from " + heap_name(core_->physical_handle(), mai.memoryTypeIndex) +
+                      " of '" + core_->info().name + "' failed: " + result_name(r) +
+                      " (this device holds " + mib(held) + " of vkformer's device memory" +
+                      budget + ")");
+    }
     core_->check(r, "vkAllocateMemory");
+    if (device) {
+      accounted_ = req.size;
+      account_->device_bytes += accounted_;
+    }
     core_->check(vkBindBufferMemory(dev, buffer_, memory_, 0), "vkBindBufferMemory");
     if (kind == MemoryKind::staging) {
       void* p = nullptr;
@@ -79,6 +110,7 @@ MemoryBlock::MemoryBlock(std::shared_ptr<DeviceCore> core, VkDeviceSize size, Me
       mapped_ = static_cast<std::byte*>(p);
     }
   } catch (...) {
+    account_->device_bytes -= accounted_;
     if (memory_) vkFreeMemory(dev, memory_, nullptr);
     vkDestroyBuffer(dev, buffer_, nullptr);
     throw;
@@ -87,6 +119,7 @@ MemoryBlock::MemoryBlock(std::shared_ptr<DeviceCore> core, VkDeviceSize size, Me
 }
 
 MemoryBlock::~MemoryBlock() {
+  account_->device_bytes -= accounted_;
   VkDevice dev = core_->device();
   if (mapped_) vkUnmapMemory(dev, memory_);
   vkDestroyBuffer(dev, buffer_, nullptr);
@@ -141,11 +174,16 @@ Allocator::Allocator(std::shared_ptr<DeviceCore> core) : core_(std::move(core)) 
   alignment_ = std::max<VkDeviceSize>({256, info.min_storage_buffer_offset_alignment,
                                        info.min_texel_buffer_offset_alignment,
                                        p.limits.nonCoherentAtomSize});
+  max_allocation_ = info.max_memory_allocation_size;
+  if (auto cap = env_number("VKFORMER_MAX_ALLOCATION_BYTES", 1 << 20, INT64_MAX))
+    max_allocation_ = std::min<VkDeviceSize>(max_allocation_, static_cast<VkDeviceSize>(*cap));
+  if (auto budget = env_number("VKFORMER_DEVICE_MEMORY_BUDGET", 1 << 20, INT64_MAX))
+    account_->budget = static_cast<uint64_t>(*budget);
 }
 
 VkDeviceSize Allocator::block_size(MemoryKind kind) const {
   VkDeviceSize want = kind == MemoryKind::device ? 256 * kMiB : 32 * kMiB;
-  return std::min<VkDeviceSize>(want, core_->info().max_memory_allocation_size);
+  return std::min<VkDeviceSize>(want, max_allocation_);
 }
 
 size_t Allocator::block_count() const {
@@ -166,26 +204,39 @@ std::shared_ptr<Allocation> Allocator::allocate(VkDeviceSize size, MemoryKind ki
   core_->throw_if_lost();
   size = std::max<VkDeviceSize>(align_up(size, alignment_), alignment_);
   const DeviceInfo& info = core_->info();
-  if (size > info.max_memory_allocation_size)
+  if (size > max_allocation_)
     throw Error(ErrorCode::unsupported,
                 std::string(what) + " needs " + mib(size) + " in one allocation, more than '" +
-                    info.name + "' allows (maxMemoryAllocationSize " +
-                    mib(info.max_memory_allocation_size) + ")");
+                    info.name + "' allows (maxMemoryAllocationSize " + mib(max_allocation_) +
+                    ")");
   auto& blocks = blocks_[static_cast<int>(kind)];
-  if (size > block_size(kind)) {
-    // Dedicated block, owned only by this allocation: freed with it.
-    auto block = std::make_shared<MemoryBlock>(core_, size, kind, alignment_);
+  try {
+    if (size > block_size(kind)) {
+      // Dedicated block, owned only by this allocation: freed with it.
+      auto block = std::make_shared<MemoryBlock>(core_, size, kind, alignment_, account_);
+      VkDeviceSize off = 0;
+      block->try_reserve(size, &off);
+      return std::make_shared<Allocation>(std::move(block), off, size);
+    }
+    std::lock_guard lock(mutex_);
     VkDeviceSize off = 0;
-    block->try_reserve(size, &off);
-    return std::make_shared<Allocation>(std::move(block), off, size);
+    for (auto& b : blocks)
+      if (b->try_reserve(size, &off)) return std::make_shared<Allocation>(b, off, size);
+    // A new shared block; where the device cannot give a whole one, a block of just this size.
+    std::shared_ptr<MemoryBlock> block;
+    try {
+      block = std::make_shared<MemoryBlock>(core_, block_size(kind), kind, alignment_, account_);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::out_of_memory || size == block_size(kind)) throw;
+      block = std::make_shared<MemoryBlock>(core_, size, kind, alignment_, account_);
+    }
+    blocks.push_back(std::move(block));
+    blocks.back()->try_reserve(size, &off);
+    return std::make_shared<Allocation>(blocks.back(), off, size);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory) throw;
+    throw Error(ErrorCode::out_of_memory, std::string(what) + " (" + mib(size) + "): " + e.what());
   }
-  std::lock_guard lock(mutex_);
-  VkDeviceSize off = 0;
-  for (auto& b : blocks)
-    if (b->try_reserve(size, &off)) return std::make_shared<Allocation>(b, off, size);
-  blocks.push_back(std::make_shared<MemoryBlock>(core_, block_size(kind), kind, alignment_));
-  blocks.back()->try_reserve(size, &off);
-  return std::make_shared<Allocation>(blocks.back(), off, size);
 }
 
 }  // namespace vkformer::vk

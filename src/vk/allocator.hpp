@@ -1,6 +1,7 @@
 #pragma once
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -16,12 +17,21 @@ enum class MemoryKind : uint8_t {
   staging,  // host-visible: uploads and downloads
 };
 
+// Device memory held by one allocator's blocks, against an optional budget
+// (VKFORMER_DEVICE_MEMORY_BUDGET, bytes: a device that runs out sooner, for tests of exhaustion).
+struct MemoryAccount {
+  std::atomic<uint64_t> device_bytes{0};
+  uint64_t budget = 0;  // 0: only the device's own limits
+};
+
 // One VkDeviceMemory with one VkBuffer over all of it; allocations are byte ranges of it, so a
 // whole block is bound with one buffer handle and hazards are tracked per (buffer, range).
 class MemoryBlock {
  public:
+  // Throws out_of_memory naming the size, the memory heap and what is held in it when the device
+  // (or the account's budget) refuses.
   MemoryBlock(std::shared_ptr<DeviceCore> core, VkDeviceSize size, MemoryKind kind,
-              VkDeviceSize alignment);
+              VkDeviceSize alignment, std::shared_ptr<MemoryAccount> account);
   ~MemoryBlock();
   MemoryBlock(const MemoryBlock&) = delete;
   MemoryBlock& operator=(const MemoryBlock&) = delete;
@@ -41,6 +51,8 @@ class MemoryBlock {
   std::shared_ptr<DeviceCore> core_;
   VkDeviceSize size_;
   VkDeviceSize alignment_;
+  std::shared_ptr<MemoryAccount> account_;
+  VkDeviceSize accounted_ = 0;  // bytes added to account_->device_bytes
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   std::byte* mapped_ = nullptr;
@@ -53,8 +65,15 @@ class MemoryBlock {
 class Allocator {
  public:
   explicit Allocator(std::shared_ptr<DeviceCore> core);
+  // Throws unsupported beyond max_allocation(), out_of_memory when the device refuses; the
+  // message starts with `what`. Either way the device and every earlier allocation stay usable.
   std::shared_ptr<Allocation> allocate(VkDeviceSize size, MemoryKind kind, const char* what);
   VkDeviceSize alignment() const { return alignment_; }
+  // The largest single allocation: maxMemoryAllocationSize, or less with
+  // VKFORMER_MAX_ALLOCATION_BYTES (tests split arenas without allocating gigabytes).
+  VkDeviceSize max_allocation() const { return max_allocation_; }
+  // Device-local bytes held in blocks (shared and dedicated).
+  VkDeviceSize device_bytes_held() const { return account_->device_bytes; }
   VkDeviceSize block_size(MemoryKind kind) const;
   size_t block_count() const;
   // Bytes handed out from the shared blocks and not yet released (dedicated blocks not counted),
@@ -64,6 +83,8 @@ class Allocator {
  private:
   std::shared_ptr<DeviceCore> core_;
   VkDeviceSize alignment_;
+  VkDeviceSize max_allocation_;
+  std::shared_ptr<MemoryAccount> account_ = std::make_shared<MemoryAccount>();
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<MemoryBlock>> blocks_[2];
 };

@@ -59,15 +59,17 @@ const std::shared_ptr<DeviceImpl>& Device::impl_ptr() const {
 
 const DeviceInfo& Device::info() const { return impl().info(); }
 
+// A tensor may be larger than one binding spans (ops that read it bind windows, and the executor
+// names any op that cannot), but not than one allocation.
 static void check_size(DeviceImpl& impl, const Shape& shape, DType dtype, const char* what) {
   uint64_t bytes = static_cast<uint64_t>(shape.numel()) * dtype_size(dtype);
-  const DeviceInfo& info = impl.info();
-  if (bytes > info.max_storage_buffer_range)
+  const uint64_t most = impl.allocator().max_allocation();
+  if (bytes > most)
     throw Error(ErrorCode::unsupported,
                 std::string(what) + ": tensor " + shape.str() + " " +
                     std::string(dtype_name(dtype)) + " takes " + std::to_string(bytes) +
-                    " bytes, more than device '" + info.name + "' can bind (maxStorageBufferRange " +
-                    std::to_string(info.max_storage_buffer_range) + ")");
+                    " bytes, more than device '" + impl.info().name +
+                    "' allocates at once (maxMemoryAllocationSize " + std::to_string(most) + ")");
 }
 
 DeviceTensor Device::allocate(const Shape& shape, DType dtype) {
