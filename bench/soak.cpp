@@ -54,8 +54,9 @@ struct Snapshot {
   std::string when;
   HostMemory host;
   std::optional<uint64_t> heap_usage;  // VK_EXT_memory_budget, summed over heaps
-  uint64_t in_use = 0;                 // bytes vkformer's allocator has handed out
-  size_t blocks = 0;                   // its memory blocks (it never frees one)
+  uint64_t held = 0;                   // device-local memory vkformer's allocator holds
+  uint64_t in_use = 0;                 // bytes it has handed out from its shared blocks
+  size_t blocks = 0;                   // its shared blocks (it never frees one)
 };
 
 // Device memory twice: as the driver counts it (VK_EXT_memory_budget's heap usage, where the
@@ -78,7 +79,8 @@ class MemoryProbe {
 
   Snapshot take(const std::string& when) const {
     auto& allocator = device_.impl().allocator();
-    return {when, host_memory(), heap_usage(), allocator.bytes_in_use(), allocator.block_count()};
+    return {when, host_memory(), heap_usage(), allocator.device_bytes_held(), allocator.bytes_in_use(),
+            allocator.block_count()};
   }
 
  private:
@@ -207,13 +209,13 @@ std::string mib(double bytes) {
 }
 
 void print_table(const std::vector<Snapshot>& rows) {
-  std::printf("\n%-26s %12s %12s %17s %17s %7s\n", "", "host VmRSS", "host VmHWM", "device heap usage",
-              "allocator in use", "blocks");
+  std::printf("\n%-26s %11s %11s %12s %12s %12s %6s\n", "", "host VmRSS", "host VmHWM", "device heap",
+              "device held", "handed out", "blocks");
   for (auto& r : rows)
-    std::printf("%-26s %12s %12s %17s %17s %7zu\n", r.when.c_str(), mib(r.host.rss_kib * 1024.0).c_str(),
+    std::printf("%-26s %11s %11s %12s %12s %12s %6zu\n", r.when.c_str(), mib(r.host.rss_kib * 1024.0).c_str(),
                 mib(r.host.hwm_kib * 1024.0).c_str(),
                 r.heap_usage ? mib(static_cast<double>(*r.heap_usage)).c_str() : "n/a",
-                mib(static_cast<double>(r.in_use)).c_str(), r.blocks);
+                mib(static_cast<double>(r.held)).c_str(), mib(static_cast<double>(r.in_use)).c_str(), r.blocks);
 }
 
 }  // namespace
@@ -265,12 +267,15 @@ int main() {
     double host_growth = (end.host.rss_kib - start.host.rss_kib) / 1024.0;
     bool host_ok = start.host.rss_kib >= 0 && end.host.rss_kib >= 0 && host_growth <= kHostToleranceMiB;
     bool heap_ok = !start.heap_usage || *end.heap_usage <= *start.heap_usage;
-    bool device_ok = heap_ok && end.in_use <= start.in_use && end.blocks <= start.blocks;
+    bool device_ok =
+        heap_ok && end.held <= start.held && end.in_use <= start.in_use && end.blocks <= start.blocks;
     std::printf("\nhost RSS growth: %+.2f MiB (tolerance %.1f MiB): %s\n", host_growth, kHostToleranceMiB,
                 host_ok ? "ok" : "FAILED");
-    std::printf("device memory growth (tolerance 0): heap usage %s, allocator %+lld bytes, %+lld blocks: %s\n",
+    std::printf("device memory growth (tolerance 0): heap usage %s, held %+lld bytes, handed out %+lld bytes, "
+                "%+lld blocks: %s\n",
                 start.heap_usage ? mib(static_cast<double>(*end.heap_usage) - static_cast<double>(*start.heap_usage)).c_str()
                                  : "n/a (no VK_EXT_memory_budget)",
+                static_cast<long long>(end.held) - static_cast<long long>(start.held),
                 static_cast<long long>(end.in_use) - static_cast<long long>(start.in_use),
                 static_cast<long long>(end.blocks) - static_cast<long long>(start.blocks),
                 device_ok ? "ok" : "FAILED");
