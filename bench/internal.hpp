@@ -11,6 +11,8 @@ namespace vkformer::bench {
 // Throws ErrorCode::unsupported, worded as the executor words it, if a tensor is larger than
 // the device can bind: checked before any data is made, so skipping costs nothing.
 void require_bindable(Device& device, const Shape& shape, DType dtype, const std::string& what);
+// Skips a benchmark (unsupported) whose tensor is larger than one allocation.
+void require_allocatable(Device& device, const Shape& shape, DType dtype, const std::string& what);
 // Writes `result` into a device tensor (no download) and compiles with timestamps.
 Prepared compile(Device& device, Graph& graph, Tensor result);
 
