@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -398,6 +399,46 @@ TEST(Tokenizer, MovedFromIsAnError) {
   EXPECT_TRUE(fails_with([&] { tok.encode("hello"); }, ErrorCode::invalid_argument, "moved from"));
 }
 
+// Random bytes, mostly UTF-8 built from random code points, sometimes broken: a result or an
+// invalid_argument, never a crash (run under the sanitizers by scripts/sanitize.sh).
+TEST(Tokenizer, RandomBytesGiveIdsOrAnError) {
+  auto tok = tiny();
+  std::mt19937 rng(1234);
+  int errors = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text;
+    for (int n = static_cast<int>(rng() % 40); n > 0; --n) {
+      if (rng() % 50 == 0) {
+        text += static_cast<char>(rng() & 0xff);  // any byte
+        continue;
+      }
+      auto cp = static_cast<char32_t>(rng() % 4 == 0 ? rng() % 0x110000 : rng() % 0x3000);
+      if (cp >= 0xD800 && cp <= 0xDFFF) cp = U'x';
+      char buf[4];
+      int len = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+      if (len == 1) buf[0] = static_cast<char>(cp);
+      else {
+        static const unsigned char lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+        for (int k = len - 1; k > 0; --k, cp >>= 6) buf[k] = static_cast<char>(0x80 | (cp & 0x3F));
+        buf[0] = static_cast<char>(lead[len] | cp);
+      }
+      text.append(buf, static_cast<size_t>(len));
+      if (rng() % 10 == 0) text += rng() % 2 ? "[MASK]" : " ";
+    }
+    try {
+      Encoding e = tok.encode(text, rng() % 2 ? 16 : 0);
+      ASSERT_GE(e.size(), 2u);
+      ASSERT_EQ(e.ids.front(), tok.cls_id());
+      ASSERT_EQ(e.ids.back(), tok.sep_id());
+      for (int32_t id : e.ids) ASSERT_TRUE(id >= 0 && static_cast<size_t>(id) < tok.vocab_size());
+    } catch (const Error& err) {
+      ASSERT_EQ(err.code(), ErrorCode::invalid_argument) << err.what();
+      ++errors;
+    }
+  }
+  EXPECT_GT(errors, 0);  // the broken bytes were seen
+}
+
 TEST(Tokenizer, ThreadsShareOneTokenizer) {
   auto tok = tiny();
   Encoding want = tok.encode("unaffable hello, world! 中文");
@@ -541,6 +582,34 @@ TEST(TokenizerFiles, MalformedTokenizerJsonNamesTheKey) {
   write_file(scratch() / "not_json" / "tokenizer.json", "{\"model\": ");
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "not_json"); },
                          ErrorCode::format, "not valid JSON"));
+}
+
+// Seeded byte mutations of a valid tokenizer.json: a tokenizer or a format Error, never a crash.
+TEST(TokenizerFiles, MutatedTokenizerJsonLoadsOrFailsCleanly) {
+  const std::string good = tiny_tokenizer_json().dump();
+  std::mt19937 rng(99);
+  int loaded = 0, failed = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string bytes = good;
+    for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n) {
+      size_t at = rng() % bytes.size();
+      switch (rng() % 3) {
+        case 0: bytes[at] = static_cast<char>(rng() & 0xff); break;
+        case 1: bytes.erase(at, 1 + rng() % 8); break;
+        default: bytes.insert(at, 1, "{}[],:\"0123"[rng() % 12]); break;
+      }
+    }
+    fs::path path = scratch() / "mutated" / "tokenizer.json";
+    write_file(path, bytes);
+    try {
+      WordPieceTokenizer::load(path).encode("unaffable hello, world!");
+      ++loaded;
+    } catch (const Error& e) {
+      ASSERT_EQ(e.code(), ErrorCode::format) << e.what();
+      ++failed;
+    }
+  }
+  EXPECT_GT(failed, 0);
 }
 
 TEST(TokenizerFiles, MissingFilesAreIoErrors) {
