@@ -67,7 +67,8 @@ HAND = {
         "cafe\u0301 (decomposed)", "İstanbul ve Izmir", "ışık ılık", "ǅemal", "ﬁnance ﬂow ﬀ",
         "\u212bngstr\u00f6m and \u00c5", "ñandú", "Zażółć gęślą jaźń", "Příliš žluťoučký kůň",
         "Þórður Ðóra", "Őrült Űr", "ș ț ş ţ", "йод ёлка Ё", "मर्हबा مَرْحَبًا", "שָׁלוֹם",
-        "नमस्ते दुनिया", "ภาษาไทย", "한국어 텍스트", "Ａ̊ fullwidth with ring", "a\u0308\u0301 stacked marks",
+        "नमस्ते दुनिया", "ภาษาไทย", "한국어 텍스트", "Ａ̊ fullwidth with ring",
+        "a\u0308\u0301 stacked marks",
         "\u0301 leading combining mark", "Ω ohm sign \u2126 vs \u03a9", "ΣΊΣΥΦΟΣ σίσυφος",
     ],
     "cjk": [
@@ -85,7 +86,8 @@ HAND = {
     ],
     "control_and_zero_width": [
         "\x00", "a\x00b", "\x01\x02\x03 only controls", "tab\there", "line\nbreak", "crlf\r\nend",
-        "\x0bvertical tab", "form\x0cfeed", "next\x85line", "soft\u00adhyphen", "zero\u200bwidth space",
+        "\x0bvertical tab", "form\x0cfeed", "next\x85line", "soft\u00adhyphen",
+        "zero\u200bwidth space",
         "zw\u200cnon\u200djoiner", "word\u2060joiner", "\ufeffbyte order mark", "replace\ufffdment",
         "line\u2028separator", "para\u2029separator", "no\u00a0break", "rtl\u202eoverride\u202c",
         "private\ue000use", "plane15\U000f0000private", "del\x7fete", "c1\x9fcontrol",
@@ -104,14 +106,17 @@ HAND = {
         "https://www.example.com/path?query=1&x=y#frag", "http://localhost:8080/api/v2",
         "ftp://files.example.org/a_b-c.tar.gz", "www.google.com", "user.name+tag@example.com",
         "mailto:someone@example.org", "https://en.wikipedia.org/wiki/M%C3%B6bius_strip",
-        "https://en.wikipedia.org/wiki/Möbius_strip", "192.168.0.1:443", "git@github.com:owner/repo.git",
+        "https://en.wikipedia.org/wiki/Möbius_strip", "192.168.0.1:443",
+        "git@github.com:owner/repo.git",
         "file:///home/user/doc.txt", "https://例子.测试/路径?q=中文", "#hashtag @mention",
         "[link](https://example.com)",
     ],
     "code": [
-        "def f(x): return x**2", "int main() { return 0; }", "for (int i = 0; i < n; ++i) { sum += a[i]; }",
+        "def f(x): return x**2", "int main() { return 0; }",
+        "for (int i = 0; i < n; ++i) { sum += a[i]; }",
         "{\"key\": [1, 2, 3], \"nested\": {\"a\": null}}", "<div class=\"a\">Hi</div>",
-        "SELECT * FROM users WHERE id = 42;", "std::vector<int> v{1, 2};", "console.log(`hi ${name}`);",
+        "SELECT * FROM users WHERE id = 42;", "std::vector<int> v{1, 2};",
+        "console.log(`hi ${name}`);",
         "x = a[i:j]", "if x != y && z >= 0:", "#include <stdio.h>", "lambda x: x", "^[a-z]+$",
         "ls -la | grep foo > out.txt 2>&1", "getHTTPResponseCode my_var_name __init__",
         "fn main() -> Result<(), Box<dyn Error>> {}", "print(f\"{value!r:>10}\")",
@@ -222,7 +227,8 @@ def sha256(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model-dir", help="all-MiniLM-L6-v2 folder (default: scripts/fetch_minilm.sh)")
+    ap.add_argument("--model-dir",
+        help="all-MiniLM-L6-v2 folder (default: scripts/fetch_minilm.sh)")
     args = ap.parse_args()
     import tokenizers
     from tokenizers import Tokenizer
