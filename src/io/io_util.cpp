@@ -111,9 +111,53 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
+
+// What a file that is not a regular one is, for "<path>: is a FIFO, not a regular file".
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a special file";
+}
+
+[[noreturn]] void fail_not_regular(const std::string& label, mode_t mode) {
+  fail(ErrorCode::io, label + ": is " + kind_of(mode) + ", not a regular file");
+}
+
 }  // namespace
 
-FileBytes FileBytes::open(const std::filesystem::path& path, bool try_map) {
+void check_regular_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) fail(ErrorCode::io, quote_name(path.string(), 4096) + " does not exist");
+    fail(ErrorCode::io, path.string() + ": cannot access: " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) fail_not_regular(path.string(), st.st_mode);
+}
+
+void check_output_path(const std::filesystem::path& path, const std::string& what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // absent (or unreachable: opening will say why)
+  if (S_ISLNK(st.st_mode))
+    fail(ErrorCode::io, what + ": " + path.string() +
+                            " is a symbolic link; vkformer does not write through links (it "
+                            "would replace the link with a file): give the path it points to");
+  if (!S_ISREG(st.st_mode))
+    fail(ErrorCode::io, what + ": " + path.string() + " is " + kind_of(st.st_mode) +
+                            ", not a regular file; vkformer writes only regular files");
+}
+
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+FileBytes FileBytes::open(const std::filesystem::path& path, bool try_map, uint64_t max_bytes) {
   const std::string label = path.string();
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is rejected below anyway).
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
@@ -121,10 +165,12 @@ FileBytes FileBytes::open(const std::filesystem::path& path, bool try_map) {
   struct stat st {};
   if (::fstat(f.fd, &st) != 0)
     fail(ErrorCode::io, label + ": cannot stat: " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) fail(ErrorCode::io, label + ": is a directory, not a file");
-  if (!S_ISREG(st.st_mode)) fail(ErrorCode::io, label + ": is not a regular file");
+  if (!S_ISREG(st.st_mode)) fail_not_regular(label, st.st_mode);
   if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max() / 2)
     fail(ErrorCode::io, label + ": file size " + std::to_string(st.st_size) + " is not supported");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    fail(ErrorCode::io, label + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                            std::to_string(max_bytes) + " this file may have");
   const auto size = static_cast<size_t>(st.st_size);
 
   FileBytes out;
@@ -182,11 +228,19 @@ OutputFile::OutputFile(const std::filesystem::path& path, std::string what)
     : path_(path), what_(std::move(what)) {
   static std::atomic<unsigned> counter{0};
   temp_ = path;
+  check_output_path(path, what_);
   temp_ += ".tmp-vkformer-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  file_ = std::fopen(temp_.c_str(), "wb");
+  // O_EXCL: never write through a link or file that is already at the temporary's name.
+  int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  int err = errno;
+  if (fd >= 0 && !(file_ = ::fdopen(fd, "wb"))) {
+    err = errno;
+    ::close(fd);
+    ::unlink(temp_.c_str());
+  }
   if (!file_)
     fail(ErrorCode::io,
-         what_ + ": cannot open " + path.string() + " for writing: " + std::strerror(errno));
+         what_ + ": cannot open " + path.string() + " for writing: " + std::strerror(err));
 }
 
 OutputFile::~OutputFile() {

@@ -62,12 +62,30 @@ bool is_valid_utf8(std::string_view s);
 // "[1,2,0]": the multi-index of a flat row-major index, for messages.
 std::string index_string(const Shape& shape, uint64_t flat);
 
+// Throws io naming `path` unless it is a regular file after following links: "does not exist",
+// "is a directory, not a regular file", "cannot access: Too many levels of symbolic links". For
+// a check before the file is opened; FileBytes::open makes the same checks on what it opens.
+void check_regular_file(const std::filesystem::path& path);
+
+// Throws io naming `what` and `path` unless `path` does not exist or is a regular file. Writing
+// replaces the file by a rename, which would replace a symbolic link or a device node
+// (/dev/null, as root) instead of writing to it, so those are refused, as are FIFOs and
+// directories.
+void check_output_path(const std::filesystem::path& path, const std::string& what);
+
+// Whether `a` and `b` are the same file (device and inode, after following links): a path, a
+// link to it and a hard link all are. False when either cannot be reached.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
+
 // The bytes of a whole file: memory-mapped where possible (and asked for), read otherwise, or
 // taken over from a vector. Move-only.
 class FileBytes {
  public:
-  // Throws io when the path cannot be opened, is not a regular file or cannot be read.
-  static FileBytes open(const std::filesystem::path& path, bool try_map);
+  static constexpr uint64_t kNoLimit = UINT64_MAX;
+  // Throws io when the path cannot be opened, is not a regular file (a FIFO is not waited on),
+  // is larger than `max_bytes` or cannot be read.
+  static FileBytes open(const std::filesystem::path& path, bool try_map,
+                        uint64_t max_bytes = kNoLimit);
   static FileBytes from_vector(std::vector<std::byte> bytes);
 
   FileBytes() = default;
@@ -91,8 +109,9 @@ class FileBytes {
 
 // A file being written: the bytes go to a temporary file beside it, renamed over `path` by
 // close(). So a failed write leaves no partial file, and a file that a SafetensorsFile still maps
-// is replaced, not truncated under it (which would crash the reader with SIGBUS). Every failure
-// throws io naming `what` and the path.
+// is replaced, not truncated under it (which would crash the reader with SIGBUS). An existing
+// path that is not a regular file is refused (check_output_path). Every failure throws io naming
+// `what` and the path.
 class OutputFile {
  public:
   OutputFile(const std::filesystem::path& path, std::string what);

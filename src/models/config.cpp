@@ -1,11 +1,12 @@
 // config.json: the PyTorch constructor arguments of a model, validated key by key.
 #include <cmath>
-#include <fstream>
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <vector>
 
+#include "../io/io_util.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/model.hpp"
 
@@ -22,6 +23,21 @@ constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxVocab = 1 << 24;
 constexpr int64_t kMaxLength = 1 << 24;  // max_len
 
+// A config is a flat object of a few dozen bytes; these bound what a hostile file can cost.
+constexpr uint64_t kMaxConfigBytes = 16u << 20;
+// nlohmann parses with an explicit stack, but copying or printing a value recurses once per
+// level: 100,000 nested brackets would overflow the stack.
+constexpr int kMaxNesting = 64;
+
+// A value from the file for a message: scalars as written (long strings cut short), arrays and
+// objects by their size, never printed whole (they may be huge).
+std::string describe(const json& v) {
+  if (v.is_string()) return io::quote_name(v.get_ref<const std::string&>(), 64);
+  if (v.is_array()) return "an array of " + std::to_string(v.size()) + " elements";
+  if (v.is_object()) return "an object of " + std::to_string(v.size()) + " keys";
+  return v.dump();  // a number, true, false or null: short
+}
+
 [[noreturn]] void bad(const std::string& source, const std::string& what) {
   throw Error(ErrorCode::format, source + ": " + what);
 }
@@ -34,18 +50,23 @@ int64_t get_int(const json& j, const std::string& source, const char* key, int64
     return fallback;
   }
   if (!it->is_number_integer())
-    bad(source, std::string("\"") + key + "\" must be an integer, got " + it->dump());
-  int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi)
-    bad(source, std::string("\"") + key + "\" is " + std::to_string(v) + ", expected " +
+    bad(source, std::string("\"") + key + "\" must be an integer, got " + describe(*it));
+  // Read as unsigned when it is: 18446744073709551615 as int64 would be -1.
+  const bool in_range = it->is_number_unsigned()
+                            ? it->get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                                  static_cast<int64_t>(it->get<uint64_t>()) >= lo
+                            : it->get<int64_t>() >= lo && it->get<int64_t>() <= hi;
+  if (!in_range)
+    bad(source, std::string("\"") + key + "\" is " + it->dump() + ", expected " +
                     std::to_string(lo) + ".." + std::to_string(hi));
-  return v;
+  return it->get<int64_t>();
 }
 
 bool get_bool(const json& j, const std::string& source, const char* key, bool fallback) {
   auto it = j.find(key);
   if (it == j.end()) return fallback;
-  if (!it->is_boolean()) bad(source, std::string("\"") + key + "\" must be true or false, got " + it->dump());
+  if (!it->is_boolean())
+    bad(source, std::string("\"") + key + "\" must be true or false, got " + describe(*it));
   return it->get<bool>();
 }
 
@@ -66,7 +87,11 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
   // JSON lets a key repeat (the last one wins); in a config that hides a mistake, so it is one.
   std::vector<std::set<std::string>> keys_of_open_objects;
   std::string repeated;
-  auto note_keys = [&](int, json::parse_event_t event, json& parsed) {
+  struct TooDeep {};
+  auto note_keys = [&](int depth, json::parse_event_t event, json& parsed) {
+    const bool opens = event == json::parse_event_t::object_start ||
+                       event == json::parse_event_t::array_start;
+    if (opens && depth >= kMaxNesting) throw TooDeep{};
     if (event == json::parse_event_t::object_start) keys_of_open_objects.emplace_back();
     if (event == json::parse_event_t::object_end) keys_of_open_objects.pop_back();
     if (event == json::parse_event_t::key && !keys_of_open_objects.back().insert(parsed.get<std::string>()).second &&
@@ -78,6 +103,9 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
     j = json::parse(text, note_keys);
   } catch (const json::exception& e) {  // parse errors, and numbers beyond a double (1e400)
     bad(source, std::string("not valid JSON: ") + e.what());
+  } catch (const TooDeep&) {
+    bad(source, "arrays and objects nested more than " + std::to_string(kMaxNesting) +
+                    " deep; a config is one object of numbers, strings and booleans");
   }
   if (!repeated.empty()) bad(source, "key \"" + repeated + "\" appears more than once");
   if (!j.is_object()) bad(source, "expected a JSON object");
@@ -89,17 +117,17 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
       "max_len", "dropout", "batch_first", "bias", "device", "dtype", "enable_nested_tensor",
       "mask_check"};
   for (auto& [key, value] : j.items())
-    if (!known.count(key)) bad(source, "unknown key \"" + key + "\"");
+    if (!known.count(key)) bad(source, "unknown key " + io::quote_name(key, 64));
 
   ModelConfig c;
   auto arch = j.find("arch");
   if (arch == j.end()) bad(source, "missing key \"arch\" (encoder, decoder, transformer or seq2seq)");
-  std::string a = arch->is_string() ? arch->get<std::string>() : arch->dump();
+  const std::string a = arch->is_string() ? arch->get<std::string>() : "";
   if (a == "encoder") c.arch = Arch::encoder;
   else if (a == "decoder") c.arch = Arch::decoder;
   else if (a == "transformer") c.arch = Arch::transformer;
   else if (a == "seq2seq") c.arch = Arch::seq2seq;
-  else bad(source, "\"arch\" is " + a + ", expected encoder, decoder, transformer or seq2seq");
+  else bad(source, "\"arch\" is " + describe(*arch) + ", expected encoder, decoder, transformer or seq2seq");
 
   c.d_model = get_int(j, source, "d_model", 0, 1, kMaxWidth, true);
   c.nhead = get_int(j, source, "nhead", 0, 1, kMaxHeads, true);
@@ -114,14 +142,14 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
 
   auto act = j.find("activation");
   if (act != j.end()) {
-    std::string s = act->is_string() ? act->get<std::string>() : act->dump();
+    const std::string s = act->is_string() ? act->get<std::string>() : "";
     if (s == "relu") c.activation = Activation::relu;
     else if (s == "gelu") c.activation = Activation::gelu;
-    else bad(source, "\"activation\" is " + s + ", expected \"relu\" or \"gelu\"");
+    else bad(source, "\"activation\" is " + describe(*act) + ", expected \"relu\" or \"gelu\"");
   }
   auto eps = j.find("layer_norm_eps");
   if (eps != j.end()) {
-    if (!eps->is_number()) bad(source, "\"layer_norm_eps\" must be a number, got " + eps->dump());
+    if (!eps->is_number()) bad(source, "\"layer_norm_eps\" must be a number, got " + describe(*eps));
     double e = eps->get<double>();
     if (!(e >= 0 && e < 1)) bad(source, "\"layer_norm_eps\" is " + eps->dump() + ", expected 0 <= eps < 1");
     c.layer_norm_eps = static_cast<float>(e);
@@ -148,7 +176,7 @@ ModelConfig ModelConfig::parse(const std::string& text, const std::string& sourc
     auto it = j.find(key);
     if (it != j.end() && !it->is_null() && !it->is_string())
       bad(source, std::string("\"") + key + "\" must be null or a string (it is ignored), got " +
-                      it->dump());
+                      describe(*it));
   }
   (void)get_bool(j, source, "enable_nested_tensor", true);  // checked for type, then ignored
   (void)get_bool(j, source, "mask_check", true);
@@ -189,11 +217,10 @@ void ModelConfig::validate(const std::string& source) const {
 }
 
 ModelConfig ModelConfig::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::io, "cannot open " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse(ss.str(), path);
+  // A regular file of bounded size: a FIFO would block, /dev/zero never end.
+  io::FileBytes file = io::FileBytes::open(path, /*try_map=*/false, kMaxConfigBytes);
+  auto bytes = file.bytes();
+  return parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
 }
 
 std::string ModelConfig::to_json() const {

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "../io/io_util.hpp"
 #include "cached_decoder.hpp"
 #include "model_impl.hpp"
 #include "vkformer/error.hpp"
@@ -231,12 +232,16 @@ ModelImpl& Model::impl() const {
 Model Model::load(Device device, const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;
   fs::path root(dir);
-  if (!fs::is_directory(root))
-    throw Error(ErrorCode::io, "model directory '" + dir + "' does not exist");
+  std::error_code ec;  // the non-throwing overload: a link loop is a bad path, not a crash
+  if (!fs::is_directory(root, ec))
+    throw Error(ErrorCode::io, "model directory '" + dir + "' " +
+                                   (ec && ec != std::errc::no_such_file_or_directory
+                                        ? "cannot be reached: " + ec.message()
+                                        : std::string(fs::exists(root, ec) ? "is not a directory"
+                                                                           : "does not exist")));
   ModelConfig config = ModelConfig::load((root / "config.json").string());
   fs::path weights_path = root / "model.safetensors";
-  if (!fs::exists(weights_path))
-    throw Error(ErrorCode::io, "'" + weights_path.string() + "' does not exist");
+  io::check_regular_file(weights_path);
   SafetensorsFile file(weights_path);
   std::vector<std::tuple<std::string, std::string, Shape>> available;
   for (auto& entry : file.entries()) available.emplace_back(entry.name, entry.dtype, entry.shape);

@@ -162,8 +162,14 @@ std::vector<VkPhysicalDevice> Instance::physical_devices() const {
 }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(
-    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT,
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT type,
     const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+  // The loader reports its own layer and driver discovery as "general" messages, some as
+  // warnings: "env var 'VK_INSTANCE_LAYERS' defined and adding layers ..." whenever a user enables
+  // the layer from the environment. Those say nothing about vkformer's use of Vulkan.
+  const bool from_loader = data && data->pMessageIdName &&
+                           std::strcmp(data->pMessageIdName, "Loader Message") == 0;
+  if (from_loader && type == VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT) return VK_FALSE;
   auto* self = static_cast<Instance*>(user);
   ValidationMessage m;
   m.severity = (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning";

@@ -1,0 +1,272 @@
+// Hostile inputs to the library's file handling (issue 11): config.json nested 100,000 deep or
+// holding numbers beyond int64, paths that are FIFOs, devices, directories, links and link
+// loops, outputs that are links, and the loader's own messages when layers come from the
+// environment. Each case once crashed, hung, ran out of memory or said something wrong.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "test_device.hpp"
+#include "test_util.hpp"
+#include "vkformer/vkformer.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kGolden = fs::path(__FILE__).parent_path() / "golden";
+const fs::path kEncoder = kGolden / "encoder_post_relu_b1_s1";
+
+// A scratch directory for this process, removed at exit.
+const fs::path& scratch() {
+  struct Dir {
+    fs::path path;
+    Dir() {
+      path = fs::temp_directory_path() / ("vkformer_hostile_test_" + std::to_string(::getpid()));
+      fs::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static Dir dir;
+  return dir.path;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Runs f, ending the whole binary with a message if it takes longer than `seconds`: a read that
+// blocks on a FIFO would otherwise hang the suite until ctest's timeout.
+void within_seconds(int seconds, const char* what, const std::function<void()>& f) {
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < seconds * 20 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done) {
+      std::fprintf(stderr, "FAILED: %s did not return within %d s (blocked?)\n", what, seconds);
+      std::_Exit(1);
+    }
+  });
+  struct Finish {
+    std::atomic<bool>& done;
+    std::thread& watchdog;
+    ~Finish() {
+      done = true;
+      watchdog.join();
+    }
+  } finish{done, watchdog};
+  f();
+}
+
+std::string nested(char open, char close, size_t depth) {
+  return std::string(depth, open) + std::string(depth, close);
+}
+
+// ------------------------------------------------------------------------------- config.json
+
+TEST(HostileConfig, DeepNestingIsRefusedNotAStackOverflow) {
+  // 80,000 levels: printing the value in the error (nlohmann's dump recurses) overflowed the
+  // stack, and so would copying it.
+  const std::string deep = nested('[', ']', 80000);
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse("{\"arch\": " + deep + "}", "deep.json"); },
+                         ErrorCode::format, "deep.json: arrays and objects nested more than 64 deep"));
+  // Anywhere in the file, under a known key or not, arrays or objects.
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(100000, '}');
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse("{\"dropout\": " + objects + "}"); },
+                         ErrorCode::format, "nested more than 64 deep"));
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse(deep); }, ErrorCode::format, "nested"));
+  // Shallow containers are still described, not printed.
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse(R"({"arch": [[1, 2], 3]})"); },
+                         ErrorCode::format, "\"arch\" is an array of 2 elements, expected encoder"));
+}
+
+// A valid encoder config with `key` set to `value` (JSON text).
+std::string config_with(const std::string& key, const std::string& value) {
+  const std::pair<const char*, const char*> base[] = {
+      {"arch", "\"encoder\""}, {"d_model", "8"}, {"nhead", "2"}, {"dim_feedforward", "8"},
+      {"num_encoder_layers", "1"}};
+  std::string text = "{";
+  for (auto [k, v] : base)
+    if (k != key) text += std::string("\"") + k + "\": " + v + ", ";
+  return text + "\"" + key + "\": " + value + "}";
+}
+
+TEST(HostileConfig, ValuesInMessagesAreShort) {
+  const std::string long_string(1 << 20, 'x');
+  for (const char* key : {"arch", "activation", "d_model", "norm_first", "mask_check", "layer_norm_eps"}) {
+    const std::string text = config_with(key, "\"" + long_string + "\"");
+    try {
+      ModelConfig::parse(text);
+      ADD_FAILURE() << key << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_LT(std::string(e.what()).size(), 400u) << key << ": " << std::string(e.what()).substr(0, 400);
+    }
+  }
+  std::string big_array = "[";
+  for (int i = 0; i < 100000; ++i) big_array += "1,";
+  big_array += "1]";
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse(config_with("d_model", big_array)); },
+                         ErrorCode::format, "\"d_model\" must be an integer, got an array of 100001 elements"));
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse(config_with("norm_first", "{\"a\": 1}")); },
+                         ErrorCode::format, "\"norm_first\" must be true or false, got an object of 1 keys"));
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse("{\"" + long_string + "\": 1}"); },
+                         ErrorCode::format, "unknown key 'xxxx"));
+}
+
+TEST(HostileConfig, NumbersBeyondInt64AreReportedAsWritten) {
+  // 2^64 - 1 was read as int64 and reported as -1.
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse(config_with("d_model", "18446744073709551615")); },
+                         ErrorCode::format, "\"d_model\" is 18446744073709551615, expected 1..1048576"));
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse(config_with("d_model", "9223372036854775808")); },
+                         ErrorCode::format, "\"d_model\" is 9223372036854775808, expected"));
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse(config_with("d_model", "-9223372036854775808")); },
+                         ErrorCode::format, "\"d_model\" is -9223372036854775808, expected"));
+  EXPECT_TRUE(fails_with([&] { ModelConfig::parse(config_with("max_len", "18446744073709551615")); },
+                         ErrorCode::format, "\"max_len\" is 18446744073709551615, expected"));
+  EXPECT_EQ(ModelConfig::parse(config_with("d_model", "8")).d_model, 8);
+}
+
+TEST(HostileConfig, ConfigFileMustBeARegularFileOfBoundedSize) {
+  const fs::path dir = scratch() / "config_files";
+  fs::create_directories(dir);
+  const fs::path fifo = dir / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // No writer: the read must not wait for one.
+  within_seconds(10, "ModelConfig::load of a FIFO", [&] {
+    EXPECT_TRUE(fails_with([&] { ModelConfig::load(fifo.string()); }, ErrorCode::io,
+                           fifo.string() + ": is a FIFO, not a regular file"));
+  });
+  // A link to /dev/zero was read until memory ran out.
+  const fs::path zero = dir / "zero.json";
+  fs::create_symlink("/dev/zero", zero);
+  EXPECT_TRUE(fails_with([&] { ModelConfig::load(zero.string()); }, ErrorCode::io,
+                         zero.string() + ": is a character device, not a regular file"));
+  // A directory said "unexpected end of input".
+  EXPECT_TRUE(fails_with([&] { ModelConfig::load(dir.string()); }, ErrorCode::io,
+                         dir.string() + ": is a directory, not a regular file"));
+  const fs::path huge = dir / "huge.json";
+  write_file(huge, "{}");
+  fs::resize_file(huge, 17u << 20);  // sparse: costs no disk
+  EXPECT_TRUE(fails_with([&] { ModelConfig::load(huge.string()); }, ErrorCode::io,
+                         huge.string() + ": 17825792 bytes, more than the 16777216"));
+  const fs::path missing = dir / "missing.json";
+  EXPECT_TRUE(fails_with([&] { ModelConfig::load(missing.string()); }, ErrorCode::io,
+                         missing.string() + ": cannot open: No such file or directory"));
+  // A regular file behind a link is read.
+  const fs::path link = dir / "link.json";
+  fs::create_symlink(kEncoder / "config.json", link);
+  EXPECT_EQ(ModelConfig::load(link.string()).d_model,
+            ModelConfig::load((kEncoder / "config.json").string()).d_model);
+}
+
+// ------------------------------------------------------------------------------- readers
+
+TEST(HostileFiles, ReadersSayWhatAPathIs) {
+  const fs::path dir = scratch() / "readers";
+  fs::create_directories(dir);
+  const fs::path fifo = dir / "fifo.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const fs::path zero = dir / "zero.safetensors";
+  fs::create_symlink("/dev/zero", zero);
+  within_seconds(10, "reading a FIFO", [&] {
+    EXPECT_TRUE(fails_with([&] { read_npy(fifo); }, ErrorCode::io,
+                           fifo.string() + ": is a FIFO, not a regular file"));
+    EXPECT_TRUE(fails_with([&] { SafetensorsFile f(fifo); }, ErrorCode::io, "is a FIFO"));
+  });
+  EXPECT_TRUE(fails_with([&] { SafetensorsFile f(zero); }, ErrorCode::io,
+                         zero.string() + ": is a character device, not a regular file"));
+  EXPECT_TRUE(fails_with([&] { read_npy(dir); }, ErrorCode::io, "is a directory, not a regular file"));
+}
+
+// ------------------------------------------------------------------------------- writers
+
+TEST(HostileFiles, WritersRefuseLinksAndSpecialFiles) {
+  const fs::path dir = scratch() / "writers";
+  fs::create_directories(dir);
+  const std::vector<float> values = {1.0f, 2.0f};
+  const HostTensor t = HostTensor::from_f32(Shape{2}, values);
+  // A link was replaced by a regular file (and /dev/null, as root, by one too).
+  const fs::path target = dir / "target.npy";
+  write_file(target, "keep");
+  const fs::path link = dir / "link.npy";
+  fs::create_symlink(target, link);
+  EXPECT_TRUE(fails_with([&] { write_npy(link, t); }, ErrorCode::io,
+                         link.string() + " is a symbolic link; vkformer does not write through links"));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_file(target), "keep");
+  const std::vector<std::pair<std::string, HostTensor>> tensors = {{"x", t}};
+  EXPECT_TRUE(fails_with([&] { write_safetensors(link, tensors); }, ErrorCode::io, "symbolic link"));
+  EXPECT_TRUE(fs::is_symlink(link));
+  const fs::path fifo = dir / "fifo.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(fails_with([&] { write_npy(fifo, t); }, ErrorCode::io,
+                         fifo.string() + " is a FIFO, not a regular file"));
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  // A regular file is replaced as before.
+  write_npy(target, t);
+  EXPECT_EQ(read_npy(target).to_f32(), (std::vector<float>{1.0f, 2.0f}));
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_EQ(entry.path().string().find("tmp-vkformer"), std::string::npos) << entry.path();
+}
+
+// ------------------------------------------------------------------------------- model directories
+
+TEST_F(DeviceTest, ModelLoadNamesALinkLoopInsteadOfThrowingFilesystemError) {
+  const fs::path dir = scratch() / "loop_model";
+  fs::create_directories(dir);
+  fs::copy_file(kEncoder / "config.json", dir / "config.json");
+  fs::create_symlink("loop_b", dir / "loop_a");
+  fs::create_symlink("loop_a", dir / "loop_b");
+  fs::create_symlink("loop_a", dir / "model.safetensors");
+  // std::filesystem::exists threw filesystem_error, reported as "internal: ... (please report this)".
+  EXPECT_TRUE(fails_with([&] { Model::load(device(), dir.string()); }, ErrorCode::io,
+                         (dir / "model.safetensors").string() +
+                             ": cannot access: Too many levels of symbolic links"));
+  const fs::path loop_dir = scratch() / "loop_dir";
+  fs::create_symlink(loop_dir, loop_dir);
+  EXPECT_TRUE(fails_with([&] { Model::load(device(), loop_dir.string()); }, ErrorCode::io,
+                         "model directory '" + loop_dir.string() +
+                             "' cannot be reached: Too many levels of symbolic links"));
+  fs::remove(dir / "model.safetensors");
+  fs::create_directory(dir / "model.safetensors");
+  EXPECT_TRUE(fails_with([&] { Model::load(device(), dir.string()); }, ErrorCode::io,
+                         "model.safetensors: is a directory, not a regular file"));
+  fs::remove(dir / "model.safetensors");
+  EXPECT_TRUE(fails_with([&] { Model::load(device(), dir.string()); }, ErrorCode::io,
+                         "model.safetensors' does not exist"));
+}
+
+// ------------------------------------------------------------------------------- validation
+
+// VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation (a common habit) makes the loader warn "env var
+// 'VK_INSTANCE_LAYERS' defined and adding layers": a loader message, not a validation error.
+// DeviceTest::TearDown fails the test on any message the device collected.
+TEST_F(DeviceTest, LayersEnabledFromTheEnvironmentAreNotValidationErrors) {
+  Device a = open_test_device_with_env({{"VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation"}});
+  Device b = open_test_device_with_env({{"VK_LOADER_LAYERS_ENABLE", "*validation"}});
+  EXPECT_EQ(a.validation_message_count(), 0u);
+  EXPECT_EQ(b.validation_message_count(), 0u);
+}
+
+}  // namespace
+}  // namespace vkformer::testing
