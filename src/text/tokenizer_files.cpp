@@ -97,10 +97,8 @@ void read_post_processor(const JsonKeys& root, WordPieceConfig& config) {
   };
   bool shape_ok = single.size() == 3 && single[1].is_object() && single[1].contains("Sequence");
   if (!shape_ok)
-    p.fail("single",
-           "only [CLS] $A [SEP] is supported (a special token, the sequence, a special "
-           "token), got " +
-               single.dump());
+    p.fail("single", "only [CLS] $A [SEP] is supported (a special token, the sequence, a "
+                     "special token), got " + single.dump());
   config.cls_token = special(0);
   config.sep_token = special(2);
 }
@@ -120,8 +118,7 @@ void read_added_tokens(const JsonKeys& root, const std::vector<std::string>& voc
     for (const char* flag : {"single_word", "lstrip", "rstrip", "normalized"})
       if (t.boolean(flag, false))
         t.fail(flag, "true is not supported for '" + content +
-                         "' (vkformer matches added tokens "
-                         "exactly, in the raw text)");
+                         "' (vkformer matches added tokens exactly, in the raw text)");
     int64_t id = t.integer("id", std::nullopt, 0, kMaxVocab);
     if (id >= static_cast<int64_t>(vocab.size()) || vocab[static_cast<size_t>(id)] != content)
       t.fail("id", std::to_string(id) + " is not the id of '" + content + "' in model.vocab");
