@@ -12,7 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <re2/re2.h>
 #include <string>
 #include <vector>
 
@@ -228,18 +228,52 @@ void write_json(const std::string& path, const json& j) {
   if (!f) throw Error(ErrorCode::io, "error writing '" + path + "'");
 }
 
+// The filter as quoted in messages: a pattern may be tens of kilobytes.
+std::string quoted_filter(const std::string& filter) {
+  constexpr size_t kShown = 80;
+  if (filter.size() <= kShown) return "'" + filter + "'";
+  return "'" + filter.substr(0, kShown) + "...' (" + std::to_string(filter.size()) + " characters)";
+}
+
 std::vector<const Benchmark*> select(const std::vector<Benchmark>& all, const BenchOptions& o) {
-  std::regex re;
-  try {
-    re = std::regex(o.filter.empty() ? std::string(".") : o.filter, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw Error(ErrorCode::invalid_argument,
-                "--filter '" + o.filter + "' is not a valid regular expression: " + e.what());
+  // RE2, not std::regex: std::regex recurses per nesting level and overflowed the stack on
+  // 30,000 nested parentheses; RE2 bounds nesting and runs in linear time.
+  RE2::Options options;
+  options.set_log_errors(false);  // the error is reported below, not logged to stderr
+  RE2 re(o.filter, options);
+  if (!re.ok()) {
+    std::string why = re.error();  // RE2 quotes the rest of the pattern: keep it short
+    if (why.size() > 120) why = why.substr(0, 120) + "...";
+    throw Error(ErrorCode::invalid_argument, "--filter " + quoted_filter(o.filter) +
+                                                 " is not a valid regular expression: " + why);
   }
   std::vector<const Benchmark*> out;
   for (auto& b : all)
-    if ((!o.quick || b.quick) && std::regex_search(b.id(), re)) out.push_back(&b);
+    if ((!o.quick || b.quick) && RE2::PartialMatch(b.id(), re)) out.push_back(&b);
   return out;
+}
+
+// Checks with their ranges in plain words: CLI11's PositiveNumber writes its upper bound, the
+// largest double, as a 300-digit number.
+CLI::Validator whole_number(int lo, int hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        int v = 0;
+        if (CLI::detail::lexical_cast(text, v) && v >= lo && v <= hi) return "";
+        return "expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+               ", got '" + text + "'";
+      },
+      "");
+}
+
+CLI::Validator seconds_above_zero() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        if (CLI::detail::lexical_cast(text, v) && v > 0 && v <= 1e6) return "";
+        return "expected a number of seconds above 0 and at most 1000000, got '" + text + "'";
+      },
+      "");
 }
 
 // Runs the selection on one device; returns its JSON entry and counts failures.
@@ -328,31 +362,31 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
       "Vulkan device in turn (bench/README.md)");
   auto o = std::make_shared<BenchOptions>();
   sub->add_option("--filter", o->filter,
-                  "Run only benchmarks whose id matches this regular expression (ECMAScript, "
-                  "searched anywhere), e.g. 'matmul/square/f32' or 'attention/fused'; ids are "
-                  "listed by --list")
+                  "Run only benchmarks whose id matches this regular expression (RE2 syntax, "
+                  "searched anywhere), e.g. 'matmul/square/f32' or 'attention/(fused|unfused)'; "
+                  "ids are listed by --list")
       ->type_name("REGEX");
   sub->add_option("--json", o->json_path,
                   "Also write every result, the device and the peaks as JSON to FILE (for "
                   "bench/plot.py)")
       ->type_name("FILE");
   sub->add_option("--repeats", o->repeats, "Timed runs per benchmark, at most (default 10)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number(1, 1000000))
       ->type_name("N");
   sub->add_option("--warmup", o->warmup, "Untimed runs before timing, at most (default 3)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(0, 1000000))
       ->type_name("N");
   sub->add_flag("--quick", o->quick,
                 "A small subset that finishes in well under a minute even on a CPU device");
   sub->add_option("--budget", o->budget_s,
                   "Seconds of timed runs per benchmark: repeating stops when they are spent "
                   "(default 2)")
-      ->check(CLI::PositiveNumber)
+      ->check(seconds_above_zero())
       ->type_name("SECONDS");
   sub->add_option("--max-run-seconds", o->max_run_s,
                   "Skip benchmarks predicted to take longer than this per run: roofline time "
                   "over the efficiency the family last reached here, else 10% (default 5)")
-      ->check(CLI::PositiveNumber)
+      ->check(seconds_above_zero())
       ->type_name("SECONDS");
   sub->add_flag("--list", o->list, "List the benchmark ids (after --quick and --filter) and exit");
   sub->add_flag("--no-peak", o->no_peak,
@@ -367,7 +401,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
             }
             if (list.empty())
               throw Error(ErrorCode::invalid_argument,
-                          "no benchmark matches --filter '" + o->filter + "'" +
+                          "no benchmark matches --filter " + quoted_filter(o->filter) +
                               (o->quick ? " within --quick" : "") + " (see --list)");
 
             // Which devices: "all", or the one --device / VKFORMER_DEVICE / the default picks.

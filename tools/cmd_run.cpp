@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "io_util.hpp"
 #include "model_cli.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/io.hpp"
@@ -227,7 +228,25 @@ Prepared prepare(const RunArgs& args, const ModelConfig& c) {
   return p;
 }
 
+// Before anything runs: an --output that exists must be a regular file (the write replaces it
+// by a rename, so a link or /dev/null would be replaced, not written to), and must not be one of
+// the inputs, compared as files (device and inode), so a link or another spelling is caught.
+void check_output(const RunArgs& args) {
+  io::check_output_path(args.output, "--output");
+  const std::pair<const char*, const std::string*> inputs[] = {
+      {"--input", &args.input},         {"--memory", &args.memory},
+      {"--target", &args.target},       {"--src-mask", &args.src_mask},
+      {"--tgt-mask", &args.tgt_mask},   {"--memory-mask", &args.memory_mask},
+      {"--src-key-padding-mask", &args.src_kpm}, {"--tgt-key-padding-mask", &args.tgt_kpm},
+      {"--memory-key-padding-mask", &args.memory_kpm}};
+  for (auto [option, path] : inputs)
+    if (!path->empty() && io::same_file(*path, args.output))
+      bad("--output " + args.output + " is the same file as " + option + " " + *path +
+          ": writing the output would overwrite that input");
+}
+
 int run_command(const RunArgs& args, const GlobalOptions& globals) {
+  check_output(args);
   const ModelConfig config = args.model.config();
   Prepared p = prepare(args, config);
 

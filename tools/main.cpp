@@ -48,7 +48,16 @@ int run(int argc, char** argv) {
                  "Vulkan device to use: an index, a case-insensitive name substring or a UUID, as "
                  "'vkformer devices' lists them (default: VKFORMER_DEVICE, else the first of "
                  "discrete, integrated, virtual, cpu)")
-      ->type_name("SPEC");
+      ->type_name("SPEC")
+      // An empty spec (--device "$UNSET_VAR") would otherwise silently mean the default device.
+      ->check(CLI::Validator(
+          [](std::string& spec) -> std::string {
+            return spec.empty() ? "empty device spec: give an index, a name substring or a UUID "
+                                  "as 'vkformer devices' lists them, or leave --device out for "
+                                  "the default"
+                                : "";
+          },
+          ""));
   app.add_flag("--validation", globals.validation,
                "Enable the Khronos validation layer (VK_LAYER_KHRONOS_validation)");
   app.add_flag("--sync-validation", globals.sync_validation,

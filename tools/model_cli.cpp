@@ -12,7 +12,11 @@ ModelConfig ModelArgs::config() const {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw Error(ErrorCode::io, "--model: model directory '" + dir + "' does not exist");
+    throw Error(ErrorCode::io, "--model: model directory '" + dir + "' " +
+                                   (ec && ec != std::errc::no_such_file_or_directory
+                                        ? "cannot be reached: " + ec.message()
+                                        : std::string(fs::exists(dir, ec) ? "is not a directory"
+                                                                          : "does not exist")));
   try {
     return ModelConfig::load((fs::path(dir) / "config.json").string());
   } catch (const Error& e) {
