@@ -68,6 +68,8 @@ layout(push_constant) uniform Push {
   uint dv;                // head dim of v
   uint kv_stride;         // row stride of kv_s: max(d, dv) + 1, odd for even dims (bank conflicts)
   uint mask_stride[4];    // over [B, H, Sq, Sk]; 0 where the mask broadcasts
+  uint bh_base;           // the first (b, h) of this dispatch: q, k, v and out are bound as
+                          // windows from there, the mask and key padding whole
 } p;
 
 const uint PS = BC + 1;     // row stride of p_s (odd: rows of a column in different banks)
@@ -87,7 +89,7 @@ void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint bh = group / p.q_blocks;
   const uint q0 = (group % p.q_blocks) * BR;
-  const uint b = bh / p.heads, h = bh % p.heads;
+  const uint b = (p.bh_base + bh) / p.heads, h = (p.bh_base + bh) % p.heads;
   const uint rows = min(BR, p.sq - q0);  // valid query rows in this block
 
   const uint D = p.d, DV = p.dv, KV_STRIDE = p.kv_stride;

@@ -96,6 +96,8 @@ layout(push_constant) uniform Push {
   uint dv;                // head dim of v
   uint kv_stride;         // unused here: the tiled kernel's field, one push layout for both
   uint mask_stride[4];    // over [B, H, Sq, Sk]; 0 where the mask broadcasts
+  uint bh_base;           // the first (b, h) of this dispatch: q, k, v and out are bound as
+                          // windows from there, the mask and key padding whole
 } p;
 
 // Chunk c (elements 4c..4c+3) of the row that starts at element `base` of q, k or v.
@@ -133,7 +135,7 @@ void main() {
   const uint lane = gl_LocalInvocationID.x;
   const uint bh = group / p.q_blocks;
   const uint q0 = (group % p.q_blocks) * (LANES * R);
-  const uint b = bh / p.heads, h = bh % p.heads;
+  const uint b = (p.bh_base + bh) / p.heads, h = (p.bh_base + bh) % p.heads;
   const uint D = p.d, DV = p.dv;
 
   vec4 qr[R * D4];

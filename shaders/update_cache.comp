@@ -6,6 +6,7 @@
 // new rows' elements; positions are clamped on the host (Executor::set_input) and here.
 // The rows are read through strides, so they can also be the heads of a packed [B, n, C]
 // projection (columns offset + h * D + d), which saves a split_heads copy per cache.
+// A cache larger than one binding is updated in windows of whole (b, h) slices, one dispatch each.
 
 layout(local_size_x_id = 0) in;
 
@@ -20,6 +21,7 @@ layout(push_constant) uniform Push {
   uint heads;  // H
   uint stride_b, stride_h, stride_i;  // element strides of rows over b, h and i
   uint offset;                        // element offset of rows[0, 0, 0, 0]
+  uint bh_base;  // the cache is bound as a window from (b, h) = bh_base on (rows whole)
 } p;
 
 void main() {
@@ -29,8 +31,9 @@ void main() {
     uint col = e % p.d;
     uint row = e / p.d;       // (b * H + h) * n + i
     uint i = row % p.n;
-    uint bh = row / p.n;
-    uint src = p.offset + (bh / p.heads) * p.stride_b + (bh % p.heads) * p.stride_h +
+    uint bh = row / p.n;  // within the cache's window
+    uint g = p.bh_base + bh;
+    uint src = p.offset + (g / p.heads) * p.stride_b + (g % p.heads) * p.stride_h +
                i * p.stride_i + col;
     cache[(bh * p.t + first + i) * p.d + col] = rows[src];
   }

@@ -1,5 +1,6 @@
-// Ops over tensors larger than one binding may span (maxStorageBufferRange): matmul and
-// embedding bind windows of their large operands, one dispatch each (src/ops/windows.hpp).
+// Ops over tensors larger than one binding may span (maxStorageBufferRange): matmul, embedding,
+// attention and KV-cache updates bind windows of their large operands, one dispatch each
+// (src/ops/windows.hpp).
 //
 // Most cases run on a device whose binding limit is lowered to a few KiB
 // (VKFORMER_MAX_BINDING_BYTES), so every way of splitting runs on small tensors, on the CPU
@@ -130,6 +131,76 @@ TEST_F(DeviceTest, WindowedMatmulRefusesWhatWindowsCannotSplit) {
     EXPECT_TRUE(fails_with([&] { Executor ex(dev, g); }, ErrorCode::unsupported,
                            "one binding may span"));
   }
+}
+
+// Attention over caches beyond one binding: windows of (b, h) slices of q, k, v and out, with
+// a broadcast mask, key padding and causal masking read from bh_base; the fused kernels of both
+// configurations (rows on CPU devices, tiles on GPUs) and the unfused chain.
+TEST_F(DeviceTest, WindowedAttentionMatchesReference) {
+  // A (b, h) slice of k takes 4608 bytes; the unfused path's scores (4608 bytes) fit one binding:
+  // softmax does not split into windows.
+  const int64_t B = 2, H = 4, Sq = 2, Sk = 72, D = 16;
+  const auto qv = random_values(B * H * Sq * D, 31), kv = random_values(B * H * Sk * D, 32),
+             vv = random_values(B * H * Sk * D, 33), maskv = random_values(Sq * Sk, 34);
+  std::vector<int32_t> padding(B * Sk, 0);
+  for (int64_t j = 60; j < Sk; ++j) padding[Sk + j] = 1;  // batch 1 ignores its last 12 keys
+  ref::SoftmaxMasks m;
+  m.scale = 0.25;
+  m.causal = true;
+  const auto mask_full = broadcast_to(stored(maskv, DType::f32), {Sq, Sk}, {B, H, Sq, Sk});
+  m.mask = &mask_full;
+  m.key_padding = &padding;
+  const auto want = ref::attention(stored(qv, DType::f32), stored(kv, DType::f32),
+                                   stored(vv, DType::f32), B, H, Sq, Sk, D, D, m);
+  for (bool as_gpu : {false, true})
+    for (auto path : {AttentionOptions::Path::fused, AttentionOptions::Path::unfused}) {
+      SCOPED_TRACE(std::string(as_gpu ? "gpu" : "cpu") + " tuning, " +
+                   (path == AttentionOptions::Path::fused ? "fused" : "unfused"));
+      Device dev = open_windowed_device(as_gpu);
+      Graph g;
+      AttentionOptions o;
+      o.scale = 0.25f;
+      o.causal = true;
+      o.mask = g.constant("mask", make_tensor({Sq, Sk}, maskv, DType::f32));
+      o.key_padding_mask = g.input("padding", {B, Sk}, DType::i32);
+      o.path = path;
+      g.output("y", g.attention(g.input("q", {B, H, Sq, D}), g.input("k", {B, H, Sk, D}),
+                                g.input("v", {B, H, Sk, D}), o));
+      Executor ex(dev, g);
+      auto out = ex.run({{"q", make_tensor({B, H, Sq, D}, qv, DType::f32)},
+                         {"k", make_tensor({B, H, Sk, D}, kv, DType::f32)},
+                         {"v", make_tensor({B, H, Sk, D}, vv, DType::f32)},
+                         {"padding", HostTensor::from_i32({B, Sk}, padding)}});
+      Tolerance tol = default_tolerance(DType::f32);
+      tol.atol *= 8;
+      EXPECT_TRUE(all_close(out["y"], want, tol));
+    }
+}
+
+// A KV cache beyond one binding is updated in windows of (b, h) slices: rows from a [B, H, n, D]
+// tensor at a run-time position, twice, then the whole cache read back.
+TEST_F(DeviceTest, WindowedCacheUpdateWritesEverySlice) {
+  Device dev = open_windowed_device(false);
+  const int64_t B = 2, H = 3, T = 50, n = 2, D = 16;  // a slice: 3200 bytes, the cache 38400
+  DeviceTensor cache = dev.allocate({B, H, T, D}, DType::f32);
+  Graph g;
+  Tensor c = g.external("cache", cache);
+  Tensor rows = g.input("rows", {B, H, n, D});
+  // The write into the cache is kept although nothing reads its result.
+  g.update_cache(c, rows, g.input("position", {1}, DType::i32));
+  g.output("copy", g.scale(rows, 1.0f));
+  Executor ex(dev, g);
+  std::vector<double> want(B * H * T * D, 0.0);
+  for (int32_t position : {7, 48}) {
+    const auto rv = random_values(B * H * n * D, 40 + position);
+    ex.run({{"rows", make_tensor({B, H, n, D}, rv, DType::f32)},
+            {"position", HostTensor::from_i32({1}, std::vector<int32_t>{position})}});
+    for (int64_t bh = 0; bh < B * H; ++bh)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t d = 0; d < D; ++d)
+          want[(bh * T + position + i) * D + d] = rv[(bh * n + i) * D + d];
+  }
+  EXPECT_TRUE(all_close(dev.download(cache), want, {0.0, 0.0}));
 }
 
 // Ids in [0, vocab) with both ends of the table and repeats.

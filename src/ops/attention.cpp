@@ -8,6 +8,7 @@
 #include "matmul.hpp"
 #include "op_common.hpp"
 #include "softmax.hpp"
+#include "windows.hpp"
 
 namespace vkformer {
 
@@ -33,6 +34,7 @@ struct AttentionPush {
   uint32_t dv;
   uint32_t kv_stride;  // tiled kernel only (shaders/attention_rows.comp ignores it)
   uint32_t mask_stride[4];
+  uint32_t bh_base;  // the first (b, h) of a dispatch over windows of q, k, v and out
 };
 
 // The kernel variant a launch runs.
@@ -66,17 +68,16 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   const int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3];
   const int64_t Sk = l.value(in.k).shape[2], Dv = l.value(in.v).shape[3];
   const uint32_t q_blocks = ceil_div(Sq, t.rows);
-  const uint64_t groups = static_cast<uint64_t>(B * H) * q_blocks;
   uint32_t mask_stride[4] = {};
   if (in.mask != kNoValue) ops::broadcast_strides4(l.value(in.mask).shape, {B, H, Sq, Sk}, mask_stride);
   const uint32_t dummy = in.q;  // bound where an optional input is absent, never read
-  std::vector<Binding> bindings{{in.q},
-                                {in.k},
-                                {in.v},
-                                {in.mask != kNoValue ? in.mask : dummy},
-                                {in.key_padding != kNoValue ? in.key_padding : dummy},
-                                {in.key_length != kNoValue ? in.key_length : dummy},
-                                {l.output(), true}};
+  const std::vector<Binding> whole{{in.q},
+                                   {in.k},
+                                   {in.v},
+                                   {in.mask != kNoValue ? in.mask : dummy},
+                                   {in.key_padding != kNoValue ? in.key_padding : dummy},
+                                   {in.key_length != kNoValue ? in.key_length : dummy},
+                                   {l.output(), true}};
   const uint32_t has_mask = in.mask != kNoValue, has_padding = in.key_padding != kNoValue,
                  has_length = in.key_length != kNoValue;
   AttentionPush p{};
@@ -84,23 +85,49 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   p.sk = static_cast<uint32_t>(Sk);
   p.heads = static_cast<uint32_t>(H);
   p.q_blocks = q_blocks;
-  p.groups = static_cast<uint32_t>(groups);
   p.scale = a.scale;
   p.d = static_cast<uint32_t>(D);
   p.dv = static_cast<uint32_t>(Dv);
   p.kv_stride = static_cast<uint32_t>(std::max(D, Dv)) + 1;
   std::copy(mask_stride, mask_stride + 4, p.mask_stride);
-  if (t.kernel == FusedKernel::rows) {
-    // Exact head dims in vec4 chunks: the kernel unrolls over them (one pipeline per head dim).
-    const bool vec4 = D % 4 == 0 && Dv % 4 == 0;
-    l.dispatch(fused_kernel(t), q.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
-               {t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4, has_mask,
-                has_padding, has_length, a.causal});
-    return;
+  // Long caches or many heads beyond one binding: windows of whole (b, h) slices of q, k, v and
+  // out (src/ops/windows.hpp); the kernels find the mask and key padding rows from bh_base.
+  const uint64_t es = dtype_size(q.dtype);
+  const std::vector<ops::Span> spans = ops::split_spans(
+      static_cast<uint64_t>(B * H),
+      {static_cast<uint64_t>(Sq * D) * es, static_cast<uint64_t>(Sk * D) * es,
+       static_cast<uint64_t>(Sk * Dv) * es, static_cast<uint64_t>(Sq * Dv) * es},
+      l.tuning().max_binding_bytes, ops::window_alignment(l.info()),
+      l.node().label + ": heads of q, k, v");
+  for (const ops::Span& s : spans) {
+    std::vector<Binding> bindings = whole;
+    if (spans.size() > 1) {
+      const uint64_t item[4] = {static_cast<uint64_t>(Sq * D) * es,
+                                static_cast<uint64_t>(Sk * D) * es,
+                                static_cast<uint64_t>(Sk * Dv) * es,
+                                static_cast<uint64_t>(Sq * Dv) * es};
+      const size_t at[4] = {0, 1, 2, 6};  // q, k, v, out among the bindings
+      for (size_t i = 0; i < 4; ++i)
+        bindings[at[i]] = ops::window(whole[at[i]].value, whole[at[i]].write,
+                                      s.first * item[i], s.count * item[i]);
+    }
+    const uint64_t groups = s.count * q_blocks;
+    p.groups = static_cast<uint32_t>(groups);
+    p.bh_base = static_cast<uint32_t>(s.first);
+    if (t.kernel == FusedKernel::rows) {
+      // Exact head dims in vec4 chunks: the kernel unrolls over them (one pipeline per head dim).
+      const bool vec4 = D % 4 == 0 && Dv % 4 == 0;
+      l.dispatch(fused_kernel(t), q.dtype, std::move(bindings), PushBlock::of(p),
+                 l.rows_grid(groups),
+                 {t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4, has_mask,
+                  has_padding, has_length, a.causal});
+    } else {
+      l.dispatch(Kernel::attention, q.dtype, std::move(bindings), PushBlock::of(p),
+                 l.rows_grid(groups),
+                 {t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
+                  has_length, a.causal, t.sr, t.sc, t.or_, t.od});
+    }
   }
-  l.dispatch(Kernel::attention, q.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
-             {t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
-              has_length, a.causal, t.sr, t.sc, t.or_, t.od});
 }
 
 void lower_unfused(Lowering& l, const Operands& in) {
@@ -149,7 +176,7 @@ void lower_attention(Lowering& l) {
   const uint64_t score_bytes = static_cast<uint64_t>(qs[0] * qs[1] * qs[2]) *
                                static_cast<uint64_t>(l.value(in.k).shape[2]) *
                                dtype_size(l.value(in.q).dtype);
-  const bool unfused_fits = score_bytes <= l.info().max_storage_buffer_range;
+  const bool unfused_fits = score_bytes <= l.tuning().max_binding_bytes;
   if (a.path == Path::unfused ||
       (a.path == Path::automatic &&
        (!fused_ok || qs[2] <= tuned.automatic_unfused_max_queries ||

@@ -1,6 +1,7 @@
 // KV-cache writes: update_cache appends rows to a persistent device tensor at a position read at
 // run time, so a decoder step graph is recorded once and replayed for every token.
 #include "op_common.hpp"
+#include "windows.hpp"
 
 namespace vkformer {
 
@@ -12,6 +13,7 @@ namespace {
 struct UpdateCachePush {
   uint32_t total, n, t, d, heads;
   uint32_t stride_b, stride_h, stride_i, offset;
+  uint32_t bh_base;  // the first (b, h) of the cache's window
 };
 
 void lower_update_cache(Lowering& l) {
@@ -40,9 +42,20 @@ void lower_update_cache(Lowering& l) {
   l.require_index_bound(l.input(2), 0, T - n + 1,
                         "the position of " + std::to_string(n) + " new row(s) in a cache of " +
                             std::to_string(T) + " rows");
-  l.dispatch(Kernel::update_cache, cache.dtype,
-             {{l.input(1)}, {l.input(2)}, {l.output(), true}}, PushBlock::of(p),
-             ops::elementwise_grid(l, p.total), {ops::kElementwiseWorkgroup});
+  // A cache beyond one binding: windows of whole (b, h) slices of T rows.
+  const uint64_t slice = static_cast<uint64_t>(T * D) * dtype_size(cache.dtype);
+  const std::vector<ops::Span> spans =
+      ops::split_spans(static_cast<uint64_t>(cache.shape[0] * H), {slice},
+                       l.tuning().max_binding_bytes, ops::window_alignment(l.info()),
+                       l.node().label + ": (batch, head) slices of the cache");
+  for (const ops::Span& s : spans) {
+    p.total = static_cast<uint32_t>(s.count * n * D);
+    p.bh_base = static_cast<uint32_t>(s.first);
+    Binding out{l.output(), true};
+    if (spans.size() > 1) out = ops::window(l.output(), true, s.first * slice, s.count * slice);
+    l.dispatch(Kernel::update_cache, cache.dtype, {{l.input(1)}, {l.input(2)}, out},
+               PushBlock::of(p), ops::elementwise_grid(l, p.total), {ops::kElementwiseWorkgroup});
+  }
 }
 
 }  // namespace
