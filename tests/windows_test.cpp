@@ -203,6 +203,51 @@ TEST_F(DeviceTest, WindowedCacheUpdateWritesEverySlice) {
   EXPECT_TRUE(all_close(dev.download(cache), want, {0.0, 0.0}));
 }
 
+// Row and elementwise ops beyond one binding: windows of rows (layer norm, the fused residual
+// add + layer norm, add with a same-shape or one-row b) and of elements (gelu, cast), on both
+// kernel configurations.
+TEST_F(DeviceTest, WindowedRowAndElementwiseOpsMatchReference) {
+  const int64_t rows = 150, d = 40;  // 24000 bytes in f32, rows of 160 bytes
+  const auto xv = random_values(rows * d, 51), bv = random_values(rows * d, 52),
+             gv = random_values(d, 53, 0.5f, 1.5f), betav = random_values(d, 54),
+             biasv = random_values(d, 55);
+  const auto x = stored(xv, DType::f32), b = stored(bv, DType::f32);
+  std::vector<double> sum(x.size()), biased(x.size()), gelu(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    sum[i] = x[i] + b[i];
+    biased[i] = x[i] + stored(biasv, DType::f32)[i % d];
+    gelu[i] = ref::gelu(x[i]);
+  }
+  const auto gamma = stored(gv, DType::f32), beta = stored(betav, DType::f32);
+  const auto norm = ref::layer_norm(x, rows, d, gamma, beta, 1e-5);
+  const auto sum_norm = ref::layer_norm(sum, rows, d, gamma, beta, 1e-5);
+  const auto x16 = stored(xv, DType::f16);
+  for (bool as_gpu : {false, true}) {
+    SCOPED_TRACE(as_gpu ? "gpu tuning" : "cpu tuning");
+    Device dev = open_windowed_device(as_gpu);
+    Graph g;
+    Tensor xt = g.input("x", {rows, d}), bt = g.input("b", {rows, d});
+    Tensor gt = g.constant("gamma", make_tensor({d}, gv, DType::f32));
+    Tensor betat = g.constant("beta", make_tensor({d}, betav, DType::f32));
+    g.output("norm", g.layer_norm(xt, gt, betat));
+    g.output("sum_norm", g.add_layer_norm(xt, bt, gt, betat));
+    g.output("sum", g.add(xt, bt));
+    g.output("biased", g.add(xt, g.constant("bias", make_tensor({d}, biasv, DType::f32))));
+    g.output("gelu", g.gelu(xt));
+    g.output("half", g.cast(xt, DType::f16));
+    Executor ex(dev, g);
+    auto out = ex.run({{"x", make_tensor({rows, d}, xv, DType::f32)},
+                       {"b", make_tensor({rows, d}, bv, DType::f32)}});
+    const Tolerance tol = default_tolerance(DType::f32);
+    EXPECT_TRUE(all_close(out["norm"], norm, tol));
+    EXPECT_TRUE(all_close(out["sum_norm"], sum_norm, tol));
+    EXPECT_TRUE(all_close(out["sum"], sum, tol));
+    EXPECT_TRUE(all_close(out["biased"], biased, tol));
+    EXPECT_TRUE(all_close(out["gelu"], gelu, tol));
+    EXPECT_TRUE(all_close(out["half"], x16, {0.0, 0.0}));
+  }
+}
+
 // Ids in [0, vocab) with both ends of the table and repeats.
 std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);

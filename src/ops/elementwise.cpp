@@ -1,5 +1,6 @@
 // Elementwise ops: add (broadcasting), scale, relu, gelu, cast.
 #include "op_common.hpp"
+#include "windows.hpp"
 
 namespace vkformer {
 
@@ -20,15 +21,22 @@ struct AddPush {
   uint32_t b_stride[4];
 };
 
+// Tensors beyond one binding go in windows of elements (src/ops/windows.hpp).
 void lower_unary(Lowering& l, float alpha, Activation act) {
   const ValueDesc& x = l.value(l.input(0));
-  uint32_t n = static_cast<uint32_t>(x.shape.numel());
-  // Four elements per invocation where they come in whole vec4s.
-  const bool vec4 = n % 4 == 0;
-  if (vec4) n /= 4;
-  l.dispatch(vec4 ? Kernel::unary_vec4 : Kernel::unary, x.dtype, {{l.input(0)}, {l.output(), true}},
-             PushBlock::of(UnaryPush{n, alpha}), ops::elementwise_grid(l, n),
-             {ops::kElementwiseWorkgroup, static_cast<uint32_t>(act)});
+  const uint64_t es = dtype_size(x.dtype);
+  ops::for_row_windows(
+      l, static_cast<uint64_t>(x.shape.numel()), {{l.input(0)}, {l.output(), true}},
+      {{0, es}, {1, es}}, l.node().label + ": elements",
+      [&](const ops::Span& s, std::vector<Binding> bindings) {
+        uint32_t n = static_cast<uint32_t>(s.count);
+        // Four elements per invocation where they come in whole vec4s.
+        const bool vec4 = n % 4 == 0;
+        if (vec4) n /= 4;
+        l.dispatch(vec4 ? Kernel::unary_vec4 : Kernel::unary, x.dtype, std::move(bindings),
+                   PushBlock::of(UnaryPush{n, alpha}), ops::elementwise_grid(l, n),
+                   {ops::kElementwiseWorkgroup, static_cast<uint32_t>(act)});
+      });
 }
 
 void lower_scale(Lowering& l) { lower_unary(l, attrs<ScaleAttrs>(l).alpha, Activation::none); }
@@ -68,21 +76,37 @@ void lower_add(Lowering& l) {
   ops::broadcast_strides4(other->shape, o.shape, p.b_stride);
   // The two fast modes take four elements per invocation where rows come in whole vec4s.
   const bool vec4 = mode != kAddGeneral && o.shape.back() % 4 == 0;
-  if (vec4) {
-    p.n /= 4;
-    p.dims[3] /= 4;
-  }
-  l.dispatch(vec4 ? Kernel::add_vec4 : Kernel::add, o.dtype, {{inputs[0]}, {inputs[1]}, {l.output(), true}}, PushBlock::of(p),
-             ops::elementwise_grid(l, p.n), {ops::kElementwiseWorkgroup, mode});
+  if (vec4) p.dims[3] /= 4;
+  // Beyond one binding, windows of rows (src/ops/windows.hpp): b is windowed with a and out
+  // when it has the same shape, bound whole when it is one row; general broadcasting is not
+  // split (the executor names the op).
+  const uint64_t d = static_cast<uint64_t>(o.shape.back()), es = dtype_size(o.dtype);
+  std::vector<ops::RowOperand> windowed{{0, d * es}, {2, d * es}};
+  if (mode == kAddSameShape) windowed.push_back({1, d * es});
+  if (mode == kAddGeneral) windowed.clear();
+  ops::for_row_windows(
+      l, static_cast<uint64_t>(o.shape.numel()) / d, {{inputs[0]}, {inputs[1]}, {l.output(), true}},
+      windowed, l.node().label + ": rows", [&](const ops::Span& s, std::vector<Binding> bindings) {
+        AddPush q = p;
+        if (mode != kAddGeneral) q.n = static_cast<uint32_t>(s.count * d / (vec4 ? 4 : 1));
+        l.dispatch(vec4 ? Kernel::add_vec4 : Kernel::add, o.dtype, std::move(bindings),
+                   PushBlock::of(q), ops::elementwise_grid(l, q.n),
+                   {ops::kElementwiseWorkgroup, mode});
+      });
 }
 
 void lower_cast(Lowering& l) {
   const ValueDesc& x = l.value(l.input(0));
-  uint32_t n = static_cast<uint32_t>(x.shape.numel());
-  const bool vec4 = n % 4 == 0;
-  if (vec4) n /= 4;
-  l.dispatch(vec4 ? Kernel::cast_vec4 : Kernel::cast, x.dtype, {{l.input(0)}, {l.output(), true}}, PushBlock::of(n),
-             ops::elementwise_grid(l, n), {ops::kElementwiseWorkgroup});
+  ops::for_row_windows(
+      l, static_cast<uint64_t>(x.shape.numel()), {{l.input(0)}, {l.output(), true}},
+      {{0, dtype_size(x.dtype)}, {1, dtype_size(l.value(l.output()).dtype)}},
+      l.node().label + ": elements", [&](const ops::Span& s, std::vector<Binding> bindings) {
+        uint32_t n = static_cast<uint32_t>(s.count);
+        const bool vec4 = n % 4 == 0;
+        if (vec4) n /= 4;
+        l.dispatch(vec4 ? Kernel::cast_vec4 : Kernel::cast, x.dtype, std::move(bindings),
+                   PushBlock::of(n), ops::elementwise_grid(l, n), {ops::kElementwiseWorkgroup});
+      });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "op_common.hpp"
+#include "windows.hpp"
 #include "softmax.hpp"
 
 namespace vkformer {
@@ -28,18 +29,33 @@ uint32_t floor_pow2(uint32_t v) {
   return p;
 }
 
+void dispatch_rows(Lowering& l, bool add, const ValueDesc& x, int64_t rows, int64_t d,
+                   std::vector<Binding> bindings);
+
 // Inputs x (or a, b), gamma, beta; the fused add when `add`.
 void lower(Lowering& l, bool add) {
   const ValueDesc& x = l.value(l.input(0));
   const int64_t d = x.shape.back();
   const int64_t rows = x.shape.numel() / d;
   const uint32_t gamma = l.input(add ? 2 : 1), beta = l.input(add ? 3 : 2);
+  // Bindings: x (or a), gamma, beta, y, and b for the fused add. Tensors beyond one binding go
+  // in windows of rows (src/ops/windows.hpp).
+  std::vector<Binding> whole{{l.input(0)}, {gamma}, {beta}, {l.output(), true}};
+  if (add) whole.push_back({l.input(1)});
+  const uint64_t row_bytes = static_cast<uint64_t>(d) * dtype_size(x.dtype);
+  std::vector<ops::RowOperand> windowed{{0, row_bytes}, {3, row_bytes}};
+  if (add) windowed.push_back({4, row_bytes});
+  ops::for_row_windows(l, static_cast<uint64_t>(rows), whole, windowed,
+                       l.node().label + ": rows", [&](const ops::Span& s, std::vector<Binding> b) {
+                         dispatch_rows(l, add, x, static_cast<int64_t>(s.count), d, std::move(b));
+                       });
+}
+
+// One dispatch over `rows` rows of length d with `bindings` (whole tensors or windows).
+void dispatch_rows(Lowering& l, bool add, const ValueDesc& x, int64_t rows, int64_t d,
+                   std::vector<Binding> bindings) {
   LayerNormPush p{static_cast<uint32_t>(rows), static_cast<uint32_t>(d),
                   attrs<LayerNormAttrs>(l).eps};
-
-  // Bindings: x (or a), gamma, beta, y, and b for the fused add.
-  std::vector<Binding> bindings{{l.input(0)}, {gamma}, {beta}, {l.output(), true}};
-  if (add) bindings.push_back({l.input(1)});
 
   const ops::RowKernel rk =
       add ? ops::row_kernel(l, Kernel::layer_norm_rows_add, Kernel::layer_norm_rows_add_subgroup,

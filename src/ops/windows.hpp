@@ -30,4 +30,31 @@ std::vector<Span> split_spans(uint64_t count, const std::vector<uint64_t>& item_
 // The binding of bytes [offset, offset + bytes) of `value`.
 Binding window(uint32_t value, bool write, uint64_t offset, uint64_t bytes);
 
+// An operand of an op over independent rows: bindings[index] holds `row_bytes` per row.
+struct RowOperand {
+  size_t index;
+  uint64_t row_bytes;
+};
+
+// For ops over `rows` independent rows (layer norm, elementwise ops with rows of one element):
+// calls emit(span, bindings) once per window of rows, with the `windowed` operands bound as that
+// span's rows and the other bindings whole. One call with `whole` when everything fits.
+template <class Emit>
+void for_row_windows(Lowering& l, uint64_t rows, const std::vector<Binding>& whole,
+                     const std::vector<RowOperand>& windowed, const std::string& what,
+                     Emit&& emit) {
+  std::vector<uint64_t> bytes;
+  for (const RowOperand& o : windowed) bytes.push_back(o.row_bytes);
+  const std::vector<Span> spans = split_spans(rows, bytes, l.tuning().max_binding_bytes,
+                                              window_alignment(l.info()), what);
+  for (const Span& s : spans) {
+    std::vector<Binding> bindings = whole;
+    if (spans.size() > 1)
+      for (const RowOperand& o : windowed)
+        bindings[o.index] = window(whole[o.index].value, whole[o.index].write,
+                                   s.first * o.row_bytes, s.count * o.row_bytes);
+    emit(s, std::move(bindings));
+  }
+}
+
 }  // namespace vkformer::ops
