@@ -119,6 +119,13 @@ check("--output overwrote the input" src_hash STREQUAL src_hash_after)
 
 expect(0 "written as float32" run --model ${model} --input ${OUT}/io/src.npy --output ${OUT}/io/y.npy)
 
+# bench --json wrote through a symbolic link and blocked on a FIFO.
+expect(1 "vkformer: error: --json: [^\n]*io/link.npy is a symbolic link"
+       bench --quick --no-peak --filter "^layer_norm" --json ${OUT}/io/link.npy)
+check("--json wrote through a symbolic link" IS_SYMLINK ${OUT}/io/link.npy)
+expect(1 "vkformer: error: --json: [^\n]*io/fifo.npy is a FIFO, not a regular file"
+       bench --quick --no-peak --filter "^layer_norm" --json ${OUT}/io/fifo.npy)
+
 # --------------------------------------------------------------------------- arguments
 
 # --device "" was silently the default device. (Passed literally: a list would drop the "".)

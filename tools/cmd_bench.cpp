@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "io_util.hpp"
 #include "benchmarks.hpp"
 #include "cli.hpp"
 #include "peak.hpp"
@@ -220,12 +221,14 @@ std::string iso_time() {
   return buf;
 }
 
+// Through a temporary file renamed over `path` (io::OutputFile): a cut run never leaves a
+// half-written file, and a link, FIFO or device at `path` is refused instead of replaced or
+// blocked on.
 void write_json(const std::string& path, const json& j) {
-  std::ofstream f(path);
-  if (!f)
-    throw Error(ErrorCode::io, "--json: cannot write '" + path + "': " + std::strerror(errno));
-  f << j.dump(2) << "\n";
-  if (!f) throw Error(ErrorCode::io, "error writing '" + path + "'");
+  const std::string text = j.dump(2) + "\n";
+  io::OutputFile f(path, "--json");
+  f.write(text.data(), text.size());
+  f.close();
 }
 
 // The filter as quoted in messages: a pattern may be tens of kilobytes.
