@@ -89,7 +89,7 @@ endif()
 # An unwritable --json is an error before any benchmark runs, with the reason.
 execute_process(COMMAND ${VKFORMER} bench --filter "layer_norm" --no-peak --json ${OUT}.missing/x.json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 1 OR NOT err MATCHES "--json: cannot write '.*x.json': No such file or directory"
+if(NOT rc EQUAL 1 OR NOT err MATCHES "--json: cannot open .*x.json for writing: No such file or directory"
    OR out MATCHES "layer_norm")
   message(FATAL_ERROR "vkformer bench --json into a missing folder: status ${rc}: ${out} ${err}")
 endif()
