@@ -87,7 +87,7 @@ class HeaderParser : TextCursor {
     ws();
     if (pos_ != text_.size())
       syntax(pos_, "unexpected " + found() + " after the header's JSON object");
-    check_overlaps();
+    check_coverage();
   }
 
  private:
@@ -467,23 +467,41 @@ class HeaderParser : TextCursor {
     return {begin, end};
   }
 
-  void check_overlaps() const {
-    std::vector<size_t> order;
-    for (size_t i = 0; i < entries_->size(); ++i)
-      if ((*entries_)[i].nbytes() > 0) order.push_back(i);
+  // As the reference implementation requires: the tensors, in the order of their offsets, cover
+  // the data buffer exactly, each starting where the one before ends (zero-size ones too), with
+  // no gap, no overlap and nothing after the last. Bytes no tensor owns would be silently
+  // ignored, and a file that other readers reject must not load here.
+  void check_coverage() const {
     const auto& e = *entries_;
+    std::vector<size_t> order(e.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return e[a].begin != e[b].begin ? e[a].begin < e[b].begin : e[a].end < e[b].end;
     });
-    for (size_t k = 1; k < order.size(); ++k) {
-      const auto& prev = e[order[k - 1]];
+    auto bytes = [](const SafetensorsEntry& t) {
+      return " (bytes " + u64s(t.begin) + ".." + u64s(t.end) + ")";
+    };
+    uint64_t covered = 0;  // the end of the tensors so far
+    for (size_t k = 0; k < order.size(); ++k) {
       const auto& cur = e[order[k]];
-      if (cur.begin < prev.end)
-        fail(ErrorCode::format, label_ + ": tensors " + quote_name(prev.name) + " (bytes " +
-                                    u64s(prev.begin) + ".." + u64s(prev.end) + ") and " +
-                                    quote_name(cur.name) + " (bytes " + u64s(cur.begin) + ".." +
-                                    u64s(cur.end) + ") overlap in the data buffer");
+      if (cur.begin < covered) {
+        const auto& prev = e[order[k - 1]];
+        fail(ErrorCode::format, label_ + ": tensors " + quote_name(prev.name) + bytes(prev) +
+                                    " and " + quote_name(cur.name) + bytes(cur) +
+                                    " overlap in the data buffer");
+      }
+      if (cur.begin > covered)
+        fail(ErrorCode::format, label_ + ": bytes " + u64s(covered) + ".." + u64s(cur.begin) +
+                                    " of the data buffer belong to no tensor (a gap before " +
+                                    quote_name(cur.name) + bytes(cur) +
+                                    "); safetensors tensors must follow one another");
+      covered = cur.end;
     }
+    if (covered != data_size_)
+      fail(ErrorCode::format,
+           label_ + ": the data buffer has " + u64s(data_size_) + " bytes but its tensors cover " +
+               u64s(covered) + ": " + u64s(data_size_ - covered) +
+               " trailing bytes after the last tensor (the file is corrupt or was appended to)");
   }
 
   const std::string& label_;

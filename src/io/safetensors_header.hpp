@@ -27,8 +27,9 @@ struct DTypeInfo {
 const DTypeInfo* find_dtype(std::string_view name);
 
 // Validates the whole header `text` of a file whose data buffer has `data_size` bytes: every
-// field, dtype and shape (rank <= 4, size == byte range), ranges inside the buffer and not
-// overlapping, no duplicate names. Throws ErrorCode::format naming `label` and the byte.
+// field, dtype and shape (rank <= 4, size == byte range), the ranges covering the buffer exactly
+// (no overlap, gap or trailing bytes, as the reference implementation requires), no duplicate
+// names. Throws ErrorCode::format naming `label` and the byte.
 void parse_header(std::string_view text, const std::string& label, uint64_t data_size,
                   std::vector<SafetensorsEntry>* entries, std::map<std::string, std::string>* metadata);
 
