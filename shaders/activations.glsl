@@ -21,10 +21,20 @@ float relu(float x) {
   return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u ? x : max(x, 0.0);
 }
 
-// ACT: 0 none, 1 relu, 2 gelu (the order of vkformer::Activation).
+// GELU's tanh approximation (Hugging Face's gelu_new): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// tanh(u) written as 1 - 2 / (exp(2u) + 1): GLSL's tanh may overflow to NaN for large |u| on
+// some drivers, this form saturates to +-1.
+float gelu_tanh(float x) {
+  float u = 0.79788456080286536 * (x + 0.044715 * x * x * x);
+  float t = 1.0 - 2.0 / (exp(2.0 * u) + 1.0);
+  return 0.5 * x * (1.0 + t);
+}
+
+// ACT: 0 none, 1 relu, 2 gelu, 3 gelu_tanh (the order of vkformer::Activation).
 float activate(float x, uint act) {
   if (act == 1u) return relu(x);
   if (act == 2u) return gelu(x);
+  if (act == 3u) return gelu_tanh(x);
   return x;
 }
 

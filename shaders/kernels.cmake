@@ -45,3 +45,5 @@ vkf_kernel(softmax_rows_mask4_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES 
 vkf_kernel(unary_vec4     unary.comp          DTYPES f32 f16 DEFINES VEC4=1)
 vkf_kernel(add_vec4       add.comp            DTYPES f32 f16 DEFINES VEC4=1)
 vkf_kernel(cast_vec4      cast.comp           DTYPES f32 f16 DEFINES VEC4=1 REQUIRES storage_16bit)
+vkf_kernel(pool           pool.comp           DTYPES f32 f16)
+vkf_kernel(l2_normalize   l2_normalize.comp   DTYPES f32 f16)

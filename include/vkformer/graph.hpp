@@ -18,7 +18,16 @@ struct Tensor {
   bool valid() const { return id != UINT32_MAX; }
 };
 
-enum class Activation : uint8_t { none, relu, gelu };
+// gelu: the erf form (PyTorch's default); gelu_tanh: its tanh approximation (approximate="tanh",
+// Hugging Face's gelu_new and gelu_pytorch_tanh).
+enum class Activation : uint8_t { none, relu, gelu, gelu_tanh };
+
+// How Graph::pool reduces the tokens of each sequence, as sentence-transformers' Pooling does.
+enum class PoolMode : uint8_t {
+  mean,  // sum of the kept tokens / max(their count, 1e-9)
+  cls,   // the first token, whatever the mask says
+  max,   // per feature, over the kept tokens (-1e9 where none is kept)
+};
 
 struct MatmulOptions {
   bool transpose_b = false;     // B is [..., N, K], as a PyTorch Linear weight [out, in]
@@ -106,6 +115,12 @@ class Graph {
   Tensor gelu(Tensor x);  // erf form, as PyTorch's default
   Tensor relu(Tensor x);
   Tensor cast(Tensor x, DType to);  // f32 <-> f16
+  // Rows of the last dim divided by their L2 norm: x / max(||x||, eps) (torch's F.normalize).
+  Tensor l2_normalize(Tensor x, float eps = 1e-12f);
+
+  // Sentence pooling: x [B, S, D] -> [B, D] over the tokens that `attention_mask` (i32 [B, S])
+  // keeps. The mask has Hugging Face's meaning: nonzero = a token, 0 = padding.
+  Tensor pool(Tensor x, Tensor attention_mask, PoolMode mode);
 
   // Embeddings.
   Tensor embedding(Tensor ids, Tensor table);  // ids i32 [...], table [V, D] -> [..., D]

@@ -27,6 +27,8 @@ enum class OpKind : uint8_t {
   positional_encoding,
   update_cache,
   add_layer_norm,
+  pool,
+  l2_normalize,
   count
 };
 
@@ -82,8 +84,16 @@ struct PositionalEncodingAttrs {  // inputs: x, [offset_tensor]
   int64_t max_len = 5000;
 };
 
+struct PoolAttrs {  // inputs: x, attention_mask
+  PoolMode mode = PoolMode::mean;
+};
+struct L2NormalizeAttrs {  // inputs: x
+  float eps = 1e-12f;
+};
+
 using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,
                              SplitHeadsAttrs, AttentionAttrs, LayerNormAttrs, ActivationAttrs,
-                             CastAttrs, PositionalEncodingAttrs, UpdateCacheAttrs>;
+                             CastAttrs, PositionalEncodingAttrs, UpdateCacheAttrs, PoolAttrs,
+                             L2NormalizeAttrs>;
 
 }  // namespace vkformer

@@ -12,6 +12,7 @@ void register_heads_ops(OpRegistry& r);         // split_heads, concat_heads
 void register_layer_norm_ops(OpRegistry& r);    // layer_norm
 void register_embedding_ops(OpRegistry& r);     // embedding, positional_encoding
 void register_cache_ops(OpRegistry& r);         // update_cache (KV caches)
+void register_pooling_ops(OpRegistry& r);       // pool, l2_normalize (sentence embeddings)
 
 void register_builtin_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -22,6 +23,7 @@ void register_builtin_ops(OpRegistry& r) {
   register_layer_norm_ops(r);
   register_embedding_ops(r);
   register_cache_ops(r);
+  register_pooling_ops(r);
 }
 
 }  // namespace vkformer
