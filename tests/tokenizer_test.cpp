@@ -9,10 +9,13 @@
 #include "vkformer/tokenizer.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -544,9 +547,9 @@ TEST(TokenizerFiles, MalformedTokenizerJsonNamesTheKey) {
       {"vocab_array", [](json& j) { j["model"]["vocab"] = json::array({"a"}); },
        "model.vocab: expected an object"},
       {"vocab_string_id", [](json& j) { j["model"]["vocab"]["hello"] = "8"; },
-       "model.vocab[\"hello\"]: expected an integer id"},
+       "model.vocab['hello']: expected an integer id"},
       {"vocab_gap", [](json& j) { j["model"]["vocab"]["hello"] = 99; },
-       "model.vocab[\"hello\"]: id 99 is outside"},
+       "model.vocab['hello']: id 99 is outside"},
       {"vocab_twice", [](json& j) { j["model"]["vocab"]["hello"] = 9; }, "is also the id of"},
       {"bpe", [](json& j) { j["model"]["type"] = "BPE"; }, "model.type: 'BPE' is not supported"},
       {"unk_missing", [](json& j) { j["model"]["unk_token"] = "<unk>"; }, "unknown token '<unk>'"},
@@ -621,6 +624,257 @@ TEST(TokenizerFiles, MissingFilesAreIoErrors) {
   write_file(scratch() / "empty_vocab" / "vocab.txt", "");
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(scratch() / "empty_vocab"); },
                          ErrorCode::format, "empty"));
+}
+
+
+// ------------------------------------------------------------------------------- hostile files
+
+// Runs f, ending the whole binary with a message if it takes longer than `seconds`: a read that
+// blocks on a FIFO, or reads a link to /dev/zero until memory runs out, would otherwise hang the
+// suite until ctest's timeout (as in hostile_input_test).
+void within_seconds(int seconds, const char* what, const std::function<void()>& f) {
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < seconds * 20 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done) {
+      std::fprintf(stderr, "FAILED: %s did not return within %d s (blocked?)\n", what, seconds);
+      std::_Exit(1);
+    }
+  });
+  struct Finish {
+    std::atomic<bool>& done;
+    std::thread& watchdog;
+    ~Finish() {
+      done = true;
+      watchdog.join();
+    }
+  } finish{done, watchdog};
+  f();
+}
+
+std::string tiny_vocab_text() {
+  std::string text;
+  for (const auto& t : tiny_vocab()) text += t + "\n";
+  return text;
+}
+
+TEST(TokenizerFiles, FifosAndDevicesAreRefusedWithoutReading) {
+  const fs::path dir = scratch() / "special_files";
+  fs::create_directories(dir);
+  // FIFOs without a writer: opening one with std::ifstream waited forever.
+  const fs::path fifo_json = dir / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo_json.c_str(), 0600), 0);
+  fs::create_directories(dir / "fifo_dir");
+  const fs::path fifo_in_dir = dir / "fifo_dir" / "tokenizer.json";
+  ASSERT_EQ(::mkfifo(fifo_in_dir.c_str(), 0600), 0);
+  fs::create_directories(dir / "fifo_txt");
+  const fs::path fifo_txt = dir / "fifo_txt" / "vocab.txt";
+  ASSERT_EQ(::mkfifo(fifo_txt.c_str(), 0600), 0);
+  write_file(dir / "fifo_config" / "vocab.txt", tiny_vocab_text());
+  const fs::path fifo_config = dir / "fifo_config" / "tokenizer_config.json";
+  ASSERT_EQ(::mkfifo(fifo_config.c_str(), 0600), 0);
+  write_file(dir / "fifo_map" / "vocab.txt", tiny_vocab_text());
+  const fs::path fifo_map = dir / "fifo_map" / "special_tokens_map.json";
+  ASSERT_EQ(::mkfifo(fifo_map.c_str(), 0600), 0);
+  // Links to /dev/zero (only ever read): read until memory ran out.
+  const fs::path zero_json = dir / "zero.json";
+  fs::create_symlink("/dev/zero", zero_json);
+  fs::create_directories(dir / "zero_txt");
+  const fs::path zero_txt = dir / "zero_txt" / "vocab.txt";
+  fs::create_symlink("/dev/zero", zero_txt);
+
+  within_seconds(10, "WordPieceTokenizer::load of a FIFO or a link to /dev/zero", [&] {
+    const std::string fifo = ": is a FIFO, not a regular file";
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(fifo_json); }, ErrorCode::io,
+                           fifo_json.string() + fifo));
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "fifo_dir"); }, ErrorCode::io,
+                           fifo_in_dir.string() + fifo));
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(fifo_txt); }, ErrorCode::io,
+                           fifo_txt.string() + fifo));
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "fifo_txt"); }, ErrorCode::io,
+                           fifo_txt.string() + fifo));
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "fifo_config"); }, ErrorCode::io,
+                           fifo_config.string() + fifo));
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "fifo_map" / "vocab.txt"); },
+                           ErrorCode::io, fifo_map.string() + fifo));
+    const std::string device = ": is a character device, not a regular file";
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(zero_json); }, ErrorCode::io,
+                           zero_json.string() + device));
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "zero_txt"); }, ErrorCode::io,
+                           zero_txt.string() + device));
+  });
+}
+
+TEST(TokenizerFiles, DirectoriesAndOversizedFilesAreIoErrors) {
+  const fs::path dir = scratch() / "odd_files";
+  // A directory where a file should be: std::ifstream opened it, then the message was "not
+  // valid JSON: ... unexpected end of input" or "cannot be read".
+  fs::create_directories(dir / "dir_json" / "tokenizer.json");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "dir_json"); }, ErrorCode::io,
+                         (dir / "dir_json" / "tokenizer.json").string() +
+                             ": is a directory, not a regular file"));
+  fs::create_directories(dir / "dir_txt" / "vocab.txt");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "dir_txt"); }, ErrorCode::io,
+                         (dir / "dir_txt" / "vocab.txt").string() +
+                             ": is a directory, not a regular file"));
+  write_file(dir / "dir_config" / "vocab.txt", tiny_vocab_text());
+  fs::create_directories(dir / "dir_config" / "tokenizer_config.json");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "dir_config"); }, ErrorCode::io,
+                         "tokenizer_config.json: is a directory, not a regular file"));
+  // Larger than any real tokenizer file (a big multilingual tokenizer.json is ~20 MB): refused
+  // by its size, before a byte is read. Sparse: costs no disk.
+  constexpr uintmax_t kTooBig = (256u << 20) + 1;
+  const fs::path huge_json = dir / "huge_json" / "tokenizer.json";
+  write_file(huge_json, "{}");
+  fs::resize_file(huge_json, kTooBig);
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(huge_json.parent_path()); }, ErrorCode::io,
+                         huge_json.string() + ": 268435457 bytes, more than the 268435456"));
+  const fs::path huge_txt = dir / "huge_txt" / "vocab.txt";
+  write_file(huge_txt, tiny_vocab_text());
+  fs::resize_file(huge_txt, kTooBig);
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(huge_txt); }, ErrorCode::io,
+                         huge_txt.string() + ": 268435457 bytes, more than the 268435456"));
+  // A regular file behind a link is read.
+  fs::create_directories(dir / "linked");
+  fs::create_symlink(write_tokenizer_json("link_target", tiny_tokenizer_json()),
+                     dir / "linked" / "tokenizer.json");
+  EXPECT_EQ(WordPieceTokenizer::load(dir / "linked").encode("unaffable").tokens,
+            tiny().encode("unaffable").tokens);
+}
+
+TEST(TokenizerFiles, LinkLoopsAreIoErrorsNamingThePath) {
+  // std::filesystem::exists threw std::filesystem_error for these, and the path given to load()
+  // itself was reported as "no such file or directory".
+  const fs::path dir = scratch() / "loops";
+  const std::string loop = ": cannot access: Too many levels of symbolic links";
+  fs::create_directories(dir / "json");
+  fs::create_symlink("tokenizer.json", dir / "json" / "tokenizer.json");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "json"); }, ErrorCode::io,
+                         (dir / "json" / "tokenizer.json").string() + loop));
+  fs::create_directories(dir / "txt");
+  fs::create_symlink("vocab.txt", dir / "txt" / "vocab.txt");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "txt"); }, ErrorCode::io,
+                         (dir / "txt" / "vocab.txt").string() + loop));
+  write_file(dir / "config" / "vocab.txt", tiny_vocab_text());
+  fs::create_symlink("tokenizer_config.json", dir / "config" / "tokenizer_config.json");
+  const std::string config_loop = (dir / "config" / "tokenizer_config.json").string() + loop;
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "config"); }, ErrorCode::io,
+                         config_loop));
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "config" / "vocab.txt"); },
+                         ErrorCode::io, config_loop));
+  write_file(dir / "map" / "vocab.txt", tiny_vocab_text());
+  fs::create_symlink("special_tokens_map.json", dir / "map" / "special_tokens_map.json");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "map" / "vocab.txt"); },
+                         ErrorCode::io,
+                         (dir / "map" / "special_tokens_map.json").string() + loop));
+  fs::create_symlink("self.json", dir / "self.json");
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "self.json"); }, ErrorCode::io,
+                         (dir / "self.json").string() + loop));
+}
+
+// tokenizer.json with `"@DEEP@"` replaced by `depth` nested arrays.
+fs::path write_with_nesting(const std::string& name, json j, size_t depth) {
+  std::string text = j.dump();
+  const std::string mark = "\"@DEEP@\"";
+  text.replace(text.find(mark), mark.size(), std::string(depth, '[') + std::string(depth, ']'));
+  fs::path path = scratch() / name / "tokenizer.json";
+  write_file(path, text);
+  return path;
+}
+
+TEST(TokenizerFiles, NestingIsLimitedWhileParsing) {
+  const std::string too_deep = "arrays and objects nested more than 64 deep";
+  // In a key the reader ignores: parsed, kept and freed whole before.
+  json j = tiny_tokenizer_json();
+  j["decoder"] = "@DEEP@";
+  for (size_t depth : {size_t{64}, size_t{100000}}) {
+    fs::path path = write_with_nesting("deep_" + std::to_string(depth), j, depth);
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format, too_deep))
+        << depth;
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format,
+                           path.string()))
+        << depth;
+  }
+  // 63 levels under the top-level object: 64 in all, the most there may be.
+  EXPECT_EQ(WordPieceTokenizer::load(write_with_nesting("deep_63", j, 63)).vocab_size(),
+            tiny_vocab().size());
+  // Where the reader printed the value in its message: 200 levels of brackets in it before.
+  json k = tiny_tokenizer_json();
+  k["post_processor"] = {
+      {"type", "BertProcessing"}, {"cls", "@DEEP@"}, {"sep", json::array({"[SEP]", 3})}};
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(write_with_nesting("deep_cls", k, 100)); },
+                         ErrorCode::format, too_deep));
+}
+
+TEST(TokenizerFiles, MessagesDescribeValuesInsteadOfPrintingThem) {
+  const std::string big(1 << 20, 'x');
+  json many = json::array();
+  for (int i = 0; i < 100000; ++i) many.push_back(i);
+  struct Case {
+    const char* name;
+    std::function<void(json&)> edit;
+    const char* needle;
+  };
+  std::vector<Case> cases = {
+      {"id_string", [&](json& j) { j["model"]["vocab"]["hello"] = big; },
+       "vocab['hello']: expected an integer id, got 'xxxx"},
+      {"id_array", [&](json& j) { j["model"]["vocab"]["hello"] = many; },
+       "expected an integer id, got an array of 100000 elements"},
+      {"token_key", [&](json& j) { j["model"]["vocab"][big] = 99; }, "(1048576 bytes)]: id 99"},
+      {"type", [&](json& j) { j["model"]["type"] = big; }, "model.type: 'xxxx"},
+      {"unk", [&](json& j) { j["model"]["unk_token"] = big; }, "(1048576 bytes) is not in"},
+      {"lowercase", [&](json& j) { j["normalizer"]["lowercase"] = many; },
+       "normalizer.lowercase: expected true, false or null, got an array of 100000 elements"},
+      {"max_chars", [&](json& j) { j["model"]["max_input_chars_per_word"] = {{"a", many}}; },
+       "expected an integer, got an object of 1 key"},
+      {"single", [&](json& j) { j["post_processor"]["single"] = many; },
+       "got an array of 100000 elements"},
+      {"special", [&](json& j) { j["post_processor"]["single"][0] = big; },
+       "post_processor.single[0]: expected {\"SpecialToken\": {\"id\": ...}}, got 'xxxx"},
+      {"cls", [&](json& j) {
+         j["post_processor"] = {
+             {"type", "BertProcessing"}, {"cls", many}, {"sep", json::array({"[SEP]", 3})}};
+       },
+       "post_processor.cls: expected [token, id], got an array of 100000 elements"},
+      {"added", [&](json& j) { j["added_tokens"][4]["content"] = big; }, "(1048576 bytes)"},
+  };
+  auto check = [](const std::function<void()>& load, const char* needle, const std::string& name) {
+    try {
+      load();
+      ADD_FAILURE() << name << ": loaded";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::format) << name;
+      EXPECT_LT(what.size(), 1000u) << name << ": " << what.substr(0, 300) << "...";
+      EXPECT_NE(what.find(needle), std::string::npos)
+          << name << ": lacks \"" << needle << "\": " << what.substr(0, 300);
+    }
+  };
+  for (const Case& c : cases) {
+    json j = tiny_tokenizer_json();
+    c.edit(j);
+    fs::path path = write_tokenizer_json(std::string("described_") + c.name, j);
+    check([&] { WordPieceTokenizer::load(path); }, c.needle, c.name);
+  }
+  // vocab.txt's tokenizer_config.json and special_tokens_map.json.
+  std::vector<std::pair<std::string, json>> configs = {
+      {"tokenizer_config.json", {{"unk_token", many}}},
+      {"tokenizer_config.json", {{"model_max_length", {{"a", big}}}}},
+      {"tokenizer_config.json", {{"do_lower_case", big}}},
+      {"tokenizer_config.json", {{"added_tokens_decoder", {{big, 7}}}}},
+      {"special_tokens_map.json", {{"additional_special_tokens", json::array({many})}}},
+  };
+  const char* needles[] = {"unk_token: expected a token string or {\"content\": ...}, got an array",
+                           "model_max_length: expected a number, got an object of 1 key",
+                           "do_lower_case: expected true, false or null, got 'xxxx",
+                           "added_tokens_decoder['xxxx", "got an array of 100000 elements"};
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const fs::path dir = scratch() / ("described_config_" + std::to_string(i));
+    write_file(dir / "vocab.txt", tiny_vocab_text());
+    write_file(dir / configs[i].first, configs[i].second.dump());
+    check([&] { WordPieceTokenizer::load(dir); }, needles[i], dir.filename().string());
+  }
 }
 
 }  // namespace

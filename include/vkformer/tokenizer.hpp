@@ -21,8 +21,10 @@
 // since Unicode 9 (e.g. U+2E43..U+2E5D are punctuation here and plain symbols there).
 //
 // Errors are vkformer::Error: text that is not UTF-8 is invalid_argument naming the byte
-// offset; an unreadable file is io; a malformed file (bad JSON, a key of the wrong type, a vocab
-// without its unknown token) is format, naming the file and the key.
+// offset; an unreadable file is io, as is one that is not a regular file (a FIFO, a device, a
+// directory) or is larger than 256 MiB, naming the file and what it is; a malformed file (bad
+// JSON, JSON nested more than 64 deep, a key of the wrong type, a vocab without its unknown
+// token) is format, naming the file and the key.
 //
 // A WordPieceTokenizer is immutable once loaded: copies share their tables, and any number of
 // threads may encode with one at the same time. A moved-from one throws invalid_argument.

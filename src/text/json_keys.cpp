@@ -1,24 +1,47 @@
 #include "json_keys.hpp"
 
-#include <fstream>
-#include <sstream>
-
+#include "../io/io_util.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::text {
 
 json read_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, path.string() + ": cannot be opened");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw Error(ErrorCode::io, path.string() + ": cannot be read");
+  // Read, not mapped: a file truncated while mapped would end the process with SIGBUS.
+  io::FileBytes file = io::FileBytes::open(path, false, kMaxTokenizerFileBytes);
+  const auto* begin = reinterpret_cast<const char*>(file.bytes().data());
+  const auto* end = begin + file.bytes().size();
+  // nlohmann parses with an explicit stack, but what is parsed is then copied and freed
+  // recursively, so the depth is limited as it is parsed.
+  struct TooDeep {};
+  auto limit_depth = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start ||
+         event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonNesting)
+      throw TooDeep{};
+    return true;
+  };
   try {
-    return json::parse(buf.str());
+    return json::parse(begin, end, limit_depth);
   } catch (const json::exception& e) {
     throw Error(ErrorCode::format, path.string() + ": not valid JSON: " + e.what());
+  } catch (const TooDeep&) {
+    throw Error(ErrorCode::format, path.string() + ": arrays and objects nested more than " +
+                                       std::to_string(kMaxJsonNesting) +
+                                       " deep; a tokenizer's files nest fewer than 10 levels");
   }
 }
+
+std::string describe(const json& v) {
+  auto count = [](size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  if (v.is_string()) return quote_text(v.get_ref<const std::string&>());
+  if (v.is_array()) return "an array of " + count(v.size(), "element", "elements");
+  if (v.is_object()) return "an object of " + count(v.size(), "key", "keys");
+  return v.dump();  // a number, true, false or null: short
+}
+
+std::string quote_text(std::string_view s) { return io::quote_name(s, 64); }
 
 JsonKeys::JsonKeys(const json& object, std::string file, std::string path)
     : object_(object), file_(std::move(file)), path_(std::move(path)) {
@@ -71,7 +94,7 @@ bool JsonKeys::boolean(const std::string& key, bool fallback) const {
 std::optional<bool> JsonKeys::optional_boolean(const std::string& key) const {
   if (!has(key)) return std::nullopt;
   const json& v = object_.at(key);
-  if (!v.is_boolean()) fail(key, std::string("expected true, false or null, got ") + v.dump());
+  if (!v.is_boolean()) fail(key, "expected true, false or null, got " + describe(v));
   return v.get<bool>();
 }
 
@@ -82,7 +105,7 @@ int64_t JsonKeys::integer(const std::string& key, std::optional<int64_t> fallbac
     return *fallback;
   }
   const json& v = object_.at(key);
-  if (!v.is_number_integer()) fail(key, "expected an integer, got " + v.dump());
+  if (!v.is_number_integer()) fail(key, "expected an integer, got " + describe(v));
   bool in_range;
   if (v.is_number_unsigned()) {  // may exceed int64_t
     auto u = v.get<uint64_t>();

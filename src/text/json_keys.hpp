@@ -6,13 +6,27 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace vkformer::text {
 
 using json = nlohmann::json;
 
-// The whole file parsed: io when it cannot be read, format when it is not JSON.
+// A tokenizer's files are at most this large: a big multilingual tokenizer.json is ~20 MB.
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{256} << 20;
+// Arrays and objects nest at most this deep: tokenizer.json nests fewer than 10 levels, and
+// copying or printing a value recurses once per level.
+inline constexpr int kMaxJsonNesting = 64;
+
+// The whole file parsed: io when it is not a regular file of at most kMaxTokenizerFileBytes or
+// cannot be read (a FIFO is not waited on), format when it is not JSON or nests too deep.
 json read_json_file(const std::filesystem::path& path);
+
+// A value from a file for a message, never printed whole (it may be huge or deeply nested):
+// strings quoted and cut short, arrays and objects by their size, other scalars as written.
+std::string describe(const json& v);
+// A string from a file (a token, a key) quoted for a message and cut short.
+std::string quote_text(std::string_view s);
 
 class JsonKeys {
  public:

@@ -1,9 +1,11 @@
 #include "tokenizer_files.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
+#include <string_view>
+#include <system_error>
 
+#include "../io/io_util.hpp"
 #include "json_keys.hpp"
 #include "vkformer/error.hpp"
 
@@ -30,16 +32,16 @@ std::vector<std::string> read_vocab_object(const JsonKeys& model) {
   std::vector<std::string> tokens(vocab.size());
   std::vector<bool> seen(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
-    const std::string where = "vocab[\"" + token + "\"]";
-    if (!id.is_number_integer()) model.fail(where, "expected an integer id, got " + id.dump());
+    const std::string where = "vocab[" + quote_text(token) + "]";
+    if (!id.is_number_integer()) model.fail(where, "expected an integer id, got " + describe(id));
     int64_t i = id.get<int64_t>();
     if (id.is_number_unsigned() ? id.get<uint64_t>() >= vocab.size()
                                 : i < 0 || i >= static_cast<int64_t>(vocab.size()))
       model.fail(where, "id " + id.dump() + " is outside 0.." + std::to_string(vocab.size() - 1) +
                             " (ids must number the tokens without gaps)");
     if (seen[static_cast<size_t>(i)])
-      model.fail(where, "id " + std::to_string(i) + " is also the id of '" +
-                            tokens[static_cast<size_t>(i)] + "'");
+      model.fail(where, "id " + std::to_string(i) + " is also the id of " +
+                            quote_text(tokens[static_cast<size_t>(i)]));
     seen[static_cast<size_t>(i)] = true;
     tokens[static_cast<size_t>(i)] = token;
   }
@@ -55,7 +57,8 @@ void read_normalizer(const JsonKeys& root, WordPieceConfig& config) {
   JsonKeys n = root.child("normalizer");
   std::string type = n.string("type", std::nullopt);
   if (type != "BertNormalizer")
-    n.fail("type", "'" + type + "' is not supported (vkformer's WordPiece reads BertNormalizer)");
+    n.fail("type",
+           quote_text(type) + " is not supported (vkformer's WordPiece reads BertNormalizer)");
   config.clean_text = n.boolean("clean_text", true);
   config.handle_chinese_chars = n.boolean("handle_chinese_chars", true);
   config.lowercase = n.boolean("lowercase", true);
@@ -66,7 +69,8 @@ void read_pre_tokenizer(const JsonKeys& root) {
   JsonKeys p = root.child("pre_tokenizer");
   std::string type = p.string("type", std::nullopt);
   if (type != "BertPreTokenizer")
-    p.fail("type", "'" + type + "' is not supported (vkformer's WordPiece reads BertPreTokenizer)");
+    p.fail("type",
+           quote_text(type) + " is not supported (vkformer's WordPiece reads BertPreTokenizer)");
 }
 
 // [CLS] $A [SEP], as TemplateProcessing or BertProcessing writes it.
@@ -77,15 +81,15 @@ void read_post_processor(const JsonKeys& root, WordPieceConfig& config) {
     for (const char* key : {"cls", "sep"}) {
       const json& pair = p.array(key);
       if (pair.size() != 2 || !pair[0].is_string())
-        p.fail(key, "expected [token, id], got " + pair.dump());
+        p.fail(key, "expected [token, id], got " + describe(pair));
       (std::string(key) == "cls" ? config.cls_token : config.sep_token) =
           pair[0].get<std::string>();
     }
     return;
   }
   if (type != "TemplateProcessing")
-    p.fail("type", "'" + type +
-                       "' is not supported (vkformer reads TemplateProcessing and BertProcessing)");
+    p.fail("type", quote_text(type) +
+                       " is not supported (vkformer reads TemplateProcessing and BertProcessing)");
   const json& single = p.array("single");
   auto special = [&](size_t i) -> std::string {
     const json& item = single[i];
@@ -93,12 +97,12 @@ void read_post_processor(const JsonKeys& root, WordPieceConfig& config) {
         item["SpecialToken"].contains("id") && item["SpecialToken"]["id"].is_string())
       return item["SpecialToken"]["id"].get<std::string>();
     p.fail("single[" + std::to_string(i) + "]",
-           "expected {\"SpecialToken\": {\"id\": ...}}, got " + item.dump());
+           "expected {\"SpecialToken\": {\"id\": ...}}, got " + describe(item));
   };
   bool shape_ok = single.size() == 3 && single[1].is_object() && single[1].contains("Sequence");
   if (!shape_ok)
     p.fail("single", "only [CLS] $A [SEP] is supported (a special token, the sequence, a "
-                     "special token), got " + single.dump());
+                     "special token), got " + describe(single));
   config.cls_token = special(0);
   config.sep_token = special(2);
 }
@@ -117,11 +121,12 @@ void read_added_tokens(const JsonKeys& root, const std::vector<std::string>& voc
     // refuse rather than tokenize differently from Hugging Face.
     for (const char* flag : {"single_word", "lstrip", "rstrip", "normalized"})
       if (t.boolean(flag, false))
-        t.fail(flag, "true is not supported for '" + content +
-                         "' (vkformer matches added tokens exactly, in the raw text)");
+        t.fail(flag, "true is not supported for " + quote_text(content) +
+                         " (vkformer matches added tokens exactly, in the raw text)");
     int64_t id = t.integer("id", std::nullopt, 0, kMaxVocab);
     if (id >= static_cast<int64_t>(vocab.size()) || vocab[static_cast<size_t>(id)] != content)
-      t.fail("id", std::to_string(id) + " is not the id of '" + content + "' in model.vocab");
+      t.fail("id", std::to_string(id) + " is not the id of " + quote_text(content) +
+                       " in model.vocab");
     add_unique(config.added_tokens, content);
   }
 }
@@ -136,7 +141,7 @@ TokenizerFiles read_tokenizer_json(const fs::path& path) {
   JsonKeys model = root.child("model");
   std::string type = model.string("type", "WordPiece");
   if (type != "WordPiece")
-    model.fail("type", "'" + type + "' is not supported (vkformer reads WordPiece models)");
+    model.fail("type", quote_text(type) + " is not supported (vkformer reads WordPiece models)");
   out.vocab = read_vocab_object(model);
   WordPieceConfig& c = out.config;
   c.unk_token = model.string("unk_token", std::nullopt);
@@ -162,7 +167,7 @@ std::string token_content(const json& v, const std::string& file, const std::str
   if (v.is_object()) return JsonKeys(v, file, path).string("content", std::nullopt);
   throw Error(
       ErrorCode::format,
-      file + ": " + path + ": expected a token string or {\"content\": ...}, got " + v.dump());
+      file + ": " + path + ": expected a token string or {\"content\": ...}, got " + describe(v));
 }
 
 std::optional<std::string> special_token(const JsonKeys& keys, const std::string& key) {
@@ -189,12 +194,20 @@ void read_special_tokens(const JsonKeys& keys, WordPieceConfig& c, std::string& 
 
 }  // namespace
 
+bool file_present(const fs::path& path) {
+  std::error_code ec;
+  fs::file_status status = fs::status(path, ec);
+  if (status.type() == fs::file_type::not_found) return false;
+  if (ec) throw Error(ErrorCode::io, path.string() + ": cannot access: " + ec.message());
+  return true;
+}
+
 size_t read_model_max_length(const fs::path& tokenizer_config) {
   json doc = read_json_file(tokenizer_config);
   JsonKeys keys(doc, tokenizer_config.string(), "");
   if (!keys.has("model_max_length")) return 0;
   const json& v = doc["model_max_length"];
-  if (!v.is_number()) keys.fail("model_max_length", "expected a number, got " + v.dump());
+  if (!v.is_number()) keys.fail("model_max_length", "expected a number, got " + describe(v));
   // transformers writes 1e30 (VERY_LARGE_INTEGER) for "no limit".
   double n = v.get<double>();
   if (n < 0 || n > std::numeric_limits<int32_t>::max()) return 0;
@@ -204,17 +217,21 @@ size_t read_model_max_length(const fs::path& tokenizer_config) {
 TokenizerFiles read_vocab_txt(const fs::path& vocab_path, const fs::path& config_dir) {
   TokenizerFiles out;
   out.source = vocab_path.string();
-  std::ifstream in(vocab_path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, out.source + ": cannot be opened");
-  // One token per line, as transformers' load_vocab reads it: only the line break is removed.
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    out.vocab.push_back(std::move(line));
+  // Read, not mapped: a file truncated while mapped would end the process with SIGBUS.
+  io::FileBytes file = io::FileBytes::open(vocab_path, false, kMaxTokenizerFileBytes);
+  std::string_view text(reinterpret_cast<const char*>(file.bytes().data()), file.bytes().size());
+  // One token per line, as transformers' load_vocab reads it: only the line break is removed
+  // (and a last line without one is a token too).
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out.vocab.emplace_back(line);
     if (static_cast<int64_t>(out.vocab.size()) > kMaxVocab)
       throw Error(ErrorCode::format, out.source + ": more than " + std::to_string(kMaxVocab) +
                                          " lines: not a vocabulary vkformer reads");
   }
-  if (in.bad()) throw Error(ErrorCode::io, out.source + ": cannot be read");
   if (out.vocab.empty()) throw Error(ErrorCode::format, out.source + ": empty (no tokens)");
 
   // BertTokenizerFast built from these files: BertNormalizer with clean_text always on.
@@ -222,7 +239,7 @@ TokenizerFiles read_vocab_txt(const fs::path& vocab_path, const fs::path& config
   c.added_tokens.clear();
   std::string mask = "[MASK]";
   fs::path config_path = config_dir / "tokenizer_config.json";
-  if (fs::exists(config_path)) {
+  if (file_present(config_path)) {
     json doc = read_json_file(config_path);
     JsonKeys keys(doc, config_path.string(), "");
     c.lowercase = keys.boolean("do_lower_case", true);
@@ -230,14 +247,16 @@ TokenizerFiles read_vocab_txt(const fs::path& vocab_path, const fs::path& config
     c.handle_chinese_chars = keys.boolean("tokenize_chinese_chars", true);
     read_special_tokens(keys, c, mask);
     if (keys.has("added_tokens_decoder")) {
-      JsonKeys decoder = keys.child("added_tokens_decoder");
+      (void)keys.object("added_tokens_decoder");  // an object, or a format error naming it
       for (const auto& [id, token] : doc["added_tokens_decoder"].items())
-        add_unique(c.added_tokens, token_content(token, keys.file(), decoder.key_path(id)));
+        add_unique(c.added_tokens,
+                   token_content(token, keys.file(),
+                                 keys.key_path("added_tokens_decoder[" + quote_text(id) + "]")));
     }
     c.model_max_length = read_model_max_length(config_path);
   }
   fs::path map_path = config_dir / "special_tokens_map.json";
-  if (fs::exists(map_path)) {
+  if (file_present(map_path)) {
     json doc = read_json_file(map_path);
     read_special_tokens(JsonKeys(doc, map_path.string(), ""), c, mask);
   }

@@ -1,7 +1,8 @@
 #pragma once
 // Reading a WordPiece tokenizer's files: Hugging Face's tokenizer.json, or BERT's vocab.txt with
 // transformers' tokenizer_config.json and special_tokens_map.json. Every problem is an Error
-// naming the file and the key (format), or the file (io).
+// naming the file and the key (format), or the file and what it is (io): each file must be a
+// regular file (not a FIFO, device or directory) of at most kMaxTokenizerFileBytes.
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -23,6 +24,10 @@ TokenizerFiles read_tokenizer_json(const std::filesystem::path& path);
 // are in `config_dir`.
 TokenizerFiles read_vocab_txt(const std::filesystem::path& vocab_path,
                               const std::filesystem::path& config_dir);
+
+// Whether something is at `path` (following links), for the files a tokenizer may have: false
+// when nothing is; io naming the path when it cannot be told (a link loop, no permission).
+bool file_present(const std::filesystem::path& path);
 
 // tokenizer_config.json's model_max_length, 0 when absent or transformers' "no limit" (1e30).
 size_t read_model_max_length(const std::filesystem::path& tokenizer_config);

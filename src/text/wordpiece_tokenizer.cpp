@@ -7,6 +7,7 @@
 #include "added_tokens.hpp"
 #include "bert_normalizer.hpp"
 #include "bert_pre_tokenizer.hpp"
+#include "json_keys.hpp"
 #include "tokenizer_files.hpp"
 #include "utf8.hpp"
 #include "vkformer/error.hpp"
@@ -49,8 +50,9 @@ int32_t required_id(const std::vector<std::string>& vocab, const std::string& to
                     const char* role, ErrorCode code, const std::string& source) {
   auto it = std::find(vocab.rbegin(), vocab.rend(), token);
   if (it == vocab.rend())
-    throw Error(code, source + ": the " + role + " '" + token + "' is not in the vocabulary (" +
-                          std::to_string(vocab.size()) + " tokens)");
+    throw Error(code, source + ": the " + role + " " + text::quote_text(token) +
+                          " is not in the vocabulary (" + std::to_string(vocab.size()) +
+                          " tokens)");
   return static_cast<int32_t>(vocab.rend() - it - 1);
 }
 
@@ -94,22 +96,23 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab(std::vector<std::string> vocab
 }
 
 WordPieceTokenizer WordPieceTokenizer::load(const fs::path& path) {
-  std::error_code ec;
-  auto status = fs::status(path, ec);
-  if (!fs::exists(status))
+  // A link loop or a directory that cannot be searched is said as such, not as "no such file".
+  if (!text::file_present(path))
     throw Error(ErrorCode::io, path.string() +
                                    ": no such file or directory (expected a tokenizer "
                                    "directory, tokenizer.json or vocab.txt)");
+  std::error_code ec;
   text::TokenizerFiles files;
-  if (fs::is_directory(status)) {
-    if (fs::exists(path / "tokenizer.json"))
+  // What is not a directory is read as a file, which says when it is not a regular one.
+  if (fs::is_directory(path, ec)) {
+    if (text::file_present(path / "tokenizer.json"))
       files = text::read_tokenizer_json(path / "tokenizer.json");
-    else if (fs::exists(path / "vocab.txt"))
+    else if (text::file_present(path / "vocab.txt"))
       files = text::read_vocab_txt(path / "vocab.txt", path);
     else
       throw Error(ErrorCode::io, path.string() + ": has neither tokenizer.json nor vocab.txt");
     // transformers takes the limit from tokenizer_config.json whichever file holds the vocab.
-    if (fs::exists(path / "tokenizer_config.json"))
+    if (text::file_present(path / "tokenizer_config.json"))
       if (size_t n = text::read_model_max_length(path / "tokenizer_config.json"))
         files.config.model_max_length = n;
   } else if (path.extension() == ".json") {
