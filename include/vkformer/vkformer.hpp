@@ -3,6 +3,7 @@
 #include "vkformer/device.hpp"
 #include "vkformer/device_tensor.hpp"
 #include "vkformer/dtype.hpp"
+#include "vkformer/embedder.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/executor.hpp"
 #include "vkformer/graph.hpp"
