@@ -15,6 +15,10 @@
 
 namespace vkformer::cli {
 
+// Sentence embeddings and the tokenizer alone (cmd_embed.cpp, cmd_tokenize.cpp).
+Command add_embed_command(CLI::App& app, const GlobalOptions& globals);
+Command add_tokenize_command(CLI::App& app, const GlobalOptions& globals);
+
 namespace {
 
 constexpr int kExitError = 1;  // a vkformer::Error (or any other failure) while running
@@ -70,6 +74,8 @@ int run(int argc, char** argv) {
       add_generate_command(app, globals),
       add_demo_command(app, globals),
       add_bench_command(app, globals),
+      add_embed_command(app, globals),
+      add_tokenize_command(app, globals),
   };
   for (auto& c : commands)
     c.app->footer("Global options (--device, --validation, --sync-validation) are listed in "

@@ -60,11 +60,6 @@ BertConfig BertConfig::parse(const std::string& text, const std::string& source)
   auto fail = [&](ErrorCode code, const std::string& key, const std::string& what) -> void {
     throw Error(code, source + ": \"" + key + "\": " + what);
   };
-  for (auto& [key, value] : j.items())
-    if (!kKnown.count(key))
-      fail(ErrorCode::unsupported, key,
-           "unknown key (value " + short_dump(value) +
-               "): vkformer cannot tell whether it changes the model's math, so it refuses it");
 
   auto string = [&](const char* key, const std::string& fallback) {
     if (!j.contains(key) || j[key].is_null()) return fallback;
@@ -93,6 +88,11 @@ BertConfig BertConfig::parse(const std::string& text, const std::string& source)
     fail(ErrorCode::unsupported, "model_type",
          type.empty() ? "missing: this loader reads BERT models (model_type \"bert\")"
                       : "\"" + type + "\" is not supported: this loader reads BERT models (\"bert\")");
+  for (auto& [key, value] : j.items())
+    if (!kKnown.count(key))
+      fail(ErrorCode::unsupported, key,
+           "unknown key (value " + short_dump(value) +
+               "): vkformer cannot tell whether it changes the model's math, so it refuses it");
   const std::string position = string("position_embedding_type", "absolute");
   if (position != "absolute")
     fail(ErrorCode::unsupported, "position_embedding_type",

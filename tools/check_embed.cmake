@@ -1,0 +1,75 @@
+# cmake -DVKFORMER=<the vkformer tool> -DFETCH=<scripts/fetch_minilm.sh> -DGOLDEN=<tests/golden>
+#       -DOUT=<scratch dir> -P check_embed.cmake
+# `vkformer embed` and `vkformer tokenize` with all-MiniLM-L6-v2 (fetched by FETCH: a failed fetch
+# fails this check with the reason): exact tokenizer output, semantic-search ranking, the .npy
+# and JSON outputs, and the errors for bad input.
+foreach(v VKFORMER FETCH GOLDEN OUT)
+  if(NOT ${v})
+    message(FATAL_ERROR "check_embed.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+unset(ENV{VKFORMER_DEVICE})
+
+execute_process(COMMAND ${FETCH} RESULT_VARIABLE rc OUTPUT_VARIABLE model ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "scripts/fetch_minilm.sh failed (exit ${rc}):\n${err}")
+endif()
+string(STRIP "${model}" model)
+string(REGEX REPLACE ".*\n" "" model "${model}")  # its last line
+file(REMOVE_RECURSE ${OUT})
+file(MAKE_DIRECTORY ${OUT})
+
+function(expect status regex)
+  execute_process(COMMAND ${VKFORMER} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  string(JOIN " " cmd ${ARGN})
+  if(NOT rc STREQUAL "${status}")
+    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}")
+  elseif(NOT out MATCHES "${regex}")
+    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}")
+  else()
+    message(STATUS "vkformer ${cmd}: ok")
+  endif()
+  string(REGEX MATCH "\\[[^]]*\\]" json "${out}")
+  set(last_json "${json}" PARENT_SCOPE)
+endfunction()
+
+# Hugging Face tokenizers' ids for these texts (tests/golden/tokenizer has the same rules).
+expect(0 "^{\"ids\":\\[101,7592,1010,2088,999,102\\],\"tokens\":\\[\"\\[CLS\\]\",\"hello\",\",\",\"world\",\"!\",\"\\[SEP\\]\"\\]}\n$"
+       tokenize --model ${model} "Hello, world!")
+file(WRITE ${OUT}/texts.txt "Café\r\nA man is eating food.\nThe stock market fell sharply.\n")
+expect(0 "^{\"ids\":\\[101,7668,102\\],\"tokens\":\\[\"\\[CLS\\]\",\"cafe\",\"\\[SEP\\]\"\\]}\n{\"ids\":\\[101,1037,2158,2003,5983,2833,1012,102\\][^\n]*}\n{[^\n]*}\n$"
+       tokenize --model ${model} --file ${OUT}/texts.txt)
+
+# Semantic search: the meal sentence first, with a cosine near 0.69.
+expect(0 "(^|\n)0\\.6[89][0-9]*  A man is eating food\\.\n0\\.[0-9]+  Caf"
+       embed --model ${model} --query "Someone is having a meal." "A man is riding a horse."
+       --file ${OUT}/texts.txt)
+expect(0 "(^|\n)\\[{\"index\":1,\"score\":0\\.6[89][0-9]*,\"text\":\"A man is eating food\\.\"}\\]\n"
+       embed --model ${model} --query "Someone is having a meal." --json --top 1 --file ${OUT}/texts.txt)
+expect(0 "\\[-?[0-9][-0-9.e,]*\\]\n" embed --model ${model} "one text")
+string(REGEX MATCHALL "," commas "${last_json}")
+list(LENGTH commas n)
+if(NOT n EQUAL 383)
+  message(SEND_ERROR "embed \"one text\": ${n} commas in its JSON array, expected 383 (384 numbers)")
+endif()
+expect(0 "3 text\\(s\\), 384 dimensions, mean pooling, normalized"
+       embed --model ${model} --output ${OUT}/e.npy --file ${OUT}/texts.txt)
+if(NOT EXISTS ${OUT}/e.npy)
+  message(SEND_ERROR "embed --output ${OUT}/e.npy wrote nothing")
+else()
+  file(SIZE ${OUT}/e.npy size)
+  if(NOT size EQUAL 4736)  # 128-byte header + 3 x 384 float32
+    message(SEND_ERROR "embed --output: ${size} bytes, expected 4736 for [3, 384] float32")
+  endif()
+endif()
+
+# Bad input: clear errors, exit status 1 (2 for a bad command line).
+expect(1 "vkformer: error: no texts" embed --model ${model})
+string(ASCII 255 byte_ff)  # never valid in UTF-8
+file(WRITE ${OUT}/bad.txt "fine\nbad ${byte_ff} byte\n")
+expect(1 "vkformer: error: .*text 1.*not valid UTF-8" embed --model ${model} --file ${OUT}/bad.txt)
+expect(1 "vkformer: error: model directory '${OUT}/nowhere' does not exist" embed --model ${OUT}/nowhere x)
+expect(1 "vkformer: error: .*\"model_type\": missing" embed --model ${GOLDEN}/encoder_post_relu_b1_s1 x)
+expect(1 "vkformer: error: .*no-such-file" tokenize --model ${model} --file ${OUT}/no-such-file)
+expect(2 "vkformer: error: .*--model" embed "no model")
