@@ -117,6 +117,21 @@ vkf_status vkf_model_generate(vkf_model* model, const int32_t* src, size_t src_l
 
 void vkf_result_release(vkf_result* result);
 
+/* Sentence embeddings (include/vkformer/embedder.hpp): a BERT-family model directory as
+ * sentence-transformers saves it (e.g. all-MiniLM-L6-v2), or a plain Hugging Face BERT
+ * directory. dtype VKF_F32 or VKF_F16. A vkf_embedder is used by one thread at a time. */
+typedef struct vkf_embedder vkf_embedder;
+vkf_status vkf_embedder_load(vkf_device* device, const char* directory, vkf_dtype dtype,
+                             vkf_embedder** embedder);
+void vkf_embedder_release(vkf_embedder* embedder);
+/* The embedding width (e.g. 384); 0 for NULL. */
+int64_t vkf_embedder_dimension(const vkf_embedder* embedder);
+/* `count` (>= 1) NUL-terminated UTF-8 texts -> *result float32 [count, dimension], one row per
+ * text, as sentence-transformers' encode(). Text that is not UTF-8 is VKF_ERROR_INVALID_ARGUMENT
+ * naming the text. */
+vkf_status vkf_embedder_embed(vkf_embedder* embedder, const char* const* texts, size_t count,
+                              vkf_result* result);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,10 @@ struct vkf_model {
   vkformer::Model model;
 };
 
+struct vkf_embedder {
+  vkformer::SentenceEmbedder embedder;
+};
+
 namespace {
 
 thread_local std::string last_error;
@@ -254,6 +258,38 @@ vkf_status vkf_model_generate(vkf_model* model, const int32_t* src, size_t src_l
                             "generated " + std::to_string(out.size()) + " tokens, but capacity is " +
                                 std::to_string(capacity));
     if (!out.empty()) std::memcpy(tokens, out.data(), out.size() * sizeof(int32_t));
+  });
+}
+
+vkf_status vkf_embedder_load(vkf_device* device, const char* directory, vkf_dtype dtype,
+                             vkf_embedder** embedder) {
+  return guarded([&] {
+    require(device && directory && embedder, "device, directory and embedder must not be NULL");
+    *embedder = nullptr;
+    vkformer::EmbedderOptions o;
+    o.dtype = to_dtype(dtype, false, "dtype");
+    *embedder = new vkf_embedder{vkformer::SentenceEmbedder::load(device->device, directory, o)};
+  });
+}
+
+void vkf_embedder_release(vkf_embedder* embedder) { delete embedder; }
+
+int64_t vkf_embedder_dimension(const vkf_embedder* embedder) {
+  return embedder ? embedder->embedder.dimension() : 0;
+}
+
+vkf_status vkf_embedder_embed(vkf_embedder* embedder, const char* const* texts, size_t count,
+                              vkf_result* result) {
+  return guarded([&] {
+    require(embedder && result, "embedder and result must not be NULL");
+    require(texts || count == 0, "texts is NULL but count is not 0");
+    std::vector<std::string> strings;
+    strings.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      require(texts[i] != nullptr, "texts[" + std::to_string(i) + "] is NULL");
+      strings.emplace_back(texts[i]);
+    }
+    to_result(embedder->embedder.embed(strings), result);
   });
 }
 

@@ -1,0 +1,109 @@
+// The C API's sentence embeddings (vkf_embedder_*) with all-MiniLM-L6-v2 (fetched by
+// scripts/fetch_minilm.sh, or $VKFORMER_MINILM_DIR) against sentence-transformers' embeddings in
+// tests/golden_embeddings, and its errors. ctest runs it with VKFORMER_VALIDATION=1, so the C
+// API's own device is validated too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_device.hpp"
+#include "vkformer/vkformer.h"
+#include "vkformer/vkformer.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The model folder, or the fetch's failure message (a failure of the test, never a skip).
+std::string minilm_dir(std::string* error) {
+  if (const char* env = std::getenv("VKFORMER_MINILM_DIR"); env && *env) return env;
+  std::string command = std::string("'") + VKF_SOURCE_DIR + "/scripts/fetch_minilm.sh' 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::string output;
+  char buf[4096];
+  for (size_t n; pipe && (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) output.append(buf, n);
+  if (!pipe || ::pclose(pipe) != 0) {
+    *error = "scripts/fetch_minilm.sh failed:\n" + output;
+    return {};
+  }
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  return output.substr(output.find_last_of('\n') + 1);
+}
+
+class CApiEmbedTest : public DeviceTest {
+ protected:
+  void SetUp() override { ASSERT_EQ(vkf_device_open(nullptr, &dev), VKF_OK) << vkf_last_error(); }
+  void TearDown() override {
+    EXPECT_EQ(vkf_device_validation_message_count(dev), 0);
+    vkf_device_release(dev);
+    DeviceTest::TearDown();
+  }
+  vkf_device* dev = nullptr;
+};
+
+TEST_F(CApiEmbedTest, EmbedsLikeSentenceTransformers) {
+  std::string error;
+  const std::string dir = minilm_dir(&error);
+  ASSERT_TRUE(error.empty()) << error;
+  vkf_embedder* e = nullptr;
+  ASSERT_EQ(vkf_embedder_load(dev, dir.c_str(), VKF_F32, &e), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(vkf_embedder_dimension(e), 384);
+
+  std::ifstream in(std::string(VKF_GOLDEN_DIR) + "/texts.json");
+  auto texts = nlohmann::json::parse(in)["texts"].get<std::vector<std::string>>();
+  HostTensor want = read_npy(std::string(VKF_GOLDEN_DIR) + "/embeddings_f32.npy");
+  std::vector<const char*> ptrs;
+  for (auto& t : texts) ptrs.push_back(t.c_str());
+  vkf_result r{};
+  ASSERT_EQ(vkf_embedder_embed(e, ptrs.data(), ptrs.size(), &r), VKF_OK) << vkf_last_error();
+  ASSERT_EQ(r.rank, 2);
+  ASSERT_EQ(r.shape[0], static_cast<int64_t>(texts.size()));
+  ASSERT_EQ(r.shape[1], 384);
+  auto w = want.to_f32();
+  double max_diff = 0;
+  for (size_t i = 0; i < w.size(); ++i) max_diff = std::max(max_diff, std::abs(double(r.data[i]) - w[i]));
+  std::printf("C API, %zu texts: max |diff| to sentence-transformers %.3g\n", texts.size(), max_diff);
+  EXPECT_LE(max_diff, 1e-5);
+  vkf_result_release(&r);
+  EXPECT_EQ(r.data, nullptr);
+
+  // Errors: a status and a message naming the problem; the embedder stays usable.
+  EXPECT_EQ(vkf_embedder_embed(e, ptrs.data(), 0, &r), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vkf_last_error()).find("no texts"), std::string::npos) << vkf_last_error();
+  const char* bad[] = {"fine", "bad \xff byte"};
+  EXPECT_EQ(vkf_embedder_embed(e, bad, 2, &r), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vkf_last_error()).find("text 1"), std::string::npos) << vkf_last_error();
+  const char* null_text[] = {"fine", nullptr};
+  EXPECT_EQ(vkf_embedder_embed(e, null_text, 2, &r), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vkf_last_error()).find("texts[1] is NULL"), std::string::npos);
+  EXPECT_EQ(vkf_embedder_embed(e, nullptr, 1, &r), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_embedder_embed(e, bad, 1, &r), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(r.shape[0], 1);
+  vkf_result_release(&r);
+  vkf_embedder_release(e);
+}
+
+TEST_F(CApiEmbedTest, LoadErrors) {
+  vkf_embedder* e = reinterpret_cast<vkf_embedder*>(1);
+  EXPECT_EQ(vkf_embedder_load(dev, "/nonexistent/model", VKF_F32, &e), VKF_ERROR_IO);
+  EXPECT_EQ(e, nullptr);
+  EXPECT_NE(std::string(vkf_last_error()).find("does not exist"), std::string::npos) << vkf_last_error();
+  // A torch.nn.Transformer fixture is no BERT directory: its config.json says so.
+  const std::string golden = std::string(VKF_SOURCE_DIR) + "/tests/golden/encoder_post_relu_b1_s1";
+  EXPECT_EQ(vkf_embedder_load(dev, golden.c_str(), VKF_F32, &e), VKF_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(vkf_last_error()).find("model_type"), std::string::npos) << vkf_last_error();
+  EXPECT_EQ(vkf_embedder_load(dev, golden.c_str(), VKF_I32, &e), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_embedder_load(nullptr, golden.c_str(), VKF_F32, &e), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_embedder_dimension(nullptr), 0);
+  vkf_embedder_release(nullptr);
+}
+
+}  // namespace
+}  // namespace vkformer::testing
