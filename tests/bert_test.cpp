@@ -7,9 +7,13 @@
 //     (every hidden_act and pooling mode, with and without the "bert." prefix), the shape-bucket
 //     executor cache (no compilation once a mix of lengths 1..max is warm), and bad input.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -464,6 +468,112 @@ TEST_F(DeviceTest, BadDirectoriesGiveClearErrors) {
   EXPECT_TRUE(fails_with(load, ErrorCode::io, "model.safetensors"));
   EXPECT_TRUE(fails_with([&] { SentenceEmbedder::load(device(), dir.path / "nowhere"); }, ErrorCode::io,
                          "does not exist"));
+}
+
+// Runs f, ending the whole binary with a message if it takes longer than `seconds`: a read that
+// blocks on a FIFO would otherwise hang the suite until ctest's timeout.
+void within_seconds(int seconds, const char* what, const std::function<void()>& f) {
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < seconds * 20 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done) {
+      std::fprintf(stderr, "FAILED: %s did not return within %d s (blocked?)\n", what, seconds);
+      std::_Exit(1);
+    }
+  });
+  struct Finish {
+    std::atomic<bool>& done;
+    std::thread& watchdog;
+    ~Finish() {
+      done = true;
+      watchdog.join();
+    }
+  } finish{done, watchdog};
+  f();
+}
+
+// Every file the embedder opens (config.json, modules.json, the pooling config,
+// sentence_bert_config.json, the tokenizer, the weights) goes through the library's reader: a
+// FIFO is refused instead of waited on, a link to /dev/zero is named as a device, config.json is
+// refused by its size over 16 MiB, nesting is limited while parsing, and values are described
+// in messages, never dumped.
+TEST_F(DeviceTest, HostileFilesAreRefusedWithoutReading) {
+  TinySpec spec;
+  TempDir dir("hostile");
+  auto load = [&] { SentenceEmbedder::load(device(), dir.path); };
+  auto replace_with_fifo = [&](const fs::path& p) {
+    write_tiny(dir.path, spec);
+    fs::remove(p);
+    ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0) << p;
+  };
+  for (const fs::path& p : {dir.path / "config.json", dir.path / "modules.json",
+                            dir.path / "1_Pooling" / "config.json", dir.path / "sentence_bert_config.json",
+                            dir.path / "vocab.txt", dir.path / "model.safetensors"}) {
+    replace_with_fifo(p);
+    // No writer: the read must not wait for one.
+    within_seconds(10, "SentenceEmbedder::load with a FIFO", [&] {
+      EXPECT_TRUE(fails_with(load, ErrorCode::io, p.string() + ": is a FIFO, not a regular file"));
+    });
+    fs::remove(p);  // before write_tiny, whose write would wait for a reader
+  }
+  const fs::path config = dir.path / "config.json";
+  write_tiny(dir.path, spec);
+  fs::remove(config);
+  fs::create_symlink("/dev/zero", config);  // was read until memory ran out without a check
+  EXPECT_TRUE(fails_with(load, ErrorCode::io, config.string() + ": is a character device, not a regular file"));
+  fs::remove(config);
+  write_text(config, tiny_config(spec).dump());
+  fs::resize_file(config, 17u << 20);  // sparse: costs no disk; was read whole, then "not valid JSON"
+  EXPECT_TRUE(fails_with(load, ErrorCode::io, config.string() + ": 17825792 bytes, more than the 16777216"));
+
+  // Nesting: refused while parsing, named with its limit.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  write_tiny(dir.path, spec);
+  write_text(config, R"({"model_type": "bert", "id2label": )" + deep + "}");
+  EXPECT_TRUE(fails_with(load, ErrorCode::format, config.string() + ": arrays and objects nested more than 64 deep"));
+  write_text(dir.path / "modules.json", deep);
+  EXPECT_TRUE(fails_with(load, ErrorCode::format, "modules.json: arrays and objects nested more than 64 deep"));
+
+  // Values described, not dumped: a long string is quoted and cut short, an array by its size.
+  auto message_of = [&] {
+    try {
+      load();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  write_tiny(dir.path, spec, [](json& c, auto&) { c["model_type"] = std::string(100000, 'x') + "\x01"; });
+  std::string m = message_of();
+  EXPECT_NE(m.find("\"xxxx"), std::string::npos) << m;
+  EXPECT_NE(m.find("(100001 bytes)"), std::string::npos) << m;
+  EXPECT_LT(m.size(), 400u) << m.substr(0, 400);
+  write_tiny(dir.path, spec, [](json& c, auto&) { c["hidden_act"] = std::string(5000, 'y'); });
+  m = message_of();
+  EXPECT_NE(m.find("\"hidden_act\": \"yyyy"), std::string::npos) << m.substr(0, 400);
+  EXPECT_LT(m.size(), 400u) << m.substr(0, 400);
+  write_tiny(dir.path, spec, [](json& c, auto&) { c["rotary_dim"] = std::vector<int>(100000, 7); });
+  m = message_of();
+  EXPECT_NE(m.find("\"rotary_dim\": unknown key (value an array of 100000 elements)"), std::string::npos)
+      << m.substr(0, 400);
+  EXPECT_LT(m.size(), 400u) << m.substr(0, 400);
+  write_tiny(dir.path, spec);
+  write_text(dir.path / "modules.json",
+             json::array({{{"path", ""}, {"type", std::string(3000, 'T')}}}).dump());
+  m = message_of();
+  EXPECT_NE(m.find("'TTTT"), std::string::npos) << m.substr(0, 400);
+  EXPECT_LT(m.size(), 400u) << m.substr(0, 400);
+
+  // An unreachable modules.json is an io error naming it, not read as absent (which would load
+  // the directory as a plain Hugging Face model, with other pooling).
+  write_tiny(dir.path, spec);
+  fs::remove(dir.path / "modules.json");
+  fs::create_symlink("modules.json", dir.path / "modules.json");  // a link to itself
+  EXPECT_TRUE(fails_with(load, ErrorCode::io, (dir.path / "modules.json").string() + ": cannot access"));
+  fs::remove(dir.path / "modules.json");
+  fs::create_symlink("loop", dir.path / "loop");
+  EXPECT_TRUE(fails_with([&] { SentenceEmbedder::load(device(), dir.path / "loop"); }, ErrorCode::io,
+                         "cannot access"));
 }
 
 TEST_F(DeviceTest, BadCallsGiveClearErrors) {

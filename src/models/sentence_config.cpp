@@ -4,6 +4,7 @@
 
 #include "../io/io_util.hpp"
 #include "../text/json_keys.hpp"
+#include "../text/tokenizer_files.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::models {
@@ -13,16 +14,15 @@ using text::JsonKeys;
 
 namespace {
 
-text::json read(const fs::path& path) {
-  io::check_regular_file(path);
-  return text::read_json_file(path);
-}
+// Through the library's reader: a regular file of at most 256 MiB (a FIFO is refused, not waited
+// on; a link to /dev/zero is named as a device), JSON nesting limited to 64 levels while parsing.
+text::json read(const fs::path& path) { return text::read_json_file(path); }
 
 // A module's folder, relative to the model directory and inside it.
 fs::path module_dir(const fs::path& dir, const JsonKeys& module) {
   fs::path rel = module.string("path", std::string());
   if (rel.is_absolute() || rel.lexically_normal().string().starts_with(".."))
-    module.fail("path", "must be a folder inside the model directory, got '" + rel.string() + "'");
+    module.fail("path", "must be a folder inside the model directory, got " + text::quote_text(rel.string()));
   return rel.empty() ? dir : dir / rel;
 }
 
@@ -71,8 +71,9 @@ SentenceConfig SentenceConfig::load(const fs::path& dir) {
   SentenceConfig c;
   c.encoder_dir = dir;
   const fs::path modules_path = dir / "modules.json";
-  std::error_code ec;
-  if (fs::exists(modules_path, ec)) {
+  // Absent is a plain Hugging Face directory; present but unreachable (a link loop, no
+  // permission) is an io error, never silently read as absent (that would change the pooling).
+  if (text::file_present(modules_path)) {
     const text::json modules = read(modules_path);
     if (!modules.is_array())
       throw Error(ErrorCode::format, modules_path.string() + ": expected a list of modules");
@@ -90,14 +91,14 @@ SentenceConfig SentenceConfig::load(const fs::path& dir) {
       } else if (type == "sentence_transformers.models.Normalize" && pooling && !c.normalize) {
         c.normalize = true;
       } else {
-        m.fail("type", "'" + type + "' is not supported here: vkformer runs Transformer, then "
+        m.fail("type", text::quote_text(type) + " is not supported here: vkformer runs Transformer, then "
                        "Pooling, then optionally Normalize");
       }
     }
     if (!encoder) throw Error(ErrorCode::format, modules_path.string() + ": no Transformer module");
   }
   const fs::path st_config = c.encoder_dir / "sentence_bert_config.json";
-  if (fs::exists(st_config, ec)) {
+  if (text::file_present(st_config)) {
     const text::json j = read(st_config);
     JsonKeys keys(j, st_config.string(), "");
     c.max_seq_length = keys.integer("max_seq_length", 0, 0, int64_t{1} << 30);

@@ -146,9 +146,14 @@ SentenceEmbedderImpl& SentenceEmbedder::impl() const {
 
 SentenceEmbedder SentenceEmbedder::load(Device device, const fs::path& dir, const EmbedderOptions& options) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw Error(ErrorCode::io, "model directory '" + dir.string() + "' " +
-                                   (fs::exists(dir, ec) ? "is not a directory" : "does not exist"));
+  const fs::file_status st = fs::status(dir, ec);
+  std::string what = "model directory '";
+  what += dir.string();
+  what += '\'';
+  if (st.type() == fs::file_type::not_found) throw Error(ErrorCode::io, what + " does not exist");
+  if (ec)  // a link loop, no permission: say so rather than "does not exist"
+    throw Error(ErrorCode::io, what + ": cannot access: " + ec.message());
+  if (st.type() != fs::file_type::directory) throw Error(ErrorCode::io, what + " is not a directory");
   if (!is_float(options.dtype))
     throw Error(ErrorCode::invalid_argument, "EmbedderOptions::dtype must be f32 or f16");
   return SentenceEmbedder(std::make_unique<SentenceEmbedderImpl>(std::move(device), dir, options));

@@ -1,11 +1,10 @@
 #include "bert/bert_config.hpp"
 
 #include <nlohmann/json.hpp>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "../io/io_util.hpp"
+#include "../text/json_keys.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::models::bert {
@@ -36,29 +35,51 @@ const std::set<std::string> kKnown = {
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "intermediate_size", "max_position_embeddings", "type_vocab_size"};
 
+// A config.json is one object of a few dozen keys (~600 bytes for all-MiniLM-L6-v2); these
+// bound what a hostile file can cost. nlohmann parses with an explicit stack, but copying or
+// freeing a value recurses once per level, so nesting is limited while parsing.
+constexpr uint64_t kMaxConfigBytes = 16u << 20;
+constexpr int kMaxNesting = 64;
+
+// A key or string from the file for a message: double-quoted as JSON writes it (control
+// characters escaped), cut short after 64 bytes with its length.
+std::string quote_json(const std::string& s) {
+  constexpr size_t kMax = 64;
+  std::string out = json(s.substr(0, kMax)).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > kMax) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
+// A value from the file for a message: strings quoted and cut short, arrays and objects by their
+// size, never dumped whole (they may be huge or deeply nested).
 std::string short_dump(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  if (v.is_string()) return quote_json(v.get_ref<const std::string&>());
+  return text::describe(v);
 }
 
 }  // namespace
 
 BertConfig BertConfig::parse(const std::string& text, const std::string& source) {
   json j;
+  struct TooDeep {};
+  auto limit_depth = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxNesting)
+      throw TooDeep{};
+    return true;
+  };
   try {
-    // Depth-limited by the callback: a deeply nested file is refused, not recursed into.
-    j = json::parse(text, [](int depth, json::parse_event_t, json&) {
-      if (depth > 64) throw Error(ErrorCode::format, "nested deeper than 64 levels");
-      return true;
-    });
-  } catch (const json::exception& e) {
+    j = json::parse(text, limit_depth);
+  } catch (const json::exception& e) {  // parse errors, and numbers beyond a double (1e400)
     throw Error(ErrorCode::format, source + ": not valid JSON: " + e.what());
-  } catch (const Error& e) {
-    throw Error(ErrorCode::format, source + ": " + e.what());
+  } catch (const TooDeep&) {
+    throw Error(ErrorCode::format, source + ": arrays and objects nested more than " +
+                                       std::to_string(kMaxNesting) +
+                                       " deep; a BERT config.json nests 2 or 3 levels");
   }
   if (!j.is_object()) throw Error(ErrorCode::format, source + ": the top level is not an object");
   auto fail = [&](ErrorCode code, const std::string& key, const std::string& what) -> void {
-    throw Error(code, source + ": \"" + key + "\": " + what);
+    throw Error(code, source + ": " + quote_json(key) + ": " + what);
   };
 
   auto string = [&](const char* key, const std::string& fallback) {
@@ -87,7 +108,7 @@ BertConfig BertConfig::parse(const std::string& text, const std::string& source)
   if (type != "bert")
     fail(ErrorCode::unsupported, "model_type",
          type.empty() ? "missing: this loader reads BERT models (model_type \"bert\")"
-                      : "\"" + type + "\" is not supported: this loader reads BERT models (\"bert\")");
+                      : quote_json(type) + " is not supported: this loader reads BERT models (\"bert\")");
   for (auto& [key, value] : j.items())
     if (!kKnown.count(key))
       fail(ErrorCode::unsupported, key,
@@ -96,7 +117,7 @@ BertConfig BertConfig::parse(const std::string& text, const std::string& source)
   const std::string position = string("position_embedding_type", "absolute");
   if (position != "absolute")
     fail(ErrorCode::unsupported, "position_embedding_type",
-         "\"" + position + "\" is not supported: only \"absolute\" (learned) position embeddings are");
+         quote_json(position) + " is not supported: only \"absolute\" (learned) position embeddings are");
   if (boolean("is_decoder", false))
     fail(ErrorCode::unsupported, "is_decoder", "true is not supported: only encoders are");
   if (boolean("add_cross_attention", false))
@@ -124,8 +145,8 @@ BertConfig BertConfig::parse(const std::string& text, const std::string& source)
   else if (c.hidden_act_name == "relu") c.hidden_act = Activation::relu;
   else
     fail(ErrorCode::unsupported, "hidden_act",
-         "\"" + c.hidden_act_name +
-             "\" is not supported: gelu, gelu_new, gelu_pytorch_tanh and relu are");
+         quote_json(c.hidden_act_name) +
+             " is not supported: gelu, gelu_new, gelu_pytorch_tanh and relu are");
   if (j.contains("layer_norm_eps")) {
     const json& v = j["layer_norm_eps"];
     if (!v.is_number() || !(v.get<double>() > 0.0) || !(v.get<double>() < 1.0))
@@ -136,13 +157,11 @@ BertConfig BertConfig::parse(const std::string& text, const std::string& source)
 }
 
 BertConfig BertConfig::load(const std::filesystem::path& path) {
-  io::check_regular_file(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, path.string() + ": cannot be opened");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw Error(ErrorCode::io, path.string() + ": cannot be read");
-  return parse(buf.str(), path.string());
+  // A regular file of bounded size, read (not mapped): a FIFO is refused instead of waited on, a
+  // link to /dev/zero or a directory is named as such, a file over 16 MiB is refused by its size.
+  io::FileBytes file = io::FileBytes::open(path, /*try_map=*/false, kMaxConfigBytes);
+  const auto bytes = file.bytes();
+  return parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string());
 }
 
 }  // namespace vkformer::models::bert
