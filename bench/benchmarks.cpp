@@ -179,6 +179,10 @@ Benchmark attention(int64_t batch, int64_t heads, int64_t seq, int64_t dk, bool 
 
 }  // namespace
 
+Benchmark linear_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, DType dt, bool quick) {
+  return matmul(variant, m, n, k, dt, true, quick);
+}
+
 std::vector<Benchmark> all_benchmarks() {
   std::vector<Benchmark> list;
   auto add = [&](Benchmark b) { list.push_back(std::move(b)); };
@@ -233,6 +237,7 @@ std::vector<Benchmark> all_benchmarks() {
         }
 
   for (auto& b : block_benchmarks()) add(std::move(b));
+  for (auto& b : embedding_benchmarks()) add(std::move(b));
   return list;
 }
 

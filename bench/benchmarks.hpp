@@ -34,6 +34,9 @@ struct Benchmark {
   double bytes = 0;  // the least memory traffic one run needs (each tensor read/written once)
   Bound bound = Bound::compute;
   bool quick = false;  // in the --quick subset
+  // The share of the roofline a run is expected to reach, for --max-run-seconds' prediction
+  // before any benchmark of the same family and variant ran here (0: the runner's 10%).
+  double expected_fraction = 0;
   // Throws ErrorCode::unsupported if the device cannot run it (a tensor too large to bind):
   // cheap, checked before anything is made. prepare() makes the data and compiles.
   std::function<void(Device&)> check;

@@ -1,5 +1,6 @@
 #pragma once
-// Shared by the benchmark definitions (benchmarks.cpp: ops, blocks.cpp: blocks).
+// Shared by the benchmark definitions (benchmarks.cpp: ops, blocks.cpp: blocks, embedding.cpp:
+// a real sentence-embedding model).
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@ void require_allocatable(Device& device, const Shape& shape, DType dtype, const 
 // Writes `result` into a device tensor (no download) and compiles with timestamps.
 Prepared compile(Device& device, Graph& graph, Tensor result);
 
+// out = x·Wᵀ + bias as nn.Linear computes it (W is [n, k]), in the "matmul" family.
+Benchmark linear_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, DType dt,
+                        bool quick = false);
+
 std::vector<Benchmark> block_benchmarks();
+// all-MiniLM-L6-v2 from scripts/fetch_minilm.sh's cache, and matmuls at its shapes (embedding.cpp).
+std::vector<Benchmark> embedding_benchmarks();
 
 }  // namespace vkformer::bench

@@ -60,6 +60,10 @@ double Efficiency::expected(const Benchmark& b, std::string* source) const {
                 " benchmark reached";
       return it->second;
     }
+  if (b.expected_fraction > 0) {
+    *source = "the " + fixed(b.expected_fraction * 100, 0) + "% of roofline expected of it";
+    return b.expected_fraction;
+  }
   *source = "an assumed " + fixed(kDefault * 100, 0) + "% of roofline";
   return kDefault;
 }

@@ -25,7 +25,8 @@ struct RunOptions {
 };
 
 // What share of the roofline a benchmark is expected to reach, to predict its run time: the
-// share the last benchmark of the same family and variant reached on this device, else 10%.
+// share the last benchmark of the same family and variant reached on this device, else the
+// benchmark's own expected_fraction, else 10%.
 class Efficiency {
  public:
   static constexpr double kDefault = 0.1;

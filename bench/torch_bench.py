@@ -8,10 +8,13 @@ torch.inference_mode(), which allows its fused fast paths (as a user would run t
 
   python3 bench/torch_bench.py --json torch.json            # CUDA if available, else CPU
   python3 bench/torch_bench.py --quick --device cpu         # a smoke test without a GPU
+  python3 bench/torch_bench.py --filter 'minilm|sentence_embedding' --warmup 1 --repeats 3
 """
 import argparse
 import json
 import math
+import os
+import re
 import statistics
 import time
 
@@ -96,6 +99,35 @@ class CachedDecoder(nn.Module):
         return x
 
 
+def minilm_dir():
+    """Where scripts/fetch_minilm.sh installs all-MiniLM-L6-v2 (or $VKFORMER_MINILM_DIR), as
+    vkformer bench looks for it."""
+    if os.environ.get("VKFORMER_MINILM_DIR"):
+        return os.environ["VKFORMER_MINILM_DIR"]
+    cache = os.environ.get("VKFORMER_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vkformer")
+    return os.path.join(cache, "all-MiniLM-L6-v2", "model")
+
+
+def sentence_embedding(bsz, s, t, device):
+    """all-MiniLM-L6-v2 in sentence-transformers, token ids in (no tokenizer, as vkformer bench
+    times it): BertModel, mean pooling, Normalize; every token real, a fixed seed."""
+    path = minilm_dir()
+    if not os.path.isfile(os.path.join(path, "model.safetensors")):
+        raise RuntimeError(f"run scripts/fetch_minilm.sh: all-MiniLM-L6-v2 is not in {path}")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as e:
+        raise RuntimeError(f"sentence-transformers is not installed ({e})")
+    model = SentenceTransformer(path, device=str(device)).to(t).eval()
+    g = torch.Generator().manual_seed(42)
+    ids = torch.randint(1996, 30522, (bsz, s), generator=g)
+    ids[:, 0], ids[:, -1] = 101, 102
+    features = {"input_ids": ids.to(device), "attention_mask": torch.ones_like(ids).to(device),
+                "token_type_ids": torch.zeros_like(ids).to(device)}
+    return lambda: model(dict(features))["sentence_embedding"]
+
+
 def benchmarks(device, quick):
     """(id, make) pairs: make() returns the function to time."""
     out = []
@@ -165,6 +197,20 @@ def benchmarks(device, quick):
             add("transformer", "d512.6+6", dt,
                 [("batch", bsz), ("src", 128), ("tgt", 128), ("d_model", 512), ("layers", 12)], make)
 
+        # all-MiniLM-L6-v2's projections at its benchmarked token counts, then the whole model.
+        for tokens in (32 * 128, 16):
+            for variant, n, k in [("minilm.qkv", 1152, 384), ("minilm.out", 384, 384),
+                                  ("minilm.ffn1", 1536, 384), ("minilm.ffn2", 384, 1536)]:
+                def make(m=tokens, n=n, k=k, t=t):
+                    x = torch.randn(m, k, dtype=t, device=device)
+                    w = torch.randn(n, k, dtype=t, device=device)
+                    b = torch.randn(n, dtype=t, device=device)
+                    return lambda: F.linear(x, w, b)
+                add("matmul", variant, dt, [("m", tokens), ("n", n), ("k", k)], make)
+        for bsz, s in [(32, 128), (1, 16)]:
+            add("sentence_embedding", "all-MiniLM-L6-v2", dt, [("batch", bsz), ("seq", s)],
+                lambda bsz=bsz, s=s, t=t: sentence_embedding(bsz, s, t, device))
+
         for context in ([128] if quick else [128, 512, 1024, 2048]):
             def make(context=context, t=t):
                 layers = nn.ModuleList(
@@ -183,6 +229,7 @@ def main():
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--quick", action="store_true", help="a small subset")
+    p.add_argument("--filter", default="", help="only ids matching this regular expression (re.search)")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--budget", type=float, default=2.0, help="seconds of timed runs per benchmark")
@@ -194,6 +241,8 @@ def main():
     results = []
     with torch.inference_mode():
         for bench_id, make in benchmarks(device, a.quick):
+            if a.filter and not re.search(a.filter, bench_id):
+                continue
             try:
                 r = timer(device, make(), a.warmup, a.repeats, a.budget)
                 r.update(id=bench_id, status="ok")
