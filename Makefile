@@ -12,7 +12,7 @@ CTEST      ?= ctest
 VKFORMER   := ./$(BUILD_DIR)/tools/vkformer
 
 .DEFAULT_GOAL := help
-.PHONY: help deps configure build test demo bench soak devices clean
+.PHONY: help deps configure build test demo bench soak devices clean fuzz sanitize
 
 help:
 	@echo "vkformer: transformer inference on any Vulkan device"
@@ -22,6 +22,8 @@ help:
 	@echo "  make build    install missing packages, configure (once) and build"
 	@echo "  make bench    build, then run the benchmarks (vkformer bench; see bench/README.md)"
 	@echo "  make soak     build, then check that memory stays flat over long use (bench/README.md)"
+	@echo "  make sanitize the tests built with ASan + UBSan in build-asan/ (scripts/sanitize.sh)"
+	@echo "  make fuzz     each file reader's fuzz harness for 60 s (scripts/fuzz_smoke.sh, fuzz/)"
 	@echo "  make devices  build, then list the Vulkan devices (vkformer devices)"
 	@echo "  make deps     only install missing packages (scripts/install_deps.sh)"
 	@echo "  make clean    remove the build directory ($(BUILD_DIR))"
@@ -82,3 +84,10 @@ devices: build
 clean:
 	@case "$(BUILD_DIR)" in ""|"/"|"."|"..") echo "refusing to remove BUILD_DIR='$(BUILD_DIR)'"; exit 1;; esac
 	rm -rf "$(BUILD_DIR)"
+
+# The CI steps after `make test` (.ci/run): the suite under sanitizers, and a short fuzzing run.
+sanitize:
+	./scripts/sanitize.sh
+
+fuzz:
+	./scripts/fuzz_smoke.sh

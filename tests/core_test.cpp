@@ -120,9 +120,12 @@ TEST(HostTensor, BadIndicesDimsAndSizesAreErrors) {
   expect_error([&] { t.f32_at(-1); }, ErrorCode::invalid_argument, {"index -1"});
   expect_error([] { Shape{2, 3}.with(0, -5); }, ErrorCode::invalid_argument,
                {"negative dimension -5"});
-  // 2^48 elements is allowed, but no host has 2^50 bytes for them.
+  // 2^48 elements is allowed, but no host has 2^50 bytes for them. (ASan aborts on such a request
+  // instead of failing it, so that build, scripts/sanitize.sh, skips this one check.)
+#if !defined(__SANITIZE_ADDRESS__)
   expect_error([] { HostTensor({1 << 24, 1 << 24}, DType::f32); }, ErrorCode::out_of_memory,
                {"[16777216,16777216] f32", "1125899906842624 bytes"});
+#endif
 }
 
 TEST(Shape, ElementLimitDoesNotDependOnTheOrderOfDims) {

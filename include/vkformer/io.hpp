@@ -46,7 +46,8 @@ class SafetensorsFile {
   enum class Access { map, read };
 
   // Opens the file and validates the whole header: every field, dtype, shape (rank <= 4,
-  // size == byte range), every range inside the data buffer and no two ranges overlapping.
+  // size == byte range), the ranges covering the data buffer exactly (no gap, overlap or trailing
+  // bytes, as the reference implementation requires).
   explicit SafetensorsFile(const std::filesystem::path& path, Access access = Access::map);
   // The same from bytes in memory; `label` names them in error messages.
   static SafetensorsFile from_bytes(std::vector<std::byte> bytes, std::string label = "<memory>");
