@@ -15,7 +15,7 @@ BUILD_DIR=${BUILD_DIR:-build-fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 CXX_FUZZ=${CXX:-clang++}
-all=(safetensors npy config)
+all=(safetensors npy config gguf tokenizer)
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || names=("${all[@]}")
 
@@ -27,12 +27,11 @@ done
 
 ./scripts/install_deps.sh --fuzz
 
-if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]] || ! { [[ -f "$BUILD_DIR/Makefile" ]] || [[ -f "$BUILD_DIR/build.ninja" ]]; }; then
-  # Only the harnesses are built here: tests, tools and examples stay off.
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
-    -DVKFORMER_FUZZ=ON -DVKFORMER_BUILD_TESTS=OFF -DVKFORMER_BUILD_TOOLS=OFF \
-    -DVKFORMER_BUILD_EXAMPLES=OFF
-fi
+# Configured every time (quick once cached), so that a harness added since is known.
+# Only the harnesses are built here: tests, tools and examples stay off.
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
+  -DVKFORMER_FUZZ=ON -DVKFORMER_BUILD_TESTS=OFF -DVKFORMER_BUILD_TOOLS=OFF \
+  -DVKFORMER_BUILD_EXAMPLES=OFF > /dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${names[@]/#/fuzz_}"
 
 # Leaks are checked after every input (libFuzzer's -detect_leaks, on by default with ASan).
