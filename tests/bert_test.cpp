@@ -470,27 +470,6 @@ TEST_F(DeviceTest, BadDirectoriesGiveClearErrors) {
                          "does not exist"));
 }
 
-// Runs f, ending the whole binary with a message if it takes longer than `seconds`: a read that
-// blocks on a FIFO would otherwise hang the suite until ctest's timeout.
-void within_seconds(int seconds, const char* what, const std::function<void()>& f) {
-  std::atomic<bool> done{false};
-  std::thread watchdog([&] {
-    for (int i = 0; i < seconds * 20 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!done) {
-      std::fprintf(stderr, "FAILED: %s did not return within %d s (blocked?)\n", what, seconds);
-      std::_Exit(1);
-    }
-  });
-  struct Finish {
-    std::atomic<bool>& done;
-    std::thread& watchdog;
-    ~Finish() {
-      done = true;
-      watchdog.join();
-    }
-  } finish{done, watchdog};
-  f();
-}
 
 // Every file the embedder opens (config.json, modules.json, the pooling config,
 // sentence_bert_config.json, the tokenizer, the weights) goes through the library's reader: a

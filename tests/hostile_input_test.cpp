@@ -53,28 +53,6 @@ std::string read_file(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// Runs f, ending the whole binary with a message if it takes longer than `seconds`: a read that
-// blocks on a FIFO would otherwise hang the suite until ctest's timeout.
-void within_seconds(int seconds, const char* what, const std::function<void()>& f) {
-  std::atomic<bool> done{false};
-  std::thread watchdog([&] {
-    for (int i = 0; i < seconds * 20 && !done; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!done) {
-      std::fprintf(stderr, "FAILED: %s did not return within %d s (blocked?)\n", what, seconds);
-      std::_Exit(1);
-    }
-  });
-  struct Finish {
-    std::atomic<bool>& done;
-    std::thread& watchdog;
-    ~Finish() {
-      done = true;
-      watchdog.join();
-    }
-  } finish{done, watchdog};
-  f();
-}
 
 std::string nested(char open, char close, size_t depth) {
   return std::string(depth, open) + std::string(depth, close);

@@ -1,8 +1,11 @@
 #include "test_util.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace vkformer::testing {
 
@@ -131,6 +134,27 @@ std::string env_error(const char* name, const char* value, const std::function<v
   }
   ADD_FAILURE() << name << "='" << value << "': expected an error";
   return "";
+}
+
+void within_seconds(int seconds, const char* what, const std::function<void()>& f) {
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < seconds * 20 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done) {
+      std::fprintf(stderr, "FAILED: %s did not return within %d s (blocked?)\n", what, seconds);
+      std::_Exit(1);
+    }
+  });
+  struct Finish {
+    std::atomic<bool>& done;
+    std::thread& watchdog;
+    ~Finish() {
+      done = true;
+      watchdog.join();
+    }
+  } finish{done, watchdog};
+  f();
 }
 
 }  // namespace vkformer::testing

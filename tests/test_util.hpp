@@ -46,6 +46,11 @@ std::vector<double> broadcast_to(const std::vector<double>& values, const Shape&
 ::testing::AssertionResult fails_with(const std::function<void()>& f, ErrorCode code,
                                       std::string_view needle);
 
+// Runs f, ending the whole binary with a message if it takes longer than `seconds`: a read that
+// blocks on a FIFO, or reads a link to /dev/zero until memory runs out, would otherwise hang the
+// suite until ctest's timeout.
+void within_seconds(int seconds, const char* what, const std::function<void()>& f);
+
 // Sets an environment variable (a tuning override) for one scope, then restores it.
 class ScopedEnv {
  public:

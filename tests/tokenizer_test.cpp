@@ -629,29 +629,6 @@ TEST(TokenizerFiles, MissingFilesAreIoErrors) {
 
 // ------------------------------------------------------------------------------- hostile files
 
-// Runs f, ending the whole binary with a message if it takes longer than `seconds`: a read that
-// blocks on a FIFO, or reads a link to /dev/zero until memory runs out, would otherwise hang the
-// suite until ctest's timeout (as in hostile_input_test).
-void within_seconds(int seconds, const char* what, const std::function<void()>& f) {
-  std::atomic<bool> done{false};
-  std::thread watchdog([&] {
-    for (int i = 0; i < seconds * 20 && !done; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!done) {
-      std::fprintf(stderr, "FAILED: %s did not return within %d s (blocked?)\n", what, seconds);
-      std::_Exit(1);
-    }
-  });
-  struct Finish {
-    std::atomic<bool>& done;
-    std::thread& watchdog;
-    ~Finish() {
-      done = true;
-      watchdog.join();
-    }
-  } finish{done, watchdog};
-  f();
-}
 
 std::string tiny_vocab_text() {
   std::string text;
@@ -684,7 +661,7 @@ TEST(TokenizerFiles, FifosAndDevicesAreRefusedWithoutReading) {
   const fs::path zero_txt = dir / "zero_txt" / "vocab.txt";
   fs::create_symlink("/dev/zero", zero_txt);
 
-  within_seconds(10, "WordPieceTokenizer::load of a FIFO or a link to /dev/zero", [&] {
+  vkformer::testing::within_seconds(10, "WordPieceTokenizer::load of a FIFO or a link to /dev/zero", [&] {
     const std::string fifo = ": is a FIFO, not a regular file";
     EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(fifo_json); }, ErrorCode::io,
                            fifo_json.string() + fifo));
