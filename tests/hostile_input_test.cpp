@@ -28,21 +28,7 @@ const fs::path kGolden = fs::path(__FILE__).parent_path() / "golden";
 const fs::path kEncoder = kGolden / "encoder_post_relu_b1_s1";
 
 // A scratch directory for this process, removed at exit.
-const fs::path& scratch() {
-  struct Dir {
-    fs::path path;
-    Dir() {
-      path = fs::temp_directory_path() / ("vkformer_hostile_test_" + std::to_string(::getpid()));
-      fs::create_directories(path);
-    }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  };
-  static Dir dir;
-  return dir.path;
-}
+const fs::path& scratch() { return vkformer::testing::scratch_dir("hostile_test"); }
 
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

@@ -29,21 +29,7 @@ namespace fs = std::filesystem;
 // ------------------------------------------------------------------------------- helpers
 
 // A scratch directory for this process, removed at exit.
-const fs::path& scratch() {
-  struct Dir {
-    fs::path path;
-    Dir() {
-      path = fs::temp_directory_path() / ("vkformer_io_test_" + std::to_string(::getpid()));
-      fs::create_directories(path);
-    }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  };
-  static Dir dir;
-  return dir.path;
-}
+const fs::path& scratch() { return vkformer::testing::scratch_dir("io_test"); }
 
 fs::path golden_dir() { return fs::path(__FILE__).parent_path() / "golden"; }
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <unistd.h>
+
 namespace vkformer::testing {
 
 std::vector<float> random_values(size_t n, uint32_t seed, float lo, float hi) {
@@ -134,6 +136,23 @@ std::string env_error(const char* name, const char* value, const std::function<v
   }
   ADD_FAILURE() << name << "='" << value << "': expected an error";
   return "";
+}
+
+const std::filesystem::path& scratch_dir(const std::string& name) {
+  struct Dir {
+    std::filesystem::path path;
+    explicit Dir(const std::string& name) {
+      path = std::filesystem::temp_directory_path() /
+             ("vkformer_" + name + "_" + std::to_string(::getpid()));
+      std::filesystem::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Dir dir(name);
+  return dir.path;
 }
 
 void within_seconds(int seconds, const char* what, const std::function<void()>& f) {

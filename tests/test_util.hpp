@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <random>
@@ -45,6 +46,10 @@ std::vector<double> broadcast_to(const std::vector<double>& values, const Shape&
 // failure says what happened instead (use as EXPECT_TRUE(fails_with(...))).
 ::testing::AssertionResult fails_with(const std::function<void()>& f, ErrorCode code,
                                       std::string_view needle);
+
+// A folder for this test binary's files, <tmp>/vkformer_<name>_<pid>, made on first use and
+// removed at exit (the first call's name holds for the binary).
+const std::filesystem::path& scratch_dir(const std::string& name);
 
 // Runs f, ending the whole binary with a message if it takes longer than `seconds`: a read that
 // blocks on a FIFO, or reads a link to /dev/zero until memory runs out, would otherwise hang the

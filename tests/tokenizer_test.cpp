@@ -38,21 +38,7 @@ using vkformer::testing::fails_with;
 // ------------------------------------------------------------------------------- helpers
 
 // A scratch directory for this process, removed at exit.
-const fs::path& scratch() {
-  struct Dir {
-    fs::path path;
-    Dir() {
-      path = fs::temp_directory_path() / ("vkformer_tokenizer_test_" + std::to_string(::getpid()));
-      fs::create_directories(path);
-    }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  };
-  static Dir dir;
-  return dir.path;
-}
+const fs::path& scratch() { return vkformer::testing::scratch_dir("tokenizer_test"); }
 
 void write_file(const fs::path& path, const std::string& content) {
   fs::create_directories(path.parent_path());
