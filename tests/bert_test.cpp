@@ -32,10 +32,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 // ------------------------------------------------------------------------------ the real model
-struct ModelDir {
-  fs::path path;
-  std::string error;
-};
+using ModelDir = vkformer::testing::FetchedModel;
 
 // The all-MiniLM-L6-v2 folder, or why there is none: a failed fetch fails the tests that need it.
 const ModelDir& minilm_dir() {
@@ -47,24 +44,9 @@ const ModelDir& minilm_dir() {
         d.error = "VKFORMER_MINILM_DIR=" + d.path.string() + " has no model.safetensors";
       return d;
     }
-    std::string command = std::string("'") + VKF_SOURCE_DIR + "/scripts/fetch_minilm.sh' 2>&1";
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (!pipe) {
-      d.error = "cannot run " + command;
-      return d;
-    }
-    std::string output;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
-    int status = ::pclose(pipe);
-    while (!output.empty() && output.back() == '\n') output.pop_back();
-    if (status != 0) {
-      d.error = "scripts/fetch_minilm.sh failed (set VKFORMER_MINILM_DIR to a folder holding "
-                "all-MiniLM-L6-v2 to use one you have):\n" + output;
-      return d;
-    }
-    d.path = output.substr(output.find_last_of('\n') + 1);
-    return d;
+    return run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_minilm.sh",
+                            "set VKFORMER_MINILM_DIR to a folder holding all-MiniLM-L6-v2 to "
+                            "use one you have");
   }();
   return dir;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test_device.hpp"
+#include "test_util.hpp"
 #include "vkformer/vkformer.h"
 #include "vkformer/vkformer.hpp"
 
@@ -24,17 +25,11 @@ namespace fs = std::filesystem;
 // The model folder, or the fetch's failure message (a failure of the test, never a skip).
 std::string minilm_dir(std::string* error) {
   if (const char* env = std::getenv("VKFORMER_MINILM_DIR"); env && *env) return env;
-  std::string command = std::string("'") + VKF_SOURCE_DIR + "/scripts/fetch_minilm.sh' 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::string output;
-  char buf[4096];
-  for (size_t n; pipe && (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) output.append(buf, n);
-  if (!pipe || ::pclose(pipe) != 0) {
-    *error = "scripts/fetch_minilm.sh failed:\n" + output;
-    return {};
-  }
-  while (!output.empty() && output.back() == '\n') output.pop_back();
-  return output.substr(output.find_last_of('\n') + 1);
+  const FetchedModel m = run_fetch_script(
+      std::string(VKF_SOURCE_DIR) + "/scripts/fetch_minilm.sh",
+      "set VKFORMER_MINILM_DIR to a folder holding all-MiniLM-L6-v2 to use one you have");
+  *error = m.error;
+  return m.path.string();
 }
 
 class CApiEmbedTest : public DeviceTest {

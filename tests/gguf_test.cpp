@@ -687,10 +687,7 @@ TEST(GgmlTypes, DequantizeByHand) {
 // ------------------------------------------------------------------------------- SmolLM2
 
 // The model file, or the reason there is none.
-struct ModelFile {
-  fs::path path;
-  std::string error;
-};
+using ModelFile = vkformer::testing::FetchedModel;
 
 const ModelFile& smollm2() {
   static const ModelFile file = [] {
@@ -700,24 +697,9 @@ const ModelFile& smollm2() {
       if (!fs::is_regular_file(m.path)) m.error = "VKFORMER_SMOLLM2_GGUF=" + m.path.string() + " is no file";
       return m;
     }
-    std::string command = std::string("'") + VKF_SOURCE_DIR + "/scripts/fetch_smollm2.sh' 2>&1";
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (!pipe) {
-      m.error = "cannot run " + command;
-      return m;
-    }
-    std::string output;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
-    const int status = ::pclose(pipe);
-    while (!output.empty() && output.back() == '\n') output.pop_back();
-    if (status != 0) {
-      m.error = "scripts/fetch_smollm2.sh failed (set VKFORMER_SMOLLM2_GGUF to the file to use one "
-                "you have):\n" + output;
-      return m;
-    }
-    m.path = output.substr(output.find_last_of('\n') + 1);  // its last line
-    return m;
+    return vkformer::testing::run_fetch_script(
+        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
+        "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
   }();
   return file;
 }

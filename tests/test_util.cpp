@@ -138,6 +138,28 @@ std::string env_error(const char* name, const char* value, const std::function<v
   return "";
 }
 
+FetchedModel run_fetch_script(const std::string& script, const std::string& hint) {
+  FetchedModel m;
+  const std::string command = "'" + script + "' 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) {
+    m.error = "cannot run " + command;
+    return m;
+  }
+  std::string output;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  while (!output.empty() && output.back() == '\n') output.pop_back();
+  if (status != 0) {
+    const std::string name = std::filesystem::path(script).filename().string();
+    m.error = "scripts/" + name + " failed (" + hint + "):\n" + output;
+    return m;
+  }
+  m.path = output.substr(output.find_last_of('\n') + 1);  // its last line
+  return m;
+}
+
 const std::filesystem::path& scratch_dir(const std::string& name) {
   struct Dir {
     std::filesystem::path path;

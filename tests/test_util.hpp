@@ -47,6 +47,15 @@ std::vector<double> broadcast_to(const std::vector<double>& values, const Shape&
 ::testing::AssertionResult fails_with(const std::function<void()>& f, ErrorCode code,
                                       std::string_view needle);
 
+// A model that a fetch script (scripts/fetch_*.sh, run as `script`) installs into its cache and
+// names on its last line of output. `error` holds why there is none: the script's output when
+// it fails, after `hint`; a failed fetch fails the tests that need the model, never skips them.
+struct FetchedModel {
+  std::filesystem::path path;
+  std::string error;
+};
+FetchedModel run_fetch_script(const std::string& script, const std::string& hint);
+
 // A folder for this test binary's files, <tmp>/vkformer_<name>_<pid>, made on first use and
 // removed at exit (the first call's name holds for the binary).
 const std::filesystem::path& scratch_dir(const std::string& name);

@@ -46,10 +46,7 @@ void write_file(const fs::path& path, const std::string& content) {
 }
 
 // The all-MiniLM-L6-v2 folder, or the reason there is none (then the folder is empty).
-struct ModelDir {
-  fs::path path;
-  std::string error;
-};
+using ModelDir = vkformer::testing::FetchedModel;
 
 const ModelDir& minilm_dir() {
   static const ModelDir dir = [] {
@@ -60,26 +57,10 @@ const ModelDir& minilm_dir() {
         d.error = "VKFORMER_MINILM_DIR=" + d.path.string() + " has no tokenizer.json";
       return d;
     }
-    std::string command = std::string("'") + VKF_SOURCE_DIR + "/scripts/fetch_minilm.sh' 2>&1";
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (!pipe) {
-      d.error = "cannot run " + command;
-      return d;
-    }
-    std::string output;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
-    int status = ::pclose(pipe);
-    while (!output.empty() && output.back() == '\n') output.pop_back();
-    if (status != 0) {
-      d.error =
-          "scripts/fetch_minilm.sh failed (set VKFORMER_MINILM_DIR to a folder holding "
-          "all-MiniLM-L6-v2's tokenizer files to use one you have):\n" +
-          output;
-      return d;
-    }
-    d.path = output.substr(output.find_last_of('\n') + 1);  // its last line
-    return d;
+    return vkformer::testing::run_fetch_script(
+        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_minilm.sh",
+        "set VKFORMER_MINILM_DIR to a folder holding all-MiniLM-L6-v2's tokenizer files to use "
+        "one you have");
   }();
   return dir;
 }
