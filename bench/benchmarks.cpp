@@ -26,7 +26,7 @@ std::string Benchmark::id() const {
 
 void require_bindable(Device& device, const Shape& shape, DType dtype, const std::string& what) {
   const DeviceInfo& info = device.info();
-  const uint64_t bytes = static_cast<uint64_t>(shape.numel()) * dtype_size(dtype);
+  const uint64_t bytes = dtype_bytes(dtype, shape.numel());
   if (bytes > info.max_storage_buffer_range)
     throw Error(ErrorCode::unsupported,
                 what + " " + shape.str() + " " + std::string(dtype_name(dtype)) + " takes " +
@@ -38,7 +38,7 @@ void require_bindable(Device& device, const Shape& shape, DType dtype, const std
 void require_allocatable(Device& device, const Shape& shape, DType dtype,
                          const std::string& what) {
   const DeviceInfo& info = device.info();
-  const uint64_t bytes = static_cast<uint64_t>(shape.numel()) * dtype_size(dtype);
+  const uint64_t bytes = dtype_bytes(dtype, shape.numel());
   if (bytes > info.max_memory_allocation_size)
     throw Error(ErrorCode::unsupported,
                 what + " " + shape.str() + " " + std::string(dtype_name(dtype)) + " takes " +

@@ -104,7 +104,9 @@ TEST(HostTensor, ConvertsAndChecks) {
   EXPECT_THROW(t.reshaped({3}), Error);
   EXPECT_EQ(t.reshaped({4}).shape(), Shape{4});
   EXPECT_EQ(parse_dtype("float16"), DType::f16);
-  EXPECT_THROW(parse_dtype("bf16"), Error);
+  EXPECT_EQ(parse_dtype("bf16"), DType::bf16);
+  EXPECT_EQ(parse_dtype("q4_1"), DType::q4_1);
+  EXPECT_THROW(parse_dtype("f64"), Error);
 }
 
 // Runs fn, which must throw a vkformer::Error of `code` whose message contains every needle.

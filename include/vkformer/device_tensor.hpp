@@ -18,7 +18,7 @@ class DeviceTensor {
 
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
-  size_t nbytes() const { return static_cast<size_t>(shape_.numel()) * dtype_size(dtype_); }
+  size_t nbytes() const { return static_cast<size_t>(dtype_bytes(dtype_, shape_.numel())); }
   bool valid() const { return allocation_ != nullptr; }
   const std::shared_ptr<Allocation>& allocation() const { return allocation_; }
 

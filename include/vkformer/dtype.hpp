@@ -5,16 +5,49 @@
 
 namespace vkformer {
 
-// Element types of tensors. f16 is a storage type: kernels load it, compute in fp32, store it.
-enum class DType : uint8_t { f32, f16, i32 };
+// Element types of tensors. f16 and bf16 are storage types: kernels load them, compute in fp32,
+// store f16. q8_0, q4_0 and q4_1 are ggml's block-quantized weight types: each row (the last
+// dim) is a run of 32-element blocks, stored exactly as in a GGUF file:
+//   q8_0: f16 d, 32 × int8 q                 value d·q                  (34 bytes)
+//   q4_0: f16 d, 16 bytes of nibbles         value d·(q − 8)            (18 bytes)
+//   q4_1: f16 d, f16 m, 16 bytes of nibbles  value d·q + m              (20 bytes)
+// with the low nibbles holding elements 0..15 of a block and the high nibbles 16..31. bf16 is the
+// upper half of an f32. Quantized tensors are weights: matmul/linear (as B, [N, K] transposed)
+// and embedding (as the table) read them; any other op refuses them by name.
+enum class DType : uint8_t { f32, f16, i32, bf16, q8_0, q4_0, q4_1 };
 
-constexpr size_t dtype_size(DType t) {
+constexpr bool is_quantized(DType t) {
+  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1;
+}
+
+// Elements per block: 32 for the quantized types, 1 otherwise.
+constexpr int64_t dtype_block_elements(DType t) { return is_quantized(t) ? 32 : 1; }
+
+// Bytes per block (per element for the plain types).
+constexpr size_t dtype_block_bytes(DType t) {
   switch (t) {
     case DType::f32: return 4;
     case DType::f16: return 2;
     case DType::i32: return 4;
+    case DType::bf16: return 2;
+    case DType::q8_0: return 34;
+    case DType::q4_0: return 18;
+    case DType::q4_1: return 20;
   }
   return 0;
+}
+
+// Bytes of one element, for the plain (not block-quantized) types; 0 for the quantized ones,
+// whose sizes go through dtype_bytes.
+constexpr size_t dtype_size(DType t) { return is_quantized(t) ? 0 : dtype_block_bytes(t); }
+
+// Bytes of `numel` elements laid out in whole blocks (rows of a quantized tensor are a multiple
+// of 32 elements, so a tensor's bytes are dtype_bytes(dtype, numel)). A partial block counts
+// whole.
+constexpr uint64_t dtype_bytes(DType t, int64_t numel) {
+  const auto n = static_cast<uint64_t>(numel < 0 ? 0 : numel);
+  const auto b = static_cast<uint64_t>(dtype_block_elements(t));
+  return (n + b - 1) / b * dtype_block_bytes(t);
 }
 
 constexpr std::string_view dtype_name(DType t) {
@@ -22,13 +55,22 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::f32: return "f32";
     case DType::f16: return "f16";
     case DType::i32: return "i32";
+    case DType::bf16: return "bf16";
+    case DType::q8_0: return "q8_0";
+    case DType::q4_0: return "q4_0";
+    case DType::q4_1: return "q4_1";
   }
   return "?";
 }
 
+// f32 and f16: the types activations (and op outputs) have.
 constexpr bool is_float(DType t) { return t == DType::f32 || t == DType::f16; }
 
-// Parses "f32" / "float32", "f16" / "float16", "i32" / "int32"; throws vkformer::Error otherwise.
+// Types a weight of matmul/linear or an embedding table may have (read and widened to fp32).
+constexpr bool is_weight_type(DType t) { return is_float(t) || t == DType::bf16 || is_quantized(t); }
+
+// Parses "f32" / "float32", "f16" / "float16", "i32" / "int32", "bf16" / "bfloat16", "q8_0",
+// "q4_0", "q4_1"; throws vkformer::Error otherwise.
 DType parse_dtype(std::string_view name);
 
 }  // namespace vkformer

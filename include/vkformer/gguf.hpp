@@ -66,6 +66,12 @@ uint64_t ggml_row_bytes(GgmlType type, uint64_t n);
 // another throws format naming it. Size mismatches throw invalid_argument.
 void dequantize_row(GgmlType type, std::span<const std::byte> src, std::span<float> dst);
 
+// The vkformer dtype that holds a ggml type's blocks unchanged: F32, F16, BF16, Q8_0, Q4_0, Q4_1
+// (I32 too). Another type throws format naming it ("ggml type Q4_K has no vkformer dtype ...").
+DType dtype_from_ggml(GgmlType type);
+// The reverse, for every dtype (i32 is I32).
+GgmlType ggml_type_of(DType dtype);
+
 // ------------------------------------------------------------------------------- GGUF values
 enum class GgufValueType : uint32_t {
   u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7, string = 8,
@@ -192,6 +198,10 @@ class GgufFile {
   std::vector<float> dequantize_rows(const GgufTensorInfo& t, uint64_t first, uint64_t count) const;
   // The whole tensor as f32, with shape().
   HostTensor read_f32(std::string_view name) const;
+  // The whole tensor in its stored type (dtype_from_ggml), bytes copied unchanged, with shape()
+  // (ne reversed, so rows are the last dim). A type with no vkformer dtype throws format naming
+  // the tensor and its type.
+  HostTensor read_raw(std::string_view name) const;
 
  private:
   struct Impl;

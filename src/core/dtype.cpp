@@ -7,11 +7,17 @@
 namespace vkformer {
 
 DType parse_dtype(std::string_view name) {
-  if (name == "f32" || name == "float32") return DType::f32;
-  if (name == "f16" || name == "float16") return DType::f16;
-  if (name == "i32" || name == "int32") return DType::i32;
+  const std::string_view lower = name;
+  if (lower == "f32" || lower == "float32") return DType::f32;
+  if (lower == "f16" || lower == "float16") return DType::f16;
+  if (lower == "i32" || lower == "int32") return DType::i32;
+  if (lower == "bf16" || lower == "bfloat16") return DType::bf16;
+  if (lower == "q8_0") return DType::q8_0;
+  if (lower == "q4_0") return DType::q4_0;
+  if (lower == "q4_1") return DType::q4_1;
   throw Error(ErrorCode::invalid_argument,
-              "unknown dtype '" + std::string(name) + "' (expected f32, f16 or i32)");
+              "unknown dtype '" + std::string(name) +
+                  "' (expected f32, f16, i32, bf16, q8_0, q4_0 or q4_1)");
 }
 
 }  // namespace vkformer

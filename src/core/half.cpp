@@ -58,4 +58,12 @@ float half_to_float(uint16_t h) {
 
 float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
+uint16_t float_to_bfloat16(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  // NaN stays a (quiet) NaN instead of rounding up into infinity.
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  const uint32_t round = 0x7fffu + ((bits >> 16) & 1u);  // to nearest, ties to even
+  return static_cast<uint16_t>((bits + round) >> 16);
+}
+
 }  // namespace vkformer

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "vkformer/error.hpp"
+#include "vkformer/gguf.hpp"
 #include "vkformer/half.hpp"
 
 namespace vkformer {
@@ -13,7 +14,12 @@ namespace {
 
 // Zeroed bytes for a tensor; a failed allocation is an Error that says how much was asked for.
 std::vector<std::byte> allocate_bytes(const Shape& shape, DType dtype) {
-  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  if (is_quantized(dtype) && (shape.rank() == 0 || shape.back() % dtype_block_elements(dtype) != 0))
+    throw Error(ErrorCode::shape_mismatch,
+                "HostTensor " + shape.str() + " " + std::string(dtype_name(dtype)) +
+                    ": a quantized tensor's last dim must be a multiple of " +
+                    std::to_string(dtype_block_elements(dtype)) + " (whole blocks)");
+  const auto bytes = static_cast<size_t>(dtype_bytes(dtype, shape.numel()));
   try {
     return std::vector<std::byte>(bytes);
   } catch (const std::bad_alloc&) {
@@ -29,6 +35,19 @@ float element_as_f32(const std::byte* data, DType dtype, int64_t i) {
     case DType::f32: return reinterpret_cast<const float*>(data)[i];
     case DType::f16: return half_to_float(reinterpret_cast<const uint16_t*>(data)[i]);
     case DType::i32: return static_cast<float>(reinterpret_cast<const int32_t*>(data)[i]);
+    case DType::bf16: return bfloat16_to_float(reinterpret_cast<const uint16_t*>(data)[i]);
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1: {
+      // Dequantize the element's block, exactly as to_f32 does.
+      const int64_t per = dtype_block_elements(dtype);
+      float block[32];
+      dequantize_row(ggml_type_of(dtype),
+                     std::span<const std::byte>(data + (i / per) * dtype_block_bytes(dtype),
+                                                dtype_block_bytes(dtype)),
+                     std::span<float>(block, static_cast<size_t>(per)));
+      return block[i % per];
+    }
   }
   return 0;
 }
@@ -62,7 +81,30 @@ HostTensor HostTensor::from_f32(Shape shape, std::span<const float> values, DTyp
       for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<int32_t>(values[i]);
       break;
     }
+    case DType::bf16: {
+      auto* out = reinterpret_cast<uint16_t*>(t.data());
+      for (size_t i = 0; i < values.size(); ++i) out[i] = float_to_bfloat16(values[i]);
+      break;
+    }
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+      throw Error(ErrorCode::unsupported,
+                  "HostTensor::from_f32: vkformer does not quantize to " +
+                      std::string(dtype_name(dtype)) +
+                      " (read quantized weights from a GGUF file, or use HostTensor::from_bytes)");
   }
+  return t;
+}
+
+HostTensor HostTensor::from_bytes(Shape shape, DType dtype, std::span<const std::byte> bytes) {
+  HostTensor t(shape, dtype);
+  if (bytes.size() != t.nbytes())
+    throw Error(ErrorCode::shape_mismatch,
+                "HostTensor::from_bytes: " + shape.str() + " " + std::string(dtype_name(dtype)) +
+                    " takes " + std::to_string(t.nbytes()) + " bytes, got " +
+                    std::to_string(bytes.size()));
+  if (!bytes.empty()) std::memcpy(t.data(), bytes.data(), bytes.size());
   return t;
 }
 
@@ -75,7 +117,8 @@ HostTensor HostTensor::from_i32(Shape shape, std::span<const int32_t> values) {
 
 float HostTensor::f32_at(int64_t i) const {
   // Also past the bytes held: a default-constructed tensor has shape [] (one element) but none.
-  const int64_t held = static_cast<int64_t>(bytes_.size() / dtype_size(dtype_));
+  const int64_t held = static_cast<int64_t>(bytes_.size() / dtype_block_bytes(dtype_)) *
+                       dtype_block_elements(dtype_);
   if (i < 0 || i >= held)
     throw Error(ErrorCode::invalid_argument,
                 "HostTensor::f32_at: index " + std::to_string(i) + " is outside a tensor of " +
@@ -87,6 +130,8 @@ std::vector<float> HostTensor::to_f32() const {
   std::vector<float> v(static_cast<size_t>(numel()));
   if (dtype_ == DType::f32) {
     if (!v.empty()) std::memcpy(v.data(), bytes_.data(), bytes_.size());
+  } else if (is_quantized(dtype_)) {
+    if (!v.empty()) dequantize_row(ggml_type_of(dtype_), bytes_, v);
   } else {
     for (int64_t i = 0; i < numel(); ++i) v[i] = element_as_f32(bytes_.data(), dtype_, i);
   }
@@ -104,7 +149,7 @@ std::vector<int32_t> HostTensor::to_i32() const {
 
 HostTensor HostTensor::cast(DType to) const {
   if (to == dtype_) return *this;
-  if (!is_float(to) || !is_float(dtype_))
+  if (!(is_float(to) || to == DType::bf16) || !(is_float(dtype_) || is_weight_type(dtype_)))
     throw Error(ErrorCode::invalid_argument, "HostTensor::cast from " +
                                                  std::string(dtype_name(dtype_)) + " to " +
                                                  std::string(dtype_name(to)) + " is not supported");
@@ -116,6 +161,10 @@ HostTensor HostTensor::reshaped(Shape shape) const {
   if (shape.numel() != shape_.numel())
     throw Error(ErrorCode::shape_mismatch,
                 "reshape " + shape_.str() + " to " + shape.str() + ": element counts differ");
+  if (is_quantized(dtype_) && (shape.rank() == 0 || shape.back() % dtype_block_elements(dtype_)))
+    throw Error(ErrorCode::shape_mismatch,
+                "reshape " + std::string(dtype_name(dtype_)) + " " + shape_.str() + " to " +
+                    shape.str() + ": the last dim must stay a multiple of 32 (whole blocks)");
   HostTensor t = *this;
   t.shape_ = shape;
   return t;

@@ -58,12 +58,12 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
     // Reshapes and head copies that move nothing are views, unless they read an external that
     // the graph writes: then a copy keeps its contents as they are at the node's place. (Integer
     // reshapes stay views: the copy kernel is for floats, and no op writes integers in place.)
-    if (g.view_of_input(producer, &first) && first * dtype_size(d.dtype) % view_align == 0 &&
+    if (g.view_of_input(producer, &first) && dtype_bytes(d.dtype, first) % view_align == 0 &&
         !(written.count(storage_of(producer.inputs[0])) &&
           (producer.kind != OpKind::reshape || is_float(d.dtype)))) {
       is_view[v] = true;
       d.alias_of = producer.inputs[0];
-      d.alias_offset = static_cast<uint64_t>(first) * dtype_size(d.dtype);
+      d.alias_offset = dtype_bytes(d.dtype, first);
       continue;
     }
     switch (producer.kind) {

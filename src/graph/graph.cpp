@@ -145,6 +145,11 @@ void Graph::output_to(Tensor t, const Tensor& target) {
 Tensor Graph::reshape(Tensor x, const Shape& shape) {
   const std::string op = "reshape";
   impl().check(x, op, "x");
+  // Quantized weights are read only by the ops made for them (linear/matmul, embedding).
+  if (is_quantized(x.dtype))
+    shape_error(impl().label(op), "x is " + describe(x) +
+                                      ": quantized tensors can only be the weight of "
+                                      "linear/matmul or the table of embedding");
   if (shape.numel() != x.shape.numel())
     shape_error(impl().label(op), "cannot reshape " + describe(x) + " to " + shape.str() +
                                       ": element counts differ");

@@ -31,7 +31,7 @@ struct ValueDesc {
   ValueKind kind = ValueKind::activation;
   uint32_t alias_of = kNoValue;  // views and pinned outputs share their root's bytes
   uint64_t alias_offset = 0;     // a view's first byte within alias_of's bytes
-  uint64_t bytes() const { return static_cast<uint64_t>(shape.numel()) * dtype_size(dtype); }
+  uint64_t bytes() const { return dtype_bytes(dtype, shape.numel()); }
 };
 
 // A dispatch binds values in order: binding i of the kernel is bindings[i].

@@ -253,6 +253,37 @@ const GgmlTypeInfo& ggml_type_info(GgmlType type) {
 
 std::string_view ggml_type_name(GgmlType type) { return ggml_type_info(type).name; }
 
+DType dtype_from_ggml(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return DType::f32;
+    case GgmlType::F16: return DType::f16;
+    case GgmlType::BF16: return DType::bf16;
+    case GgmlType::I32: return DType::i32;
+    case GgmlType::Q8_0: return DType::q8_0;
+    case GgmlType::Q4_0: return DType::q4_0;
+    case GgmlType::Q4_1: return DType::q4_1;
+    default: break;
+  }
+  const GgmlTypeInfo* info = find_ggml_type(static_cast<uint32_t>(type));
+  throw Error(ErrorCode::format,
+              "ggml type " + (info ? std::string(info->name) : describe_ggml_type_number(
+                                                                   static_cast<uint32_t>(type))) +
+                  " has no vkformer dtype (supported: F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1)");
+}
+
+GgmlType ggml_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return GgmlType::F32;
+    case DType::f16: return GgmlType::F16;
+    case DType::i32: return GgmlType::I32;
+    case DType::bf16: return GgmlType::BF16;
+    case DType::q8_0: return GgmlType::Q8_0;
+    case DType::q4_0: return GgmlType::Q4_0;
+    case DType::q4_1: return GgmlType::Q4_1;
+  }
+  throw Error(ErrorCode::invalid_argument, "ggml_type_of: not a dtype");
+}
+
 std::string describe_ggml_type_number(uint32_t number) {
   std::string s = "ggml type " + std::to_string(number);
   if (const GgmlTypeInfo* t = find_ggml_type(number)) return s + " (" + std::string(t->name) + ")";

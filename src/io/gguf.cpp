@@ -715,4 +715,15 @@ HostTensor GgufFile::read_f32(std::string_view name) const {
   return HostTensor::from_f32(t.shape(), values);
 }
 
+HostTensor GgufFile::read_raw(std::string_view name) const {
+  const GgufTensorInfo& t = tensor(name);
+  DType dtype;
+  try {
+    dtype = dtype_from_ggml(t.type);
+  } catch (const Error& e) {
+    fail(ErrorCode::format, impl().label + ": tensor " + quote_name(t.name) + ": " + e.what());
+  }
+  return HostTensor::from_bytes(t.shape(), dtype, tensor_bytes(t));
+}
+
 }  // namespace vkformer

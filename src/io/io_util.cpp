@@ -79,7 +79,7 @@ bool is_valid_utf8(std::string_view s) {
 }
 
 void check_tensor_bytes(const HostTensor& t, const std::string& what) {
-  const auto want = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+  const auto want = dtype_bytes(t.dtype(), t.numel());
   if (t.nbytes() != want)
     fail(ErrorCode::invalid_argument,
          what + ": the " + std::string(dtype_name(t.dtype())) + " tensor of shape " +

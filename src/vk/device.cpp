@@ -62,7 +62,7 @@ const DeviceInfo& Device::info() const { return impl().info(); }
 // A tensor may be larger than one binding spans (ops that read it bind windows, and the executor
 // names any op that cannot), but not than one allocation.
 static void check_size(DeviceImpl& impl, const Shape& shape, DType dtype, const char* what) {
-  uint64_t bytes = static_cast<uint64_t>(shape.numel()) * dtype_size(dtype);
+  uint64_t bytes = dtype_bytes(dtype, shape.numel());
   const uint64_t most = impl.allocator().max_allocation();
   if (bytes > most)
     throw Error(ErrorCode::unsupported,
@@ -74,7 +74,7 @@ static void check_size(DeviceImpl& impl, const Shape& shape, DType dtype, const 
 
 DeviceTensor Device::allocate(const Shape& shape, DType dtype) {
   check_size(impl(), shape, dtype, "Device::allocate");
-  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  auto bytes = static_cast<size_t>(dtype_bytes(dtype, shape.numel()));
   auto alloc = impl().allocator().allocate(bytes, vk::MemoryKind::device, "Device::allocate");
   impl().zero(*alloc, 0, bytes);
   return DeviceTensor(std::move(alloc), shape, dtype);
