@@ -30,11 +30,16 @@ float gelu_tanh(float x) {
   return 0.5 * x * (1.0 + t);
 }
 
-// ACT: 0 none, 1 relu, 2 gelu, 3 gelu_tanh (the order of vkformer::Activation).
+// SiLU: x * sigmoid(x) = x / (1 + exp(-x)). For x below about -88, exp(-x) is +inf and the
+// quotient -0, the limit; the division form never computes inf * 0.
+float silu(float x) { return x / (1.0 + exp(-x)); }
+
+// ACT: 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu (the order of vkformer::Activation).
 float activate(float x, uint act) {
   if (act == 1u) return relu(x);
   if (act == 2u) return gelu(x);
   if (act == 3u) return gelu_tanh(x);
+  if (act == 4u) return silu(x);
   return x;
 }
 

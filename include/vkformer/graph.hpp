@@ -19,8 +19,8 @@ struct Tensor {
 };
 
 // gelu: the erf form (PyTorch's default); gelu_tanh: its tanh approximation (approximate="tanh",
-// Hugging Face's gelu_new and gelu_pytorch_tanh).
-enum class Activation : uint8_t { none, relu, gelu, gelu_tanh };
+// Hugging Face's gelu_new and gelu_pytorch_tanh); silu: x * sigmoid(x) (Llama's FFN gate).
+enum class Activation : uint8_t { none, relu, gelu, gelu_tanh, silu };
 
 // How Graph::pool reduces the tokens of each sequence, as sentence-transformers' Pooling does.
 enum class PoolMode : uint8_t {
@@ -56,6 +56,21 @@ struct AttentionOptions {
   // number of valid keys; by default all Sk keys are valid.
   std::optional<Tensor> key_length;
   enum class Path : uint8_t { automatic, fused, unfused } path = Path::automatic;
+};
+
+// Rotary position embedding (RoPE) on x [B, H, S, D]: the row at sequence index s has position
+// pos = offset + offset_tensor[0] + s, and column pairs are rotated by theta_i = pos *
+// freq_base^(-2i / dims), i < dims / 2; the last D - dims columns pass through unchanged.
+struct RopeOptions {
+  // interleaved: pairs (2i, 2i + 1), GGUF/llama.cpp's "normal" mode (GPT-J);
+  // neox: pairs (i, i + dims / 2), Hugging Face's rotate_half (GPT-NeoX).
+  enum class Style : uint8_t { interleaved, neox } style = Style::interleaved;
+  int64_t dims = -1;  // rotated columns, even, <= D; -1 means D
+  double freq_base = 10000.0;
+  int64_t offset = 0;  // position of the first row
+  // i32 [1]: a position offset read at run time (decoding). A graph input or constant must keep
+  // every position in [0, 2^24) (exact in fp32; Executor::set_input checks an input).
+  std::optional<Tensor> offset_tensor;
 };
 
 struct PositionalEncodingOptions {
@@ -108,6 +123,13 @@ class Graph {
 
   // Elementwise and normalization.
   Tensor add(Tensor a, Tensor b);  // numpy broadcasting
+  Tensor mul(Tensor a, Tensor b);  // elementwise product, numpy broadcasting (e.g. b one row)
+  Tensor silu(Tensor x);           // x * sigmoid(x)
+  // silu(gate) * up in one kernel (Llama's SwiGLU FFN); gate and up have the same shape and dtype.
+  Tensor swiglu(Tensor gate, Tensor up);
+  // x * rsqrt(mean(x^2) + eps) * weight over the last dim (Llama's RMSNorm; weight [D]).
+  Tensor rms_norm(Tensor x, Tensor weight, float eps = 1e-5f);
+  Tensor rope(Tensor x, const RopeOptions& options = {});
   Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, float eps = 1e-5f);
   // layer_norm(a + b, gamma, beta, eps) in one kernel (a post-norm residual: the sum is not
   // stored). a and b have the same shape and dtype.

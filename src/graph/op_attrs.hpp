@@ -29,6 +29,10 @@ enum class OpKind : uint8_t {
   add_layer_norm,
   pool,
   l2_normalize,
+  mul,
+  swiglu,
+  rms_norm,
+  rope,
   count
 };
 
@@ -61,7 +65,8 @@ struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_le
   bool has_key_length = false;
   AttentionOptions::Path path = AttentionOptions::Path::automatic;
 };
-struct LayerNormAttrs {  // layer_norm inputs: x, gamma, beta; add_layer_norm: a, b, gamma, beta
+// layer_norm inputs: x, gamma, beta; add_layer_norm: a, b, gamma, beta; rms_norm: x, weight
+struct LayerNormAttrs {
   float eps = 1e-5f;
 };
 struct ActivationAttrs {  // inputs: x
@@ -91,9 +96,17 @@ struct L2NormalizeAttrs {  // inputs: x
   float eps = 1e-12f;
 };
 
+struct RopeAttrs {  // inputs: x, [offset_tensor]
+  RopeOptions::Style style = RopeOptions::Style::interleaved;
+  int64_t dims = 0;
+  double freq_base = 10000.0;
+  int64_t offset = 0;
+  bool has_offset_tensor = false;
+};
+
 using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,
                              SplitHeadsAttrs, AttentionAttrs, LayerNormAttrs, ActivationAttrs,
                              CastAttrs, PositionalEncodingAttrs, UpdateCacheAttrs, PoolAttrs,
-                             L2NormalizeAttrs>;
+                             L2NormalizeAttrs, RopeAttrs>;
 
 }  // namespace vkformer

@@ -1,4 +1,4 @@
-// Elementwise ops: add (broadcasting), scale, relu, gelu, cast.
+// Elementwise ops: add and mul (broadcasting), swiglu, scale, relu, gelu, silu, cast.
 #include "op_common.hpp"
 #include "windows.hpp"
 
@@ -51,7 +51,10 @@ void lower_reshape_copy(Lowering& l) { lower_unary(l, 1.0f, Activation::none); }
 // and biases need, without the per-element index arithmetic of general broadcasting.
 enum AddMode : uint32_t { kAddGeneral = 0, kAddSameShape = 1, kAddRowBroadcast = 2 };
 
-void lower_add(Lowering& l) {
+// What add.comp computes (OP): a + b, a * b, or silu(a) * b.
+enum BinaryOp : uint32_t { kOpAdd = 0, kOpMul = 1, kOpSwiglu = 2 };
+
+void lower_binary(Lowering& l, BinaryOp op) {
   const ValueDesc& a = l.value(l.input(0));
   const ValueDesc& b = l.value(l.input(1));
   const ValueDesc& o = l.value(l.output());
@@ -63,7 +66,9 @@ void lower_add(Lowering& l) {
   uint32_t inputs[2] = {l.input(0), l.input(1)};
   const ValueDesc* full = &a;
   const ValueDesc* other = &b;
-  if (b.shape == o.shape && a.shape != o.shape) {  // a + b = b + a: put the full operand first
+  // a + b = b + a (and a * b = b * a): put the full operand first. swiglu's operands have the
+  // same shape, so it never swaps.
+  if (b.shape == o.shape && a.shape != o.shape) {
     std::swap(inputs[0], inputs[1]);
     std::swap(full, other);
   }
@@ -91,9 +96,13 @@ void lower_add(Lowering& l) {
         if (mode != kAddGeneral) q.n = static_cast<uint32_t>(s.count * d / (vec4 ? 4 : 1));
         l.dispatch(vec4 ? Kernel::add_vec4 : Kernel::add, o.dtype, std::move(bindings),
                    PushBlock::of(q), ops::elementwise_grid(l, q.n),
-                   {ops::kElementwiseWorkgroup, mode});
+                   {ops::kElementwiseWorkgroup, mode, op});
       });
 }
+
+void lower_add(Lowering& l) { lower_binary(l, kOpAdd); }
+void lower_mul(Lowering& l) { lower_binary(l, kOpMul); }
+void lower_swiglu(Lowering& l) { lower_binary(l, kOpSwiglu); }
 
 void lower_cast(Lowering& l) {
   const ValueDesc& x = l.value(l.input(0));
@@ -111,18 +120,31 @@ void lower_cast(Lowering& l) {
 
 }  // namespace
 
-Tensor Graph::add(Tensor a, Tensor b) {
-  const std::string op = "add";
-  ops::require_float(impl(), op, "a", a);
-  ops::require_float(impl(), op, "b", b);
+static Tensor broadcast_binary(GraphImpl& g, OpKind kind, const std::string& op, Tensor a,
+                               Tensor b) {
+  ops::require_float(g, op, "a", a);
+  ops::require_float(g, op, "b", b);
   if (a.dtype != b.dtype)
-    shape_error(impl().label(op), "dtypes differ: a is " + describe(a) + ", b is " + describe(b));
+    shape_error(g.label(op), "dtypes differ: a is " + describe(a) + ", b is " + describe(b));
   Shape out;
   if (!broadcast_shapes(a.shape, b.shape, &out))
-    shape_error(impl().label(op), "a " + a.shape.str() + " and b " + b.shape.str() +
-                                      " do not broadcast");
-  return impl().add_node(OpKind::add, op, {a.id, b.id}, {}, out, a.dtype);
+    shape_error(g.label(op), "a " + a.shape.str() + " and b " + b.shape.str() + " do not broadcast");
+  return g.add_node(kind, op, {a.id, b.id}, {}, out, a.dtype);
 }
+
+Tensor Graph::mul(Tensor a, Tensor b) { return broadcast_binary(impl(), OpKind::mul, "mul", a, b); }
+
+Tensor Graph::swiglu(Tensor gate, Tensor up) {
+  const std::string op = "swiglu";
+  ops::require_float(impl(), op, "gate", gate);
+  ops::require_float(impl(), op, "up", up);
+  if (gate.dtype != up.dtype || gate.shape != up.shape)
+    shape_error(impl().label(op), "gate " + describe(gate) + " and up " + describe(up) +
+                                      " must have the same shape and dtype");
+  return impl().add_node(OpKind::swiglu, op, {gate.id, up.id}, {}, gate.shape, gate.dtype);
+}
+
+Tensor Graph::add(Tensor a, Tensor b) { return broadcast_binary(impl(), OpKind::add, "add", a, b); }
 
 Tensor Graph::scale(Tensor x, float alpha) {
   const std::string op = "scale";
@@ -145,6 +167,7 @@ static Tensor activation_node(GraphImpl& g, const std::string& op, Tensor x, Act
 
 Tensor Graph::relu(Tensor x) { return activation_node(impl(), "relu", x, Activation::relu); }
 Tensor Graph::gelu(Tensor x) { return activation_node(impl(), "gelu", x, Activation::gelu); }
+Tensor Graph::silu(Tensor x) { return activation_node(impl(), "silu", x, Activation::silu); }
 
 Tensor Graph::cast(Tensor x, DType to) {
   const std::string op = "cast";
@@ -157,6 +180,8 @@ Tensor Graph::cast(Tensor x, DType to) {
 
 void register_elementwise_ops(OpRegistry& r) {
   r.add(OpKind::add, lower_add);
+  r.add(OpKind::mul, lower_mul);
+  r.add(OpKind::swiglu, lower_swiglu);
   r.add(OpKind::scale, lower_scale);
   r.add(OpKind::activation, lower_activation);
   r.add(OpKind::cast, lower_cast);

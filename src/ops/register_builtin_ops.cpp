@@ -4,7 +4,7 @@
 
 namespace vkformer {
 
-void register_elementwise_ops(OpRegistry& r);   // add, scale, relu, gelu, cast
+void register_elementwise_ops(OpRegistry& r);   // add, mul, swiglu, scale, relu, gelu, silu, cast
 void register_matmul_ops(OpRegistry& r);        // matmul, linear
 void register_softmax_ops(OpRegistry& r);       // softmax, log-softmax with masks
 void register_attention_ops(OpRegistry& r);     // fused and unfused attention
@@ -13,6 +13,8 @@ void register_layer_norm_ops(OpRegistry& r);    // layer_norm
 void register_embedding_ops(OpRegistry& r);     // embedding, positional_encoding
 void register_cache_ops(OpRegistry& r);         // update_cache (KV caches)
 void register_pooling_ops(OpRegistry& r);       // pool, l2_normalize (sentence embeddings)
+void register_rms_norm_ops(OpRegistry& r);      // rms_norm (Llama)
+void register_rope_ops(OpRegistry& r);          // rope, rotary position embeddings (Llama)
 
 void register_builtin_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -24,6 +26,8 @@ void register_builtin_ops(OpRegistry& r) {
   register_embedding_ops(r);
   register_cache_ops(r);
   register_pooling_ops(r);
+  register_rms_norm_ops(r);
+  register_rope_ops(r);
 }
 
 }  // namespace vkformer
