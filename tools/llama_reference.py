@@ -101,11 +101,13 @@ def rotate_half(x):
 class LlamaReference:
     """A plain llama forward pass in float64, with a K/V cache so greedy decoding is cheap."""
 
-    def __init__(self, path):
+    def __init__(self, path, dtype=torch.float64):
+        """dtype float32 runs the same math in float32, to measure what an fp32 engine may
+        expect to differ by; the golden data is float64."""
         reader = gguf.GGUFReader(str(path))
         self.reader = reader
         self.cfg = Config(reader)
-        self.w = load_weights(reader, self.cfg)
+        self.w = {k: v.to(dtype) for k, v in load_weights(reader, self.cfg).items()}
         self.output = self.w["token_embd.weight" if self.cfg.tied_output else "output.weight"]
         self.reset()
 
@@ -122,7 +124,7 @@ class LlamaReference:
         inv_freq = c.rope_base ** (-torch.arange(0, c.rope_dims, 2, dtype=torch.float64) / c.rope_dims)
         angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]
         angles = torch.cat((angles, angles), dim=-1)
-        return x * angles.cos() + rotate_half(x) * angles.sin()
+        return x * angles.cos().to(x.dtype) + rotate_half(x) * angles.sin().to(x.dtype)
 
     def forward(self, ids):
         """Runs ids at positions [position, position + len(ids)), keeps their K/V, returns the
@@ -136,7 +138,7 @@ class LlamaReference:
         group = c.n_heads // c.n_kv_heads
         # Causal mask over all cached + new keys: key j is visible to query i if j <= start + i.
         keys = torch.arange(start + n)
-        mask = torch.where(keys[None, :] <= positions[:, None], 0.0, float("-inf"))
+        mask = torch.where(keys[None, :] <= positions[:, None], 0.0, float("-inf")).to(x.dtype)
         for layer in range(c.n_layers):
             p = f"blk.{layer}."
             h = rms_norm(x, w[p + "attn_norm.weight"], c.rms_eps)
