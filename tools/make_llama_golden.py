@@ -143,6 +143,8 @@ def main():
     ids = tok.encode(LONG_TEXT, add_special_tokens=False).ids
     if len(ids) < 300:
         sys.exit(f"the long text has {len(ids)} tokens; make it longer")
+    if tok.decode(ids, skip_special_tokens=False) != LONG_TEXT:
+        sys.exit("the long text's ids do not decode back to it")
     full = ref.full_logits(ids)
     margins = ref_lib.top2_margin(full)
     positions = LONG_LOGIT_POSITIONS + [len(ids) - 1]
