@@ -26,6 +26,7 @@ gguf and numpy. Tensor types the package cannot quantize (the K quants) are refu
 """
 import argparse
 import collections
+import hashlib
 import json
 import pathlib
 import sys
@@ -326,7 +327,10 @@ def main():
         src, dst = args.like
         spec = json.loads(pathlib.Path(src).read_text()) if src.endswith(".json") else spec_from_gguf(src)
         write_like(spec, dst, args.seed)
-        print(f"wrote {dst}: {len(spec['tensors'])} tensors like {src}")
+        # The same spec, seed and package versions give the same bytes: compare hashes to know
+        # that a file made on another machine is this one.
+        digest = hashlib.sha256(pathlib.Path(dst).read_bytes()).hexdigest()
+        print(f"wrote {dst}: {len(spec['tensors'])} tensors like {src}, seed {args.seed}, sha256 {digest}")
     else:
         make_goldens()
 
