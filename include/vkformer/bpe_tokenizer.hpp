@@ -1,0 +1,109 @@
+#pragma once
+// Byte-level BPE (GPT-2 style) tokenizers from a GGUF file's metadata, giving the same ids as
+// llama.cpp's tokenizer for the same text: the tokenizer of Llama 3, SmolLM2, Qwen2, GPT-2 and
+// the other models whose tokenizer.ggml.model is "gpt2".
+//
+//   vkformer::GgufFile file("SmolLM2-135M-Instruct.Q4_1.gguf");
+//   auto tok = vkformer::BpeTokenizer::from_gguf(file);
+//   std::vector<int32_t> ids = tok.encode("<|im_start|>user\nHi!<|im_end|>\n");
+//
+// encode() runs llama.cpp's steps:
+//   1. special tokens: the vocabulary's control tokens (token type 3, and the end-of-turn
+//      tokens llama.cpp recognizes by name), user-defined (4) and unknown (2) ones are found in
+//      the raw text, longest token first, and become one id each; control and unknown tokens
+//      only with parse_special, user-defined ones always;
+//   2. the text between them is decoded from UTF-8 leniently (an invalid byte is U+FFFD), cut
+//      into words by the pre-tokenizer tokenizer.ggml.pre names (see supported_pre_tokenizers),
+//      each word's bytes mapped to GPT-2's printable characters and merged by
+//      tokenizer.ggml.merges, lowest rank first;
+//   3. with add_special, BOS first and EOS last where the file's add_bos_token / add_eos_token
+//      say (or llama.cpp's default for the pre-tokenizer: BOS for the llama3 family).
+//
+// Unicode categories come from utf8proc (Unicode 15 in Debian 12); llama.cpp's table may be of a
+// later version, so characters assigned since can be classed differently.
+//
+// Errors are vkformer::Error: a file whose tokenizer is not of this kind (another
+// tokenizer.ggml.model, an unknown tokenizer.ggml.pre) is unsupported, naming the value and the
+// supported ones; inconsistent metadata (arrays of different lengths, a merge naming a missing
+// token, ids out of range, duplicate tokens) is format, naming the key.
+//
+// A BpeTokenizer is immutable: copies share their tables, and any number of threads may use one
+// at the same time. A moved-from one throws invalid_argument.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vkformer {
+
+class GgufFile;
+
+class BpeTokenizer {
+ public:
+  static BpeTokenizer from_gguf(const GgufFile& file);
+  // Opens a GGUF file (a model or a vocabulary-only file) and reads its tokenizer.
+  static BpeTokenizer load(const std::filesystem::path& gguf);
+
+  // The ids of `text` (any bytes; invalid UTF-8 is read as U+FFFD, as llama.cpp does).
+  std::vector<int32_t> encode(std::string_view text, bool add_special = true,
+                              bool parse_special = true) const;
+
+  // The bytes the ids stand for, one token after the other: token_bytes of each, so a control
+  // token gives its own text ("<|im_end|>"). Unlike llama.cpp's detokenizer it does not tidy
+  // spaces before punctuation, so decode(encode(text, false)) == text for valid UTF-8 text
+  // without special tokens, and streaming token_bytes through a Utf8StreamDecoder gives the
+  // same text. Throws invalid_argument for an id outside the vocabulary.
+  std::string decode(std::span<const int32_t> ids) const;
+  // What one token stands for: its bytes (a normal token's characters mapped back through
+  // GPT-2's byte map), the text of a control, user-defined or unknown token, the byte of a
+  // <0xNN> byte token, nothing for an unused one. Possibly part of a UTF-8 character.
+  const std::string& token_bytes(int32_t id) const;
+
+  const std::string& id_to_token(int32_t id) const;  // the vocabulary's string, e.g. "Ġthe"
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  size_t vocab_size() const;
+  int32_t bos_id() const;  // -1 when the file has none
+  int32_t eos_id() const;  // -1 when the file has none
+  int32_t eot_id() const;  // end of turn (tokenizer.ggml.eot_token_id, or found by name), or -1
+  // Whether generation ends at this token, as llama.cpp decides: EOS, EOT, EOM, and the tokens
+  // it recognizes by their text (<|im_end|>, <|endoftext|>, <|eot_id|>, <|end|>, ...).
+  bool is_end_of_generation(int32_t id) const;
+  // Whether a token is control or unknown: encode() finds such tokens in text only with
+  // parse_special.
+  bool is_control(int32_t id) const;
+  bool add_bos() const;
+  bool add_eos() const;
+  const std::string& pre_tokenizer() const;  // tokenizer.ggml.pre ("default" when absent)
+
+  // The tokenizer.ggml.pre values from_gguf accepts, comma-separated.
+  static std::string supported_pre_tokenizers();
+
+ private:
+  struct Impl;
+  explicit BpeTokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  const Impl& impl() const;
+  std::shared_ptr<const Impl> impl_;
+};
+
+// Turns a stream of bytes (token_bytes of generated tokens) into text that is always valid
+// UTF-8: push() returns the complete characters so far and holds back the start of a character
+// split across pushes; bytes that cannot become valid UTF-8 come out as U+FFFD right away (one
+// per maximal invalid subsequence, as the WHATWG decoder counts them). flush() returns what is
+// held back, as U+FFFD, and starts over.
+class Utf8StreamDecoder {
+ public:
+  std::string push(std::string_view bytes);
+  std::string flush();
+
+ private:
+  std::string pending_;      // the bytes of an incomplete character
+  unsigned needed_ = 0;      // continuation bytes still expected
+  unsigned char lower_ = 0x80, upper_ = 0xBF;  // the allowed range of the next byte
+};
+
+}  // namespace vkformer

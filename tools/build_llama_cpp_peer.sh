@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds llama.cpp, the peer we compare against: its tokenizer makes tests/golden_bpe, and
+# llama-bench measures ggml-vulkan and ggml's CPU backend on the same device.
+#
+#   tools/build_llama_cpp_peer.sh [PEER_DIR]     # default /work/peers
+#
+# The sources come from PyPI's llama-cpp-python sdist (it vendors llama.cpp at a pinned commit,
+# with the vocab-only GGUFs under vendor/llama.cpp/models). The build runs with one job under
+# nice so other builds keep a core. It configures build-vulkan/ (GGML_VULKAN=ON, needs glslc,
+# libvulkan-dev and spirv-headers); if that fails it builds build-cpu/ instead and says why.
+# Binaries end up in PEER_DIR/llama.cpp-build-{vulkan,cpu}/bin. Running it again rebuilds only
+# what changed.
+set -euo pipefail
+
+VERSION=0.3.36                 # llama-cpp-python; the llama.cpp commit it vendors is in the log
+PEER_DIR="${1:-/work/peers}"
+JOBS="${JOBS:-1}"
+# llama-completion is the classic one-shot CLI; llama-cli needs the server library (slow) and
+# comes last so the others are usable early.
+TARGETS=(llama-tokenize llama-bench llama-completion llama-cli)
+
+say() { echo "build_llama_cpp_peer: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+mkdir -p "$PEER_DIR/dl"
+sdist="$PEER_DIR/dl/llama_cpp_python-$VERSION.tar.gz"
+if [[ ! -f "$sdist" ]]; then
+  python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$VERSION" \
+    -d "$PEER_DIR/dl" >&2 || die "pip download llama-cpp-python==$VERSION failed"
+fi
+src="$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp"
+[[ -f "$src/CMakeLists.txt" ]] || tar xzf "$sdist" -C "$PEER_DIR" || die "cannot unpack $sdist"
+
+# ggml-vulkan compiles its shaders with glslc and finds SPIR-V headers through their CMake config.
+need=()
+for p in glslc libvulkan-dev spirv-headers; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+if (( ${#need[@]} )); then
+  say "installing ${need[*]}"
+  apt-get install -y "${need[@]}" >&2 || say "apt-get failed; the Vulkan build may fail"
+fi
+
+# Common options: tools only, no tests/examples/web UI, no network libraries.
+common=(-DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON
+        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF)
+
+build() {  # build DIR [cmake options...]: configure once, then each target in turn
+  local dir="$1"; shift
+  nice -n 10 cmake -S "$src" -B "$dir" "${common[@]}" "$@" >&2 || return 1
+  for t in "${TARGETS[@]}"; do
+    say "building $t in $dir"
+    nice -n 10 cmake --build "$dir" -j"$JOBS" --target "$t" >&2 || return 1
+  done
+}
+
+vk="$PEER_DIR/llama.cpp-build-vulkan"
+if build "$vk" -DGGML_VULKAN=ON; then
+  say "done: $vk/bin"
+  echo "$vk/bin"
+else
+  say "the Vulkan build failed (see above); building the CPU backend alone"
+  cpu="$PEER_DIR/llama.cpp-build-cpu"
+  build "$cpu" -DGGML_VULKAN=OFF || die "the CPU-only build failed too"
+  echo "$cpu/bin"
+fi
