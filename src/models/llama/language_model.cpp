@@ -1,0 +1,195 @@
+// LanguageModel: a llama GGUF on the device with its KV caches and two recorded graphs, one for
+// chunks of prompt tokens and one for single decoded tokens.
+#include <algorithm>
+#include <string>
+
+#include "exclusive_use.hpp"
+#include "llama/llama_config.hpp"
+#include "llama/llama_graph.hpp"
+#include "llama/llama_weights.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/executor.hpp"
+#include "vkformer/llm.hpp"
+#if __has_include("vkformer/bpe_tokenizer.hpp")
+#include "vkformer/bpe_tokenizer.hpp"
+#define VKF_HAVE_BPE 1
+#else
+namespace vkformer {
+class BpeTokenizer {};
+}  // namespace vkformer
+#endif
+
+namespace vkformer {
+
+namespace {
+
+using namespace models::llama;
+
+// Tokens of one batched prompt pass. Larger chunks use the matmuls better; every chunk pays for
+// all of them, so a short prompt wastes the padding.
+constexpr int64_t kPromptChunk = 64;
+// The cache length when the options leave it to the model.
+constexpr int64_t kDefaultMaxContext = 4096;
+
+HostTensor scalar_i32(int64_t v) {
+  return HostTensor::from_i32({1}, std::vector<int32_t>{static_cast<int32_t>(v)});
+}
+
+}  // namespace
+
+class LanguageModelImpl {
+ public:
+  LanguageModelImpl(Device device, const std::filesystem::path& path, const LanguageModelOptions& o)
+      : device_(std::move(device)), options_(o) {
+    if (!is_float(o.activations))
+      throw Error(ErrorCode::invalid_argument, "LanguageModel::load: activations must be f32 or f16, got " +
+                                                   std::string(dtype_name(o.activations)));
+    GgufFile file(path);
+    config_ = read_config(file);
+    if (o.context < 0 || o.context > config_.context_length)
+      throw Error(ErrorCode::invalid_argument,
+                  "LanguageModel::load: context is " + std::to_string(o.context) + ", expected 0 (" +
+                      std::to_string(std::min(config_.context_length, kDefaultMaxContext)) +
+                      " for this model) to the model's context_length " +
+                      std::to_string(config_.context_length));
+    context_ = o.context > 0 ? o.context : std::min(config_.context_length, kDefaultMaxContext);
+#ifdef VKF_HAVE_BPE
+    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(file));
+#endif
+    weights_ = load_weights(device_, file, config_, o.activations);
+    // A chunk always starts below context_ and writes kPromptChunk rows, padding included.
+    cache_rows_ = context_ + kPromptChunk;
+    for (int64_t i = 0; i < config_.n_layers; ++i) {
+      caches_.k.push_back(device_.allocate({1, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
+      caches_.v.push_back(device_.allocate({1, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
+    }
+    decode_ = compile(1, Logits::last);
+    prompt_last_ = compile(kPromptChunk, Logits::last);
+  }
+
+  const LlamaConfig& config() const { return config_; }
+  const BpeTokenizer& tokenizer() const {
+    if (!tokenizer_) throw Error(ErrorCode::unsupported, "LanguageModel::tokenizer: not built in");
+    return *tokenizer_;
+  }
+  int64_t context() const { return context_; }
+  int64_t position() const { return position_; }
+  ExclusiveUse& in_use() { return in_use_; }
+
+  std::vector<float> append(std::span<const int32_t> tokens, Logits logits, const char* call) {
+    check(tokens, call);
+    const int64_t n = static_cast<int64_t>(tokens.size()), vocab = config_.vocab_size;
+    std::vector<float> out;
+    if (logits == Logits::all) out.reserve(static_cast<size_t>(n * vocab));
+    for (int64_t first = 0; first < n;) {
+      const int64_t count = std::min(kPromptChunk, n - first);
+      std::vector<float> rows = run(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)), logits);
+      if (logits == Logits::all || first + count == n) out.insert(out.end(), rows.begin(), rows.end());
+      first += count;
+    }
+    return out;
+  }
+
+  void truncate(int64_t n) {
+    if (n < 0 || n > position_)
+      throw Error(ErrorCode::invalid_argument, "LanguageModel::truncate: n is " + std::to_string(n) +
+                                                   ", expected 0.." + std::to_string(position_) +
+                                                   " (the tokens in the cache)");
+    position_ = n;  // later rows stay in the cache, hidden by key_length until overwritten
+  }
+
+ private:
+  std::unique_ptr<Executor> compile(int64_t tokens, Logits logits) {
+    Graph g = build_forward(config_, weights_, caches_, tokens, logits, options_.activations);
+    return std::make_unique<Executor>(device_, g);
+  }
+
+  void check(std::span<const int32_t> tokens, const char* call) const {
+    const std::string what = std::string("LanguageModel::") + call;
+    if (tokens.empty()) throw Error(ErrorCode::invalid_argument, what + ": no tokens");
+    const int64_t n = static_cast<int64_t>(tokens.size()), left = context_ - position_;
+    if (n > left)
+      throw Error(ErrorCode::invalid_argument,
+                  what + ": " + std::to_string(n) + " tokens do not fit in the " + std::to_string(left) +
+                      " positions left of the context (" + std::to_string(context_) + ", " +
+                      std::to_string(position_) + " used); truncate() or reset() first");
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
+        throw Error(ErrorCode::invalid_argument, what + ": token " + std::to_string(tokens[i]) +
+                                                     " at index " + std::to_string(i) +
+                                                     " is outside the vocabulary [0, " +
+                                                     std::to_string(config_.vocab_size) + ")");
+  }
+
+  // One pass over at most kPromptChunk tokens at position_; returns the last token's logits
+  // (Logits::last) or every token's.
+  std::vector<float> run(std::span<const int32_t> tokens, Logits logits) {
+    const int64_t n = static_cast<int64_t>(tokens.size()), p = position_;
+    Executor* e = nullptr;
+    if (n == 1) {
+      e = decode_.get();
+      e->set_input("tokens", HostTensor::from_i32({1, 1}, tokens));
+    } else {
+      std::unique_ptr<Executor>& prompt = logits == Logits::all ? prompt_all_ : prompt_last_;
+      if (!prompt) prompt = compile(kPromptChunk, logits);
+      e = prompt.get();
+      std::vector<int32_t> padded(tokens.begin(), tokens.end());
+      padded.resize(static_cast<size_t>(kPromptChunk), 0);  // rows past n: computed, never seen
+      e->set_input("tokens", HostTensor::from_i32({1, kPromptChunk}, padded));
+      e->set_input("mask", causal_mask(config_, kPromptChunk, cache_rows_, p));
+      if (logits == Logits::last) e->set_input("last", scalar_i32(n - 1));
+    }
+    e->set_input("position", scalar_i32(p));
+    e->set_input("key_length", scalar_i32(p + n));
+    e->run();
+    position_ = p + n;
+    std::vector<float> out = e->output("logits").to_f32();
+    if (n > 1 && logits == Logits::all) out.resize(static_cast<size_t>(n * config_.vocab_size));
+    return out;
+  }
+
+  Device device_;
+  LanguageModelOptions options_;
+  LlamaConfig config_;
+  std::unique_ptr<BpeTokenizer> tokenizer_;
+  LlamaWeights weights_;
+  KvCaches caches_;
+  int64_t context_ = 0, cache_rows_ = 0, position_ = 0;
+  std::unique_ptr<Executor> decode_, prompt_last_, prompt_all_;  // prompt_all_ on first use
+  ExclusiveUse in_use_{"LanguageModel"};
+};
+
+LanguageModel LanguageModel::load(Device& device, const std::filesystem::path& gguf,
+                                  const LanguageModelOptions& options) {
+  return LanguageModel(std::make_unique<LanguageModelImpl>(device, gguf, options));
+}
+
+LanguageModel::LanguageModel(std::unique_ptr<LanguageModelImpl> impl) : impl_(std::move(impl)) {}
+LanguageModel::~LanguageModel() = default;
+LanguageModel::LanguageModel(LanguageModel&&) noexcept = default;
+LanguageModel& LanguageModel::operator=(LanguageModel&&) noexcept = default;
+
+LanguageModelImpl& LanguageModel::impl() const {
+  if (!impl_) throw Error(ErrorCode::invalid_argument, "LanguageModel: used after it was moved from");
+  return *impl_;
+}
+
+const LlamaConfig& LanguageModel::config() const { return impl().config(); }
+const BpeTokenizer& LanguageModel::tokenizer() const { return impl().tokenizer(); }
+int64_t LanguageModel::context() const { return impl().context(); }
+int64_t LanguageModel::position() const { return impl().position(); }
+
+std::vector<float> LanguageModel::append(std::span<const int32_t> tokens) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::append");
+  return impl().append(tokens, Logits::last, "append");
+}
+
+std::vector<float> LanguageModel::append_all_logits(std::span<const int32_t> tokens) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::append_all_logits");
+  return impl().append(tokens, Logits::all, "append_all_logits");
+}
+
+void LanguageModel::reset() { impl().truncate(0); }
+void LanguageModel::truncate(int64_t n) { impl().truncate(n); }
+
+}  // namespace vkformer

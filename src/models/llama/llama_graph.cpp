@@ -1,0 +1,93 @@
+#include "llama/llama_graph.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+namespace vkformer::models::llama {
+
+HostTensor causal_mask(const LlamaConfig& c, int64_t tokens, int64_t cache_rows, int64_t position) {
+  const int64_t group = kQueriesAsRows ? c.n_heads / c.n_kv_heads : 1;
+  std::vector<float> mask(static_cast<size_t>(group * tokens * cache_rows));
+  const float hidden = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < group * tokens; ++r) {
+    float* row = mask.data() + r * cache_rows;
+    const int64_t seen = std::min(position + r % tokens + 1, cache_rows);
+    std::fill(row, row + seen, 0.0f);
+    std::fill(row + seen, row + cache_rows, hidden);
+  }
+  return HostTensor::from_f32({1, 1, group * tokens, cache_rows}, mask);
+}
+
+Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches& caches, int64_t s,
+                    Logits logits, DType act) {
+  Graph g;
+  const int heads = static_cast<int>(c.n_heads), kv_heads = static_cast<int>(c.n_kv_heads);
+  const int64_t hd = c.head_dim, q_width = c.n_heads * hd, kv_width = c.n_kv_heads * hd;
+  const int64_t cache_rows = caches.k.at(0).shape()[2];
+  const float eps = static_cast<float>(c.rms_eps);
+
+  Tensor ids = g.input("tokens", {1, s}, DType::i32);
+  Tensor position = g.input("position", {1}, DType::i32);
+  Tensor key_length = g.input("key_length", {1}, DType::i32);
+  AttentionOptions attend;
+  attend.key_length = key_length;
+  // One new token sees every cached row below key_length; a chunk also needs the causal mask.
+  const int64_t group = kQueriesAsRows ? c.n_heads / c.n_kv_heads : 1;
+  if (s > 1) attend.mask = g.input("mask", {1, 1, group * s, cache_rows}, act);
+  RopeOptions rope;
+  rope.style = c.rope_style == LlamaConfig::RopeStyle::neox ? RopeOptions::Style::neox
+                                                            : RopeOptions::Style::interleaved;
+  rope.dims = c.rope_dims;
+  rope.freq_base = c.rope_base;
+  rope.offset_tensor = position;
+
+  Tensor token_embd = g.external("token_embd.weight", w.token_embd);
+  Tensor x = g.embedding(ids, token_embd);  // [1, S, d]
+  if (x.dtype != act) x = g.cast(x, act);
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string blk = "blk." + std::to_string(i);
+    Graph::Scope scope(g, blk);
+    const LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    auto weight = [&](const char* name, const DeviceTensor& t) { return g.external(blk + "." + name, t); };
+
+    Tensor h = g.rms_norm(x, weight("attn_norm.weight", l.attn_norm), eps);
+    Tensor q, k, v;
+    if (l.qkv.size() == 1) {
+      Tensor qkv = g.linear(h, weight("attn_qkv.weight", l.qkv[0]));  // [1, S, (H + 2 Hkv) hd]
+      q = g.split_heads(qkv, heads, q_width, 0);
+      k = g.split_heads(qkv, kv_heads, kv_width, q_width);
+      v = g.split_heads(qkv, kv_heads, kv_width, q_width + kv_width);
+    } else {
+      q = g.split_heads(g.linear(h, weight("attn_q.weight", l.qkv[0])), heads);
+      k = g.split_heads(g.linear(h, weight("attn_k.weight", l.qkv[1])), kv_heads);
+      v = g.split_heads(g.linear(h, weight("attn_v.weight", l.qkv[2])), kv_heads);
+    }
+    q = g.rope(q, rope);
+    k = g.rope(k, rope);
+    Tensor k_all = g.update_cache(g.external(blk + ".cache_k", caches.k[static_cast<size_t>(i)]), k, position);
+    Tensor v_all = g.update_cache(g.external(blk + ".cache_v", caches.v[static_cast<size_t>(i)]), v, position);
+    Tensor a;
+    if (kQueriesAsRows) {  // the query heads sharing a KV head as rows of one head
+      a = g.attention(g.reshape(q, {1, kv_heads, group * s, hd}), k_all, v_all, attend);
+      a = g.concat_heads(g.reshape(a, {1, heads, s, hd}));
+    } else {
+      a = g.concat_heads(g.attention(q, k_all, v_all, attend));
+    }
+    x = g.add(x, g.linear(a, weight("attn_output.weight", l.attn_out)));
+
+    h = g.rms_norm(x, weight("ffn_norm.weight", l.ffn_norm), eps);
+    Tensor gate = g.linear(h, weight("ffn_gate.weight", l.gate));
+    Tensor up = g.linear(h, weight("ffn_up.weight", l.up));
+    x = g.add(x, g.linear(g.swiglu(gate, up), weight("ffn_down.weight", l.down)));
+  }
+  x = g.reshape(x, {s, c.d_model});
+  // Only the wanted row goes through the final norm and the (largest) output projection.
+  if (logits == Logits::last && s > 1) x = g.embedding(g.input("last", {1}, DType::i32), x);
+  Tensor out_w = c.tied_output ? token_embd : g.external("output.weight", w.output);
+  x = g.rms_norm(x, g.external("output_norm.weight", w.output_norm), eps);
+  g.output("logits", g.linear(x, out_w));
+  return g;
+}
+
+}  // namespace vkformer::models::llama

@@ -1,0 +1,38 @@
+#pragma once
+// The llama forward pass as a Graph over the model's uploaded weights and its KV caches, for a
+// fixed number of new tokens S at a run-time position p (rows p .. p+S-1 of the caches):
+//   x = token_embd[ids]
+//   per block: x += attn_output · attention(rope(q), cache_k, cache_v)  with q, k, v from
+//              rms_norm(x) · attn_qkv, the new k, v written into the caches first;
+//              x += ffn_down · swiglu(ffn_gate · rms_norm(x), ffn_up · rms_norm(x))
+//   logits = output · rms_norm(x)
+// Inputs: "tokens" i32 [1, S], "position" i32 [1] (p), "key_length" i32 [1] (p + S). With S > 1
+// also "mask" [1, 1, S, T] in the activations' type: row i may see cache rows j <= p + i (0), not
+// later ones (-inf); it is set for each chunk, since p changes while the graph stays recorded.
+// With S > 1 and Logits::last also "last" i32 [1], the row whose logits are wanted. Output
+// "logits": [1, vocab] (Logits::last) or [S, vocab] (Logits::all).
+#include <vector>
+
+#include "llama/llama_weights.hpp"
+#include "vkformer/graph.hpp"
+
+namespace vkformer::models::llama {
+
+struct KvCaches {
+  std::vector<DeviceTensor> k, v;  // per block, [1, n_kv_heads, T, head_dim]
+};
+
+enum class Logits { last, all };
+
+// Grouped-query attention as attention over n_kv_heads heads whose rows are the queries of the
+// n_heads / n_kv_heads query heads that share each KV head (a view of q, no copies of K or V).
+inline constexpr bool kQueriesAsRows = true;
+
+// The "mask" input for a chunk of `tokens` at `position` (see above; with kQueriesAsRows its rows
+// are the group's query heads, each over the chunk's tokens).
+HostTensor causal_mask(const LlamaConfig& config, int64_t tokens, int64_t cache_rows, int64_t position);
+
+Graph build_forward(const LlamaConfig& config, const LlamaWeights& weights, const KvCaches& caches,
+                    int64_t tokens, Logits logits, DType activations);
+
+}  // namespace vkformer::models::llama

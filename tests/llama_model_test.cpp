@@ -1,0 +1,488 @@
+// LanguageModel (vkformer/llm.hpp) with llama GGUF files:
+//   - tiny random-weight llamas (tests/golden_llama/tiny, tools/make_tiny_llama.py: Q4_0, Q4_1,
+//     Q8_0, BF16, F16, F32 weights, tied and untied output) against the fp64 PyTorch logits
+//     stored there, and against a double-precision llama written here that reads the same file
+//     through GgufFile::read_f32 (ggml's dequantization): every position's logits, across prompt
+//     chunks, one token at a time, in pieces, after truncate/reset, f32 and f16;
+//   - bad input: files of another architecture or missing a tensor, prompts longer than the
+//     context, ids outside the vocabulary;
+//   - SmolLM2-135M-Instruct Q4_1 ($VKFORMER_SMOLLM2_GGUF, or scripts/fetch_smollm2.sh) against
+//     tests/golden_llama (tools/make_llama_golden.py, a float64 PyTorch llama): logits within
+//     1e-2 × max|logit| per position, teacher-forced top-1 agreement >= 99% over 369 tokens, and
+//     the 32-token greedy continuations of three prompts, fed the golden ids.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_device.hpp"
+#include "test_util.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf.hpp"
+#include "vkformer/io.hpp"
+#include "vkformer/llm.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const fs::path kTinyDir = fs::path(VKF_LLAMA_GOLDEN_DIR) / "tiny";
+// tools/make_tiny_llama.py's files: "tied" (Q8_0 table as the output) and "untied" (Q4_0
+// table, Q4_1 output.weight); projections of every block in mixed types.
+fs::path tiny_model(const std::string& variant = "tied") {
+  return kTinyDir / ("tiny_llama_" + variant + ".gguf");
+}
+
+// ------------------------------------------------------------------ double-precision llama
+// Straight from the definition (Llama / llama.cpp): RMSNorm, GGUF's interleaved RoPE (pairs
+// 2i, 2i+1), grouped-query causal attention, SwiGLU, tied output when output.weight is absent.
+class ReferenceLlama {
+ public:
+  explicit ReferenceLlama(const fs::path& path) : file_(path) {
+    layers_ = file_.get_int("llama.block_count");
+    d_ = file_.get_int("llama.embedding_length");
+    heads_ = file_.get_int("llama.attention.head_count");
+    kv_heads_ = file_.has("llama.attention.head_count_kv") ? file_.get_int("llama.attention.head_count_kv")
+                                                           : heads_;
+    hd_ = d_ / heads_;
+    ff_ = file_.get_int("llama.feed_forward_length");
+    eps_ = file_.get_float("llama.attention.layer_norm_rms_epsilon");
+    base_ = file_.get_float_or("llama.rope.freq_base", 10000.0);
+    vocab_ = static_cast<int64_t>(file_.tensor("token_embd.weight").ne[1]);
+  }
+  int64_t vocab() const { return vocab_; }
+
+  // Logits [n × vocab] of every position of `ids` (positions 0..n-1).
+  std::vector<double> logits(const std::vector<int32_t>& ids) {
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const std::vector<double> embd = weight("token_embd.weight");
+    std::vector<double> x(static_cast<size_t>(n * d_));
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(embd.begin() + ids[t] * d_, d_, x.begin() + t * d_);
+    for (int64_t l = 0; l < layers_; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      std::vector<double> h = rms_norm(x, weight(p + "attn_norm.weight"));
+      std::vector<double> q = matmul(h, weight(p + "attn_q.weight"), heads_ * hd_);
+      std::vector<double> k = matmul(h, weight(p + "attn_k.weight"), kv_heads_ * hd_);
+      std::vector<double> v = matmul(h, weight(p + "attn_v.weight"), kv_heads_ * hd_);
+      rope(q, heads_);
+      rope(k, kv_heads_);
+      std::vector<double> a(static_cast<size_t>(n * heads_ * hd_), 0.0);
+      const int64_t group = heads_ / kv_heads_;
+      for (int64_t hq = 0; hq < heads_; ++hq) {
+        const int64_t hk = hq / group;
+        for (int64_t i = 0; i < n; ++i) {
+          std::vector<double> s(static_cast<size_t>(i + 1));
+          double m = -INFINITY;
+          for (int64_t j = 0; j <= i; ++j) {
+            double dot = 0;
+            for (int64_t c = 0; c < hd_; ++c)
+              dot += q[(i * heads_ + hq) * hd_ + c] * k[(j * kv_heads_ + hk) * hd_ + c];
+            s[j] = dot / std::sqrt(static_cast<double>(hd_));
+            m = std::max(m, s[j]);
+          }
+          double sum = 0;
+          for (double& e : s) sum += (e = std::exp(e - m));
+          for (int64_t j = 0; j <= i; ++j)
+            for (int64_t c = 0; c < hd_; ++c)
+              a[(i * heads_ + hq) * hd_ + c] += s[j] / sum * v[(j * kv_heads_ + hk) * hd_ + c];
+        }
+      }
+      add(x, matmul(a, weight(p + "attn_output.weight"), d_));
+      h = rms_norm(x, weight(p + "ffn_norm.weight"));
+      std::vector<double> g = matmul(h, weight(p + "ffn_gate.weight"), ff_);
+      std::vector<double> u = matmul(h, weight(p + "ffn_up.weight"), ff_);
+      for (size_t e = 0; e < g.size(); ++e) g[e] = g[e] / (1 + std::exp(-g[e])) * u[e];
+      add(x, matmul(g, weight(p + "ffn_down.weight"), d_));
+    }
+    const std::string out = file_.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
+    return matmul(rms_norm(x, weight("output_norm.weight")), weight(out), vocab_);
+  }
+
+ private:
+  std::vector<double> weight(const std::string& name) const {
+    std::vector<float> f = file_.read_f32(name).to_f32();
+    return {f.begin(), f.end()};
+  }
+  // x [n, K] · wᵀ with w [N, K].
+  static std::vector<double> matmul(const std::vector<double>& x, const std::vector<double>& w, int64_t n_out) {
+    const int64_t k = static_cast<int64_t>(w.size()) / n_out, rows = static_cast<int64_t>(x.size()) / k;
+    std::vector<double> y(static_cast<size_t>(rows * n_out));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < n_out; ++o) {
+        double s = 0;
+        for (int64_t i = 0; i < k; ++i) s += x[r * k + i] * w[o * k + i];
+        y[r * n_out + o] = s;
+      }
+    return y;
+  }
+  std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w) const {
+    std::vector<double> y(x.size());
+    for (size_t r = 0; r < x.size() / d_; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < d_; ++c) ss += x[r * d_ + c] * x[r * d_ + c];
+      const double inv = 1 / std::sqrt(ss / static_cast<double>(d_) + eps_);
+      for (int64_t c = 0; c < d_; ++c) y[r * d_ + c] = x[r * d_ + c] * inv * w[c];
+    }
+    return y;
+  }
+  void rope(std::vector<double>& x, int64_t heads) const {
+    const int64_t n = static_cast<int64_t>(x.size()) / (heads * hd_);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < hd_ / 2; ++i) {
+          const double theta = static_cast<double>(t) * std::pow(base_, -2.0 * i / static_cast<double>(hd_));
+          double& a = x[(t * heads + h) * hd_ + 2 * i];
+          double& b = x[(t * heads + h) * hd_ + 2 * i + 1];
+          const double a0 = a, b0 = b;
+          a = a0 * std::cos(theta) - b0 * std::sin(theta);
+          b = a0 * std::sin(theta) + b0 * std::cos(theta);
+        }
+  }
+  static void add(std::vector<double>& x, const std::vector<double>& y) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+  }
+
+  GgufFile file_;
+  int64_t layers_, d_, heads_, kv_heads_, hd_, ff_, vocab_;
+  double eps_, base_;
+};
+
+std::vector<int32_t> some_ids(size_t n, int64_t vocab, uint32_t seed) {
+  std::vector<float> r = random_values(n, seed, 0.0f, static_cast<float>(vocab));
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = std::min(static_cast<int32_t>(r[i]), static_cast<int32_t>(vocab - 1));
+  return ids;
+}
+
+// Per position: max |got - want| over the vocabulary <= rel × max |want|; returns the worst
+// ratio of error to that position's max |logit|.
+double worst_relative_error(const std::vector<float>& got, const std::vector<double>& want, int64_t vocab,
+                            int64_t first_row = 0) {
+  EXPECT_EQ(got.size() % static_cast<size_t>(vocab), 0u);
+  double worst = 0;
+  for (size_t r = 0; r < got.size() / static_cast<size_t>(vocab); ++r) {
+    double err = 0, scale = 0;
+    for (int64_t c = 0; c < vocab; ++c) {
+      const double w = want[(first_row + r) * vocab + c];
+      err = std::max(err, std::abs(got[r * vocab + c] - w));
+      scale = std::max(scale, std::abs(w));
+    }
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+
+std::vector<float> row(const std::vector<float>& all, int64_t r, int64_t vocab) {
+  return {all.begin() + r * vocab, all.begin() + (r + 1) * vocab};
+}
+
+class TinyLlama : public DeviceTest {
+ protected:
+  static ReferenceLlama& reference() {
+    static ReferenceLlama ref(tiny_model());
+    return ref;
+  }
+};
+
+// Every stored sequence of both files, all logits at once and then one token at a time.
+TEST_F(TinyLlama, LogitsMatchThePyTorchReference) {
+  static const json golden = json::parse(std::ifstream(kTinyDir / "golden.json"));
+  for (const char* variant : {"tied", "untied"}) {
+    LanguageModel lm = LanguageModel::load(device(), tiny_model(variant));
+    const int64_t vocab = lm.config().vocab_size;
+    EXPECT_EQ(lm.config().tied_output, std::string(variant) == "tied");
+    for (const auto& [name, seq] : golden["models"][variant]["sequences"].items()) {
+      const std::vector<int32_t> ids = seq["ids"].get<std::vector<int32_t>>();
+      std::vector<float> f = read_npy(kTinyDir / seq["logits_file"].get<std::string>()).to_f32();
+      const std::vector<double> want(f.begin(), f.end());
+      lm.reset();
+      const double all = worst_relative_error(lm.append_all_logits(ids), want, vocab);
+      EXPECT_LE(all, 1e-4) << variant << " " << name;
+      lm.reset();
+      double one = 0;
+      for (size_t t = 0; t < ids.size(); ++t)
+        one = std::max(one, worst_relative_error(lm.append(std::span(ids).subspan(t, 1)), want, vocab,
+                                                 static_cast<int64_t>(t)));
+      EXPECT_LE(one, 1e-4) << variant << " " << name << ", one token at a time";
+      std::printf("tiny %s %s (%zu ids): max |dlogit| / max|logit| %.2e at once, %.2e one at a time\n",
+                  variant, name.c_str(), ids.size(), all, one);
+    }
+  }
+}
+
+// 120 tokens: chunks of the prompt graph (one full, one padded), every position's logits.
+TEST_F(TinyLlama, AllLogitsMatchTheDoubleReference) {
+  for (DType act : {DType::f32, DType::f16}) {
+    LanguageModelOptions o;
+    o.activations = act;
+    LanguageModel lm = LanguageModel::load(device(), tiny_model(), o);
+    const int64_t vocab = lm.config().vocab_size;
+    std::vector<int32_t> ids = some_ids(120, vocab, 7);
+    std::vector<double> want = reference().logits(ids);
+    std::vector<float> got = lm.append_all_logits(ids);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(lm.position(), 120);
+    const double err = worst_relative_error(got, want, vocab);
+    EXPECT_LE(err, act == DType::f32 ? 1e-4 : 1e-2) << dtype_name(act);
+    RecordProperty(std::string("max_rel_err_") + std::string(dtype_name(act)), sci(err));
+  }
+}
+
+// The decode graph (one token per pass) and prompt chunks of every length agree with the
+// reference, and append returns the last position's logits.
+TEST_F(TinyLlama, PiecesOfAnyLengthEqualTheWholeSequence) {
+  LanguageModel lm = LanguageModel::load(device(), tiny_model());
+  const int64_t vocab = lm.config().vocab_size;
+  std::vector<int32_t> ids = some_ids(128, vocab, 11);
+  std::vector<double> want = reference().logits(ids);
+  size_t at = 0;
+  for (size_t piece : {1, 2, 1, 63, 40, 5, 1, 1}) {
+    std::vector<int32_t> part(ids.begin() + at, ids.begin() + at + piece);
+    at += piece;
+    std::vector<float> got = lm.append(part);
+    ASSERT_EQ(got.size(), static_cast<size_t>(vocab));
+    EXPECT_EQ(lm.position(), static_cast<int64_t>(at));
+    EXPECT_LE(worst_relative_error(got, want, vocab, static_cast<int64_t>(at) - 1), 1e-4) << "after " << at;
+  }
+  ASSERT_LT(at, ids.size());
+  // One token at a time for the rest, with all logits.
+  for (; at < ids.size(); ++at) {
+    std::vector<float> got = lm.append_all_logits(std::span(ids).subspan(at, 1));
+    EXPECT_LE(worst_relative_error(got, want, vocab, static_cast<int64_t>(at)), 1e-4) << "at " << at;
+  }
+}
+
+// truncate(n) forgets the later tokens: new tokens after it see only the first n.
+TEST_F(TinyLlama, TruncateAndResetForgetLaterTokens) {
+  LanguageModel lm = LanguageModel::load(device(), tiny_model());
+  const int64_t vocab = lm.config().vocab_size;
+  std::vector<int32_t> a = some_ids(90, vocab, 3), b = some_ids(20, vocab, 4);
+  std::vector<int32_t> branch(a.begin(), a.begin() + 70);
+  branch.insert(branch.end(), b.begin(), b.end());
+  std::vector<double> want = reference().logits(branch);
+
+  lm.append(a);
+  lm.truncate(70);
+  EXPECT_EQ(lm.position(), 70);
+  std::vector<float> got = lm.append_all_logits(b);
+  EXPECT_LE(worst_relative_error(got, want, vocab, 70), 1e-4);
+
+  lm.reset();
+  EXPECT_EQ(lm.position(), 0);
+  std::vector<float> again = lm.append_all_logits(branch);
+  EXPECT_LE(worst_relative_error(again, want, vocab), 1e-4);
+  EXPECT_TRUE(fails_with([&] { lm.truncate(91); }, ErrorCode::invalid_argument, "expected 0..90"));
+  EXPECT_TRUE(fails_with([&] { lm.truncate(-1); }, ErrorCode::invalid_argument, "n is -1"));
+}
+
+TEST_F(TinyLlama, ConfigComesFromTheFile) {
+  LanguageModelOptions o;
+  o.context = 100;
+  LanguageModel lm = LanguageModel::load(device(), tiny_model(), o);
+  const LlamaConfig& c = lm.config();
+  GgufFile f(tiny_model());
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.n_layers, f.get_int("llama.block_count"));
+  EXPECT_EQ(c.d_model, f.get_int("llama.embedding_length"));
+  EXPECT_EQ(c.n_heads, f.get_int("llama.attention.head_count"));
+  EXPECT_EQ(c.n_kv_heads, f.get_int("llama.attention.head_count_kv"));
+  EXPECT_EQ(c.head_dim, c.d_model / c.n_heads);
+  EXPECT_EQ(c.d_ff, f.get_int("llama.feed_forward_length"));
+  EXPECT_EQ(c.vocab_size, static_cast<int64_t>(f.tensor("token_embd.weight").ne[1]));
+  EXPECT_EQ(c.tied_output, f.find_tensor("output.weight") == nullptr);
+  EXPECT_EQ(c.rope_style, LlamaConfig::RopeStyle::interleaved);
+  EXPECT_EQ(lm.context(), 100);
+  EXPECT_EQ(lm.position(), 0);
+  EXPECT_EQ(LanguageModel::load(device(), tiny_model()).context(), 128);  // the file's context_length
+  EXPECT_EQ(lm.tokenizer().vocab_size(), static_cast<size_t>(c.vocab_size));
+}
+
+TEST_F(TinyLlama, PromptsLongerThanTheContextAndBadIdsAreRefused) {
+  LanguageModelOptions o;
+  o.context = 100;
+  LanguageModel lm = LanguageModel::load(device(), tiny_model(), o);
+  const int64_t vocab = lm.config().vocab_size;
+  std::vector<int32_t> ids = some_ids(101, vocab, 5);
+  EXPECT_TRUE(fails_with([&] { lm.append(ids); }, ErrorCode::invalid_argument,
+                         "101 tokens do not fit in the 100 positions left"));
+  EXPECT_EQ(lm.position(), 0);
+  lm.append(std::span(ids).first(60));
+  EXPECT_TRUE(fails_with([&] { lm.append(std::span(ids).first(41)); }, ErrorCode::invalid_argument,
+                         "41 tokens do not fit in the 40 positions left"));
+  std::vector<int32_t> bad = {1, static_cast<int32_t>(vocab), 2};
+  EXPECT_TRUE(fails_with([&] { lm.append(bad); }, ErrorCode::invalid_argument,
+                         "token " + std::to_string(vocab) + " at index 1 is outside the vocabulary"));
+  bad[1] = -3;
+  EXPECT_TRUE(fails_with([&] { lm.append_all_logits(bad); }, ErrorCode::invalid_argument, "token -3"));
+  EXPECT_TRUE(fails_with([&] { lm.append({}); }, ErrorCode::invalid_argument, "no tokens"));
+  EXPECT_EQ(lm.position(), 60);
+  // The last 40 positions still work: a padded chunk at the end of the context.
+  EXPECT_EQ(lm.append(std::span(ids).subspan(60, 40)).size(), static_cast<size_t>(vocab));
+  EXPECT_EQ(lm.position(), 100);
+
+  o.context = 129;
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), tiny_model(), o); }, ErrorCode::invalid_argument,
+                         "context is 129, expected 0 (128 for this model) to the model's context_length 128"));
+}
+
+// A copy of the tiny file with `from` replaced by `to` (same length) once.
+fs::path patched_copy(const std::string& from, const std::string& to, const std::string& name) {
+  std::ifstream in(tiny_model(), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  bytes.replace(at, from.size(), to);
+  fs::path out = scratch_dir("llama_model_test") / name;
+  std::ofstream(out, std::ios::binary) << bytes;
+  return out;
+}
+
+TEST_F(TinyLlama, FilesOfOtherArchitecturesOrMissingTensorsAreRefusedByName) {
+  // general.architecture's value: a u64 length, then the bytes.
+  const std::string llama("\x05\0\0\0\0\0\0\0llama", 13), mamba("\x05\0\0\0\0\0\0\0mamba", 13);
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), patched_copy(llama, mamba, "arch.gguf")); },
+                         ErrorCode::format, "general.architecture is 'mamba'; supported: llama"));
+  EXPECT_TRUE(fails_with(
+      [&] { LanguageModel::load(device(), patched_copy("blk.1.ffn_up.weight", "blk.1.ffn_up.weighx", "t.gguf")); },
+      ErrorCode::format, "tensor blk.1.ffn_up.weight is missing"));
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), scratch_dir("llama_model_test") / "absent.gguf"); },
+                         ErrorCode::io, "absent.gguf"));
+  LanguageModelOptions o;
+  o.activations = DType::i32;
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), tiny_model(), o); }, ErrorCode::invalid_argument,
+                         "activations must be f32 or f16"));
+}
+
+// ------------------------------------------------------------------------------ SmolLM2
+
+const FetchedModel& smollm2() {
+  static const FetchedModel file = [] {
+    FetchedModel m;
+    if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
+      m.path = env;
+      if (!fs::is_regular_file(m.path)) m.error = "VKFORMER_SMOLLM2_GGUF=" + m.path.string() + " is no file";
+      return m;
+    }
+    return run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
+                            "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
+  }();
+  return file;
+}
+
+const json& golden() {
+  static const json m = json::parse(std::ifstream(fs::path(VKF_LLAMA_GOLDEN_DIR) / "manifest.json"));
+  return m;
+}
+
+// One model for the whole suite: loading and compiling take a few seconds.
+LanguageModel& smollm2_model() {
+  static LanguageModel lm = [] {
+    const FetchedModel& f = smollm2();
+    if (!f.error.empty()) throw std::runtime_error(f.error);
+    LanguageModelOptions o;
+    o.context = 512;
+    return LanguageModel::load(test_device(), f.path, o);
+  }();
+  return lm;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class SmolLM2 : public DeviceTest {
+ protected:
+  void SetUp() override { ASSERT_TRUE(smollm2().error.empty()) << smollm2().error; }
+};
+
+// The long text teacher-forced: logits at the stored positions within 1e-2 × max|logit|, and
+// the argmax at every position against the reference's.
+TEST_F(SmolLM2, TeacherForcedLogitsAndArgmaxMatchTheReference) {
+  LanguageModel& lm = smollm2_model();
+  lm.reset();
+  const json& c = golden()["cases"]["long"];
+  const std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
+  const int64_t vocab = lm.config().vocab_size;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> got = lm.append_all_logits(ids);
+  const double secs = seconds_since(t0);
+  ASSERT_EQ(got.size(), ids.size() * static_cast<size_t>(vocab));
+
+  const std::string file = c["logits_file"];
+  HostTensor want16 = read_npy(fs::path(VKF_LLAMA_GOLDEN_DIR) / file);
+  std::vector<float> want_f = want16.to_f32();
+  const std::vector<int64_t> positions = golden()["files"][file]["positions"].get<std::vector<int64_t>>();
+  double worst = 0;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    std::vector<double> want(want_f.begin() + i * vocab, want_f.begin() + (i + 1) * vocab);
+    const double err = worst_relative_error(row(got, positions[i], vocab), want, vocab);
+    EXPECT_LE(err, 1e-2) << "position " << positions[i];
+    worst = std::max(worst, err);
+  }
+  const std::vector<int32_t> argmax = c["teacher_forced"]["argmax"].get<std::vector<int32_t>>();
+  ASSERT_EQ(argmax.size(), ids.size());
+  size_t agree = 0;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    std::vector<float> r = row(got, static_cast<int64_t>(t), vocab);
+    const int32_t top = static_cast<int32_t>(std::max_element(r.begin(), r.end()) - r.begin());
+    agree += top == argmax[t];
+  }
+  const double agreement = static_cast<double>(agree) / static_cast<double>(ids.size());
+  EXPECT_GE(agreement, 0.99) << agree << " of " << ids.size();
+  std::printf("SmolLM2 teacher-forced: %zu tokens in %.2f s (%.1f tokens/s), max |dlogit| / max|logit| = %.2e, "
+              "top-1 agreement %zu/%zu\n",
+              ids.size(), secs, static_cast<double>(ids.size()) / secs, worst, agree, ids.size());
+  RecordProperty("max_rel_err", sci(worst));
+  RecordProperty("top1_agreement", std::to_string(agree) + "/" + std::to_string(ids.size()));
+}
+
+// Each prompt, then its golden continuation fed back one token at a time: the argmax after
+// every token is the reference's next greedy token.
+TEST_F(SmolLM2, GreedyContinuationsMatchTheReference) {
+  LanguageModel& lm = smollm2_model();
+  const int64_t vocab = lm.config().vocab_size;
+  int prompts = 0;
+  for (const auto& [name, c] : golden()["cases"].items()) {
+    if (!c.contains("greedy")) continue;
+    ++prompts;
+    const std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
+    const std::vector<int32_t> greedy = c["greedy"]["ids"].get<std::vector<int32_t>>();
+    ASSERT_EQ(greedy.size(), 32u);
+    lm.reset();
+    std::vector<float> logits = lm.append(ids);
+    // The prompt's last logits against the stored row.
+    const std::string file = c["logits_file"];
+    std::vector<float> want_f = read_npy(fs::path(VKF_LLAMA_GOLDEN_DIR) / file).to_f32();
+    const std::vector<int64_t> positions = golden()["files"][file]["positions"].get<std::vector<int64_t>>();
+    ASSERT_EQ(positions.back(), static_cast<int64_t>(ids.size()) - 1);
+    std::vector<double> want(want_f.end() - vocab, want_f.end());
+    EXPECT_LE(worst_relative_error(logits, want, vocab), 1e-2) << name;
+
+    auto t0 = std::chrono::steady_clock::now();
+    size_t same = 0;
+    for (size_t t = 0; t < greedy.size(); ++t) {
+      const int32_t top = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      EXPECT_EQ(top, greedy[t]) << name << ": token " << t << " (reference margin "
+                                << c["greedy"]["top2_margin"][t].get<double>() << ")";
+      same += top == greedy[t];
+      if (t + 1 < greedy.size()) logits = lm.append(std::span(greedy).subspan(t, 1));
+    }
+    const double secs = seconds_since(t0);
+    std::printf("SmolLM2 %s: %zu-token prompt, %zu/32 greedy tokens equal; 31 decode steps in %.2f s "
+                "(%.1f tokens/s)\n", name.c_str(), ids.size(), same, secs, 31 / secs);
+  }
+  EXPECT_GE(prompts, 3);
+}
+
+}  // namespace
+}  // namespace vkformer::testing
