@@ -51,8 +51,8 @@ const uint G = WG / BR;                              // invocations per row in t
 
 // Absent optional inputs are bound to q and never read.
 layout(set = 0, binding = 0) readonly buffer Q { T q[]; };   // [B, H, Sq, D]
-layout(set = 0, binding = 1) readonly buffer K { T k[]; };   // [B, H, Sk, D]
-layout(set = 0, binding = 2) readonly buffer V { T v[]; };   // [B, H, Sk, DV]
+layout(set = 0, binding = 1) readonly buffer K { T k[]; };   // [B, Hkv, Sk, D]
+layout(set = 0, binding = 2) readonly buffer V { T v[]; };   // [B, Hkv, Sk, DV]
 layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };
 layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
 layout(set = 0, binding = 5) readonly buffer KeyLength { int key_length[]; };   // [1]
@@ -70,6 +70,7 @@ layout(push_constant) uniform Push {
   uint mask_stride[4];    // over [B, H, Sq, Sk]; 0 where the mask broadcasts
   uint bh_base;           // the first (b, h) of this dispatch: q, k, v and out are bound as
                           // windows from there, the mask and key padding whole
+  uint group;             // query heads per KV head (H / Hkv; 1 without grouped-query attention)
 } p;
 
 const uint PS = BC + 1;     // row stride of p_s (odd: rows of a column in different banks)
@@ -110,7 +111,10 @@ void main() {
   if (CAUSAL) key_end = min(key_end, int(q0 + rows - 1) + causal_shift + 1);
   const uint keys = uint(max(key_end, 0));
 
-  const uint k_base = bh * p.sk * D, v_base = bh * p.sk * DV;
+  // Grouped-query attention: query head h reads KV head h / group; a window starts at a
+  // multiple of group query heads, so its KV slice is bh / group of the KV window.
+  const uint kv = bh / p.group;
+  const uint k_base = kv * p.sk * D, v_base = kv * p.sk * DV;
   const uint mask_base = b * p.mask_stride[0] + h * p.mask_stride[1];
   for (uint c0 = 0; c0 < keys; c0 += BC) {
     barrier();  // the previous tile's V and probabilities are consumed

@@ -70,14 +70,14 @@ const bool PV_COLUMNS = false;
 // Texel buffers of 4-component texels (D and DV multiples of 4): a texel fetch is a plain gather
 // on a CPU, several times cheaper than a buffer load, which checks bounds lane by lane.
 layout(set = 0, binding = 0) uniform samplerBuffer q4;  // [B, H, Sq, D / 4]
-layout(set = 0, binding = 1) uniform samplerBuffer k4;  // [B, H, Sk, D / 4]
-layout(set = 0, binding = 2) uniform samplerBuffer v4;  // [B, H, Sk, DV / 4]
+layout(set = 0, binding = 1) uniform samplerBuffer k4;  // [B, Hkv, Sk, D / 4]
+layout(set = 0, binding = 2) uniform samplerBuffer v4;  // [B, Hkv, Sk, DV / 4]
 #else
 layout(set = 0, binding = 0) readonly buffer Q { T q[]; };    // [B, H, Sq, D]
 layout(set = 0, binding = 0) readonly buffer Q4 { T4 q4[]; };
-layout(set = 0, binding = 1) readonly buffer K { T k[]; };    // [B, H, Sk, D]
+layout(set = 0, binding = 1) readonly buffer K { T k[]; };    // [B, Hkv, Sk, D]
 layout(set = 0, binding = 1) readonly buffer K4 { T4 k4[]; };
-layout(set = 0, binding = 2) readonly buffer V { T v[]; };    // [B, H, Sk, DV]
+layout(set = 0, binding = 2) readonly buffer V { T v[]; };    // [B, Hkv, Sk, DV]
 layout(set = 0, binding = 2) readonly buffer V4 { T4 v4[]; };
 #endif
 layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };
@@ -98,6 +98,7 @@ layout(push_constant) uniform Push {
   uint mask_stride[4];    // over [B, H, Sq, Sk]; 0 where the mask broadcasts
   uint bh_base;           // the first (b, h) of this dispatch: q, k, v and out are bound as
                           // windows from there, the mask and key padding whole
+  uint group;             // query heads per KV head (H / Hkv; 1 without grouped-query attention)
 } p;
 
 // Chunk c (elements 4c..4c+3) of the row that starts at element `base` of q, k or v.
@@ -164,7 +165,10 @@ void main() {
   if (CAUSAL) key_end = min(key_end, int(min(q0 + LANES * R, p.sq)) - 1 + causal_shift + 1);
   const uint keys = uint(max(key_end, 0));
 
-  const uint k_base = bh * p.sk * D, v_base = bh * p.sk * DV;
+  // Grouped-query attention: query head h reads KV head h / group; a window starts at a
+  // multiple of group query heads, so its KV slice is bh / group of the KV window.
+  const uint kv = bh / p.group;
+  const uint k_base = kv * p.sk * D, v_base = kv * p.sk * DV;
   const uint mask_base = b * p.mask_stride[0] + h * p.mask_stride[1];
   for (uint j0 = 0; j0 < keys; j0 += LANES) {
 #ifdef USE_SHUFFLE

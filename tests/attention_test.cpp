@@ -39,7 +39,20 @@ struct AttentionCase {
   bool key_padding = false;
   int32_t key_length = -1;  // -1: no key_length tensor
   float scale = 0.0f;       // 0: 1/sqrt(D)
+  int64_t Hkv = 0;          // heads of k and v (grouped-query attention); 0: H
 };
+
+// k or v [B, Hkv, S, E] repeated to [B, H, S, E] (query head h reads KV head h / (H / Hkv)): the
+// reference computes grouped-query attention as multi-head attention over these copies.
+std::vector<double> repeat_kv(const std::vector<double>& x, int64_t B, int64_t H, int64_t Hkv,
+                              int64_t S, int64_t E) {
+  std::vector<double> out(static_cast<size_t>(B * H * S * E));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < S * E; ++i)
+        out[(b * H + h) * S * E + i] = x[(b * Hkv + h / (H / Hkv)) * S * E + i];
+  return out;
+}
 
 void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
 
@@ -63,7 +76,8 @@ bool automatic_is_unfused(const DeviceInfo& info, int64_t B, int64_t H, int64_t 
 }
 
 Result run_case(Device& device, const AttentionCase& c, bool with_automatic = true) {
-  const Shape qs{c.B, c.H, c.Sq, c.D}, ks{c.B, c.H, c.Sk, c.D}, vs{c.B, c.H, c.Sk, c.Dv};
+  const int64_t hkv = c.Hkv ? c.Hkv : c.H;
+  const Shape qs{c.B, c.H, c.Sq, c.D}, ks{c.B, hkv, c.Sk, c.D}, vs{c.B, hkv, c.Sk, c.Dv};
   auto qv = random_values(qs.numel(), 1, -1.5f, 1.5f);
   auto kv = random_values(ks.numel(), 2, -1.5f, 1.5f);
   auto vv = random_values(vs.numel(), 3, -1.0f, 1.0f);
@@ -115,7 +129,8 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
   Executor ex(device, g);
   auto out = ex.run(inputs);
   Result r{out["fused"], out["unfused"], with_automatic ? out["automatic"] : HostTensor{}, {}};
-  r.want = ref::attention(stored(qv, c.dtype), stored(kv, c.dtype), stored(vv, c.dtype), c.B, c.H,
+  r.want = ref::attention(stored(qv, c.dtype), repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
+                          repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H,
                           c.Sq, c.Sk, c.D, c.Dv, m);
   return r;
 }
@@ -163,6 +178,13 @@ std::vector<AttentionCase> attention_cases() {
       // Dv = 32 with D = 48: the texel kernel's output columns spread over the lanes (one texel
       // per lane and row), every mask, and a last row block that is only partly used.
       {"columns_dv_32", 2, 2, 19, 40, 48, 32, DType::f32, true, Shape{2, 1, 19, 40}, true, 37},
+      // Grouped-query attention: SmolLM2's heads (9 query heads on 3 KV heads, D = 64) in a
+      // decoding step against a cache of which key_length keys are valid, and a causal prompt;
+      // one KV head for 4 query heads with every mask (a per-head mask tells the heads apart).
+      {"gqa_9_3_decode_key_length", 1, 9, 1, 40, 64, 64, DType::f32, false, {}, false, 29, 0.0f, 3},
+      {"gqa_9_3_causal", 1, 9, 7, 7, 64, 64, DType::f32, true, {}, false, -1, 0.0f, 3},
+      {"gqa_4_1_all_masks", 2, 4, 5, 11, 16, 12, DType::f32, true, Shape{2, 4, 5, 11}, true, 9,
+       0.0f, 1},
   };
   std::vector<AttentionCase> all = base;
   for (AttentionCase c : base) {
@@ -191,14 +213,16 @@ class AttentionTilingTest : public DeviceTestWithParam<const char*> {};
 TEST_P(AttentionTilingTest, MatchesReference) {
   std::optional<Device> dev = open_device_with_tiles(GetParam());
   if (!dev) GTEST_SKIP() << GetParam() << " does not fit device " << device().info().name;
-  // Four pipelines per tiling (compiling them dominates the time on CPU devices): every mask
+  // Five pipelines per tiling (compiling them dominates the time on CPU devices): every mask
   // and key_length with D != Dv, f16, a head dim that is not a multiple of 4 (buffer loads
-  // instead of texels), and several key tiles and row blocks of wide heads.
+  // instead of texels), several key tiles and row blocks of wide heads, and grouped-query heads.
   const AttentionCase cases[] = {
       {"everything", 2, 2, 7, 40, 64, 48, DType::f32, true, Shape{1, 1, 7, 40}, true, 23, 0.3f},
       {"mask_b1qk_padding", 2, 2, 13, 29, 32, 24, DType::f16, false, Shape{2, 1, 13, 29}, true},
       {"all_masks", 2, 3, 5, 7, 7, 5, DType::f32, true, Shape{2, 3, 5, 7}, true},
       {"multi_tile", 1, 1, 67, 71, 128, 128, DType::f32, true},
+      {"gqa_6_2_all_masks", 2, 6, 5, 19, 16, 12, DType::f32, true, Shape{2, 6, 5, 19}, true, 17,
+       0.0f, 2},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -531,6 +555,62 @@ TEST_F(DeviceTest, AttentionRejectsBadShapes) {
   expect_error(q, k, v, o, "key_length");
   o.key_length = g.input("l2", {1});
   expect_error(q, k, v, o, "i32");
+  // Grouped-query attention: Hkv must divide H, and v must have k's heads.
+  expect_error(q, g.input("k2", {2, 2, 7, 8}), g.input("v3", {2, 2, 7, 4}), {}, "Hkv dividing H = 3");
+  Tensor q6 = g.input("q6", {2, 6, 5, 8});
+  EXPECT_EQ(g.attention(q6, g.input("k3", {2, 3, 7, 8}), g.input("v4", {2, 3, 7, 4})).shape,
+            Shape({2, 6, 5, 4}));
+  expect_error(q6, g.input("k4", {2, 3, 7, 8}), g.input("v5", {2, 2, 7, 4}), {}, "[2,3,7,Dv]");
+}
+
+// A decoding step of a grouped-query model (SmolLM2's 9 query heads on 3 KV heads, D = 64):
+// K/V rows appended to [1, 3, 1024, 64] caches by update_cache at a run-time position, then
+// attention over the first key_length = position + 1 keys. The fused path is one dispatch for
+// the attention whatever the cache length (K and V are read in place, never repeated per query
+// head), the unfused one three; both match the reference at every step of one recording.
+TEST_F(DeviceTest, GroupedQueryDecodeStepsOverAKvCache) {
+  const int64_t H = 9, Hkv = 3, T = 1024, D = 64;
+  const auto kc = random_values(Hkv * T * D, 51), vc = random_values(Hkv * T * D, 52);
+  for (Path path : {Path::fused, Path::unfused}) {
+    SCOPED_TRACE(path == Path::fused ? "fused" : "unfused");
+    DeviceTensor kcache = device().upload(make_tensor({1, Hkv, T, D}, kc, DType::f32));
+    DeviceTensor vcache = device().upload(make_tensor({1, Hkv, T, D}, vc, DType::f32));
+    Graph g;
+    Tensor q = g.input("q", {1, H, 1, D});
+    Tensor k_new = g.input("k_new", {1, Hkv, 1, D}), v_new = g.input("v_new", {1, Hkv, 1, D});
+    Tensor pos = g.input("pos", {1}, DType::i32), len = g.input("len", {1}, DType::i32);
+    Tensor k = g.update_cache(g.external("k", kcache), k_new, pos);
+    Tensor v = g.update_cache(g.external("v", vcache), v_new, pos);
+    AttentionOptions o;
+    o.key_length = len;
+    o.path = path;
+    g.output("y", g.attention(q, k, v, o));
+    Executor ex(device(), g);
+    EXPECT_EQ(ex.stats().dispatches, 2u + (path == Path::fused ? 1u : 3u));
+    std::vector<double> keys(kc.begin(), kc.end()), values(vc.begin(), vc.end());
+    for (int32_t p : {0, 1, 500, 1023}) {
+      SCOPED_TRACE("position " + std::to_string(p));
+      const auto qv = random_values(H * D, 53 + p), knv = random_values(Hkv * D, 54 + p),
+                 vnv = random_values(Hkv * D, 55 + p);
+      auto out = ex.run({{"q", make_tensor({1, H, 1, D}, qv, DType::f32)},
+                         {"k_new", make_tensor({1, Hkv, 1, D}, knv, DType::f32)},
+                         {"v_new", make_tensor({1, Hkv, 1, D}, vnv, DType::f32)},
+                         {"pos", HostTensor::from_i32({1}, std::vector<int32_t>{p})},
+                         {"len", HostTensor::from_i32({1}, std::vector<int32_t>{p + 1})}});
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          keys[(h * T + p) * D + d] = knv[h * D + d];
+          values[(h * T + p) * D + d] = vnv[h * D + d];
+        }
+      ref::SoftmaxMasks m;
+      m.scale = 1.0f / std::sqrt(static_cast<float>(D));
+      m.key_length = p + 1;
+      const auto want = ref::attention(stored(qv, DType::f32), repeat_kv(keys, 1, H, Hkv, T, D),
+                                       repeat_kv(values, 1, H, Hkv, T, D), 1, H, 1, T, D, D, m);
+      EXPECT_TRUE(all_close(out["y"], want, attention_tolerance(DType::f32)));
+    }
+    EXPECT_EQ(ex.stats().recordings, 1u);
+  }
 }
 
 }  // namespace

@@ -177,6 +177,47 @@ TEST_F(DeviceTest, WindowedAttentionMatchesReference) {
     }
 }
 
+// Grouped-query attention over windows: each window holds whole KV heads of k and v with their
+// group of query heads of q and out (here a (b, KV head) slice of k takes 4608 bytes, so every
+// window has one), on both configurations and both paths.
+TEST_F(DeviceTest, WindowedGroupedQueryAttentionMatchesReference) {
+  const int64_t B = 2, H = 6, Hkv = 2, Sq = 2, Sk = 72, D = 16;
+  const auto qv = random_values(B * H * Sq * D, 41), kv = random_values(B * Hkv * Sk * D, 42),
+             vv = random_values(B * Hkv * Sk * D, 43);
+  // The reference's K and V: each query head's KV head, repeated.
+  std::vector<double> k_rep, v_rep;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Sk * D; ++i) {
+        k_rep.push_back(kv[(b * Hkv + h / (H / Hkv)) * Sk * D + i]);
+        v_rep.push_back(vv[(b * Hkv + h / (H / Hkv)) * Sk * D + i]);
+      }
+  ref::SoftmaxMasks m;
+  m.scale = 0.25;
+  m.causal = true;
+  const auto want = ref::attention(stored(qv, DType::f32), k_rep, v_rep, B, H, Sq, Sk, D, D, m);
+  for (bool as_gpu : {false, true})
+    for (auto path : {AttentionOptions::Path::fused, AttentionOptions::Path::unfused}) {
+      SCOPED_TRACE(std::string(as_gpu ? "gpu" : "cpu") + " tuning, " +
+                   (path == AttentionOptions::Path::fused ? "fused" : "unfused"));
+      Device dev = open_windowed_device(as_gpu);
+      Graph g;
+      AttentionOptions o;
+      o.scale = 0.25f;
+      o.causal = true;
+      o.path = path;
+      g.output("y", g.attention(g.input("q", {B, H, Sq, D}), g.input("k", {B, Hkv, Sk, D}),
+                                g.input("v", {B, Hkv, Sk, D}), o));
+      Executor ex(dev, g);
+      auto out = ex.run({{"q", make_tensor({B, H, Sq, D}, qv, DType::f32)},
+                         {"k", make_tensor({B, Hkv, Sk, D}, kv, DType::f32)},
+                         {"v", make_tensor({B, Hkv, Sk, D}, vv, DType::f32)}});
+      Tolerance tol = default_tolerance(DType::f32);
+      tol.atol *= 8;
+      EXPECT_TRUE(all_close(out["y"], want, tol));
+    }
+}
+
 // A KV cache beyond one binding is updated in windows of (b, h) slices: rows from a [B, H, n, D]
 // tensor at a run-time position, twice, then the whole cache read back.
 TEST_F(DeviceTest, WindowedCacheUpdateWritesEverySlice) {

@@ -118,7 +118,9 @@ class Graph {
   // exception as reshape.
   Tensor split_heads(Tensor x, int heads, int64_t width = -1, int64_t offset = 0);
   Tensor concat_heads(Tensor x);  // [B, H, S, D] -> [B, S, H*D]
-  // softmax(Q·Kᵀ·scale + masks)·V on [B, H, Sq, D] / [B, H, Sk, D] / [B, H, Sk, Dv].
+  // softmax(Q·Kᵀ·scale + masks)·V on [B, H, Sq, D] / [B, Hkv, Sk, D] / [B, Hkv, Sk, Dv]. Hkv
+  // divides H (grouped-query attention; Hkv = H is multi-head): query head h reads KV head
+  // h / (H / Hkv) in place.
   Tensor attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& options = {});
 
   // Elementwise and normalization.

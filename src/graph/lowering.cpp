@@ -9,6 +9,15 @@ uint32_t Lowering::temp(const Shape& shape, DType dtype) {
   return static_cast<uint32_t>(program_.values.size() - 1);
 }
 
+uint32_t Lowering::view(uint32_t value, const Shape& shape) {
+  const ValueDesc v = program_.values[value];  // a copy: push_back may move the deque's ends
+  if (shape.numel() != v.shape.numel())
+    throw Error(ErrorCode::internal, node_.label + ": a view " + shape.str() + " of " +
+                                         v.shape.str() + " changes the element count");
+  program_.values.push_back({shape, v.dtype, v.kind, value, 0});
+  return static_cast<uint32_t>(program_.values.size() - 1);
+}
+
 uint32_t Lowering::constant(HostTensor value) {
   program_.values.push_back({value.shape(), value.dtype(), ValueKind::constant, kNoValue});
   uint32_t id = static_cast<uint32_t>(program_.values.size() - 1);

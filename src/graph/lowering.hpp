@@ -23,6 +23,9 @@ class Lowering {
   const vk::Tuning& tuning() const { return device_.tuning(); }
 
   uint32_t temp(const Shape& shape, DType dtype);
+  // `value`'s bytes seen with another shape of the same element count (a reshape inside a
+  // lowering, e.g. attention's grouped query heads as one matrix per KV head).
+  uint32_t view(uint32_t value, const Shape& shape);
   uint32_t constant(HostTensor value);
   // Entries of the i32 tensor `value` must lie in [lo, hi), for the reason `why` (shown after
   // the node's label in errors): a constant is checked now, the graph input it comes from

@@ -1,6 +1,9 @@
 // Scaled dot-product attention: a fused flash-attention kernel (shaders/attention.comp on GPUs,
 // shaders/attention_rows.comp on CPU devices; vk::AttentionTiles picks), or the
 // unfused chain matmul(q, kᵀ) -> masked softmax -> matmul(p, v) through temporaries.
+// Grouped-query attention (k and v with Hkv heads, H % Hkv == 0): query head h reads KV head
+// h / (H / Hkv) in place, never through copies of K and V. The fused kernels map the head; the
+// unfused chain views the group's query heads, which are consecutive, as one matrix per KV head.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -35,6 +38,7 @@ struct AttentionPush {
   uint32_t kv_stride;  // tiled kernel only (shaders/attention_rows.comp ignores it)
   uint32_t mask_stride[4];
   uint32_t bh_base;  // the first (b, h) of a dispatch over windows of q, k, v and out
+  uint32_t group;    // query heads per KV head
 };
 
 // The kernel variant a launch runs.
@@ -67,6 +71,7 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   const Shape& qs = q.shape;
   const int64_t B = qs[0], H = qs[1], Sq = qs[2], D = qs[3];
   const int64_t Sk = l.value(in.k).shape[2], Dv = l.value(in.v).shape[3];
+  const int64_t group = H / l.value(in.k).shape[1];
   const uint32_t q_blocks = ceil_div(Sq, t.rows);
   uint32_t mask_stride[4] = {};
   if (in.mask != kNoValue) ops::broadcast_strides4(l.value(in.mask).shape, {B, H, Sq, Sk}, mask_stride);
@@ -89,31 +94,31 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   p.d = static_cast<uint32_t>(D);
   p.dv = static_cast<uint32_t>(Dv);
   p.kv_stride = static_cast<uint32_t>(std::max(D, Dv)) + 1;
+  p.group = static_cast<uint32_t>(group);
   std::copy(mask_stride, mask_stride + 4, p.mask_stride);
-  // Long caches or many heads beyond one binding: windows of whole (b, h) slices of q, k, v and
-  // out (src/ops/windows.hpp); the kernels find the mask and key padding rows from bh_base.
+  // Long caches or many heads beyond one binding: windows of whole (b, KV head) slices of k and
+  // v with their `group` query heads of q and out (src/ops/windows.hpp); the kernels find the
+  // mask and key padding rows from bh_base.
   const uint64_t es = dtype_size(q.dtype);
+  const uint64_t item[4] = {static_cast<uint64_t>(group * Sq * D) * es,
+                            static_cast<uint64_t>(Sk * D) * es,
+                            static_cast<uint64_t>(Sk * Dv) * es,
+                            static_cast<uint64_t>(group * Sq * Dv) * es};
   const std::vector<ops::Span> spans = ops::split_spans(
-      static_cast<uint64_t>(B * H),
-      {static_cast<uint64_t>(Sq * D) * es, static_cast<uint64_t>(Sk * D) * es,
-       static_cast<uint64_t>(Sk * Dv) * es, static_cast<uint64_t>(Sq * Dv) * es},
+      static_cast<uint64_t>(B * H / group), {item[0], item[1], item[2], item[3]},
       l.tuning().max_binding_bytes, ops::window_alignment(l.info()),
       l.node().label + ": heads of q, k, v");
   for (const ops::Span& s : spans) {
     std::vector<Binding> bindings = whole;
     if (spans.size() > 1) {
-      const uint64_t item[4] = {static_cast<uint64_t>(Sq * D) * es,
-                                static_cast<uint64_t>(Sk * D) * es,
-                                static_cast<uint64_t>(Sk * Dv) * es,
-                                static_cast<uint64_t>(Sq * Dv) * es};
       const size_t at[4] = {0, 1, 2, 6};  // q, k, v, out among the bindings
       for (size_t i = 0; i < 4; ++i)
         bindings[at[i]] = ops::window(whole[at[i]].value, whole[at[i]].write,
                                       s.first * item[i], s.count * item[i]);
     }
-    const uint64_t groups = s.count * q_blocks;
+    const uint64_t groups = s.count * group * q_blocks;
     p.groups = static_cast<uint32_t>(groups);
-    p.bh_base = static_cast<uint32_t>(s.first);
+    p.bh_base = static_cast<uint32_t>(s.first * group);
     if (t.kernel == FusedKernel::rows) {
       // Exact head dims in vec4 chunks: the kernel unrolls over them (one pipeline per head dim).
       const bool vec4 = D % 4 == 0 && Dv % 4 == 0;
@@ -132,15 +137,28 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
 
 void lower_unfused(Lowering& l, const Operands& in) {
   const auto& a = attrs<AttentionAttrs>(l);
-  const ValueDesc& q = l.value(in.q);
-  const Shape& qs = q.shape;
-  const Shape scores_shape{qs[0], qs[1], qs[2], l.value(in.k).shape[2]};
-  uint32_t scores = l.temp(scores_shape, q.dtype);
-  uint32_t probs = l.temp(scores_shape, q.dtype);
+  // Copies: temp() and view() grow the value table.
+  const Shape qs = l.value(in.q).shape;
+  const DType dtype = l.value(in.q).dtype;
+  const int64_t B = qs[0], H = qs[1], Sq = qs[2], Hkv = l.value(in.k).shape[1];
+  const int64_t Sk = l.value(in.k).shape[2], Dv = l.value(in.v).shape[3];
+  const Shape scores_shape{B, H, Sq, Sk};
+  uint32_t scores = l.temp(scores_shape, dtype);
+  uint32_t probs = l.temp(scores_shape, dtype);
+  // Grouped-query attention: the group's query heads (consecutive) as the rows of one matrix
+  // per KV head, [B, Hkv, group * Sq, .], for both products; the softmax sees [B, H, Sq, Sk].
+  uint32_t q_rows = in.q, scores_rows = scores, probs_rows = probs, out_rows = l.output();
+  if (Hkv != H) {
+    const int64_t rows = H / Hkv * Sq;
+    q_rows = l.view(in.q, {B, Hkv, rows, qs[3]});
+    scores_rows = l.view(scores, {B, Hkv, rows, Sk});
+    probs_rows = l.view(probs, {B, Hkv, rows, Sk});
+    out_rows = l.view(l.output(), {B, Hkv, rows, Dv});
+  }
   ops::MatmulCall qk;
-  qk.a = in.q;
+  qk.a = q_rows;
   qk.b = in.k;
-  qk.out = scores;
+  qk.out = scores_rows;
   qk.transpose_b = true;
   qk.alpha = a.scale;
   ops::emit_matmul(l, qk);
@@ -153,9 +171,9 @@ void lower_unfused(Lowering& l, const Operands& in) {
   sm.causal = a.causal;
   ops::emit_softmax(l, sm);
   ops::MatmulCall pv;
-  pv.a = probs;
+  pv.a = probs_rows;
   pv.b = in.v;
-  pv.out = l.output();
+  pv.out = out_rows;
   ops::emit_matmul(l, pv);
 }
 
@@ -212,14 +230,16 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
     shape_error(impl().label(op), "q, k and v must share a dtype: q is " + describe(q) + ", k is " +
                                       describe(k) + ", v is " + describe(v));
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
-  const int64_t Sk = k.shape[2];
-  if (k.shape[0] != B || k.shape[1] != H || k.shape[3] != D)
-    shape_error(impl().label(op), "k " + k.shape.str() + " must be [B, H, Sk, D] = [" +
-                                      std::to_string(B) + "," + std::to_string(H) + ",Sk," +
-                                      std::to_string(D) + "] for q " + q.shape.str());
-  if (v.shape[0] != B || v.shape[1] != H || v.shape[2] != Sk)
-    shape_error(impl().label(op), "v " + v.shape.str() + " must be [B, H, Sk, Dv] = [" +
-                                      std::to_string(B) + "," + std::to_string(H) + "," +
+  const int64_t Sk = k.shape[2], Hkv = k.shape[1];
+  // k may have fewer heads than q (grouped-query attention): Hkv dividing H.
+  if (k.shape[0] != B || Hkv < 1 || H % Hkv != 0 || k.shape[3] != D)
+    shape_error(impl().label(op), "k " + k.shape.str() + " must be [B, Hkv, Sk, D] = [" +
+                                      std::to_string(B) + ",Hkv,Sk," + std::to_string(D) +
+                                      "] with Hkv dividing H = " + std::to_string(H) + " for q " +
+                                      q.shape.str());
+  if (v.shape[0] != B || v.shape[1] != Hkv || v.shape[2] != Sk)
+    shape_error(impl().label(op), "v " + v.shape.str() + " must be [B, Hkv, Sk, Dv] = [" +
+                                      std::to_string(B) + "," + std::to_string(Hkv) + "," +
                                       std::to_string(Sk) + ",Dv] for k " + k.shape.str());
   const Shape scores{B, H, Sq, Sk};
   std::vector<uint32_t> inputs{q.id, k.id, v.id};
