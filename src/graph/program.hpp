@@ -31,7 +31,10 @@ struct ValueDesc {
   ValueKind kind = ValueKind::activation;
   uint32_t alias_of = kNoValue;  // views and pinned outputs share their root's bytes
   uint64_t alias_offset = 0;     // a view's first byte within alias_of's bytes
-  uint64_t bytes() const { return dtype_bytes(dtype, shape.numel()); }
+  // Whole 32-bit words: kernels that read weights (shaders/weights.glsl) load 18- and 34-byte
+  // ggml blocks and odd counts of 16-bit values as words, and a binding that ends mid-word would
+  // hide the last halfword (robust access reads it as 0). Device tensors are sized likewise.
+  uint64_t bytes() const { return (dtype_bytes(dtype, shape.numel()) + 3) / 4 * 4; }
 };
 
 // A dispatch binds values in order: binding i of the kernel is bindings[i].

@@ -1,5 +1,6 @@
 // embedding (table lookup) and positional_encoding (the sinusoidal table of "Attention Is All
 // You Need", as PyTorch's transformer tutorial computes it).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -36,40 +37,60 @@ struct PositionalEncodingPush {
   float scale;
 };
 
+// The kernel for a table in a weight dtype (bf16 or ggml blocks), dequantizing as it copies.
+Kernel weight_table_kernel(DType table) {
+  switch (table) {
+    case DType::bf16: return Kernel::embedding_wq_bf16;
+    case DType::q8_0: return Kernel::embedding_wq_q8_0;
+    case DType::q4_0: return Kernel::embedding_wq_q4_0;
+    default: return Kernel::embedding_wq_q4_1;
+  }
+}
+
 void lower_embedding(Lowering& l) {
   const uint32_t ids = l.input(0), table = l.input(1);
-  const DType dtype = l.value(table).dtype;
+  const DType dtype = l.value(table).dtype, out_dtype = l.value(l.output()).dtype;
   const int64_t vocab = l.value(table).shape[0], d = l.value(table).shape[1];
   // Ids that come from a graph input are checked when they are set, so a bad id is an error
   // naming the input; any other ids rely on the shader's clamp.
   l.require_index_bound(ids, 0, vocab, "an id of a table of " + std::to_string(vocab) + " rows");
 
-  const bool vec4 = d % 4 == 0;
+  // A weight-dtype table is read in groups of 4 (a quantized row is whole blocks) or elements.
+  const bool weights = !is_float(dtype);
+  const bool vec4 = weights ? is_quantized(dtype) : d % 4 == 0;
   const int64_t w = vec4 ? 4 : 1;
   const int64_t tokens = l.value(ids).shape.numel();
-  const Kernel kernel = vec4 ? Kernel::embedding_vec4 : Kernel::embedding;
+  const Kernel kernel = weights ? weight_table_kernel(dtype)
+                                : vec4 ? Kernel::embedding_vec4 : Kernel::embedding;
   // Tables and outputs beyond one binding: windows of tokens (ids and out) times windows of
   // table rows; every token span visits every row span.
-  const uint64_t row_bytes = static_cast<uint64_t>(d) * dtype_size(dtype);
+  const uint64_t row_bytes = dtype_bytes(dtype, d);
+  const uint64_t out_row_bytes = static_cast<uint64_t>(d) * dtype_size(out_dtype);
   const uint64_t limit = l.tuning().max_binding_bytes, align = ops::window_alignment(l.info());
   const std::string& what = l.node().label;
   const std::vector<ops::Span> token_spans =
-      ops::split_spans(tokens, {4, row_bytes}, limit, align, what + ": tokens");
+      ops::split_spans(tokens, {4, out_row_bytes}, limit, align, what + ": tokens");
   const std::vector<ops::Span> row_spans =
       ops::split_spans(vocab, {row_bytes}, limit, align, what + ": rows of the table");
   for (const ops::Span& ts : token_spans)
     for (const ops::Span& rs : row_spans) {
-      EmbeddingPush p{static_cast<uint32_t>(ts.count * d / w), static_cast<uint32_t>(d / w),
+      // The weight kernels take D in elements.
+      EmbeddingPush p{static_cast<uint32_t>(ts.count * d / w),
+                      static_cast<uint32_t>(weights ? d : d / w),
                       static_cast<uint32_t>(vocab), static_cast<uint32_t>(rs.first),
                       static_cast<uint32_t>(rs.count)};
       std::vector<Binding> bindings = {{ids}, {table}, {l.output(), true}};
       if (token_spans.size() > 1) {
         bindings[0] = ops::window(ids, false, ts.first * 4, ts.count * 4);
-        bindings[2] = ops::window(l.output(), true, ts.first * row_bytes, ts.count * row_bytes);
+        bindings[2] = ops::window(l.output(), true, ts.first * out_row_bytes,
+                                  ts.count * out_row_bytes);
       }
       if (row_spans.size() > 1)
-        bindings[1] = ops::window(table, false, rs.first * row_bytes, rs.count * row_bytes);
-      l.dispatch(kernel, dtype, bindings, PushBlock::of(p), ops::elementwise_grid(l, p.n),
+        // Whole words (weights.glsl loads 32 bits), within the table's bytes.
+        bindings[1] = ops::window(table, false, rs.first * row_bytes,
+                                  std::min((rs.count * row_bytes + 3) / 4 * 4,
+                                           l.value(table).bytes() - rs.first * row_bytes));
+      l.dispatch(kernel, out_dtype, bindings, PushBlock::of(p), ops::elementwise_grid(l, p.n),
                  {ops::kElementwiseWorkgroup});
     }
 }
@@ -151,14 +172,22 @@ Tensor Graph::embedding(Tensor ids, Tensor table) {
   const std::string op = "embedding";
   ops::require_dtype(impl(), op, "ids", ids, DType::i32);
   ops::require_rank(impl(), op, "ids", ids, 1, 3);
-  ops::require_float(impl(), op, "table", table);
+  impl().check(table, op, "table");
+  if (!is_weight_type(table.dtype))
+    shape_error(impl().label(op), "table must be f32, f16, bf16, q8_0, q4_0 or q4_1, got " +
+                                      describe(table));
   ops::require_rank(impl(), op, "table", table, 2, 2);
+  if (is_quantized(table.dtype) && table.shape[1] % dtype_block_elements(table.dtype) != 0)
+    shape_error(impl().label(op), "table is " + describe(table) + ": its rows must be whole " +
+                                      "blocks of 32 elements");
   if (table.shape[0] > INT32_MAX)
     shape_error(impl().label(op), "table is " + describe(table) +
                                       ": more rows than i32 ids can address");
   std::vector<int64_t> out = ids.shape.dims();
   out.push_back(table.shape[1]);
-  return impl().add_node(OpKind::embedding, op, {ids.id, table.id}, {}, Shape(out), table.dtype);
+  // A bf16 or quantized table gives f32 rows.
+  return impl().add_node(OpKind::embedding, op, {ids.id, table.id}, {}, Shape(out),
+                         is_float(table.dtype) ? table.dtype : DType::f32);
 }
 
 // Row s of x gets position offset + s, which must lie in the table (offset + S <= max_len). With

@@ -393,6 +393,10 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
   const ValueDesc& a = l.value(c.a);
   const ValueDesc& b = l.value(c.b);
   const ValueDesc& o = l.value(c.out);
+  if (b.dtype != a.dtype && is_weight_type(b.dtype)) {
+    emit_matmul_weights(l, c);
+    return;
+  }
   Shape want;
   std::string why;
   if (!matmul_output_shape(a.shape, b.shape, c.transpose_b, &want, &why)) bug(why);
@@ -477,14 +481,27 @@ Tensor matmul_node(GraphImpl& g, const std::string& op, const char* arg_a, const
                    Tensor a, Tensor b, const MatmulOptions& options) {
   const std::string label = g.label(op);
   ops::require_float(g, op, arg_a, a);
-  ops::require_float(g, op, arg_b, b);
+  g.check(b, op, arg_b);
+  if (!is_weight_type(b.dtype))
+    shape_error(label, std::string(arg_b) + " must be f32, f16, bf16, q8_0, q4_0 or q4_1, got " +
+                           describe(b));
   Shape out;
   std::string why;
   if (!ops::matmul_output_shape(a.shape, b.shape, options.transpose_b, &out, &why, arg_a, arg_b))
     shape_error(label, why);
-  if (a.dtype != b.dtype)
-    shape_error(label, std::string("dtypes differ: ") + arg_a + " is " + describe(a) + ", " +
-                           arg_b + " is " + describe(b));
+  // A weight in another dtype than the activations (quantized, bf16, or the other float type)
+  // is read by its own kernels, which take linear's layout: [N, K], transposed.
+  if (a.dtype != b.dtype) {
+    if (!options.transpose_b || b.shape.rank() != 2)
+      shape_error(label, std::string(arg_b) + " is " + describe(b) + " and " + arg_a + " is " +
+                             describe(a) + ": a weight in another dtype than " + arg_a +
+                             " must be a rank-2 [N, K] matrix used transposed (transpose_b, as "
+                             "linear does)");
+    if (is_quantized(b.dtype) && b.shape[1] % dtype_block_elements(b.dtype) != 0)
+      shape_error(label, std::string(arg_b) + " is " + describe(b) + ": its rows must be whole " +
+                             "blocks of " + std::to_string(dtype_block_elements(b.dtype)) +
+                             " elements");
+  }
   std::vector<uint32_t> inputs = {a.id, b.id};
   if (options.bias) {
     const Tensor& bias = *options.bias;

@@ -15,7 +15,9 @@ namespace vkformer::ops {
 //   out  [batch..., M, N]       batch dims of a and b broadcast numpy-style (each equal or 1,
 //                               missing leading dims are 1); out's rank may be any rank >= 2 whose
 //                               batch dims multiply out to the same batch shape
-// a, b, bias and out share one float dtype (f32 or f16); accumulation is fp32.
+// a, bias and out share one float dtype (f32 or f16); accumulation is fp32. b has that dtype
+// too, or is a weight [N, K] (rank 2, transpose_b) in another weight dtype (bf16, q8_0, q4_0,
+// q4_1, the other float type; K a multiple of 32 when quantized): see emit_matmul_weights.
 struct MatmulCall {
   uint32_t a = kNoValue;
   uint32_t b = kNoValue;
@@ -29,6 +31,10 @@ struct MatmulCall {
 // Adds the dispatch to the program. Throws ErrorCode::internal (naming the node) if the values'
 // shapes or dtypes do not fit: callers build their temporaries with matmul_output_shape.
 void emit_matmul(Lowering& l, const MatmulCall& call);
+
+// The weight path of emit_matmul (b's dtype differs from a's): shaders/matmul_wq.comp, or
+// matmul_wq_gemv.comp for M <= the tuning's gemv_max_m, reading b's rows in its own layout.
+void emit_matmul_weights(Lowering& l, const MatmulCall& call);
 
 // The output shape of a·b (transpose_b as in MatmulCall), or false with an error detail such as
 // "a is [2,3,5], b is [4,6]: inner dims 5 != 4" in *why (if not null) when the shapes do not fit;

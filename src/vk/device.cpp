@@ -74,7 +74,8 @@ static void check_size(DeviceImpl& impl, const Shape& shape, DType dtype, const 
 
 DeviceTensor Device::allocate(const Shape& shape, DType dtype) {
   check_size(impl(), shape, dtype, "Device::allocate");
-  auto bytes = static_cast<size_t>(dtype_bytes(dtype, shape.numel()));
+  // Whole 32-bit words, as the executor binds them (ValueDesc::bytes in src/graph/program.hpp).
+  const auto bytes = static_cast<size_t>((dtype_bytes(dtype, shape.numel()) + 3) / 4 * 4);
   auto alloc = impl().allocator().allocate(bytes, vk::MemoryKind::device, "Device::allocate");
   impl().zero(*alloc, 0, bytes);
   return DeviceTensor(std::move(alloc), shape, dtype);
@@ -82,7 +83,8 @@ DeviceTensor Device::allocate(const Shape& shape, DType dtype) {
 
 DeviceTensor Device::upload(const HostTensor& host) {
   check_size(impl(), host.shape(), host.dtype(), "Device::upload");
-  auto alloc = impl().allocator().allocate(host.nbytes(), vk::MemoryKind::device, "Device::upload");
+  auto alloc = impl().allocator().allocate((host.nbytes() + 3) / 4 * 4, vk::MemoryKind::device,
+                                           "Device::upload");
   impl().write(*alloc, 0, host.data(), host.nbytes());
   return DeviceTensor(std::move(alloc), host.shape(), host.dtype());
 }

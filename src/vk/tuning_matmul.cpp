@@ -99,6 +99,27 @@ MatmulCoopmatTiles coopmat_tiles(const DeviceInfo& info) {
   return t;
 }
 
+// Weights in another dtype (shaders/matmul_wq*.comp). GPUs: 64 x 64 tiles of 4 x 4 and 16 lanes
+// per mat-vec output, shrunk to the device's limits; CPU devices keep the defaults.
+MatmulWeightTiles weight_tiles_for(const DeviceInfo& info, bool cpu_device) {
+  MatmulWeightTiles w;
+  if (!cpu_device) {
+    w.bm = w.bn = 64;
+    w.gemv_workgroup = 128;
+    w.gemv_lanes = 16;
+  }
+  while ((w.invocations() > info.max_workgroup_invocations ||
+          w.invocations() > info.max_workgroup_size[0] ||
+          w.shared_bytes() > info.shared_memory_bytes) && w.bm > w.tm) {
+    w.bm /= 2;
+    w.bn /= 2;
+  }
+  w.gemv_workgroup = std::min<uint32_t>({w.gemv_workgroup, info.max_workgroup_invocations,
+                                         info.max_workgroup_size[0]});
+  w.gemv_lanes = std::min(w.gemv_lanes, w.gemv_workgroup);
+  return w;
+}
+
 std::string str(uint64_t n) { return std::to_string(n); }
 
 // VKFORMER_MATMUL_TILES="BMxBNxBK/TMxTN[/direct]" replaces the general tiling (for tuning
@@ -215,6 +236,7 @@ MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
                                                info.max_workgroup_size[0]});
   t.split_k = split_k_for(info, cpu_device);
   t.coopmat_tiles = coopmat_tiles(info);
+  t.weight_tiles = weight_tiles_for(info, cpu_device);
   texel_tiles_from_env(&t.texel_tiles);
   t.forced_path = path_from_env();
   t.forced_splits = splits_from_env();

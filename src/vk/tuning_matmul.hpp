@@ -74,6 +74,20 @@ struct MatmulCoopmatTiles {
   uint32_t shared_bytes() const;
 };
 
+// shaders/matmul_wq.comp and matmul_wq_gemv.comp: a Linear weight [N, K] in another dtype than
+// the activations (ggml blocks, bf16, the other float type), dequantized on the fly.
+struct MatmulWeightTiles {
+  // Tiled (prompt processing): a bm x bn output tile per workgroup, tm x tn per invocation, K
+  // staged 32 (one block) at a time.
+  uint32_t bm = 32, bn = 32, tm = 4, tn = 4;
+  // Mat-vec (decoding), for M <= gemv_max_m: `lanes` invocations per output (a power of 2) split
+  // its row of W by blocks; `workgroup` invocations (a multiple of lanes).
+  uint32_t gemv_max_m = 1;
+  uint32_t gemv_workgroup = 64, gemv_lanes = 8;
+  uint64_t invocations() const { return uint64_t(bm / tm) * (bn / tn); }
+  uint64_t shared_bytes() const { return 32 * (uint64_t(bm) + bn + 2) * 4; }
+};
+
 enum class MatmulPath : uint8_t {
   general,  // shaders/matmul.comp with `tiles`: shared memory on GPUs (optionally split over K),
             // direct loads on CPU devices; any shape
@@ -94,6 +108,7 @@ struct MatmulTuning {
   bool prefer_gemv = false;    // GPUs
   MatmulSplitK split_k;
   MatmulCoopmatTiles coopmat_tiles;  // capable: coopmat_tiles.m > 0; preferred when capable
+  MatmulWeightTiles weight_tiles;    // weights in another dtype (always their own kernels)
   // VKFORMER_MATMUL_PATH=general|texel|gemv|coopmat and VKFORMER_MATMUL_SPLIT_K=n force a path
   // or a split (tests, tuning experiments); a forced path is taken where it can run the shape.
   std::optional<MatmulPath> forced_path;

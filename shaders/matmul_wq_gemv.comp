@@ -1,0 +1,90 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "activations.glsl"
+// out = act(alpha * A·Wᵀ + bias) for a weight W [N, K] stored in another dtype than A (see
+// matmul_wq.comp), one row of A per workgroup row (grid y): the decoding path (M = 1), which is
+// bound by reading W, so each block of W is read exactly once per row of A.
+//
+// A workgroup computes NC = WG / LANES outputs; the LANES invocations of one output walk its row
+// of W a block (32 elements) at a time, lane l taking blocks l, l + LANES, ... For a quantized W
+// the block's raw values are dotted with A first and the scale applied once:
+//   q8_0: d·Σq·x,  q4_0: d·(Σq·x − 8·Σx),  q4_1: d·Σq·x + m·Σx.
+// The LANES partial sums are then added in shared memory (a tree; LANES a power of 2). An
+// unquantized W is walked an element at a time. fp32 accumulation.
+
+layout(local_size_x_id = 0) in;  // WG, a multiple of LANES
+layout(constant_id = 1) const uint LANES = 8;  // invocations per output, a power of 2
+layout(constant_id = 2) const uint HAS_BIAS = 0;
+layout(constant_id = 3) const uint ACT = 0;
+
+const uint WG = gl_WorkGroupSize.x;
+const uint NC = WG / LANES;
+
+layout(set = 0, binding = 0) readonly buffer A { T a[]; };
+layout(set = 0, binding = 0) readonly buffer A4 { T4 a4[]; };
+layout(set = 0, binding = 1) readonly buffer W { uint w[]; };
+layout(set = 0, binding = 2) readonly buffer Bias { T bias[]; };  // bound to A when HAS_BIAS = 0
+layout(set = 0, binding = 3) writeonly buffer Out { T o[]; };
+layout(push_constant) uniform Push {  // matmul.comp's block
+  uint M, N, K;
+  uint batch1;
+  uint a_stride0, a_stride1;
+  uint b_stride0, b_stride1;
+  uint y_base;
+  uint z_base;
+  float alpha;
+  uint splits;
+  uint k_split;
+  uint ldo;
+} p;
+
+#include "weights.glsl"
+
+shared float red[WG];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint lane = tid % LANES, c = tid / LANES;
+  const uint M = p.M, N = p.N, K = p.K;
+  const uint m = p.y_base + gl_WorkGroupID.y;
+  const uint n = gl_WorkGroupID.x * NC + c;
+  const uint a_row = m * K;
+  const uint row = min(n, N - 1) * row_halfwords(K);
+
+  float acc = 0.0;
+#ifdef W_QUANTIZED
+  for (uint b = lane; b < K / 32u; b += LANES) {
+    const uint blk = row + b * BLOCK_HW;
+    const uint x4 = (a_row + b * 32u) / 4u;  // K is a multiple of 32: whole vec4s
+    float s = 0.0, sx = 0.0;
+    for (uint g = 0; g < 8u; ++g) {
+      const vec4 x = vec4(a4[x4 + g]);
+      s += dot(block_q(blk, g), x);
+#ifdef W_Q4
+      sx += dot(x, vec4(1.0));
+#endif
+    }
+#if defined(W_Q4_0)
+    acc += block_d(blk) * (s - 8.0 * sx);
+#elif defined(W_Q4_1)
+    acc += block_d(blk) * s + block_m(blk) * sx;
+#else
+    acc += block_d(blk) * s;
+#endif
+  }
+#else
+  for (uint k = lane; k < K; k += LANES) acc = fma(float(a[a_row + k]), weight_at(row, k), acc);
+#endif
+
+  red[tid] = acc;
+  barrier();
+  for (uint s = LANES / 2; s > 0; s /= 2) {
+    if (lane < s) red[tid] += red[tid + s];
+    barrier();
+  }
+  if (lane == 0 && n < N && m < M) {
+    const float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
+    o[m * p.ldo + n] = T(activate(p.alpha * red[tid] + add, ACT));
+  }
+}

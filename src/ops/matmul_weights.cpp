@@ -1,0 +1,166 @@
+// matmul/linear with a weight stored in another dtype than the activations: quantized ggml
+// blocks (q8_0, q4_0, q4_1), bf16, or f16 weights under f32 activations (and f32 under f16).
+// The weight is always linear's [N, K] (transposed b), so its batch folds into M and one kernel
+// family per weight dtype reads its rows directly, dequantizing as it goes.
+#include <algorithm>
+
+#include "matmul.hpp"
+#include "op_common.hpp"
+#include "windows.hpp"
+
+namespace vkformer::ops {
+
+using kernels::Kernel;
+
+namespace {
+
+// Matches the push block of shaders/matmul_wq.comp and matmul_wq_gemv.comp (matmul.comp's).
+struct WeightMatmulPush {
+  uint32_t m, n, k;
+  uint32_t batch1;
+  uint32_t a_stride0, a_stride1;
+  uint32_t b_stride0, b_stride1;
+  uint32_t y_base, z_base;
+  float alpha;
+  uint32_t splits;
+  uint32_t k_split;
+  uint32_t ldo;
+};
+static_assert(sizeof(WeightMatmulPush) <= 128);
+
+[[noreturn]] void bug(Lowering& l, const std::string& what) {
+  throw Error(ErrorCode::internal, l.node().label + ": emit_matmul_weights: " + what);
+}
+
+Kernel tiled_kernel(Lowering& l, DType w) {
+  switch (w) {
+    case DType::f32: return Kernel::matmul_wq_f32;
+    case DType::f16: return Kernel::matmul_wq_f16;
+    case DType::bf16: return Kernel::matmul_wq_bf16;
+    case DType::q8_0: return Kernel::matmul_wq_q8_0;
+    case DType::q4_0: return Kernel::matmul_wq_q4_0;
+    case DType::q4_1: return Kernel::matmul_wq_q4_1;
+    default: bug(l, "no kernel for weights in " + std::string(dtype_name(w)));
+  }
+}
+
+Kernel gemv_kernel(Lowering& l, DType w) {
+  switch (w) {
+    case DType::f32: return Kernel::matmul_wq_gemv_f32;
+    case DType::f16: return Kernel::matmul_wq_gemv_f16;
+    case DType::bf16: return Kernel::matmul_wq_gemv_bf16;
+    case DType::q8_0: return Kernel::matmul_wq_gemv_q8_0;
+    case DType::q4_0: return Kernel::matmul_wq_gemv_q4_0;
+    case DType::q4_1: return Kernel::matmul_wq_gemv_q4_1;
+    default: bug(l, "no kernel for weights in " + std::string(dtype_name(w)));
+  }
+}
+
+// Dispatches x * y workgroups, several dispatches where y exceeds the device's grid (rows of
+// M on small tiles); the kernels add y_base.
+void dispatch_rows(Lowering& l, Kernel kernel, DType dtype, const std::vector<Binding>& bindings,
+                   WeightMatmulPush p, uint64_t x, uint64_t y, const std::vector<uint32_t>& spec) {
+  const uint64_t max_y = std::max<uint32_t>(l.info().max_workgroup_count[1], 1);
+  for (uint64_t y0 = 0; y0 < y; y0 += max_y) {
+    p.y_base = static_cast<uint32_t>(y0);
+    l.dispatch(kernel, dtype, bindings, PushBlock::of(p), l.grid(x, std::min(max_y, y - y0), 1),
+               spec);
+  }
+}
+
+// One product of p.m x p.n with `operands` (a, w, bias or a, out) bound whole or as windows.
+void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
+              const std::vector<Binding>& operands, const WeightMatmulPush& p) {
+  const vk::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
+  const DeviceInfo& info = l.info();
+  const uint32_t has_bias = c.bias != kNoValue ? 1u : 0u;
+  const uint32_t activation = static_cast<uint32_t>(c.activation);
+  const Kernel gemv = gemv_kernel(l, w);
+  if (p.m <= t.gemv_max_m && l.supported(gemv, act)) {
+    uint32_t wg = std::min<uint32_t>({t.gemv_workgroup, info.max_workgroup_invocations,
+                                      info.max_workgroup_size[0]});
+    const uint32_t lanes = t.gemv_lanes;
+    if (lanes == 0 || (lanes & (lanes - 1)) || wg < lanes || wg % lanes ||
+        uint64_t(wg) * 4 > info.shared_memory_bytes)
+      bug(l, "gemv tiling " + std::to_string(wg) + " invocations / " + std::to_string(lanes) +
+                 " lanes");
+    dispatch_rows(l, gemv, act, operands, p, ceil_div(p.n, wg / lanes), p.m,
+                  {wg, lanes, has_bias, activation});
+    return;
+  }
+  if (t.tm == 0 || t.tn == 0 || t.bm % t.tm || t.bn % t.tn || t.invocations() == 0 ||
+      t.invocations() > info.max_workgroup_invocations ||
+      t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
+    bug(l, "tiling " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "/" +
+               std::to_string(t.tm) + "x" + std::to_string(t.tn));
+  dispatch_rows(l, tiled_kernel(l, w), act, operands, p, ceil_div(p.n, t.bn), ceil_div(p.m, t.bm),
+                {static_cast<uint32_t>(t.invocations()), t.bm, t.bn, t.tm, t.tn, has_bias,
+                 activation});
+}
+
+}  // namespace
+
+void emit_matmul_weights(Lowering& l, const MatmulCall& c) {
+  const ValueDesc& a = l.value(c.a);
+  const ValueDesc& b = l.value(c.b);
+  const ValueDesc& o = l.value(c.out);
+  const DType act = a.dtype, w = b.dtype;
+  if (!is_float(act) || o.dtype != act || !is_weight_type(w) || w == act)
+    bug(l, "dtypes a " + std::string(dtype_name(act)) + ", b " + std::string(dtype_name(w)) +
+               ", out " + std::string(dtype_name(o.dtype)));
+  if (!c.transpose_b || b.shape.rank() != 2 || a.shape.rank() < 2 || b.shape[1] != a.shape[-1])
+    bug(l, "b " + b.shape.str() + " is not a transposed [N, K] weight for a " + a.shape.str());
+  const uint64_t k = static_cast<uint64_t>(b.shape[1]), n = static_cast<uint64_t>(b.shape[0]);
+  const uint64_t m = static_cast<uint64_t>(a.shape.numel()) / k;
+  if (is_quantized(w) && k % 32) bug(l, "K " + std::to_string(k) + " is not whole blocks");
+  if (o.shape.numel() != static_cast<int64_t>(m * n))
+    bug(l, "out is " + o.shape.str() + " for " + std::to_string(m) + " x " + std::to_string(n));
+
+  WeightMatmulPush p{};
+  p.m = static_cast<uint32_t>(m);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  p.batch1 = 1;
+  p.alpha = c.alpha;
+  p.splits = 1;
+  p.k_split = p.k;
+  p.ldo = p.n;
+  const std::vector<Binding> whole = {
+      {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  if (a.bytes() <= limit && b.bytes() <= limit && o.bytes() <= limit) {
+    emit_one(l, c, act, w, whole, p);
+    return;
+  }
+  // Windows (src/ops/windows.hpp): rows of a (and out), and rows of the weight, whose bytes are
+  // whole blocks, with the matching columns of out and elements of bias.
+  const uint64_t es = dtype_size(act), row_bytes = dtype_bytes(w, static_cast<int64_t>(k));
+  const uint64_t align = window_alignment(l.info());
+  const std::string& what = l.node().label;
+  const std::vector<Span> n_spans =
+      b.bytes() > limit ? split_spans(n, {row_bytes, es}, limit, align, what + ": rows of the weight")
+                        : std::vector<Span>{{0, n}};
+  const std::vector<Span> m_spans =
+      split_spans(m, {k * es, n * es}, limit, align, what + ": rows of x");
+  for (const Span& ms : m_spans)
+    for (const Span& ns : n_spans) {
+      std::vector<Binding> ops = whole;
+      if (m_spans.size() > 1) ops[0] = window(c.a, false, ms.first * k * es, ms.count * k * es);
+      if (n_spans.size() > 1) {
+        // Whole words (the kernels load 32 bits), within the weight's bytes.
+        const uint64_t first = ns.first * row_bytes;
+        ops[1] = window(c.b, false, first,
+                        std::min((ns.count * row_bytes + 3) / 4 * 4, b.bytes() - first));
+        if (c.bias != kNoValue) ops[2] = window(c.bias, false, ns.first * es, ns.count * es);
+      }
+      ops[3] = window(c.out, true, (ms.first * n + ns.first) * es,
+                      ((ms.count - 1) * n + ns.count) * es);
+      if (c.bias == kNoValue) ops[2] = ops[0];
+      WeightMatmulPush q = p;
+      q.m = static_cast<uint32_t>(ms.count);
+      q.n = static_cast<uint32_t>(ns.count);
+      emit_one(l, c, act, w, ops, q);
+    }
+}
+
+}  // namespace vkformer::ops

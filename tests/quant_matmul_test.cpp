@@ -1,0 +1,334 @@
+// Weights in another dtype than the activations (ggml's q8_0, q4_0 and q4_1 blocks, bf16, and f16
+// or f32 weights under the other float type), dequantized on the fly by matmul/linear and
+// embedding, against a double-precision reference.
+//
+// The quantized weights are tests/golden_quant/weights.gguf (tools/make_quant_golden.py): the
+// `gguf` package quantized them, and its own dequantization sits next to each tensor. First the
+// host side is checked bit for bit against it (GgufFile::read_raw, HostTensor::to_f32 through
+// dequantize_row); then the reference multiplies gguf's dequantized values in fp64, so the
+// device's arithmetic is all that is measured.
+//
+// Tolerances (as tests/matmul_test.cpp, whose reasoning holds here): activations uniform in
+// [-1, 1), S = |alpha| * sqrt(K) * max|x| * max|w| + max|bias| the scale of the outputs; fp32
+// accumulation of K products errs by about sqrt(K) * 2^-24 * S, and we allow 8x that plus a
+// relative 2^-21 for alpha, bias and the activation. The mat-vec kernel applies a block's scale
+// once to its raw sums (q4_0: d * (sum q*x - 8 * sum x)): those sums reach 15 * 32 * max|x| = 60
+// max|w| max|x| / d per block before the subtraction, an error of 60 * 2^-24 max|w| max|x| per
+// block, sqrt(K / 32) * 60 * 2^-24 ... over a row, which is below the allowance above for every
+// K >= 32 (8 * K versus 10.6 * sqrt(K)). f16 activations add the output rounding: 2^-11
+// relative, 2^-25 absolute. Embedding rows are exact: the kernel computes ggml's products
+// (d * q + m unfused), so they equal gguf's dequantization bit for bit.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "test_device.hpp"
+#include "test_util.hpp"
+#include "vkformer/gguf.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+const GgufFile& golden() {
+  static const GgufFile file(std::filesystem::path(VKF_QUANT_GOLDEN_DIR) / "weights.gguf");
+  return file;
+}
+
+const DType kWeightTypes[] = {DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1};
+// [N, K] as in tools/make_quant_golden.py.
+const std::pair<int64_t, int64_t> kShapes[] = {{17, 32}, {65, 96}, {19, 576}};
+
+std::string tensor_name(DType t, int64_t n, int64_t k) {
+  return std::string(dtype_name(t)) + "." + std::to_string(n) + "x" + std::to_string(k);
+}
+
+// The first `rows` rows of a golden weight (rows are contiguous whole blocks), and gguf's
+// dequantization of them.
+struct Weight {
+  HostTensor raw;
+  std::vector<double> values;
+};
+Weight golden_weight(DType t, int64_t n, int64_t k, int64_t rows) {
+  const std::string name = tensor_name(t, n, k);
+  HostTensor all = golden().read_raw(name);
+  const uint64_t row_bytes = dtype_bytes(t, k);
+  Weight w;
+  w.raw = HostTensor::from_bytes({rows, k}, t,
+                                 std::span<const std::byte>(all.data(), rows * row_bytes));
+  const std::vector<float> deq = golden().read_f32(name + ".dequant").to_f32();
+  w.values.assign(deq.begin(), deq.begin() + rows * k);
+  return w;
+}
+
+TEST(QuantGolden, ReadRawKeepsTheBlocksAndDequantizesLikeGguf) {
+  for (DType t : kWeightTypes)
+    for (auto [n, k] : kShapes) {
+      SCOPED_TRACE(tensor_name(t, n, k));
+      HostTensor raw = golden().read_raw(tensor_name(t, n, k));
+      EXPECT_EQ(raw.dtype(), t);
+      EXPECT_EQ(raw.shape(), (Shape{n, k}));
+      EXPECT_EQ(raw.nbytes(), dtype_bytes(t, n * k));
+      const GgufTensorInfo& info = golden().tensor(tensor_name(t, n, k));
+      ASSERT_EQ(raw.nbytes(), info.nbytes);
+      EXPECT_EQ(std::memcmp(raw.data(), golden().tensor_bytes(info).data(), raw.nbytes()), 0);
+      const std::vector<float> mine = raw.to_f32();
+      const std::vector<float> theirs = golden().read_f32(tensor_name(t, n, k) + ".dequant").to_f32();
+      ASSERT_EQ(mine.size(), theirs.size());
+      EXPECT_EQ(std::memcmp(mine.data(), theirs.data(), mine.size() * 4), 0)
+          << "vkformer's dequantization differs from gguf's";
+      for (int64_t i : {int64_t{0}, k - 1, n * k / 2 + 5, n * k - 1})
+        EXPECT_EQ(raw.f32_at(i), theirs[i]) << "element " << i;
+      // Whole-block sizes: q8_0 34, q4_0 18, q4_1 20 bytes per 32 elements; bf16 2 per element.
+      const uint64_t block = t == DType::q8_0 ? 34 : t == DType::q4_0 ? 18 : t == DType::q4_1 ? 20 : 64;
+      EXPECT_EQ(raw.nbytes(), uint64_t(n) * (k / 32) * block);
+    }
+}
+
+TEST(QuantGolden, BadBytesAndUnsupportedTypesAreNamed) {
+  std::vector<std::byte> bytes(19);
+  EXPECT_TRUE(fails_with([&] { HostTensor::from_bytes({1, 32}, DType::q4_0, bytes); },
+                         ErrorCode::shape_mismatch, "takes 18 bytes, got 19"));
+  EXPECT_TRUE(fails_with([&] { HostTensor(Shape{2, 40}, DType::q8_0); }, ErrorCode::shape_mismatch,
+                         "multiple of 32"));
+  EXPECT_TRUE(fails_with([&] { HostTensor::from_f32({32}, std::vector<float>(32), DType::q4_1); },
+                         ErrorCode::unsupported, "does not quantize to q4_1"));
+  const GgufFile all(std::filesystem::path(VKF_GGUF_DIR) / "all_types.gguf");
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q4_k"); }, ErrorCode::format, "'t.q4_k'"));
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q4_k"); }, ErrorCode::format, "Q4_K"));
+  EXPECT_EQ(dtype_from_ggml(GgmlType::Q4_1), DType::q4_1);
+  EXPECT_EQ(ggml_type_of(DType::q8_0), GgmlType::Q8_0);
+}
+
+struct Case {
+  DType weight;
+  DType act;
+  int64_t m, n, k;
+  bool bias = false;
+  float alpha = 1.0f;
+  Activation activation = Activation::none;
+};
+
+std::string case_name(const Case& c) {
+  return std::string(dtype_name(c.weight)) + " weight, " + std::string(dtype_name(c.act)) +
+         " x: [" + std::to_string(c.m) + "," + std::to_string(c.k) + "] x [" +
+         std::to_string(c.n) + "," + std::to_string(c.k) + "]T" + (c.bias ? " +bias" : "") +
+         (c.alpha != 1.0f ? " alpha" : "") + (c.activation == Activation::silu   ? " silu"
+          : c.activation == Activation::relu ? " relu"
+                                             : "");
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+// The weight of a case: golden blocks (the first n rows of the golden tensor with n or more rows
+// and this K) or, for f32/f16 weights, random values in that dtype.
+Weight case_weight(const Case& c, uint32_t seed) {
+  if (!is_float(c.weight)) {
+    for (auto [n, k] : kShapes)
+      if (k == c.k && n >= c.n) return golden_weight(c.weight, n, k, c.n);
+    ADD_FAILURE() << "no golden weight for " << case_name(c);
+    return {};
+  }
+  auto v = random_values(c.n * c.k, seed);
+  return {make_tensor({c.n, c.k}, v, c.weight), stored(v, c.weight)};
+}
+
+void check(Device& device, const Case& c, uint32_t seed = 7) {
+  SCOPED_TRACE(case_name(c));
+  const Weight w = case_weight(c, seed);
+  const auto xv = random_values(c.m * c.k, seed + 1), bv = random_values(c.n, seed + 2);
+  Graph g;
+  Tensor x = g.input("x", {c.m, c.k}, c.act);
+  Tensor weight = g.constant("w", w.raw);
+  MatmulOptions options;
+  options.transpose_b = true;
+  options.alpha = c.alpha;
+  options.activation = c.activation;
+  if (c.bias) options.bias = g.input("bias", {c.n}, c.act);
+  g.output("y", g.matmul(x, weight, options));
+  Executor ex(device, g);
+  std::map<std::string, HostTensor> inputs = {{"x", make_tensor({c.m, c.k}, xv, c.act)}};
+  if (c.bias) inputs.emplace("bias", make_tensor({c.n}, bv, c.act));
+  const HostTensor y = ex.run(inputs).at("y");
+  ASSERT_EQ(y.dtype(), c.act);
+  ASSERT_EQ(y.shape(), (Shape{c.m, c.n}));
+
+  const auto xs = stored(xv, c.act), bs = stored(bv, c.act);
+  std::vector<double> want(c.m * c.n);
+  double max_x = 0, max_w = 0, max_b = 0;
+  for (double v : xs) max_x = std::max(max_x, std::abs(v));
+  for (double v : w.values) max_w = std::max(max_w, std::abs(v));
+  for (double v : bs) max_b = std::max(max_b, std::abs(v));
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < c.k; ++k) s += xs[i * c.k + k] * w.values[j * c.k + k];
+      s = c.alpha * s + (c.bias ? bs[j] : 0.0);
+      want[i * c.n + j] = c.activation == Activation::silu   ? silu(s)
+                          : c.activation == Activation::relu ? std::max(s, 0.0)
+                                                             : s;
+    }
+  const double scale = std::abs(c.alpha) * std::sqrt(double(c.k)) * max_x * max_w +
+                       (c.bias ? max_b : 0.0);
+  Tolerance tol{8 * std::sqrt(double(c.k)) * std::ldexp(1.0, -24) * scale, std::ldexp(1.0, -21)};
+  if (c.act == DType::f16) tol = {tol.atol + std::ldexp(1.0, -25), tol.rtol + std::ldexp(1.0, -11)};
+  EXPECT_TRUE(all_close(y, want, tol));
+  const double err = max_abs_error(y, want);
+  std::printf("[ quant mm ] %-52s max abs error %.3g (%.3g of scale %.3g; atol %.3g)\n",
+              case_name(c).c_str(), err, err / scale, scale, tol.atol);
+}
+
+// Every quantized and bf16 type, both activation dtypes, the golden shapes (K = 32, 96, 576; N
+// odd, past a tile, and rows subsets 1 and 3), M = 1 (mat-vec), 3, 17 and 65 (tiled).
+TEST_F(DeviceTest, QuantizedLinearMatchesReference) {
+  for (DType t : kWeightTypes)
+    for (DType act : {DType::f32, DType::f16})
+      for (auto [n, k] : kShapes)
+        for (int64_t m : {1, 3, 65}) check(device(), {t, act, m, n, k});
+}
+
+TEST_F(DeviceTest, QuantizedLinearRowSubsetsAndLargerM) {
+  for (DType t : kWeightTypes) {
+    check(device(), {t, DType::f32, 1, 1, 576});
+    check(device(), {t, DType::f32, 17, 3, 96});
+    check(device(), {t, DType::f16, 1, 3, 96});
+    check(device(), {t, DType::f32, 130, 65, 96});
+  }
+}
+
+TEST_F(DeviceTest, QuantizedLinearEpilogues) {
+  for (DType t : {DType::q4_1, DType::q8_0, DType::bf16})
+    for (DType act : {DType::f32, DType::f16})
+      for (int64_t m : {1, 17}) {
+        check(device(), {t, act, m, 65, 96, true});
+        check(device(), {t, act, m, 19, 576, true, 0.5f, Activation::silu});
+        check(device(), {t, act, m, 17, 32, false, -2.0f, Activation::relu});
+      }
+}
+
+// Unquantized weights in the other float dtype: f16 weights under f32 activations and f32
+// weights under f16 ones (odd K, which only the quantized types must avoid).
+TEST_F(DeviceTest, MixedFloatWeightsMatchReference) {
+  for (auto [w, act] : {std::pair{DType::f16, DType::f32}, std::pair{DType::f32, DType::f16}})
+    for (int64_t m : {1, 3, 33})
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{17, 33}, {65, 96}, {5, 1}}) {
+        check(device(), {w, act, m, n, k});
+        check(device(), {w, act, m, n, k, true, 1.0f, Activation::silu});
+      }
+}
+
+// x [B, S, K] folds into M rows; a linear() with a quantized weight from a graph input too.
+TEST_F(DeviceTest, QuantizedLinearFoldsBatchesAndTakesInputs) {
+  const Weight w = golden_weight(DType::q4_0, 65, 96, 65);
+  const auto xv = random_values(2 * 3 * 96, 3);
+  Graph g;
+  Tensor x = g.input("x", {2, 3, 96}, DType::f32);
+  Tensor wt = g.input("w", {65, 96}, DType::q4_0);
+  g.output("y", g.linear(x, wt));
+  Executor ex(device(), g);
+  const HostTensor y = ex.run({{"x", make_tensor({2, 3, 96}, xv, DType::f32)}, {"w", w.raw}}).at("y");
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 65}));
+  std::vector<double> want(6 * 65);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 65; ++j) {
+      double s = 0;
+      for (int k = 0; k < 96; ++k) s += double(xv[i * 96 + k]) * w.values[j * 96 + k];
+      want[i * 65 + j] = s;
+    }
+  EXPECT_TRUE(all_close(y, want, {1e-5, 1e-6}));
+}
+
+// Each table type: ids at the first and the last row and in between, rows equal gguf's
+// dequantization exactly; then an id past the end.
+TEST_F(DeviceTest, EmbeddingFromQuantizedTables) {
+  for (DType t : kWeightTypes) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const Weight w = golden_weight(t, 65, 96, 65);
+    const std::vector<int32_t> ids = {0, 64, 7, 64, 0, 33};
+    Graph g;
+    Tensor idt = g.input("ids", {2, 3}, DType::i32);
+    Tensor emb = g.embedding(idt, g.constant("table", w.raw));
+    EXPECT_EQ(emb.dtype, DType::f32);
+    g.output("y", emb);
+    Executor ex(device(), g);
+    const HostTensor y = ex.run({{"ids", HostTensor::from_i32({2, 3}, ids)}}).at("y");
+    ASSERT_EQ(y.shape(), (Shape{2, 3, 96}));
+    const std::vector<float> got = y.to_f32();
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int j = 0; j < 96; ++j)
+        ASSERT_EQ(got[i * 96 + j], static_cast<float>(w.values[ids[i] * 96 + j]))
+            << "token " << i << " (id " << ids[i] << ") column " << j;
+    const std::vector<int32_t> bad = {0, 1, 2, 65, 4, 5};
+    EXPECT_TRUE(fails_with([&] { ex.set_input("ids", HostTensor::from_i32({2, 3}, bad)); },
+                           ErrorCode::invalid_argument, "[0, 65)"));
+  }
+}
+
+// A computed table (an activation): picking the last real row of a padded block by a run-time
+// index, in f32 and f16.
+TEST_F(DeviceTest, EmbeddingFromAComputedTable) {
+  for (DType dt : {DType::f32, DType::f16}) {
+    const auto v = random_values(5 * 40, 11);
+    Graph g;
+    Tensor rows = g.input("rows", {5, 40}, dt);
+    Tensor idx = g.input("idx", {1}, DType::i32);
+    g.output("y", g.embedding(idx, g.scale(rows, 0.5f)));
+    Executor ex(device(), g);
+    for (int32_t pick : {0, 3, 4}) {
+      const std::vector<int32_t> one = {pick};
+      const HostTensor y = ex.run({{"rows", make_tensor({5, 40}, v, dt)},
+                                   {"idx", HostTensor::from_i32({1}, one)}}).at("y");
+      ASSERT_EQ(y.shape(), (Shape{1, 40}));
+      ASSERT_EQ(y.dtype(), dt);
+      const auto s = stored(v, dt);
+      std::vector<double> want(s.begin() + pick * 40, s.begin() + pick * 40 + 40);
+      for (double& x : want) x *= 0.5;
+      EXPECT_TRUE(all_close(y, want, default_tolerance(dt))) << "row " << pick;
+    }
+  }
+}
+
+// Weights and tables larger than one binding (4096 bytes here) are bound as windows of whole
+// rows (src/ops/windows.hpp), each ending on a whole 32-bit word; x and out by rows too.
+TEST_F(DeviceTest, QuantizedWeightsInWindows) {
+  Device windowed = open_test_device_with_env({{"VKFORMER_MAX_BINDING_BYTES", "4096"}});
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1})
+    check(windowed, {t, DType::f32, 1, 19, 576, true});  // mat-vec: 6,156 to 11,628 bytes
+  for (int64_t m : {3, 17}) check(windowed, {DType::q8_0, DType::f32, m, 65, 96, true});
+  const Weight w = golden_weight(DType::q8_0, 65, 96, 65);  // 6,630 bytes, rows of 102
+  const std::vector<int32_t> ids = {64, 0, 33};
+  Graph g;
+  Tensor idt = g.input("ids", {3}, DType::i32);
+  g.output("y", g.embedding(idt, g.constant("table", w.raw)));
+  Executor ex(windowed, g);
+  const std::vector<float> got = ex.run({{"ids", HostTensor::from_i32({3}, ids)}}).at("y").to_f32();
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int j = 0; j < 96; ++j)
+      ASSERT_EQ(got[i * 96 + j], static_cast<float>(w.values[ids[i] * 96 + j])) << i << "," << j;
+}
+
+// Other ops refuse quantized tensors by name, as do shapes the weight kernels cannot take.
+TEST_F(DeviceTest, QuantizedTensorsElsewhereAreClearErrors) {
+  Graph g;
+  Tensor q = g.input("w", {3, 64}, DType::q4_0);
+  Tensor x = g.input("x", {2, 64}, DType::f32);
+  EXPECT_TRUE(fails_with([&] { g.softmax(q); }, ErrorCode::shape_mismatch, "q4_0"));
+  EXPECT_TRUE(fails_with([&] { g.softmax(q); }, ErrorCode::shape_mismatch, "softmax"));
+  EXPECT_TRUE(fails_with([&] { g.add(x, q); }, ErrorCode::shape_mismatch, "q4_0"));
+  EXPECT_TRUE(fails_with([&] { g.reshape(q, {64, 3}); }, ErrorCode::shape_mismatch, "quantized"));
+  EXPECT_TRUE(fails_with([&] { g.matmul(q, x, {.transpose_b = true}); }, ErrorCode::shape_mismatch,
+                         "q4_0"));
+  Tensor q2 = g.input("w2", {64, 3}, DType::q8_0);
+  EXPECT_TRUE(fails_with([&] { g.matmul(x, q2); }, ErrorCode::shape_mismatch, "transpose_b"));
+  Tensor odd = g.input("odd", {3, 40}, DType::q4_1);
+  Tensor x40 = g.input("x40", {2, 40}, DType::f32);
+  EXPECT_TRUE(fails_with([&] { g.linear(x40, odd); }, ErrorCode::shape_mismatch, "whole blocks"));
+  Tensor ids = g.input("ids", {2}, DType::i32);
+  EXPECT_TRUE(fails_with([&] { g.embedding(ids, odd); }, ErrorCode::shape_mismatch, "whole blocks"));
+  EXPECT_TRUE(fails_with([&] { g.embedding(ids, ids); }, ErrorCode::shape_mismatch, "i32"));
+}
+
+}  // namespace
+}  // namespace vkformer::testing
