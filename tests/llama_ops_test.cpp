@@ -107,6 +107,27 @@ TEST_F(DeviceTest, RmsNormZeroLargeAndTinyRows) {
   for (int64_t j = 0; j < d; ++j) EXPECT_EQ(out["y"].to_f32()[j], 0.0f);
 }
 
+// Tensors beyond one binding go in windows of rows: a device whose binding limit is lowered to
+// 8 KiB (VKFORMER_MAX_BINDING_BYTES) splits 37 rows of 576 f32 (2304 bytes each) into several
+// dispatches, on the CPU and the GPU configuration.
+TEST_F(DeviceTest, RmsNormOverWindowsOfRows) {
+  const int64_t rows = 37, d = 576;
+  auto xv = random_values(rows * d, 15, -2.0f, 2.0f), wv = random_values(d, 16, 0.5f, 1.5f);
+  const auto want = rms_norm_ref(stored(xv, DType::f32), rows, d, stored(wv, DType::f32), 1e-5);
+  for (const char* as_gpu : {"0", "1"}) {
+    SCOPED_TRACE(std::string("VKFORMER_TUNING_AS_GPU=") + as_gpu);
+    Device dev = open_test_device_with_env(
+        {{"VKFORMER_MAX_BINDING_BYTES", "8192"}, {"VKFORMER_TUNING_AS_GPU", as_gpu}});
+    Graph g;
+    Tensor x = g.input("x", {rows, d});
+    g.output("y", g.rms_norm(x, g.constant("w", make_tensor({d}, wv, DType::f32))));
+    Executor ex(dev, g);
+    EXPECT_GT(ex.stats().dispatches, 1u);
+    auto out = ex.run({{"x", make_tensor({rows, d}, xv, DType::f32)}});
+    EXPECT_TRUE(all_close(out["y"], want, default_tolerance(DType::f32)));
+  }
+}
+
 TEST_F(DeviceTest, RmsNormRejectsBadArguments) {
   Graph g;
   Tensor x = g.input("x", {2, 8});
