@@ -3,7 +3,7 @@
 // allocator), as the tests do.
 #include "peak.hpp"
 
-#include <vulkan/vulkan.h>
+#include "vulkan_loader.hpp"
 
 #include <algorithm>
 #include <cmath>

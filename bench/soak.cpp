@@ -3,7 +3,7 @@
 // and generates 2,000 tokens with a small seq2seq model, then compares host and device memory
 // after warm-up with memory at the end. Exit status 1 if the host's resident set grew by more than
 // the tolerance or device memory grew at all, or if a replay stopped reproducing its first result.
-#include <vulkan/vulkan.h>
+#include "vulkan_loader.hpp"
 
 #include <chrono>
 #include <cmath>

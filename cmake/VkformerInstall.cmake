@@ -30,18 +30,18 @@ install(FILES ${PROJECT_BINARY_DIR}/vkformerConfig.cmake
   DESTINATION ${VKF_CMAKE_INSTALL_DIR})
 
 # vkformer.pc, relocatable: the prefix is found from the file's own place. A static library
-# lists what its link needs: Vulkan, utf8proc (the tokenizers) and, for C programs, the C++
-# runtime.
+# lists what its link needs: utf8proc (the tokenizers), the dynamic loader's library where it
+# is separate (Vulkan is opened at run time) and, for C programs, the C++ runtime.
 file(RELATIVE_PATH VKF_PC_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 string(REGEX REPLACE "/$" "" VKF_PC_PREFIX "${VKF_PC_PREFIX}")
 set(VKF_PC_LIBS "-lvkformer")
 set(VKF_PC_REQUIRES "")
-set(VKF_PC_REQUIRES_PRIVATE "vulkan libutf8proc")
+set(VKF_PC_REQUIRES_PRIVATE "libutf8proc")
 if(NOT BUILD_SHARED_LIBS)
-  foreach(lib IN LISTS VKF_CXX_RUNTIME)
+  foreach(lib IN LISTS CMAKE_DL_LIBS VKF_CXX_RUNTIME)
     string(APPEND VKF_PC_LIBS " -l${lib}")
   endforeach()
-  set(VKF_PC_REQUIRES "vulkan libutf8proc")
+  set(VKF_PC_REQUIRES "libutf8proc")
   set(VKF_PC_REQUIRES_PRIVATE "")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/vkformer.pc.in ${PROJECT_BINARY_DIR}/vkformer.pc @ONLY)

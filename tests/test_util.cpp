@@ -7,7 +7,17 @@
 #include <cstdlib>
 #include <thread>
 
+#ifdef _WIN32
+#include <process.h>
+// The POSIX names the helpers below use, in the C runtime's spelling.
+#define popen _popen
+#define pclose _pclose
+#define getpid _getpid
+static int setenv(const char* name, const char* value, int) { return _putenv_s(name, value); }
+static int unsetenv(const char* name) { return _putenv_s(name, ""); }
+#else
 #include <unistd.h>
+#endif
 
 namespace vkformer::testing {
 

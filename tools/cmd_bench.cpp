@@ -2,7 +2,6 @@
 // measured FMA and copy peaks (a roofline view), on one device or on every device (--device all).
 // Tables go to stdout, a progress line to stderr, and --json FILE writes everything for
 // bench/plot.py and for comparing devices. The benchmarks themselves live in bench/.
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -21,6 +20,7 @@
 #include "cli.hpp"
 #include "peak.hpp"
 #include "runner.hpp"
+#include "terminal.hpp"
 #include "vkformer/error.hpp"
 
 #ifndef VKFORMER_VERSION
@@ -54,7 +54,7 @@ struct BenchOptions {
 // benchmark, without the per-run updates.
 class Progress {
  public:
-  Progress() : tty_(isatty(fileno(stderr)) != 0) {}
+  Progress() : tty_(platform::is_terminal(stderr)) {}
   void begin(size_t i, size_t n, const std::string& id) {
     prefix_ = "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] " + id;
     if (!tty_) std::fprintf(stderr, "%s\n", prefix_.c_str());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "terminal.hpp"
 #include "vkformer/error.hpp"
 
 #ifndef VKFORMER_VERSION
@@ -113,7 +114,13 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   using vkformer::cli::print_error;
   try {
-    return vkformer::cli::run(argc, argv);
+    // UTF-8 arguments and console on Windows, where argv holds the ANSI code page.
+    vkformer::platform::use_utf8_console();
+    std::vector<std::string> args = vkformer::platform::utf8_arguments(argc, argv);
+    std::vector<char*> utf8_argv;
+    for (std::string& a : args) utf8_argv.push_back(a.data());
+    utf8_argv.push_back(nullptr);
+    return vkformer::cli::run(static_cast<int>(args.size()), utf8_argv.data());
   } catch (const vkformer::Error& e) {
     print_error(e.what());
   } catch (const std::bad_alloc&) {

@@ -1,10 +1,5 @@
 #include "io_util.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +8,8 @@
 #include <new>
 #include <utility>
 
+#include "file_access.hpp"
+#include "utf8_path.hpp"
 #include "vkformer/half.hpp"
 
 namespace vkformer::io {
@@ -105,78 +102,62 @@ std::string index_string(const Shape& shape, uint64_t flat) {
 // ------------------------------------------------------------------------------- FileBytes
 
 namespace {
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
-// What a file that is not a regular one is, for "<path>: is a FIFO, not a regular file".
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "a special file";
-}
+using platform::FileKind;
 
-[[noreturn]] void fail_not_regular(const std::string& label, mode_t mode) {
-  fail(ErrorCode::io, label + ": is " + kind_of(mode) + ", not a regular file");
+// A path for a message, as UTF-8 on every platform.
+std::string label_of(const std::filesystem::path& path) { return platform::path_to_utf8(path); }
+
+[[noreturn]] void fail_not_regular(const std::string& label, FileKind kind) {
+  fail(ErrorCode::io, label + ": is " + platform::describe(kind) + ", not a regular file");
 }
 
 }  // namespace
 
 void check_regular_file(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT) fail(ErrorCode::io, quote_name(path.string(), 4096) + " does not exist");
-    fail(ErrorCode::io, path.string() + ": cannot access: " + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) fail_not_regular(path.string(), st.st_mode);
+  const platform::PathStatus st = platform::path_status(path, /*follow_links=*/true);
+  if (!st.error.empty()) fail(ErrorCode::io, label_of(path) + ": cannot access: " + st.error);
+  if (st.kind == FileKind::missing)
+    fail(ErrorCode::io, quote_name(label_of(path), 4096) + " does not exist");
+  if (st.kind != FileKind::regular) fail_not_regular(label_of(path), st.kind);
 }
 
 void check_output_path(const std::filesystem::path& path, const std::string& what) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return;  // absent (or unreachable: opening will say why)
-  if (S_ISLNK(st.st_mode))
-    fail(ErrorCode::io, what + ": " + path.string() +
+  const platform::PathStatus st = platform::path_status(path, /*follow_links=*/false);
+  // Absent or unreachable: opening will say why.
+  if (st.kind == FileKind::missing || st.kind == FileKind::regular) return;
+  if (st.kind == FileKind::symbolic_link)
+    fail(ErrorCode::io, what + ": " + label_of(path) +
                             " is a symbolic link; vkformer does not write through links (it "
                             "would replace the link with a file): give the path it points to");
-  if (!S_ISREG(st.st_mode))
-    fail(ErrorCode::io, what + ": " + path.string() + " is " + kind_of(st.st_mode) +
-                            ", not a regular file; vkformer writes only regular files");
+  fail(ErrorCode::io, what + ": " + label_of(path) + " is " + platform::describe(st.kind) +
+                          ", not a regular file; vkformer writes only regular files");
 }
 
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
-  struct stat sa {}, sb {};
-  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return platform::same_file(a, b);
 }
 
 FileBytes FileBytes::open(const std::filesystem::path& path, bool try_map, uint64_t max_bytes) {
-  const std::string label = path.string();
-  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is rejected below anyway).
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-  if (f.fd < 0) fail(ErrorCode::io, label + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0)
-    fail(ErrorCode::io, label + ": cannot stat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail_not_regular(label, st.st_mode);
-  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > std::numeric_limits<size_t>::max() / 2)
-    fail(ErrorCode::io, label + ": file size " + std::to_string(st.st_size) + " is not supported");
-  if (static_cast<uint64_t>(st.st_size) > max_bytes)
-    fail(ErrorCode::io, label + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+  const std::string label = label_of(path);
+  std::string why;
+  // Opening does not wait on a FIFO (it is rejected below).
+  platform::ReadOnlyFile f = platform::ReadOnlyFile::open(path, &why);
+  if (!f.is_open()) fail(ErrorCode::io, label + ": cannot open: " + why);
+  FileKind kind = FileKind::other;
+  uint64_t file_size = 0;
+  if (!f.status(&kind, &file_size, &why)) fail(ErrorCode::io, label + ": cannot stat: " + why);
+  if (kind != FileKind::regular) fail_not_regular(label, kind);
+  if (file_size > std::numeric_limits<size_t>::max() / 2)
+    fail(ErrorCode::io, label + ": file size " + std::to_string(file_size) + " is not supported");
+  if (file_size > max_bytes)
+    fail(ErrorCode::io, label + ": " + std::to_string(file_size) + " bytes, more than the " +
                             std::to_string(max_bytes) + " this file may have");
-  const auto size = static_cast<size_t>(st.st_size);
+  const auto size = static_cast<size_t>(file_size);
 
   FileBytes out;
   if (try_map && size > 0) {
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
-    if (p != MAP_FAILED) {
+    if (const void* p = f.map(size)) {
       out.map_ = p;
       out.map_size_ = size;
       return out;
@@ -191,9 +172,8 @@ FileBytes FileBytes::open(const std::filesystem::path& path, bool try_map, uint6
   }
   size_t done = 0;
   while (done < size) {
-    ssize_t r = ::pread(f.fd, out.owned_.data() + done, size - done, static_cast<off_t>(done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail(ErrorCode::io, label + ": read failed: " + std::strerror(errno));
+    const int64_t r = f.read_at(out.owned_.data() + done, size - done, done, &why);
+    if (r < 0) fail(ErrorCode::io, label + ": read failed: " + why);
     if (r == 0)
       fail(ErrorCode::io, label + ": the file shrank while being read (" + std::to_string(done) +
                               " of " + std::to_string(size) + " bytes)");
@@ -210,7 +190,7 @@ FileBytes FileBytes::from_vector(std::vector<std::byte> bytes) {
 
 FileBytes& FileBytes::operator=(FileBytes&& o) noexcept {
   if (this != &o) {
-    if (map_) ::munmap(map_, map_size_);
+    platform::ReadOnlyFile::unmap(map_, map_size_);
     map_ = std::exchange(o.map_, nullptr);
     map_size_ = std::exchange(o.map_size_, 0);
     owned_ = std::move(o.owned_);
@@ -218,9 +198,7 @@ FileBytes& FileBytes::operator=(FileBytes&& o) noexcept {
   return *this;
 }
 
-FileBytes::~FileBytes() {
-  if (map_) ::munmap(map_, map_size_);
-}
+FileBytes::~FileBytes() { platform::ReadOnlyFile::unmap(map_, map_size_); }
 
 // ------------------------------------------------------------------------------- OutputFile
 
@@ -229,18 +207,12 @@ OutputFile::OutputFile(const std::filesystem::path& path, std::string what)
   static std::atomic<unsigned> counter{0};
   temp_ = path;
   check_output_path(path, what_);
-  temp_ += ".tmp-vkformer-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  // O_EXCL: never write through a link or file that is already at the temporary's name.
-  int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  int err = errno;
-  if (fd >= 0 && !(file_ = ::fdopen(fd, "wb"))) {
-    err = errno;
-    ::close(fd);
-    ::unlink(temp_.c_str());
-  }
+  temp_ += ".tmp-vkformer-" + std::to_string(platform::process_id()) + "-" +
+           std::to_string(counter++);
+  std::string why;
+  file_ = platform::create_new_file(temp_, &why);
   if (!file_)
-    fail(ErrorCode::io,
-         what_ + ": cannot open " + path.string() + " for writing: " + std::strerror(err));
+    fail(ErrorCode::io, what_ + ": cannot open " + label_of(path) + " for writing: " + why);
 }
 
 OutputFile::~OutputFile() {
@@ -254,17 +226,19 @@ OutputFile::~OutputFile() {
 void OutputFile::write(const void* data, size_t n) {
   if (n == 0) return;
   if (std::fwrite(data, 1, n, file_) != n)
-    fail(ErrorCode::io, what_ + ": writing " + path_.string() + " failed: " + std::strerror(errno));
+    fail(ErrorCode::io,
+         what_ + ": writing " + label_of(path_) + " failed: " + std::strerror(errno));
 }
 
 void OutputFile::close() {
   std::FILE* f = std::exchange(file_, nullptr);
-  int err = std::fclose(f) != 0 ? errno : 0;
-  if (err == 0 && std::rename(temp_.c_str(), path_.c_str()) != 0) err = errno;
-  if (err != 0) {
+  std::string why;
+  if (std::fclose(f) != 0) why = std::strerror(errno);
+  if (why.empty()) platform::rename_replacing(temp_, path_, &why);
+  if (!why.empty()) {
     std::error_code ec;
     std::filesystem::remove(temp_, ec);
-    fail(ErrorCode::io, what_ + ": writing " + path_.string() + " failed: " + std::strerror(err));
+    fail(ErrorCode::io, what_ + ": writing " + label_of(path_) + " failed: " + why);
   }
 }
 

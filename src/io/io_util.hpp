@@ -102,7 +102,7 @@ class FileBytes {
   bool mapped() const { return map_ != nullptr; }
 
  private:
-  void* map_ = nullptr;
+  const void* map_ = nullptr;
   size_t map_size_ = 0;
   std::vector<std::byte> owned_;
 };

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../io/io_util.hpp"
+#include "utf8_path.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/model.hpp"
 
@@ -218,7 +219,8 @@ void ModelConfig::validate(const std::string& source) const {
 
 ModelConfig ModelConfig::load(const std::string& path) {
   // A regular file of bounded size: a FIFO would block, /dev/zero never end.
-  io::FileBytes file = io::FileBytes::open(path, /*try_map=*/false, kMaxConfigBytes);
+  io::FileBytes file =
+      io::FileBytes::open(platform::path_from_utf8(path), /*try_map=*/false, kMaxConfigBytes);
   auto bytes = file.bytes();
   return parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
 }

@@ -10,6 +10,7 @@
 #include "../io/io_util.hpp"
 #include "cached_decoder.hpp"
 #include "model_impl.hpp"
+#include "utf8_path.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/half.hpp"
 #include "vkformer/io.hpp"
@@ -231,7 +232,7 @@ ModelImpl& Model::impl() const {
 
 Model Model::load(Device device, const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;
-  fs::path root(dir);
+  fs::path root = platform::path_from_utf8(dir);  // UTF-8 on every platform
   std::error_code ec;  // the non-throwing overload: a link loop is a bad path, not a crash
   if (!fs::is_directory(root, ec))
     throw Error(ErrorCode::io, "model directory '" + dir + "' " +

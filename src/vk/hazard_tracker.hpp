@@ -1,5 +1,5 @@
 #pragma once
-#include <vulkan/vulkan.h>
+#include "vulkan_loader.hpp"
 
 #include <span>
 #include <vector>

@@ -34,6 +34,20 @@ std::vector<std::string> instance_extensions(const char* layer) {
   return names;
 }
 
+// Whether VK_INSTANCE_LAYERS (the loader's list, ':'- or ';'-separated) names `layer`.
+bool layer_named_by_environment(const char* layer) {
+  const char* env = std::getenv("VK_INSTANCE_LAYERS");
+  if (!env) return false;
+  std::string list(env);
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find_first_of(":;", start);
+    if (end == std::string::npos) end = list.size();
+    if (list.compare(start, end - start, layer) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 bool contains(const std::vector<std::string>& v, const char* s) {
   for (auto& x : v)
     if (x == s) return true;
@@ -58,6 +72,7 @@ bool env_flag(const char* name) {
 }
 
 std::shared_ptr<Instance> Instance::create(const InstanceOptions& options) {
+  load_vulkan();  // throws device_not_found when the machine has no Vulkan loader
   std::shared_ptr<Instance> inst(new Instance());
   bool validation = options.validation || env_flag("VKFORMER_VALIDATION");
   bool sync_validation = options.sync_validation || env_flag("VKFORMER_SYNC_VALIDATION");
@@ -81,11 +96,14 @@ std::shared_ptr<Instance> Instance::create(const InstanceOptions& options) {
     flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
   }
   if (validation) {
-    if (!has_layer(kValidationLayer))
+    // Wine's vulkan-1.dll lists no layers, but the host loader behind it enables the layers that
+    // VK_INSTANCE_LAYERS names; such a layer reports through the messenger below as usual.
+    const bool listed = has_layer(kValidationLayer);
+    if (!listed && !layer_named_by_environment(kValidationLayer))
       throw Error(ErrorCode::unsupported,
                   "validation was requested but VK_LAYER_KHRONOS_validation is not installed "
                   "(Debian: apt-get install vulkan-validationlayers)");
-    layers.push_back(kValidationLayer);
+    if (listed) layers.push_back(kValidationLayer);
     auto layer_exts = instance_extensions(kValidationLayer);
     if (!contains(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
         !contains(layer_exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
