@@ -39,6 +39,27 @@ if (( ${#need[@]} )); then
   apt-get install -y "${need[@]}" >&2 || say "apt-get failed; the Vulkan build may fail"
 fi
 
+# Debian 12's Vulkan headers (1.3.239) predate VK_EXT_layer_settings, which ggml-vulkan uses only
+# to turn on best-practice checks when GGML_VULKAN_VALIDATE is set. Guard that block by the header
+# version (nothing else changes; the block is unchanged with newer headers). Idempotent.
+python3 - "$src/ggml/src/ggml-vulkan/ggml-vulkan.cpp" <<'PY' || die "cannot patch ggml-vulkan.cpp"
+import sys
+path = sys.argv[1]
+text = open(path).read()
+begin = "    VkBool32 enable_best_practice = layer_settings;\n"
+end = "vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions, &layer_setting_info);\n"
+if "VK_EXT_LAYER_SETTINGS_EXTENSION_NAME) // vkformer peer build" not in text:
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < 0:
+        sys.exit("ggml-vulkan.cpp: the layer-settings block is not where expected")
+    j += len(end)
+    fallback = ("#else\n    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, "
+                "&app_info, layers, extensions);\n#endif\n")
+    text = (text[:i] + "#if defined(VK_EXT_LAYER_SETTINGS_EXTENSION_NAME) // vkformer peer build\n"
+            + text[i:j] + fallback + text[j:])
+    open(path, "w").write(text)
+PY
+
 # Common options: tools only, no tests/examples/web UI, no network libraries.
 common=(-DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON

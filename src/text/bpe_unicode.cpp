@@ -71,7 +71,13 @@ uint16_t char_flags(char32_t cp) {
   if (cp > 0x10FFFF) return kUndefined;
   uint16_t flags = 0;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
-    case UTF8PROC_CATEGORY_CN: flags = kUndefined; break;
+    case UTF8PROC_CATEGORY_CN:
+      // Unicode 15.1 assigned these after utf8proc 2.8's Unicode 15.0; llama.cpp's table has
+      // them (ideographic description characters So, CJK extension I Lo).
+      if ((cp >= 0x2FFC && cp <= 0x2FFF) || cp == 0x31EF) flags = kSymbol;
+      else if (cp >= 0x2EBF0 && cp <= 0x2EE5D) flags = kLetter;
+      else flags = kUndefined;
+      break;
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
     case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: flags = kLetter; break;
     case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
