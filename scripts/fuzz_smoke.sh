@@ -15,7 +15,7 @@ BUILD_DIR=${BUILD_DIR:-build-fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 CXX_FUZZ=${CXX:-clang++}
-all=(safetensors npy config gguf tokenizer)
+all=(safetensors npy config gguf tokenizer bpe_tokenizer)
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || names=("${all[@]}")
 
