@@ -18,6 +18,9 @@
 // Longer rows go through twice: Welford's update per invocation (count, mean, M2 of v - K),
 // combined exactly as Chan et al. do with two plain sums, then a second read for the outputs.
 // D must be a multiple of 4 (checked by the lowering).
+// RMS: Llama's RMSNorm instead, y = x * rsqrt(mean(x^2) + eps) * gamma (the lowering binds gamma
+// as beta too, unread): the same code with no shift, a mean of 0 and no beta. Long rows take
+// sum(x^2) = M2 + n mean^2 from the same Welford accumulators.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint LANES = 8;  // invocations; the subgroup size with USE_SUBGROUP
@@ -45,6 +48,12 @@ layout(push_constant) uniform Push {
 } p;
 
 #include "row_reduce.glsl"
+
+#ifdef RMS
+const bool kRms = true;
+#else
+const bool kRms = false;
+#endif
 
 vec4 load_v(uint t) {
 #ifdef ADD
@@ -80,15 +89,25 @@ void row_stats(float nc, vec4 mean4, vec4 m24, float inv_d, out float row_mean, 
   const vec4 dm4 = mean4 - mean;
   const float m2 = ((m24.x + m24.y) + (m24.z + m24.w)) +
                    nc * ((dm4.x * dm4.x + dm4.y * dm4.y) + (dm4.z * dm4.z + dm4.w * dm4.w));
+  if (kRms) {  // this invocation's sum of squares is m2 + n mean^2
+    row_mean = 0.0;
+    rstd = inversesqrt(row_sum(m2 + n * mean * mean) * inv_d + p.eps);
+    return;
+  }
   row_mean = row_sum(n * mean) * inv_d;
   const float dm = mean - row_mean;
   rstd = inversesqrt(row_sum(m2 + n * dm * dm) * inv_d + p.eps);
 }
 
+// The row's first value, which every value is shifted by (RMS: none).
+float row_shift(uint base) { return kRms ? 0.0 : load_v(base).x; }
+
+vec4 plus_beta(vec4 y, vec4 beta) { return kRms ? y : y + beta; }
+
 // Output texel t of a long row: its second read, normalized, times gamma plus beta.
 void store_output(uint base, uint t, float shift, float row_mean, float rstd) {
   const vec4 v = load_v(base + t) - shift;
-  store(base + t, (v - row_mean) * rstd * texelFetch(gamma4, int(t)) + texelFetch(beta4, int(t)));
+  store(base + t, plus_beta((v - row_mean) * rstd * texelFetch(gamma4, int(t)), texelFetch(beta4, int(t))));
 }
 
 void main() {
@@ -115,7 +134,7 @@ void main() {
     for (uint rr = 0; rr < ROWS; ++rr) {
       const uint row = first_row + rr;
       if (row >= p.rows) return;
-      const float shift = load_v(base).x;
+      const float shift = row_shift(base);
       vec4 v[CAP];
       vec4 sum4 = vec4(0.0);
       [[unroll]] for (uint e = 0; e < CAP; ++e) {
@@ -123,7 +142,7 @@ void main() {
         v[e] = t < nt ? x[e] - shift : vec4(0.0);
         sum4 += v[e];
       }
-      const float mean = row_sum((sum4.x + sum4.y) + (sum4.z + sum4.w)) * inv_d;
+      const float mean = kRms ? 0.0 : row_sum((sum4.x + sum4.y) + (sum4.z + sum4.w)) * inv_d;
       vec4 sq4 = vec4(0.0);
       [[unroll]] for (uint e = 0; e < CAP; ++e) {
         const uint t = lane + LANES * e;
@@ -136,7 +155,7 @@ void main() {
       const uint next = base + nt;
       [[unroll]] for (uint e = 0; e < CAP; ++e) {
         const uint t = lane + LANES * e;
-        if (t < nt) store(base + t, v[e] * rstd * g[e] + bt[e]);
+        if (t < nt) store(base + t, plus_beta(v[e] * rstd * g[e], bt[e]));
         if (has_next) x[e] = load_v(next + min(t, nt - 1));
       }
       base = next;
@@ -146,7 +165,7 @@ void main() {
     // like the short rows: the first read of the next row shares a loop with the second read
     // (and the stores) of this one.
     uint base = first_row * nt;
-    float shift = load_v(base).x;
+    float shift = row_shift(base);
     float nc = 0.0;  // values per component so far
     vec4 mean4 = vec4(0.0), m24 = vec4(0.0);
     for (uint t = lane; t < nt; t += LANES) welford(load_v(base + t) - shift, nc, mean4, m24);
@@ -157,7 +176,7 @@ void main() {
       row_stats(nc, mean4, m24, inv_d, row_mean, rstd);
       const uint next = base + nt;
       if (rr + 1 < ROWS && row + 1 < p.rows) {  // uniform
-        const float next_shift = load_v(next).x;
+        const float next_shift = row_shift(next);
         nc = 0.0;
         mean4 = vec4(0.0);
         m24 = vec4(0.0);

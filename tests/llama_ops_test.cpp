@@ -74,6 +74,8 @@ TEST_P(RmsNormTest, MatchesReference) {
 
 // D = 1, odd and prime widths, SmolLM2's 576 and a width above any workgroup (4099); row counts
 // that are primes, and 301 rows (several rows per workgroup on CPU devices, the last one short).
+// On CPU devices rows of whole texels (D % 4 == 0) take layer norm's row kernel in its RMS form
+// (shaders/layer_norm_rows.comp), other rows shaders/rms_norm.comp: both kinds of D are here.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, RmsNormTest,
     ::testing::Values(ShapeCase{{1}, DType::f32}, ShapeCase{{7, 1}, DType::f32},
@@ -82,7 +84,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ShapeCase{{2, 3, 5, 67}, DType::f32}, ShapeCase{{7, 576}, DType::f32},
                       ShapeCase{{2, 4099}, DType::f32}, ShapeCase{{301, 576}, DType::f32},
                       ShapeCase{{1}, DType::f16}, ShapeCase{{13, 31}, DType::f16},
-                      ShapeCase{{7, 576}, DType::f16}, ShapeCase{{301, 67}, DType::f16}),
+                      ShapeCase{{7, 576}, DType::f16}, ShapeCase{{301, 67}, DType::f16},
+                      // Rows of whole texels beyond the row kernel's registers on CPU devices
+                      // (D > 8 * 32 * 4): two passes, several rows per workgroup.
+                      ShapeCase{{2, 4100}, DType::f32}, ShapeCase{{301, 1100}, DType::f32},
+                      ShapeCase{{2, 4100}, DType::f16}),
     case_name);
 
 // A zero row gives zeros (eps keeps the scale finite); rows of large values (|x| ~ 1e4, squares

@@ -1,6 +1,8 @@
 // rms_norm: x * rsqrt(mean(x^2) + eps) * weight over the last dim (Llama's RMSNorm), one
-// kernel (shaders/rms_norm.comp): a workgroup per row on GPUs, one SIMD vector taking several
-// rows on CPU devices.
+// dispatch: on CPU devices layer norm's row kernel in its RMS form (shaders/layer_norm_rows.comp:
+// texel reads, the row in registers, several rows per workgroup) where rows are whole texels,
+// otherwise shaders/rms_norm.comp (a workgroup per row on GPUs, one SIMD vector taking several
+// rows on CPU devices).
 #include <algorithm>
 #include <string>
 
@@ -31,6 +33,29 @@ void lower_rms_norm(Lowering& l) {
   const ValueDesc& x = l.value(l.input(0));
   const int64_t d = x.shape.back();
   const int64_t rows = x.shape.numel() / d;
+  const float eps = attrs<LayerNormAttrs>(l).eps;
+  const uint64_t row_bytes = static_cast<uint64_t>(d) * dtype_size(x.dtype);
+  // Tensors beyond one binding go in windows of rows (src/ops/windows.hpp).
+  auto windows = [&](std::vector<Binding> whole, auto emit) {
+    const std::vector<ops::RowOperand> windowed{{0, row_bytes}, {whole.size() - 1, row_bytes}};
+    ops::for_row_windows(l, static_cast<uint64_t>(rows), whole, windowed,
+                         l.node().label + ": rows", emit);
+  };
+  const ops::RowKernel rk =
+      ops::row_kernel(l, Kernel::rms_norm_rows, Kernel::rms_norm_rows_subgroup, x, rows, d);
+  if (rk.use) {
+    // Bindings x, gamma, beta (the weight again, unread), y.
+    windows({{l.input(0)}, {l.input(1)}, {l.input(1)}, {l.output(), true}},
+            [&](const ops::Span& s, std::vector<Binding> bindings) {
+              const RmsNormPush p{static_cast<uint32_t>(s.count), static_cast<uint32_t>(d), eps};
+              const ops::RowKernel w =
+                  ops::row_kernel(l, Kernel::rms_norm_rows, Kernel::rms_norm_rows_subgroup, x,
+                                  static_cast<int64_t>(s.count), d);
+              l.dispatch(w.kernel, x.dtype, std::move(bindings), PushBlock::of(p),
+                         l.rows_grid(w.groups), {w.lanes, w.cap, w.rows_per_group});
+            });
+    return;
+  }
   const bool subgroups = ops::use_subgroup_reduction(l, Kernel::rms_norm_subgroup, x.dtype);
   // CPU devices run a workgroup on one thread: a small one (one SIMD vector) takes up to 64 rows
   // so that the per-workgroup cost is shared, as the other row kernels do (softmax.cpp's
@@ -47,19 +72,14 @@ void lower_rms_norm(Lowering& l) {
     const uint32_t floor_wg = std::min(wg, floor_pow2(std::max<uint32_t>(32, l.info().subgroup_size)));
     while (wg / 2 >= floor_wg && static_cast<int64_t>(wg / 2) >= d) wg /= 2;
   }
-  // Tensors beyond one binding go in windows of rows (src/ops/windows.hpp).
-  const uint64_t row_bytes = static_cast<uint64_t>(d) * dtype_size(x.dtype);
-  ops::for_row_windows(
-      l, static_cast<uint64_t>(rows), {{l.input(0)}, {l.input(1)}, {l.output(), true}},
-      {{0, row_bytes}, {2, row_bytes}}, l.node().label + ": rows",
-      [&](const ops::Span& s, std::vector<Binding> bindings) {
-        const RmsNormPush p{static_cast<uint32_t>(s.count), static_cast<uint32_t>(d),
-                            attrs<LayerNormAttrs>(l).eps};
-        l.dispatch(subgroups ? Kernel::rms_norm_subgroup : Kernel::rms_norm, x.dtype,
-                   std::move(bindings), PushBlock::of(p),
-                   l.rows_grid((s.count + rows_per_group - 1) / rows_per_group),
-                   {wg, rows_per_group});
-      });
+  windows({{l.input(0)}, {l.input(1)}, {l.output(), true}},
+          [&](const ops::Span& s, std::vector<Binding> bindings) {
+            const RmsNormPush p{static_cast<uint32_t>(s.count), static_cast<uint32_t>(d), eps};
+            l.dispatch(subgroups ? Kernel::rms_norm_subgroup : Kernel::rms_norm, x.dtype,
+                       std::move(bindings), PushBlock::of(p),
+                       l.rows_grid((s.count + rows_per_group - 1) / rows_per_group),
+                       {wg, rows_per_group});
+          });
 }
 
 }  // namespace
