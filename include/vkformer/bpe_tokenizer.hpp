@@ -19,8 +19,12 @@
 //   3. with add_special, BOS first and EOS last where the file's add_bos_token / add_eos_token
 //      say (or llama.cpp's default for the pre-tokenizer: BOS for the llama3 family).
 //
-// Unicode categories come from utf8proc (Unicode 15 in Debian 12); llama.cpp's table may be of a
-// later version, so characters assigned since can be classed differently.
+// Unicode categories come from utf8proc, with what Unicode 15.1 added filled in: the classes of
+// all 0x110000 code points equal llama.cpp's table (checked against the llama.cpp that
+// tools/build_llama_cpp_peer.sh builds). Not supported: llama.cpp's per-model strip rules for
+// special tokens keyed on general.name (phi-3, jina-v2, modern-bert), and the pre-tokenizers
+// not named by supported_pre_tokenizers(). Sequences that decode past U+10FFFF, on which
+// llama.cpp throws, are read as invalid bytes (U+FFFD each).
 //
 // Errors are vkformer::Error: a file whose tokenizer is not of this kind (another
 // tokenizer.ggml.model, an unknown tokenizer.ggml.pre) is unsupported, naming the value and the

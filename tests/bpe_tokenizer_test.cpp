@@ -1,0 +1,467 @@
+// BpeTokenizer against llama.cpp's tokenizer: every text of tests/golden_bpe/corpus.json must
+// give the ids llama-tokenize gave (tools/make_bpe_golden.py) for SmolLM2-135M-Instruct
+// (pre-tokenizer smollm) and llama.cpp's vocabulary files for gpt-2, llama-bpe, qwen2 and
+// falcon; decoding round trips; streaming through Utf8StreamDecoder only ever yields valid UTF-8;
+// and metadata that does not fit together is a format error naming the key. Host only.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using vkformer::BpeTokenizer;
+using vkformer::ErrorCode;
+using vkformer::GgufFile;
+using vkformer::Utf8StreamDecoder;
+using vkformer::testing::fails_with;
+using vkformer::testing::FetchedModel;
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  return json::parse(in);
+}
+
+struct CorpusText {
+  std::string category;
+  std::string bytes;
+  bool valid_utf8;
+};
+
+const std::vector<CorpusText>& corpus() {
+  static const std::vector<CorpusText> texts = [] {
+    std::vector<CorpusText> out;
+    for (const json& item : read_json(fs::path(VKF_BPE_GOLDEN_DIR) / "corpus.json")) {
+      CorpusText t{item.at("category"), {}, !item.contains("hex")};
+      if (t.valid_utf8) {
+        t.bytes = item.at("text");
+      } else {
+        std::string hex = item.at("hex");
+        for (size_t i = 0; i < hex.size(); i += 2)
+          t.bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
+  }();
+  return texts;
+}
+
+const FetchedModel& smollm2() {
+  static const FetchedModel file = [] {
+    FetchedModel m;
+    if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
+      m.path = env;
+      return m;
+    }
+    return vkformer::testing::run_fetch_script(
+        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
+        "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
+  }();
+  return file;
+}
+
+const FetchedModel& llama_vocabs() {
+  static const FetchedModel dir = vkformer::testing::run_fetch_script(
+      std::string(VKF_SOURCE_DIR) + "/scripts/fetch_llama_vocabs.sh",
+      "it takes llama.cpp's vocabulary files from the llama-cpp-python sdist");
+  return dir;
+}
+
+// The GGUF file of a golden vocabulary, or why there is none.
+FetchedModel vocab_file(const std::string& name) {
+  const FetchedModel& source = name == "smollm2" ? smollm2() : llama_vocabs();
+  if (!source.error.empty() || name == "smollm2") return source;
+  return {source.path / ("ggml-vocab-" + name + ".gguf"), ""};
+}
+
+// Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    size_t n = b(0) < 0x80 ? 1 : b(0) >= 0xC2 && b(0) <= 0xDF ? 2 : b(0) >= 0xE0 && b(0) <= 0xEF ? 3
+             : b(0) >= 0xF0 && b(0) <= 0xF4 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((b(k) & 0xC0) != 0x80) return false;
+    if ((b(0) == 0xE0 && b(1) < 0xA0) || (b(0) == 0xED && b(1) > 0x9F) ||
+        (b(0) == 0xF0 && b(1) < 0x90) || (b(0) == 0xF4 && b(1) > 0x8F))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string show(const std::vector<int32_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+class GoldenVocab : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenVocab, EveryTextGivesLlamaCppsIds) {
+  const std::string name = GetParam();
+  FetchedModel file = vocab_file(name);
+  ASSERT_TRUE(file.error.empty()) << file.error;
+  const json golden = read_json(fs::path(VKF_BPE_GOLDEN_DIR) / (name + ".json"));
+  const BpeTokenizer tok = BpeTokenizer::load(file.path);
+  const auto& texts = corpus();
+  ASSERT_EQ(golden.at("ids").size(), texts.size());
+  const bool add_special = golden.at("add_special");
+  EXPECT_EQ(add_special, tok.add_bos() || tok.add_eos());
+  size_t checked = 0, mismatches = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    for (bool parse_special : {true, false}) {
+      const auto want = golden.at(parse_special ? "ids" : "ids_no_parse_special")[i]
+                            .get<std::vector<int32_t>>();
+      const auto got = tok.encode(texts[i].bytes, add_special, parse_special);
+      ++checked;
+      if (got != want && ++mismatches <= 10)
+        ADD_FAILURE() << name << " text " << i << " (" << texts[i].category
+                      << ", parse_special " << parse_special << ") "
+                      << ::testing::PrintToString(texts[i].bytes) << "\n got " << show(got)
+                      << "\nwant " << show(want);
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << checked;
+  RecordProperty("texts_compared", static_cast<int>(checked));
+}
+
+std::string byte_char(uint8_t byte);
+
+// Decoding what was encoded gives the text back, and so does streaming the tokens' bytes one
+// token at a time through a Utf8StreamDecoder, whose every piece is valid UTF-8. "Back" means
+// without the bytes the vocabulary has no token for (SmolLM2 lacks some C0 controls, falcon
+// vertical tab): llama.cpp drops those.
+TEST_P(GoldenVocab, DecodeAndStreamingRoundTrip) {
+  const std::string name = GetParam();
+  FetchedModel file = vocab_file(name);
+  ASSERT_TRUE(file.error.empty()) << file.error;
+  const BpeTokenizer tok = BpeTokenizer::load(file.path);
+  size_t tokens = 0, missing = 0;
+  bool has_byte[256];
+  for (int b = 0; b < 256; ++b) {
+    has_byte[b] = tok.token_to_id(byte_char(static_cast<uint8_t>(b))).has_value();
+    missing += !has_byte[b];
+  }
+  for (const CorpusText& t : corpus()) {
+    std::string representable;
+    for (char c : t.bytes)
+      if (has_byte[static_cast<unsigned char>(c)]) representable.push_back(c);
+    for (bool parse_special : {true, false}) {
+      const auto ids = tok.encode(t.bytes, false, parse_special);
+      const std::string decoded = tok.decode(ids);
+      if (t.valid_utf8) EXPECT_EQ(decoded, representable) << ::testing::PrintToString(t.bytes);
+      Utf8StreamDecoder stream;
+      std::string streamed;
+      for (int32_t id : ids) {
+        std::string piece = stream.push(tok.token_bytes(id));
+        EXPECT_TRUE(valid_utf8(piece)) << ::testing::PrintToString(piece);
+        streamed += piece;
+        ++tokens;
+      }
+      std::string rest = stream.flush();
+      EXPECT_TRUE(valid_utf8(rest));
+      streamed += rest;
+      if (t.valid_utf8) EXPECT_EQ(streamed, representable);
+    }
+  }
+  RecordProperty("tokens_streamed", static_cast<int>(tokens));
+  RecordProperty("bytes_without_token", static_cast<int>(missing));
+}
+
+INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenVocab,
+                         ::testing::Values("smollm2", "gpt-2", "llama-bpe", "qwen2", "falcon"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+
+TEST(BpeTokenizer, SmolLM2Metadata) {
+  const FetchedModel& m = smollm2();
+  ASSERT_TRUE(m.error.empty()) << m.error;
+  const BpeTokenizer tok = BpeTokenizer::load(m.path);
+  EXPECT_EQ(tok.vocab_size(), 49152u);
+  EXPECT_EQ(tok.pre_tokenizer(), "smollm");
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_EQ(tok.eos_id(), 2);
+  EXPECT_EQ(tok.eot_id(), 2);
+  EXPECT_FALSE(tok.add_bos());
+  EXPECT_FALSE(tok.add_eos());
+  EXPECT_EQ(tok.token_to_id("<|im_start|>"), 1);
+  EXPECT_EQ(tok.token_to_id("no such token"), std::nullopt);
+  EXPECT_EQ(tok.id_to_token(198), "\xC4\x8A");  // GPT-2's character for '\n'
+  EXPECT_EQ(tok.token_bytes(198), "\n");
+  EXPECT_EQ(tok.token_bytes(2), "<|im_end|>");
+  EXPECT_TRUE(tok.is_control(1));
+  EXPECT_FALSE(tok.is_control(198));
+  // llama.cpp's end-of-generation set: <|endoftext|>, <|im_end|> (EOS) and <reponame>, which
+  // it takes for a fill-in-the-middle "repository" token.
+  std::vector<int32_t> eog;
+  for (int32_t id = 0; id < static_cast<int32_t>(tok.vocab_size()); ++id)
+    if (tok.is_end_of_generation(id)) eog.push_back(id);
+  EXPECT_EQ(eog, (std::vector<int32_t>{0, 2, 4}));
+  EXPECT_FALSE(tok.is_end_of_generation(-1));
+  EXPECT_TRUE(fails_with([&] { tok.id_to_token(49152); }, ErrorCode::invalid_argument, "49152"));
+  const std::vector<int32_t> bad = {1, -3};
+  EXPECT_TRUE(fails_with([&] { tok.decode(bad); }, ErrorCode::invalid_argument, "-3"));
+  BpeTokenizer moved = tok;
+  BpeTokenizer taken = std::move(moved);
+  EXPECT_TRUE(fails_with([&] { moved.vocab_size(); }, ErrorCode::invalid_argument, "moved"));
+  EXPECT_EQ(taken.vocab_size(), 49152u);
+}
+
+// ------------------------------------------------------------------ synthetic vocabularies
+// A GGUF with no tensors and the given metadata, each value an already encoded (type, bytes).
+struct Value {
+  uint32_t type;
+  std::vector<uint8_t> bytes;
+};
+void put(std::vector<uint8_t>& b, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put_str(std::vector<uint8_t>& b, std::string_view s) {
+  put(b, s.size(), 8);
+  b.insert(b.end(), s.begin(), s.end());
+}
+Value str(std::string_view s) {
+  Value v{8, {}};
+  put_str(v.bytes, s);
+  return v;
+}
+Value u32(uint32_t x) {
+  Value v{4, {}};
+  put(v.bytes, x, 4);
+  return v;
+}
+Value boolean(bool x) { return {7, {static_cast<uint8_t>(x)}}; }
+Value strings(const std::vector<std::string>& items) {
+  Value v{9, {}};
+  put(v.bytes, 8, 4);
+  put(v.bytes, items.size(), 8);
+  for (const auto& s : items) put_str(v.bytes, s);
+  return v;
+}
+Value i32s(const std::vector<int32_t>& items) {
+  Value v{9, {}};
+  put(v.bytes, 5, 4);
+  put(v.bytes, items.size(), 8);
+  for (int32_t x : items) put(v.bytes, static_cast<uint32_t>(x), 4);
+  return v;
+}
+using Metadata = std::map<std::string, Value>;
+
+GgufFile gguf(const Metadata& kvs) {
+  std::vector<uint8_t> b = {'G', 'G', 'U', 'F'};
+  put(b, 3, 4);
+  put(b, 0, 8);
+  put(b, kvs.size(), 8);
+  for (const auto& [k, v] : kvs) {
+    put_str(b, k);
+    put(b, v.type, 4);
+    b.insert(b.end(), v.bytes.begin(), v.bytes.end());
+  }
+  b.resize((b.size() + 31) / 32 * 32, 0);
+  std::vector<std::byte> bytes(b.size());
+  std::memcpy(bytes.data(), b.data(), b.size());
+  return GgufFile::from_bytes(std::move(bytes), "vocab.gguf");
+}
+
+// GPT-2's printable character for a byte (the map every byte-level BPE vocabulary uses).
+std::string byte_char(uint8_t byte) {
+  int cp = byte;
+  if (!((byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE)) {
+    int n = 0;
+    for (int b = 0; b < byte; ++b)
+      if (!((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE)) ++n;
+    cp = 256 + n;
+  }
+  std::string s;
+  if (cp < 0x80) {
+    s.push_back(static_cast<char>(cp));
+  } else {
+    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+  return s;
+}
+
+// The 256 byte characters (ids 0..255), then "ab", "abc", "Ġa" (ids 256..258), then the
+// special tokens <c> (control), <c><d> (control), <u> (user defined).
+Metadata tiny_vocab() {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(byte_char(static_cast<uint8_t>(b)));
+  for (const char* t : {"ab", "abc", "\xC4\xA0" "a", "<c>", "<c><d>", "<u>"}) tokens.push_back(t);
+  std::vector<int32_t> types(tokens.size(), 1);
+  types[259] = types[260] = 3;
+  types[261] = 4;
+  return {{"tokenizer.ggml.model", str("gpt2")},
+          {"tokenizer.ggml.pre", str("gpt-2")},
+          {"tokenizer.ggml.tokens", strings(tokens)},
+          {"tokenizer.ggml.token_type", i32s(types)},
+          {"tokenizer.ggml.merges", strings({"a b", "ab c", "\xC4\xA0 a"})},
+          {"tokenizer.ggml.bos_token_id", u32(259)},
+          {"tokenizer.ggml.eos_token_id", u32(259)}};
+}
+
+TEST(BpeTokenizer, SyntheticVocabularyFollowsLlamaCppsRules) {
+  const BpeTokenizer tok = BpeTokenizer::from_gguf(gguf(tiny_vocab()));
+  using V = std::vector<int32_t>;
+  // Merges by rank: "a b" then "ab c". A space starts the next word ("Ġ" is byte 0x20's
+  // character, id 32): " ab" merges a+b first (rank 0), and "Ġ ab" is no merge.
+  EXPECT_EQ(tok.encode("abc", false), (V{257}));
+  EXPECT_EQ(tok.encode("abd ab a", false), (V{256, 'd', 32, 256, 258}));
+  // Special tokens: the longest first (<c><d> over <c>); control tokens only when parsed;
+  // user-defined ones always, as llama.cpp's tokenizer_st_partition does.
+  EXPECT_EQ(tok.encode("<c><d>x<c>", false), (V{260, 'x', 259}));
+  EXPECT_EQ(tok.encode("<u>x<c>", false, false), (V{261, 'x', '<', 'c', '>'}));
+  // BOS and EOS only when the file asks for them.
+  EXPECT_FALSE(tok.add_bos());
+  EXPECT_EQ(tok.encode("a", true), (V{'a'}));
+  Metadata with_bos = tiny_vocab();
+  with_bos["tokenizer.ggml.add_bos_token"] = boolean(true);
+  with_bos["tokenizer.ggml.add_eos_token"] = boolean(true);
+  const BpeTokenizer both = BpeTokenizer::from_gguf(gguf(with_bos));
+  EXPECT_EQ(both.encode("a", true), (V{259, 'a', 259}));
+  EXPECT_EQ(both.encode("a", false), (V{'a'}));
+  // Invalid UTF-8 is read as U+FFFD (EF BF BD), byte by byte.
+  EXPECT_EQ(tok.encode("\xFF", false), (V{0xEF, 0xBF, 0xBD}));
+  // A word-sized token is taken whole only by pre-tokenizers that ignore merges (llama3).
+  Metadata llama3 = tiny_vocab();
+  llama3["tokenizer.ggml.pre"] = str("llama-bpe");
+  llama3["tokenizer.ggml.merges"] = strings({"a b", "\xC4\xA0 a"});  // nothing makes "abc"
+  const BpeTokenizer l3 = BpeTokenizer::from_gguf(gguf(llama3));
+  EXPECT_EQ(l3.encode("abc", false), (V{257}));
+  EXPECT_TRUE(l3.add_bos());  // llama.cpp's default for the llama3 family
+  Metadata gpt2 = llama3;
+  gpt2["tokenizer.ggml.pre"] = str("gpt-2");
+  EXPECT_EQ(BpeTokenizer::from_gguf(gguf(gpt2)).encode("abc", false), (V{256, 'c'}));
+}
+
+// Each mistake in the metadata is a format error naming the key.
+TEST(BpeTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
+  auto fails = [](Metadata m, std::string_view needle) {
+    return fails_with([&] { BpeTokenizer::from_gguf(gguf(m)); }, ErrorCode::format, needle);
+  };
+  auto with = [](std::string key, Value v) {
+    Metadata m = tiny_vocab();
+    m[key] = std::move(v);
+    return m;
+  };
+  auto without = [](std::string key) {
+    Metadata m = tiny_vocab();
+    m.erase(key);
+    return m;
+  };
+  EXPECT_TRUE(fails(with("tokenizer.ggml.model", str("llama")), "tokenizer.ggml.model: 'llama' is not supported"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.model", str("llama")), "'gpt2'"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.pre", str("qwen99")), "tokenizer.ggml.pre: pre-tokenizer 'qwen99'"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.pre", str("qwen99")), "smollm, starcoder"));
+  EXPECT_TRUE(fails(without("tokenizer.ggml.model"), "tokenizer.ggml.model"));
+  EXPECT_TRUE(fails(without("tokenizer.ggml.tokens"), "tokenizer.ggml.tokens"));
+  EXPECT_TRUE(fails(without("tokenizer.ggml.merges"), "tokenizer.ggml.merges"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.tokens", i32s({1, 2})), "tokenizer.ggml.tokens"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.tokens", strings({})), "tokenizer.ggml.tokens: the vocabulary is empty"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.token_type", i32s({1, 1, 1})),
+                    "tokenizer.ggml.token_type: 3 types for 262 tokens"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.token_type", i32s(std::vector<int32_t>(262, 9))),
+                    "token 0 has type 9"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.merges", strings({"a b", "a zz"})),
+                    "tokenizer.ggml.merges: merge 1 'a zz' names 'zz'"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.merges", strings({"ab"})), "merge 0 'ab' is not two tokens"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.merges", strings({"b c"})), "names 'bc'"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.bos_token_id", u32(262)),
+                    "tokenizer.ggml.bos_token_id: id 262 is outside the vocabulary (262 tokens)"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.eot_token_id", u32(70000)), "tokenizer.ggml.eot_token_id"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.bos_token_id", str("1")), "tokenizer.ggml.bos_token_id"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.add_bos_token", u32(1)), "tokenizer.ggml.add_bos_token"));
+  EXPECT_TRUE(fails(with("tokenizer.ggml.scores", i32s({1})), "tokenizer.ggml.scores: 1 scores for 262"));
+  Metadata dup = tiny_vocab();
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(byte_char(static_cast<uint8_t>(b)));
+  for (const char* t : {"ab", "abc", "ab", "<c>", "<c><d>", "<u>"}) tokens.push_back(t);
+  dup["tokenizer.ggml.tokens"] = strings(tokens);
+  EXPECT_TRUE(fails(dup, "token 258 'ab' is also token 256"));
+  Metadata byte = tiny_vocab();
+  std::vector<int32_t> types(262, 1);
+  types[256] = 6;
+  byte["tokenizer.ggml.token_type"] = i32s(types);
+  EXPECT_TRUE(fails(byte, "token 256 'ab' is a byte token (type 6) but not written <0xNN>"));
+  Metadata no_bos = without("tokenizer.ggml.bos_token_id");
+  no_bos["tokenizer.ggml.tokens"] = strings({"a"});
+  no_bos["tokenizer.ggml.token_type"] = i32s({1});
+  no_bos["tokenizer.ggml.merges"] = strings({});
+  no_bos.erase("tokenizer.ggml.eos_token_id");
+  no_bos["tokenizer.ggml.add_bos_token"] = boolean(true);
+  EXPECT_TRUE(fails(no_bos, "tokenizer.ggml.add_bos_token: true, but there is no BOS token"));
+}
+
+// ------------------------------------------------------------------ Utf8StreamDecoder
+TEST(Utf8StreamDecoder, HoldsBackSplitCharacters) {
+  Utf8StreamDecoder d;
+  const std::string smile = "\xF0\x9F\x98\x80";
+  EXPECT_EQ(d.push(smile.substr(0, 1)), "");
+  EXPECT_EQ(d.push(smile.substr(1, 2)), "");
+  EXPECT_EQ(d.push(smile.substr(3) + "a\xC3"), smile + "a");
+  EXPECT_EQ(d.push("\xA9"), "\xC3\xA9");
+  EXPECT_EQ(d.flush(), "");
+  EXPECT_EQ(d.push("plain"), "plain");
+}
+
+TEST(Utf8StreamDecoder, InvalidBytesBecomeReplacementCharacters) {
+  const std::string r = "\xEF\xBF\xBD";
+  Utf8StreamDecoder d;
+  EXPECT_EQ(d.push("\x80"), r);                 // a lone continuation byte
+  EXPECT_EQ(d.push("\xFF" "a"), r + "a");       // never valid
+  EXPECT_EQ(d.push("\xC0\x80"), r + r);         // overlong: C0 cannot start a character
+  EXPECT_EQ(d.push("\xE0\x80"), r + r);         // overlong three-byte form
+  EXPECT_EQ(d.push("\xED\xA0\x80"), r + r + r); // a surrogate
+  EXPECT_EQ(d.push("\xF4\x90\x80\x80"), r + r + r + r);  // beyond U+10FFFF
+  EXPECT_EQ(d.push("\xE2\x82" "x"), r + "x");   // a character cut short: one U+FFFD
+  EXPECT_EQ(d.push("\xF0\x9F\x98"), "");
+  EXPECT_EQ(d.flush(), r);                      // what was held back
+  EXPECT_EQ(d.flush(), "");
+  EXPECT_EQ(d.push("\xC3\xA9"), "\xC3\xA9");    // starts over cleanly
+}
+
+TEST(Utf8StreamDecoder, AnyByteSplitOfAnyBytesIsValidUtf8) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    std::string bytes;
+    int n = static_cast<int>(rng() % 24);
+    for (int i = 0; i < n; ++i) {
+      // Mostly bytes that form or break UTF-8 sequences.
+      static const unsigned char pool[] = {'a', 0x80, 0xBF, 0xC2, 0xC3, 0xE0, 0xE2, 0xED,
+                                           0xEF, 0xF0, 0xF4, 0xF5, 0x9F, 0xA0, 0x8F, 0xFF};
+      bytes.push_back(static_cast<char>(pool[rng() % sizeof pool]));
+    }
+    Utf8StreamDecoder whole, split;
+    std::string a = whole.push(bytes);
+    a += whole.flush();  // after push: the operands of + may be evaluated in either order
+    std::string b;
+    for (char c : bytes) {
+      std::string piece = split.push(std::string(1, c));
+      ASSERT_TRUE(valid_utf8(piece));
+      b += piece;
+    }
+    b += split.flush();
+    ASSERT_TRUE(valid_utf8(a));
+    ASSERT_EQ(a, b) << ::testing::PrintToString(bytes);
+  }
+}
+
+}  // namespace
