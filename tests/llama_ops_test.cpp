@@ -417,6 +417,17 @@ TEST_F(DeviceTest, RopeRejectsBadArguments) {
   EXPECT_TRUE(fails_with(
       [&] { ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{-3})); },
       ErrorCode::invalid_argument, "positions within [0, 2^24]"));
+  // Positions past 2^24 (no longer exact in fp32) likewise; a constant offset is checked when
+  // the graph compiles.
+  EXPECT_TRUE(fails_with(
+      [&] { ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{(1 << 24) - 4})); },
+      ErrorCode::invalid_argument, "positions within [0, 2^24]"));
+  Graph c;
+  RopeOptions co;
+  co.offset_tensor = c.constant("pos", HostTensor::from_i32({1}, std::vector<int32_t>{-1}));
+  c.output("y", c.rope(c.input("x", {1, 1, 3, 8}), co));
+  EXPECT_TRUE(fails_with([&] { Executor bad(device(), c); }, ErrorCode::invalid_argument,
+                         "constant index -1"));
 }
 
 }  // namespace
