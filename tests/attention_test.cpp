@@ -151,7 +151,11 @@ TEST_P(AttentionTest, FusedAndUnfusedMatchReference) {
   EXPECT_TRUE(all_close(r.fused, as_double(r.unfused), tol)) << "fused vs unfused";
   // Path::automatic takes the fused kernel, except where the device's tuning leaves the problem
   // to the unfused chain (decoding steps on CPU devices).
-  const bool auto_unfused = automatic_is_unfused(device().info(), c.B, c.H, c.Sq, c.Sk, c.dtype);
+  // A grouped-query decoding step is lowered as Hkv heads of H / Hkv query rows each.
+  const bool stacked = c.Sq == 1 && c.Hkv && c.Hkv != c.H;
+  const bool auto_unfused =
+      stacked ? automatic_is_unfused(device().info(), c.B, c.Hkv, c.H / c.Hkv, c.Sk, c.dtype)
+              : automatic_is_unfused(device().info(), c.B, c.H, c.Sq, c.Sk, c.dtype);
   EXPECT_TRUE(all_close(r.automatic, as_double(auto_unfused ? r.unfused : r.fused), {0.0, 0.0}))
       << "automatic is " << (auto_unfused ? "unfused" : "fused");
   RecordProperty("fused_max_abs_error", sci(max_abs_error(r.fused, r.want)));
@@ -561,6 +565,43 @@ TEST_F(DeviceTest, AttentionRejectsBadShapes) {
   EXPECT_EQ(g.attention(q6, g.input("k3", {2, 3, 7, 8}), g.input("v4", {2, 3, 7, 4})).shape,
             Shape({2, 6, 5, 4}));
   expect_error(q6, g.input("k4", {2, 3, 7, 8}), g.input("v5", {2, 2, 7, 4}), {}, "[2,3,7,Dv]");
+}
+
+// A grouped-query decoding step runs the group's query heads as the rows of one block per KV
+// head: on CPU devices, where one query alone goes unfused (three dispatches), the automatic path
+// then takes the fused kernel for 9 query heads on 3 KV heads, as for 3 queries. A per-head mask
+// keeps the heads apart (no stacking), and multi-head attention is unchanged.
+TEST_F(DeviceTest, AutomaticGroupedDecodingStepStacksTheGroup) {
+  const vk::AttentionTiles t = vk::tuning_for(device().info()).attention;
+  auto dispatches = [&](int64_t H, int64_t Hkv, std::optional<Shape> mask) {
+    Graph g;
+    Tensor q = g.input("q", {1, H, 1, 64}), k = g.input("k", {1, Hkv, 40, 64});
+    AttentionOptions o;
+    o.causal = true;
+    if (mask) o.mask = g.input("mask", *mask);
+    g.output("y", g.attention(q, k, k, o));
+    return Executor(device(), g).stats().dispatches;
+  };
+  const bool stacked_unfused = 3 <= t.automatic_unfused_max_queries || t.automatic_unfused_where_it_fits;
+  const bool single_unfused = 1 <= t.automatic_unfused_max_queries || t.automatic_unfused_where_it_fits;
+  EXPECT_EQ(dispatches(9, 3, std::nullopt), stacked_unfused ? 3u : 1u);
+  EXPECT_EQ(dispatches(9, 3, Shape{1, 1, 1, 40}), stacked_unfused ? 3u : 1u);
+  EXPECT_EQ(dispatches(9, 3, Shape{1, 9, 1, 40}), single_unfused ? 3u : 1u);
+  EXPECT_EQ(dispatches(9, 9, std::nullopt), single_unfused ? 3u : 1u);
+}
+
+// A grouped-query decoding step with a mask per head (not stacked) and one shared by the heads
+// (stacked), causal on: both paths against the reference.
+TEST_F(DeviceTest, GroupedDecodingStepWithMasksMatchesReference) {
+  for (Shape mask : {Shape{1, 6, 1, 33}, Shape{2, 1, 1, 33}, Shape{33}}) {
+    SCOPED_TRACE(mask.str());
+    AttentionCase c{"gqa_decode_mask", 2, 6, 1, 33, 16, 8, DType::f32, true, mask, true, 30, 0.0f, 2};
+    Result r = run_case(device(), c);
+    Tolerance tol = attention_tolerance(c.dtype);
+    EXPECT_TRUE(all_close(r.fused, r.want, tol)) << "fused";
+    EXPECT_TRUE(all_close(r.unfused, r.want, tol)) << "unfused";
+    EXPECT_TRUE(all_close(r.automatic, r.want, tol)) << "automatic";
+  }
 }
 
 // A decoding step of a grouped-query model (SmolLM2's 9 query heads on 3 KV heads, D = 64):
