@@ -132,6 +132,79 @@ int64_t vkf_embedder_dimension(const vkf_embedder* embedder);
 vkf_status vkf_embedder_embed(vkf_embedder* embedder, const char* const* texts, size_t count,
                               vkf_result* result);
 
+/* Language models from GGUF files (include/vkformer/llm.hpp, generate.hpp): llama-architecture
+ * models such as SmolLM2-135M-Instruct with quantized weights on the device, their byte-level
+ * BPE tokenizer and chat template. A vkf_llm holds one KV cache and one conversation, and is
+ * used by one thread at a time. */
+typedef struct vkf_llm vkf_llm;
+
+/* Sampling as in include/vkformer/sampling.hpp (llama.cpp's chain); fill with
+ * vkf_sampling_options_default, which sets greedy decoding. */
+typedef struct vkf_sampling_options {
+  float temperature;     /* >= 0; 0: greedy */
+  int32_t top_k;         /* >= 0; 0: off */
+  float top_p;           /* (0, 1]; 1: off */
+  float min_p;           /* [0, 1]; 0: off */
+  float repeat_penalty;  /* > 0; 1: off */
+  int32_t repeat_last_n; /* >= 0; default 64 */
+  uint64_t seed;
+} vkf_sampling_options;
+void vkf_sampling_options_default(vkf_sampling_options* options);
+
+/* Why generation stopped. */
+typedef enum vkf_stop_reason {
+  VKF_STOP_END_OF_GENERATION = 0, /* an end-of-generation token (eos, <|im_end|>, ...) */
+  VKF_STOP_MAX_TOKENS = 1,
+  VKF_STOP_CALLBACK = 2,          /* the callback returned 0 */
+  VKF_STOP_CONTEXT_FULL = 3
+} vkf_stop_reason;
+
+typedef struct vkf_generation_stats {
+  int64_t prompt_tokens;
+  double prompt_seconds;
+  int64_t generated_tokens; /* the end-of-generation token not counted */
+  double generation_seconds;
+  int32_t stop_reason;      /* a vkf_stop_reason */
+} vkf_generation_stats;
+
+/* Called once per generated token with the text it completes (whole UTF-8 characters; may be
+ * empty), `length` bytes at `text` (not NUL-terminated). Return nonzero to go on, 0 to stop. */
+typedef int32_t (*vkf_token_callback)(const char* text, size_t length, int32_t token, void* user_data);
+
+/* context: tokens the KV cache holds; 0 for the model's context length capped at 4096. */
+vkf_status vkf_llm_load(vkf_device* device, const char* gguf_path, int64_t context, vkf_llm** llm);
+void vkf_llm_release(vkf_llm* llm);
+int64_t vkf_llm_vocab_size(const vkf_llm* llm); /* 0 for NULL */
+int64_t vkf_llm_context(const vkf_llm* llm);    /* 0 for NULL */
+int64_t vkf_llm_position(const vkf_llm* llm);   /* tokens in the KV cache now; 0 for NULL */
+
+/* The ids of UTF-8 text (special tokens such as <|im_start|> in the text become one id; with
+ * add_special, BOS/EOS as the model's file says) into tokens[0..capacity); *count is how many
+ * there are (more than capacity: VKF_ERROR_INVALID_ARGUMENT, *count says how many are needed). */
+vkf_status vkf_llm_tokenize(const vkf_llm* llm, const char* text, int32_t add_special, int32_t* tokens,
+                            size_t capacity, size_t* count);
+/* The bytes the ids stand for, NUL-terminated, into text[0..capacity); *length is their number
+ * without the NUL (capacity <= *length: VKF_ERROR_INVALID_ARGUMENT, *length says how many). */
+vkf_status vkf_llm_detokenize(const vkf_llm* llm, const int32_t* tokens, size_t count, char* text,
+                              size_t capacity, size_t* length);
+
+/* Continues the KV cache with `prompt` (UTF-8; with BOS when the cache is empty and the model
+ * wants one) and generates up to max_tokens tokens, each passed to `callback` (may be NULL).
+ * `sampling` and `stats` may be NULL. A prompt that does not fit in the cache is
+ * VKF_ERROR_INVALID_ARGUMENT naming both numbers. */
+vkf_status vkf_llm_generate(vkf_llm* llm, const char* prompt, int32_t max_tokens,
+                            const vkf_sampling_options* sampling, vkf_token_callback callback,
+                            void* user_data, vkf_generation_stats* stats);
+/* One chat turn: the user's message, formatted with the model's chat template after the turns
+ * so far (optionally a system message set first), and the reply generated and kept; only the
+ * new turn's tokens are run. `sampling` takes effect at the conversation's first turn. */
+vkf_status vkf_llm_chat(vkf_llm* llm, const char* user_message, int32_t max_tokens,
+                        const vkf_sampling_options* sampling, vkf_token_callback callback,
+                        void* user_data, vkf_generation_stats* stats);
+/* Forgets the conversation and empties the KV cache; system_prompt (may be NULL: the template's
+ * default, if any) opens the next conversation. */
+vkf_status vkf_llm_reset(vkf_llm* llm, const char* system_prompt);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,9 +3,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <type_traits>
 
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/chat.hpp"
+#include "vkformer/generate.hpp"
+#include "vkformer/gguf.hpp"
+#include "vkformer/llm.hpp"
 #include "vkformer/vkformer.h"
 #include "vkformer/vkformer.hpp"
 
@@ -19,6 +25,14 @@ struct vkf_model {
 
 struct vkf_embedder {
   vkformer::SentenceEmbedder embedder;
+};
+
+struct vkf_llm {
+  vkformer::LanguageModel model;
+  vkformer::ChatTemplate chat_template;
+  std::string template_error;  // why the file's chat template cannot be used, if it cannot
+  std::optional<std::string> system_prompt;
+  std::optional<vkformer::Conversation> conversation;  // from the first vkf_llm_chat
 };
 
 namespace {
@@ -297,6 +311,135 @@ void vkf_result_release(vkf_result* result) {
   if (!result) return;
   std::free(result->data);
   result->data = nullptr;
+}
+
+// ------------------------------------------------------------------------------- language models
+
+void vkf_sampling_options_default(vkf_sampling_options* options) {
+  if (!options) return;
+  const vkformer::SamplingOptions d;
+  *options = {d.temperature, d.top_k, d.top_p, d.min_p, d.repeat_penalty, d.repeat_last_n, d.seed};
+}
+
+}  // extern "C"
+
+namespace {
+
+vkformer::TextGenerationOptions generation_options(int32_t max_tokens, const vkf_sampling_options* s) {
+  vkformer::TextGenerationOptions o;
+  o.max_tokens = max_tokens;
+  if (s) o.sampling = {s->temperature, s->top_k, s->top_p, s->min_p, s->repeat_penalty, s->repeat_last_n, s->seed};
+  vkformer::validate(o.sampling);
+  return o;
+}
+
+vkformer::TokenCallback token_callback(vkf_token_callback callback, void* user_data) {
+  if (!callback) return {};
+  return [callback, user_data](std::string_view text, int32_t token) {
+    return callback(text.data(), text.size(), token, user_data) != 0;
+  };
+}
+
+void to_stats(const vkformer::TextGenerationStats& s, vkf_generation_stats* out) {
+  if (!out) return;
+  out->prompt_tokens = s.prompt_tokens;
+  out->prompt_seconds = s.prompt_seconds;
+  out->generated_tokens = s.generated_tokens;
+  out->generation_seconds = s.generation_seconds;
+  out->stop_reason = static_cast<int32_t>(s.stop);
+}
+
+}  // namespace
+
+extern "C" {
+
+vkf_status vkf_llm_load(vkf_device* device, const char* gguf_path, int64_t context, vkf_llm** llm) {
+  return guarded([&] {
+    require(device && gguf_path && llm, "device, gguf_path and llm must not be NULL");
+    *llm = nullptr;
+    require(context >= 0, "context must be >= 0 (0: the model's), got " + std::to_string(context));
+    vkformer::LanguageModelOptions o;
+    o.context = context;
+    auto chat_template = vkformer::ChatTemplate::chatml();
+    vkformer::GgufFile file(gguf_path);
+    // A model without a (known) template can still generate; vkf_llm_chat then says why not.
+    std::optional<vkformer::Error> template_error;
+    try {
+      chat_template = vkformer::ChatTemplate::from_gguf(file);
+    } catch (const vkformer::Error& e) {
+      template_error = e;
+    }
+    *llm = new vkf_llm{vkformer::LanguageModel::load(device->device, gguf_path, o), chat_template,
+                       template_error ? template_error->what() : "", std::nullopt, std::nullopt};
+  });
+}
+
+void vkf_llm_release(vkf_llm* llm) { delete llm; }
+
+int64_t vkf_llm_vocab_size(const vkf_llm* llm) { return llm ? llm->model.config().vocab_size : 0; }
+int64_t vkf_llm_context(const vkf_llm* llm) { return llm ? llm->model.context() : 0; }
+int64_t vkf_llm_position(const vkf_llm* llm) { return llm ? llm->model.position() : 0; }
+
+vkf_status vkf_llm_tokenize(const vkf_llm* llm, const char* text, int32_t add_special, int32_t* tokens,
+                            size_t capacity, size_t* count) {
+  return guarded([&] {
+    require(llm && text && count, "llm, text and count must not be NULL");
+    require(tokens || capacity == 0, "tokens is NULL but capacity is not 0");
+    const auto ids = llm->model.tokenizer().encode(text, add_special != 0, true);
+    *count = ids.size();
+    require(ids.size() <= capacity,
+            "the text has " + std::to_string(ids.size()) + " tokens, but capacity is " + std::to_string(capacity));
+    if (!ids.empty()) std::memcpy(tokens, ids.data(), ids.size() * sizeof(int32_t));
+  });
+}
+
+vkf_status vkf_llm_detokenize(const vkf_llm* llm, const int32_t* tokens, size_t count, char* text,
+                              size_t capacity, size_t* length) {
+  return guarded([&] {
+    require(llm && length, "llm and length must not be NULL");
+    require(tokens || count == 0, "tokens is NULL but count is not 0");
+    require(text || capacity == 0, "text is NULL but capacity is not 0");
+    const std::string s = llm->model.tokenizer().decode(std::span<const int32_t>(tokens, count));
+    *length = s.size();
+    require(s.size() < capacity, "the text has " + std::to_string(s.size()) + " bytes and a NUL, but capacity is " +
+                                     std::to_string(capacity));
+    std::memcpy(text, s.data(), s.size());
+    text[s.size()] = '\0';
+  });
+}
+
+vkf_status vkf_llm_generate(vkf_llm* llm, const char* prompt, int32_t max_tokens,
+                            const vkf_sampling_options* sampling, vkf_token_callback callback,
+                            void* user_data, vkf_generation_stats* stats) {
+  return guarded([&] {
+    require(llm && prompt, "llm and prompt must not be NULL");
+    const auto o = generation_options(max_tokens, sampling);
+    const auto ids = llm->model.tokenizer().encode(prompt, llm->model.position() == 0, true);
+    const auto r = vkformer::generate(llm->model, ids, o, token_callback(callback, user_data));
+    to_stats(r.stats, stats);
+  });
+}
+
+vkf_status vkf_llm_chat(vkf_llm* llm, const char* user_message, int32_t max_tokens,
+                        const vkf_sampling_options* sampling, vkf_token_callback callback,
+                        void* user_data, vkf_generation_stats* stats) {
+  return guarded([&] {
+    require(llm && user_message, "llm and user_message must not be NULL");
+    if (!llm->template_error.empty()) throw vkformer::Error(vkformer::ErrorCode::unsupported, llm->template_error);
+    const auto o = generation_options(max_tokens, sampling);
+    if (!llm->conversation) llm->conversation.emplace(llm->model, llm->chat_template, llm->system_prompt);
+    const auto r = llm->conversation->reply(user_message, o, token_callback(callback, user_data));
+    to_stats(r.stats, stats);
+  });
+}
+
+vkf_status vkf_llm_reset(vkf_llm* llm, const char* system_prompt) {
+  return guarded([&] {
+    require(llm != nullptr, "llm must not be NULL");
+    llm->system_prompt = system_prompt ? std::optional<std::string>(system_prompt) : std::nullopt;
+    llm->conversation.reset();
+    llm->model.reset();
+  });
 }
 
 }  // extern "C"

@@ -1,0 +1,111 @@
+#pragma once
+// Text generation with a LanguageModel: a prompt, then one sampled token at a time, each
+// streamed as text to a callback, and chat conversations that keep their KV cache across turns.
+//
+//   auto lm = vkformer::LanguageModel::load(device, "SmolLM2-135M-Instruct.Q4_1.gguf");
+//   vkformer::Conversation chat(lm, vkformer::ChatTemplate::load("SmolLM2-135M-Instruct.Q4_1.gguf"));
+//   chat.reply("What is the capital of France?", {.max_tokens = 64},
+//              [](std::string_view text, int32_t) { std::cout << text << std::flush; return true; });
+//
+// Streaming: each token's bytes (BpeTokenizer::token_bytes) pass through a Utf8StreamDecoder, so
+// the callback only ever sees whole UTF-8 characters; a character split over tokens arrives with
+// the token that completes it (that token's call carries it, earlier ones carry ""). The token
+// that ends generation (BpeTokenizer::is_end_of_generation) is neither shown nor kept.
+//
+// Every generated token except that last one is run through the model before generate()
+// returns, so the cache holds the prompt and the whole reply and a conversation continues from
+// there by appending only the next turn's tokens.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vkformer/chat.hpp"
+#include "vkformer/sampling.hpp"
+
+namespace vkformer {
+
+class LanguageModel;
+
+struct TextGenerationOptions {
+  int64_t max_tokens = 128;  // > 0: tokens to generate at most
+  SamplingOptions sampling;  // greedy by default
+};
+
+enum class StopReason : uint8_t {
+  end_of_generation,  // the model produced an end-of-generation token (eos, <|im_end|>, ...)
+  max_tokens,         // max_tokens were generated
+  callback,           // the callback returned false
+  context_full,       // the KV cache has no room for another token
+};
+const char* to_string(StopReason reason);
+
+struct TextGenerationStats {
+  int64_t prompt_tokens = 0;     // tokens appended before the first one was sampled
+  double prompt_seconds = 0;     // their batched passes
+  int64_t generated_tokens = 0;  // tokens returned (the end-of-generation token not counted)
+  double generation_seconds = 0; // sampling and the one-token passes that ran them
+  StopReason stop = StopReason::max_tokens;
+  double prompt_tokens_per_second() const;
+  double generation_tokens_per_second() const;
+};
+
+struct TextGenerationResult {
+  std::vector<int32_t> tokens;  // generated, the end-of-generation token not included
+  std::string text;             // what the callback was given, all together
+  TextGenerationStats stats;
+};
+
+// Called once per generated token (not for the token that ends generation) with the text it
+// completes, possibly "". Return false to stop after it.
+using TokenCallback = std::function<bool(std::string_view text, int32_t token)>;
+
+// Appends `prompt` (at least one token) to the model's cache at its current position, then
+// samples up to max_tokens tokens. The sampler is given the prompt with accept(), so its
+// repetition penalty sees it. A prompt that does not fit in the cache is invalid_argument naming
+// both numbers; an empty prompt or max_tokens <= 0 is invalid_argument. Bytes of an unfinished
+// UTF-8 character left at the end reach the callback as U+FFFD in a last call with token -1.
+TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt,
+                              const TextGenerationOptions& options, const TokenCallback& on_token = {});
+// The same with a caller's sampler (its history and random sequence carry on).
+TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt, Sampler& sampler,
+                              int64_t max_tokens, const TokenCallback& on_token = {});
+
+// A chat with a model: its template (ChatTemplate::load on the model's GGUF), the messages so
+// far, and the model's cache holding exactly the text of the conversation. Each reply() appends
+// only the new turn's tokens. A Conversation uses the model's cache alone: it empties it when
+// created, and starts again from the messages if something else moved it.
+class Conversation {
+ public:
+  Conversation(LanguageModel& model, ChatTemplate chat_template,
+               std::optional<std::string> system_prompt = std::nullopt);
+
+  // Adds the user's message, generates the assistant's reply (streamed to on_token) and adds it.
+  // The sampler (options.sampling at the first reply) carries on across replies.
+  TextGenerationResult reply(std::string_view user_text, const TextGenerationOptions& options = {},
+                             const TokenCallback& on_token = {});
+
+  // The system prompt if given, then user and assistant turns; a reply is kept as its tokens'
+  // bytes (BpeTokenizer::decode), which are what the cache holds.
+  const std::vector<ChatMessage>& messages() const { return messages_; }
+  const ChatTemplate& chat_template() const { return template_; }
+  // Tokens the last reply() appended before generating (its turn's text, not the whole chat).
+  int64_t last_turn_tokens() const { return last_turn_tokens_; }
+  // Forgets the messages (keeps the system prompt) and empties the model's cache.
+  void reset();
+
+ private:
+  LanguageModel* model_;
+  ChatTemplate template_;
+  std::vector<ChatMessage> messages_;
+  size_t first_turn_ = 0;        // messages_[0] is the system prompt when one was given
+  std::string cached_text_;      // the text whose tokens are in the model's cache
+  int64_t cached_position_ = 0;  // the model's position() after them
+  std::optional<Sampler> sampler_;
+  int64_t last_turn_tokens_ = 0;
+};
+
+}  // namespace vkformer

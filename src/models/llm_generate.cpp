@@ -1,0 +1,153 @@
+// The generation loop and chat conversations of vkformer/generate.hpp.
+#include <chrono>
+#include <string>
+
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/generate.hpp"
+#include "vkformer/llm.hpp"
+
+namespace vkformer {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+const char* to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::end_of_generation: return "end of generation";
+    case StopReason::max_tokens: return "max tokens";
+    case StopReason::callback: return "stopped by the callback";
+    case StopReason::context_full: return "context full";
+  }
+  return "unknown";
+}
+
+double TextGenerationStats::prompt_tokens_per_second() const {
+  return prompt_seconds > 0 ? static_cast<double>(prompt_tokens) / prompt_seconds : 0.0;
+}
+
+double TextGenerationStats::generation_tokens_per_second() const {
+  return generation_seconds > 0 ? static_cast<double>(generated_tokens) / generation_seconds : 0.0;
+}
+
+TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt, Sampler& sampler,
+                              int64_t max_tokens, const TokenCallback& on_token) {
+  if (max_tokens <= 0)
+    throw Error(ErrorCode::invalid_argument, "generate: max_tokens must be > 0, got " + std::to_string(max_tokens));
+  if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt has no tokens");
+  const BpeTokenizer& tokenizer = model.tokenizer();
+  TextGenerationResult r;
+
+  const auto t0 = Clock::now();
+  std::vector<float> logits = model.append(prompt);
+  r.stats.prompt_seconds = seconds_since(t0);
+  r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+  sampler.accept(prompt);
+
+  Utf8StreamDecoder utf8;
+  const auto g0 = Clock::now();
+  for (;;) {
+    // Every returned token is run, so there must be room for it before it is chosen.
+    if (model.position() >= model.context()) {
+      r.stats.stop = StopReason::context_full;
+      break;
+    }
+    const int32_t token = sampler.sample(logits);
+    if (tokenizer.is_end_of_generation(token)) {
+      r.stats.stop = StopReason::end_of_generation;
+      break;
+    }
+    sampler.accept(token);
+    r.tokens.push_back(token);
+    // Control tokens other than the end are not shown, as llama.cpp's tools do by default.
+    const std::string piece = tokenizer.is_control(token) ? std::string() : utf8.push(tokenizer.token_bytes(token));
+    r.text += piece;
+    const bool go_on = !on_token || on_token(piece, token);
+    logits = model.append(std::span<const int32_t>(&token, 1));
+    if (!go_on) {
+      r.stats.stop = StopReason::callback;
+      break;
+    }
+    if (static_cast<int64_t>(r.tokens.size()) >= max_tokens) {
+      r.stats.stop = StopReason::max_tokens;
+      break;
+    }
+  }
+  r.stats.generation_seconds = seconds_since(g0);
+  r.stats.generated_tokens = static_cast<int64_t>(r.tokens.size());
+  if (const std::string rest = utf8.flush(); !rest.empty()) {
+    r.text += rest;
+    if (on_token) on_token(rest, -1);
+  }
+  return r;
+}
+
+TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt,
+                              const TextGenerationOptions& options, const TokenCallback& on_token) {
+  Sampler sampler(options.sampling);
+  return generate(model, prompt, sampler, options.max_tokens, on_token);
+}
+
+// ------------------------------------------------------------------------------- Conversation
+
+Conversation::Conversation(LanguageModel& model, ChatTemplate chat_template,
+                           std::optional<std::string> system_prompt)
+    : model_(&model), template_(std::move(chat_template)) {
+  if (system_prompt) {
+    messages_.push_back({"system", std::move(*system_prompt)});
+    first_turn_ = 1;
+  }
+  model_->reset();
+}
+
+void Conversation::reset() {
+  messages_.resize(first_turn_);
+  cached_text_.clear();
+  cached_position_ = 0;
+  sampler_.reset();
+  last_turn_tokens_ = 0;
+  model_->reset();
+}
+
+TextGenerationResult Conversation::reply(std::string_view user_text, const TextGenerationOptions& options,
+                                         const TokenCallback& on_token) {
+  if (!sampler_) sampler_.emplace(options.sampling);
+  messages_.push_back({"user", std::string(user_text)});
+  try {
+    const std::string full = template_.apply(messages_, true);
+    // Only the new turn's text when the cache holds what this conversation put there; otherwise
+    // (someone else used the model, or the text does not continue) the whole conversation again.
+    const bool continues = !cached_text_.empty() && model_->position() == cached_position_ &&
+                           full.compare(0, cached_text_.size(), cached_text_) == 0;
+    std::vector<int32_t> ids;
+    if (continues) {
+      ids = model_->tokenizer().encode(std::string_view(full).substr(cached_text_.size()), false, true);
+    } else {
+      model_->reset();
+      cached_text_.clear();
+      ids = model_->tokenizer().encode(full, true, true);
+    }
+    last_turn_tokens_ = static_cast<int64_t>(ids.size());
+    auto r = generate(*model_, ids, *sampler_, options.max_tokens, on_token);
+    // The reply as the tokens' bytes (r.text may have U+FFFD for bytes that are no UTF-8 and
+    // lacks control tokens): then the next turn's text continues the cache's exactly.
+    std::string reply = model_->tokenizer().decode(r.tokens);
+    cached_text_ = full + reply;
+    cached_position_ = model_->position();
+    messages_.push_back({"assistant", std::move(reply)});
+    return r;
+  } catch (...) {
+    // The turn did not happen: the next reply starts again from the messages.
+    messages_.pop_back();
+    cached_text_.clear();
+    throw;
+  }
+}
+
+}  // namespace vkformer

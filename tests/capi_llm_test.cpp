@@ -1,0 +1,151 @@
+// The C API for GGUF language models (vkf_llm_* in vkformer.h) against the C++ API on the tiny
+// llama (tests/golden_llama/tiny): the same ids, text, tokens and stats, conversations that keep
+// the cache, and every failure as a status with a message.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "test_device.hpp"
+#include "test_util.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/generate.hpp"
+#include "vkformer/llm.hpp"
+#include "vkformer/vkformer.h"
+
+namespace vkformer::testing {
+namespace {
+
+const std::string kTiny = std::string(VKF_LLAMA_GOLDEN_DIR) + "/tiny/tiny_llama_untied.gguf";
+
+struct Collected {
+  std::string text;
+  std::vector<int32_t> tokens;
+  int stop_after = -1;
+};
+
+int32_t collect(const char* text, size_t length, int32_t token, void* user) {
+  auto* c = static_cast<Collected*>(user);
+  c->text.append(text, length);
+  if (token >= 0) c->tokens.push_back(token);
+  return c->stop_after < 0 || static_cast<int>(c->tokens.size()) < c->stop_after;
+}
+
+class CapiLlm : public DeviceTest {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(vkf_device_open(nullptr, &dev_), VKF_OK) << vkf_last_error();
+    ASSERT_EQ(vkf_llm_load(dev_, kTiny.c_str(), 128, &llm_), VKF_OK) << vkf_last_error();
+  }
+  void TearDown() override {
+    vkf_llm_release(llm_);
+    vkf_device_release(dev_);
+    DeviceTest::TearDown();
+  }
+  vkf_device* dev_ = nullptr;
+  vkf_llm* llm_ = nullptr;
+};
+
+TEST_F(CapiLlm, TokenizeAndDetokenizeAsTheCppTokenizer) {
+  const auto tok = BpeTokenizer::load(kTiny);
+  const char* text = "<|im_start|>user\nhello there<|im_end|>\n";
+  const auto want = tok.encode(text);
+  std::vector<int32_t> ids(want.size());
+  size_t count = 0;
+  ASSERT_EQ(vkf_llm_tokenize(llm_, text, 1, ids.data(), ids.size(), &count), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(count, want.size());
+  EXPECT_EQ(ids, want);
+  // Too small: the status, and how many are needed.
+  EXPECT_EQ(vkf_llm_tokenize(llm_, text, 1, ids.data(), 2, &count), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(count, want.size());
+  EXPECT_NE(std::string(vkf_last_error()).find("capacity is 2"), std::string::npos) << vkf_last_error();
+  std::vector<char> buf(256);
+  size_t length = 0;
+  ASSERT_EQ(vkf_llm_detokenize(llm_, ids.data(), ids.size(), buf.data(), buf.size(), &length), VKF_OK);
+  EXPECT_EQ(std::string(buf.data(), length), text);
+  EXPECT_EQ(buf[length], '\0');
+  EXPECT_EQ(vkf_llm_detokenize(llm_, ids.data(), ids.size(), buf.data(), length, &length), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_llm_vocab_size(llm_), 384);
+  EXPECT_EQ(vkf_llm_context(llm_), 128);
+}
+
+TEST_F(CapiLlm, GenerateStreamsWhatTheCppApiGenerates) {
+  LanguageModel lm = LanguageModel::load(device(), kTiny, {.context = 128});
+  const auto want = generate(lm, lm.tokenizer().encode("hello"), {.max_tokens = 12});
+
+  Collected got;
+  vkf_generation_stats stats{};
+  ASSERT_EQ(vkf_llm_generate(llm_, "hello", 12, nullptr, collect, &got, &stats), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.text, want.text);
+  EXPECT_EQ(stats.generated_tokens, static_cast<int64_t>(want.tokens.size()));
+  EXPECT_EQ(stats.prompt_tokens, want.stats.prompt_tokens);
+  EXPECT_EQ(stats.stop_reason, static_cast<int32_t>(want.stats.stop));
+  EXPECT_EQ(vkf_llm_position(llm_), lm.position());
+
+  // Seeded sampling through the options struct; a callback that stops after 3 tokens.
+  vkf_sampling_options s;
+  vkf_sampling_options_default(&s);
+  EXPECT_EQ(s.temperature, 0.0f);
+  EXPECT_EQ(s.top_p, 1.0f);
+  s.temperature = 1.0f;
+  s.seed = 5;
+  lm.reset();
+  const auto sampled = generate(lm, lm.tokenizer().encode("hello"), {.max_tokens = 10, .sampling = {.temperature = 1.0f, .seed = 5}});
+  ASSERT_EQ(vkf_llm_reset(llm_, nullptr), VKF_OK);
+  Collected c2;
+  ASSERT_EQ(vkf_llm_generate(llm_, "hello", 10, &s, collect, &c2, nullptr), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(c2.tokens, sampled.tokens);
+  ASSERT_EQ(vkf_llm_reset(llm_, nullptr), VKF_OK);
+  Collected c3;
+  c3.stop_after = 3;
+  ASSERT_EQ(vkf_llm_generate(llm_, "hello", 10, nullptr, collect, &c3, &stats), VKF_OK);
+  EXPECT_EQ(c3.tokens.size(), 3u);
+  EXPECT_EQ(stats.stop_reason, VKF_STOP_CALLBACK);
+}
+
+TEST_F(CapiLlm, ChatKeepsTheConversation) {
+  LanguageModel lm = LanguageModel::load(device(), kTiny, {.context = 128});
+  Conversation want(lm, ChatTemplate::load(kTiny), "Be brief.");
+  const auto w1 = want.reply("hi", {.max_tokens = 5});
+  const auto w2 = want.reply("again", {.max_tokens = 5});
+
+  ASSERT_EQ(vkf_llm_reset(llm_, "Be brief."), VKF_OK);
+  Collected a, b;
+  ASSERT_EQ(vkf_llm_chat(llm_, "hi", 5, nullptr, collect, &a, nullptr), VKF_OK) << vkf_last_error();
+  ASSERT_EQ(vkf_llm_chat(llm_, "again", 5, nullptr, collect, &b, nullptr), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(a.tokens, w1.tokens);
+  EXPECT_EQ(b.tokens, w2.tokens);
+  EXPECT_EQ(vkf_llm_position(llm_), lm.position());
+  ASSERT_EQ(vkf_llm_reset(llm_, nullptr), VKF_OK);
+  EXPECT_EQ(vkf_llm_position(llm_), 0);
+}
+
+TEST_F(CapiLlm, FailuresAreStatusesWithMessages) {
+  auto message = [] { return std::string(vkf_last_error()); };
+  vkf_llm* none = nullptr;
+  EXPECT_EQ(vkf_llm_load(dev_, "/no/such/model.gguf", 0, &none), VKF_ERROR_IO);
+  EXPECT_NE(message().find("/no/such/model.gguf"), std::string::npos) << message();
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(vkf_llm_load(dev_, kTiny.c_str(), -1, &none), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_llm_load(nullptr, kTiny.c_str(), 0, &none), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_llm_generate(llm_, "hello", 0, nullptr, nullptr, nullptr, nullptr), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("max_tokens must be > 0, got 0"), std::string::npos) << message();
+  vkf_sampling_options s;
+  vkf_sampling_options_default(&s);
+  s.top_p = 0.0f;
+  EXPECT_EQ(vkf_llm_generate(llm_, "hello", 4, &s, nullptr, nullptr, nullptr), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("top_p must be in (0, 1]"), std::string::npos) << message();
+  EXPECT_EQ(vkf_llm_generate(nullptr, "hello", 4, nullptr, nullptr, nullptr, nullptr), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_llm_chat(llm_, nullptr, 4, nullptr, nullptr, nullptr, nullptr), VKF_ERROR_INVALID_ARGUMENT);
+  // A prompt longer than the 128-token cache.
+  std::string long_prompt;
+  for (int i = 0; i < 200; ++i) long_prompt += "hello ";
+  EXPECT_EQ(vkf_llm_generate(llm_, long_prompt.c_str(), 4, nullptr, nullptr, nullptr, nullptr), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("128"), std::string::npos) << message();
+  EXPECT_EQ(vkf_llm_vocab_size(nullptr), 0);
+  vkf_llm_release(nullptr);
+}
+
+}  // namespace
+}  // namespace vkformer::testing
