@@ -1,5 +1,6 @@
-// `vkformer tokenize`: a model directory's WordPiece tokenizer on its own, one JSON object per
-// text ({"ids": [...], "tokens": [...]}), to check it against another implementation.
+// `vkformer tokenize`: a model's tokenizer on its own, one JSON object per text ({"ids": [...],
+// "tokens": [...]}), to check it against another implementation: a model directory's WordPiece
+// tokenizer, or a GGUF file's byte-level BPE tokenizer (as llama.cpp's llama-tokenize runs it).
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/tokenizer.hpp"
 
@@ -20,10 +22,37 @@ struct TokenizeArgs {
   std::string model, file;
   std::vector<std::string> texts;
   size_t max_length = 0;
+  bool no_parse_special = false;
 };
+
+// BOS/EOS as the file asks (llama-tokenize's default), special tokens parsed unless told not to.
+// Token strings are the vocabulary's (GPT-2's byte characters), so they are always UTF-8.
+int tokenize_gguf(const TokenizeArgs& args, const std::vector<std::string>& texts) {
+  if (args.max_length != 0)
+    throw Error(ErrorCode::invalid_argument,
+                "tokenize: --max-length applies to WordPiece tokenizers, not to " + args.model);
+  const BpeTokenizer tok = BpeTokenizer::load(args.model);
+  for (const std::string& text : texts) {
+    std::vector<int32_t> ids = tok.encode(text, true, !args.no_parse_special);
+    std::vector<std::string> tokens;
+    for (int32_t id : ids) tokens.push_back(tok.id_to_token(id));
+    std::cout << nlohmann::json{{"ids", ids}, {"tokens", tokens}}.dump(
+                     -1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+  }
+  return 0;
+}
+
+bool is_gguf_path(const std::string& model) {
+  return model.size() >= 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
+}
 
 int tokenize_command(const TokenizeArgs& args) {
   const std::vector<std::string> texts = read_texts(args.texts, args.file);
+  if (is_gguf_path(args.model)) return tokenize_gguf(args, texts);
+  if (args.no_parse_special)
+    throw Error(ErrorCode::invalid_argument,
+                "tokenize: --no-parse-special applies to GGUF (BPE) tokenizers, not to " + args.model);
   const WordPieceTokenizer tok = WordPieceTokenizer::load(args.model);
   for (size_t i = 0; i < texts.size(); ++i) {
     Encoding e;
@@ -44,10 +73,12 @@ Command add_tokenize_command(CLI::App& app, const GlobalOptions&) {
   auto* sub = app.add_subcommand(
       "tokenize",
       "Tokenize texts with a model directory's WordPiece tokenizer (tokenizer.json, or vocab.txt "
-      "+ tokenizer_config.json). Prints one JSON object per text: {\"ids\": [...], \"tokens\": "
-      "[...]}, [CLS] and [SEP] included. Needs no Vulkan device.");
+      "+ tokenizer_config.json; [CLS] and [SEP] included) or a .gguf file's byte-level BPE "
+      "tokenizer (as llama.cpp: BOS/EOS where the file asks, special tokens like <|im_start|> "
+      "parsed). Prints one JSON object per text: {\"ids\": [...], \"tokens\": [...]}. Needs "
+      "no Vulkan device.");
   auto args = std::make_shared<TokenizeArgs>();
-  sub->add_option("--model", args->model, "Model directory, tokenizer.json or vocab.txt")
+  sub->add_option("--model", args->model, "Model directory, tokenizer.json, vocab.txt or FILE.gguf")
       ->required()
       ->type_name("DIR");
   sub->add_option("texts", args->texts, "Texts to tokenize")->type_name("TEXT");
@@ -55,6 +86,8 @@ Command add_tokenize_command(CLI::App& app, const GlobalOptions&) {
   sub->add_option("--max-length", args->max_length,
                   "Keep at most N tokens, [CLS] and [SEP] included (default: 0 = all)")
       ->type_name("N");
+  sub->add_flag("--no-parse-special", args->no_parse_special,
+                "GGUF: read special-token text like <|im_start|> as plain text");
   return {sub, [args]() { return tokenize_command(*args); }};
 }
 
