@@ -238,6 +238,7 @@ std::vector<Benchmark> all_benchmarks() {
 
   for (auto& b : block_benchmarks()) add(std::move(b));
   for (auto& b : embedding_benchmarks()) add(std::move(b));
+  for (auto& b : quant_benchmarks()) add(std::move(b));
   return list;
 }
 

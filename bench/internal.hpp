@@ -24,5 +24,7 @@ Benchmark linear_matmul(const std::string& variant, int64_t m, int64_t n, int64_
 std::vector<Benchmark> block_benchmarks();
 // all-MiniLM-L6-v2 from scripts/fetch_minilm.sh's cache, and matmuls at its shapes (embedding.cpp).
 std::vector<Benchmark> embedding_benchmarks();
+// Linear layers with quantized weights at SmolLM2-135M's shapes, and f32 ones to compare (quant.cpp).
+std::vector<Benchmark> quant_benchmarks();
 
 }  // namespace vkformer::bench

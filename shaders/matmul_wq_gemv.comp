@@ -14,7 +14,8 @@
 // unquantized W is walked an element at a time. fp32 accumulation.
 
 layout(local_size_x_id = 0) in;  // WG, a multiple of LANES
-layout(constant_id = 1) const uint LANES = 8;  // invocations per output, a power of 2
+layout(constant_id = 1) const uint LANES = 8;  // invocations per output, a power of 2 (1: no
+                                               // reduction, no barriers)
 layout(constant_id = 2) const uint HAS_BIAS = 0;
 layout(constant_id = 3) const uint ACT = 0;
 
@@ -77,14 +78,18 @@ void main() {
   for (uint k = lane; k < K; k += LANES) acc = fma(float(a[a_row + k]), weight_at(row, k), acc);
 #endif
 
-  red[tid] = acc;
-  barrier();
-  for (uint s = LANES / 2; s > 0; s /= 2) {
-    if (lane < s) red[tid] += red[tid + s];
+  // One lane per output (CPU devices, where barrier() is a real cost): no reduction at all.
+  if (LANES > 1) {
+    red[tid] = acc;
     barrier();
+    for (uint s = LANES / 2; s > 0; s /= 2) {
+      if (lane < s) red[tid] += red[tid + s];
+      barrier();
+    }
+    acc = red[tid];
   }
   if (lane == 0 && n < N && m < M) {
     const float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
-    o[m * p.ldo + n] = T(activate(p.alpha * red[tid] + add, ACT));
+    o[m * p.ldo + n] = T(activate(p.alpha * acc + add, ACT));
   }
 }

@@ -95,7 +95,7 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
                std::to_string(t.tm) + "x" + std::to_string(t.tn));
   dispatch_rows(l, tiled_kernel(l, w), act, operands, p, ceil_div(p.n, t.bn), ceil_div(p.m, t.bm),
                 {static_cast<uint32_t>(t.invocations()), t.bm, t.bn, t.tm, t.tn, has_bias,
-                 activation});
+                 activation, t.shared_memory ? 0u : 1u});
 }
 
 }  // namespace

@@ -99,11 +99,21 @@ MatmulCoopmatTiles coopmat_tiles(const DeviceInfo& info) {
   return t;
 }
 
-// Weights in another dtype (shaders/matmul_wq*.comp). GPUs: 64 x 64 tiles of 4 x 4 and 16 lanes
-// per mat-vec output, shrunk to the device's limits; CPU devices keep the defaults.
+// Weights in another dtype (shaders/matmul_wq*.comp). GPUs: 64 x 64 tiles of 4 x 4 staged in
+// shared memory and 16 lanes per mat-vec output, shrunk to the device's limits. CPU devices
+// (a workgroup per thread, barriers costly): the general kernel's direct 4 x 16 tiles of 4 x 2
+// (one SIMD vector of 8 invocations, rows uniform), and one invocation per mat-vec output.
 MatmulWeightTiles weight_tiles_for(const DeviceInfo& info, bool cpu_device) {
   MatmulWeightTiles w;
-  if (!cpu_device) {
+  if (cpu_device) {
+    w.bm = 4;
+    w.bn = 16;
+    w.tm = 4;
+    w.tn = 2;
+    w.shared_memory = false;
+    w.gemv_workgroup = 8;
+    w.gemv_lanes = 1;
+  } else {
     w.bm = w.bn = 64;
     w.gemv_workgroup = 128;
     w.gemv_lanes = 16;

@@ -80,12 +80,13 @@ struct MatmulWeightTiles {
   // Tiled (prompt processing): a bm x bn output tile per workgroup, tm x tn per invocation, K
   // staged 32 (one block) at a time.
   uint32_t bm = 32, bn = 32, tm = 4, tn = 4;
-  // Mat-vec (decoding), for M <= gemv_max_m: `lanes` invocations per output (a power of 2) split
-  // its row of W by blocks; `workgroup` invocations (a multiple of lanes).
+  bool shared_memory = true;  // false: no staging or barriers, each invocation reads directly
+  // Mat-vec (decoding), for M <= gemv_max_m: `lanes` invocations per output (a power of 2; 1
+  // needs no reduction) split its row of W by blocks; `workgroup` invocations (a multiple).
   uint32_t gemv_max_m = 1;
   uint32_t gemv_workgroup = 64, gemv_lanes = 8;
   uint64_t invocations() const { return uint64_t(bm / tm) * (bn / tn); }
-  uint64_t shared_bytes() const { return 32 * (uint64_t(bm) + bn + 2) * 4; }
+  uint64_t shared_bytes() const { return shared_memory ? 32 * (uint64_t(bm) + bn + 2) * 4 : 8; }
 };
 
 enum class MatmulPath : uint8_t {

@@ -1,0 +1,85 @@
+// Quantized weights (matmul_q): linear layers of SmolLM2-135M with ggml-quantized weights as the
+// language model runs them, f32 activations. Decoding is M = 1 (a mat-vec, bound by reading the
+// weight once: reported against memory bandwidth), prompt processing M = 128 and 512 (tiled,
+// against the FMA rate). The f32 weights at the same shapes are in the matmul family
+// (matmul/smollm2.*), for the comparison bench/RESULTS.md makes.
+#include <cstring>
+#include <random>
+
+#include "data.hpp"
+#include "internal.hpp"
+#include "vkformer/half.hpp"
+
+namespace vkformer::bench {
+
+namespace {
+
+// Random blocks with sane scales: random quantized values, then every block's fp16 d (and q4_1's
+// m) set to a small random number, so the weights look like a model's (|w| up to ~0.1).
+HostTensor random_quantized(const Shape& shape, DType dt, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const uint64_t bytes = dtype_bytes(dt, shape.numel());
+  std::vector<std::byte> raw(bytes);
+  for (auto& b : raw) b = static_cast<std::byte>(rng() & 0xff);
+  std::uniform_real_distribution<float> scale(0.001f, 0.006f), offset(-0.05f, 0.0f);
+  for (uint64_t at = 0; at < bytes; at += dtype_block_bytes(dt)) {
+    const uint16_t d = float_to_half(scale(rng)), m = float_to_half(offset(rng));
+    std::memcpy(raw.data() + at, &d, 2);
+    if (dt == DType::q4_1) std::memcpy(raw.data() + at + 2, &m, 2);
+  }
+  return HostTensor::from_bytes(shape, dt, raw);
+}
+
+Benchmark quantized_linear(const std::string& variant, int64_t m, int64_t n, int64_t k, DType wt,
+                           bool quick = false) {
+  Benchmark b;
+  b.name = "matmul_q";
+  b.variant = variant;
+  b.shape = {{"m", m}, {"n", n}, {"k", k}};
+  b.params = {{"b_layout", "[n,k] (nn.Linear weight)"}, {"activations", "f32"}, {"bias", "false"}};
+  b.dtype = wt;
+  b.flops = 2.0 * m * n * k;
+  b.bytes = static_cast<double>(dtype_bytes(wt, n * k)) + 4.0 * (m * k + m * n);
+  b.bound = m == 1 ? Bound::memory : Bound::compute;
+  b.quick = quick;
+  const Shape xs{m, k}, ws{n, k};
+  b.check = [=](Device& d) {
+    require_allocatable(d, xs, DType::f32, "x");
+    require_allocatable(d, ws, wt, "the weight");
+  };
+  b.prepare = [=](Device& d) {
+    Graph g;
+    Tensor x = g.external("x", random_device(d, xs, DType::f32, 41));
+    Tensor w = g.external("w", d.upload(random_quantized(ws, wt, 42)));
+    return compile(d, g, g.linear(x, w));
+  };
+  return b;
+}
+
+}  // namespace
+
+std::vector<Benchmark> quant_benchmarks() {
+  std::vector<Benchmark> list;
+  // SmolLM2-135M: width 576, FFN 1536 (gate/up [1536, 576], down [576, 1536]) in Q4_1, the
+  // output projection (the Q8_0 token embedding [49152, 576]).
+  list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q4_1, true));
+  list.push_back(quantized_linear("smollm2.ffn_down", 1, 576, 1536, DType::q4_1));
+  list.push_back(quantized_linear("smollm2.attn_q", 1, 576, 576, DType::q4_1));
+  list.push_back(quantized_linear("smollm2.output", 1, 49152, 576, DType::q8_0));
+  list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q8_0));
+  list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q4_0));
+  for (int64_t tokens : {128, 512}) {
+    list.push_back(quantized_linear("smollm2.ffn_up", tokens, 1536, 576, DType::q4_1, tokens == 128));
+    list.push_back(quantized_linear("smollm2.ffn_down", tokens, 576, 1536, DType::q4_1));
+    list.push_back(quantized_linear("smollm2.ffn_up", tokens, 1536, 576, DType::q8_0));
+  }
+  // The same shapes with f32 weights, through the f32 kernels.
+  for (int64_t tokens : {1, 128, 512}) {
+    list.push_back(linear_matmul("smollm2.ffn_up", tokens, 1536, 576, DType::f32));
+    list.push_back(linear_matmul("smollm2.ffn_down", tokens, 576, 1536, DType::f32));
+  }
+  list.push_back(linear_matmul("smollm2.output", 1, 49152, 576, DType::f32));
+  return list;
+}
+
+}  // namespace vkformer::bench
