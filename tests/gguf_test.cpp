@@ -9,8 +9,6 @@
 //   pip): its metadata, tensor list and a few dequantized rows. A failed fetch fails the test.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -582,7 +580,7 @@ TEST(Gguf, BadTensorInfosAreNamed) {
 }
 
 TEST(Gguf, FilesOnDiskAreCheckedLikeTheOtherReaders) {
-  const fs::path dir = fs::temp_directory_path() / ("vkf_gguf_test_" + std::to_string(::getpid()));
+  const fs::path dir = fs::temp_directory_path() / ("vkf_gguf_test_" + std::to_string(vkformer::testing::process_id()));
   fs::create_directories(dir);
   EXPECT_TRUE(fails_with([&] { GgufFile f(dir / "missing.gguf"); }, ErrorCode::io, "missing.gguf"));
   EXPECT_TRUE(fails_with([&] { GgufFile f(dir); }, ErrorCode::io, "directory"));

@@ -45,7 +45,7 @@ double relative_error(const HostTensor& got, const HostTensor& want) {
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("vkformer_test_" + name + "_" + std::to_string(::getpid()));
+    path = fs::temp_directory_path() / ("vkformer_test_" + name + "_" + std::to_string(vkformer::testing::process_id()));
     fs::remove_all(path);
     fs::create_directories(path);
   }

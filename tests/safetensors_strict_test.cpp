@@ -3,7 +3,6 @@
 // buffer"), no gap and no overlap between tensors, zero-size tensors included ("invalid offset").
 // No device is needed.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -58,7 +57,7 @@ TEST(SafetensorsStrict, TrailingBytesAfterTheLastTensorAreRejected) {
 
 TEST(SafetensorsStrict, TheErrorNamesTheFileOnDisk) {
   const fs::path path =
-      fs::temp_directory_path() / ("vkformer_strict_" + std::to_string(::getpid()) + ".safetensors");
+      fs::temp_directory_path() / ("vkformer_strict_" + std::to_string(vkformer::testing::process_id()) + ".safetensors");
   {
     const auto bytes = make_st("{" + u8("a", 0, 4) + "}", kEightBytes);
     std::ofstream out(path, std::ios::binary);
@@ -100,7 +99,7 @@ TEST(SafetensorsStrict, ExactCoverageLoadsInAnyHeaderOrder) {
 
 TEST(SafetensorsStrict, WhatTheWriterWritesIsExact) {
   const fs::path path =
-      fs::temp_directory_path() / ("vkformer_strict_w_" + std::to_string(::getpid()) + ".safetensors");
+      fs::temp_directory_path() / ("vkformer_strict_w_" + std::to_string(vkformer::testing::process_id()) + ".safetensors");
   std::vector<std::pair<std::string, HostTensor>> tensors;
   tensors.emplace_back("w", HostTensor(Shape{3, 5}, DType::f32));
   tensors.emplace_back("empty", HostTensor(Shape{0, 7}, DType::f16));

@@ -170,6 +170,8 @@ FetchedModel run_fetch_script(const std::string& script, const std::string& hint
   return m;
 }
 
+uint64_t process_id() { return static_cast<uint64_t>(::getpid()); }
+
 const std::filesystem::path& scratch_dir(const std::string& name) {
   struct Dir {
     std::filesystem::path path;

@@ -56,6 +56,9 @@ struct FetchedModel {
 };
 FetchedModel run_fetch_script(const std::string& script, const std::string& hint);
 
+// The test process's id, for unique temporary names (getpid or GetCurrentProcessId).
+uint64_t process_id();
+
 // A folder for this test binary's files, <tmp>/vkformer_<name>_<pid>, made on first use and
 // removed at exit (the first call's name holds for the binary).
 const std::filesystem::path& scratch_dir(const std::string& name);
