@@ -12,7 +12,7 @@ CTEST      ?= ctest
 VKFORMER   := ./$(BUILD_DIR)/tools/vkformer
 
 .DEFAULT_GOAL := help
-.PHONY: help deps configure build test demo bench soak devices clean fuzz sanitize
+.PHONY: help deps configure build test demo bench soak devices clean fuzz sanitize test-windows
 
 help:
 	@echo "vkformer: transformer inference on any Vulkan device"
@@ -24,6 +24,7 @@ help:
 	@echo "  make soak     build, then check that memory stays flat over long use (bench/README.md)"
 	@echo "  make sanitize the tests built with ASan + UBSan in build-asan/ (scripts/sanitize.sh)"
 	@echo "  make fuzz     each file reader's fuzz harness for 60 s (scripts/fuzz_smoke.sh, fuzz/)"
+	@echo "  make test-windows  build for Windows (MinGW-w64) in build-windows/, run every test under Wine"
 	@echo "  make devices  build, then list the Vulkan devices (vkformer devices)"
 	@echo "  make deps     only install missing packages (scripts/install_deps.sh)"
 	@echo "  make clean    remove the build directory ($(BUILD_DIR))"
@@ -91,3 +92,8 @@ sanitize:
 
 fuzz:
 	./scripts/fuzz_smoke.sh
+
+# The Windows build (MinGW-w64 cross compiler) and every test under Wine on lavapipe, with its own
+# Xvfb (scripts/test_windows.sh; README, "Platforms").
+test-windows:
+	./scripts/test_windows.sh

@@ -19,6 +19,8 @@ namespace vkformer::cli {
 // Sentence embeddings and the tokenizer alone (cmd_embed.cpp, cmd_tokenize.cpp).
 Command add_embed_command(CLI::App& app, const GlobalOptions& globals);
 Command add_tokenize_command(CLI::App& app, const GlobalOptions& globals);
+// A conversation with a GGUF language model (cmd_chat.cpp).
+Command add_chat_command(CLI::App& app, const GlobalOptions& globals);
 
 namespace {
 
@@ -73,6 +75,7 @@ int run(int argc, char** argv) {
       add_devices_command(app, globals),
       add_run_command(app, globals),
       add_generate_command(app, globals),
+      add_chat_command(app, globals),
       add_demo_command(app, globals),
       add_bench_command(app, globals),
       add_embed_command(app, globals),

@@ -34,9 +34,12 @@ std::vector<std::string> instance_extensions(const char* layer) {
   return names;
 }
 
-// Whether VK_INSTANCE_LAYERS (the loader's list, ':'- or ';'-separated) names `layer`.
+// Whether the loader enables `layer` by itself: VK_INSTANCE_LAYERS (its list, ':'- or
+// ';'-separated) names it, or VKFORMER_LOADER_LAYERS does. Wine hides VK_* variables from Windows
+// programs while its host-side loader still reads them, so scripts/test_windows.sh sets both.
 bool layer_named_by_environment(const char* layer) {
   const char* env = std::getenv("VK_INSTANCE_LAYERS");
+  if (!env || !*env) env = std::getenv("VKFORMER_LOADER_LAYERS");
   if (!env) return false;
   std::string list(env);
   for (size_t start = 0; start <= list.size();) {

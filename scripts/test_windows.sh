@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `make test-windows`: builds vkformer for Windows with MinGW-w64 (the library, the vkformer tool,
+# the examples and the GoogleTest suites, in build-windows/), then runs every ctest test under
+# Wine, whose vulkan-1.dll forwards to the host's Vulkan loader and so to lavapipe. Wine's
+# graphics driver needs a display, so the script starts its own Xvfb on a free display number and
+# stops it at the end. Debian 12; installs what is missing (scripts/windows/install_deps.sh).
+#
+# Variables: WINDOWS_BUILD_DIR (build-windows), WINDOWS_DEPS (~/.cache/vkformer/windows-deps: the
+# third-party libraries built once), WINEPREFIX (~/.cache/vkformer/wine: made on first use),
+# JOBS (all cores), TEST_JOBS (2), VKFORMER_SKIP_DEPS=1 (no package check).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+build=${WINDOWS_BUILD_DIR:-build-windows}
+deps=${WINDOWS_DEPS:-$HOME/.cache/vkformer/windows-deps}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+test_jobs=${TEST_JOBS:-2}
+export WINEPREFIX=${WINEPREFIX:-$HOME/.cache/vkformer/wine}
+export WINEDEBUG=${WINEDEBUG:--all}
+# No Wine dialogs (Mono, Gecko) while the prefix is made: nothing here needs them.
+export WINEDLLOVERRIDES=${WINEDLLOVERRIDES:-mscoree,mshtml=}
+
+step() { echo; echo "=== test-windows: $*"; }
+
+if [ "${VKFORMER_SKIP_DEPS:-0}" != 1 ]; then
+  step "packages"
+  ./scripts/windows/install_deps.sh
+fi
+
+step "third-party libraries for MinGW ($deps)"
+./scripts/windows/build_deps.sh "$deps"
+
+step "configure $build"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  PKG_CONFIG_LIBDIR="$deps/lib/pkgconfig" cmake -S . -B "$build" \
+    -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/mingw-w64-x86_64.cmake" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_FIND_ROOT_PATH="$deps" -DCMAKE_PREFIX_PATH="$deps" \
+    -DGLSLANG_VALIDATOR="$(command -v glslangValidator)"
+fi
+
+step "build"
+PKG_CONFIG_LIBDIR="$deps/lib/pkgconfig" cmake --build "$build" -j "$jobs"
+
+step "Xvfb and the Wine prefix"
+display=""
+for n in $(seq 90 140); do
+  if [ ! -e "/tmp/.X11-unix/X$n" ] && [ ! -e "/tmp/.X$n-lock" ]; then display=$n; break; fi
+done
+[ -n "$display" ] || { echo "no free X display number in 90..140" >&2; exit 1; }
+Xvfb ":$display" -screen 0 1024x768x24 -nolisten tcp > "$build/xvfb.log" 2>&1 &
+xvfb_pid=$!
+cleanup() {
+  wineserver -k 2> /dev/null || true
+  kill "$xvfb_pid" 2> /dev/null || true
+}
+trap cleanup EXIT
+for _ in $(seq 1 100); do [ -e "/tmp/.X11-unix/X$display" ] && break; sleep 0.1; done
+[ -e "/tmp/.X11-unix/X$display" ] || { cat "$build/xvfb.log"; echo "Xvfb did not start" >&2; exit 1; }
+export DISPLAY=":$display"
+# Wine's vulkan-1.dll lists no layers; the host's loader behind it enables the validation layer
+# named in VK_INSTANCE_LAYERS. Wine hides VK_* variables from the .exe, so VKFORMER_LOADER_LAYERS
+# tells vkformer the same, and it accepts the layer from there when the tests ask for validation.
+export VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation
+export VKFORMER_LOADER_LAYERS=$VK_INSTANCE_LAYERS
+echo "Xvfb on $DISPLAY (pid $xvfb_pid), WINEPREFIX=$WINEPREFIX"
+wineboot --init > /dev/null 2>&1 || true
+
+step "vkformer.exe devices"
+wine "$build/tools/vkformer.exe" devices | tee "$build/devices.txt"
+grep -q llvmpipe "$build/devices.txt" || { echo "vkformer.exe devices did not list llvmpipe" >&2; exit 1; }
+
+step "ctest under Wine"
+ctest --test-dir "$build" --output-on-failure -j"$test_jobs"
