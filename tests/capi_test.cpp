@@ -48,7 +48,7 @@ class CApiTest : public DeviceTest {
 TEST_F(CApiTest, EncoderWithPaddingMaskMatchesPyTorch) {
   fs::path dir = kGolden / "encoder_post_relu_b3_s7_padding";
   vkf_model* model = nullptr;
-  ASSERT_EQ(vkf_model_load(dev, dir.c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
+  ASSERT_EQ(vkf_model_load(dev, dir.string().c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
   HostTensor src = read_npy(dir / "src.npy"), kpm = read_npy(dir / "src_key_padding_mask.npy");
   HostTensor expected = read_npy(dir / "expected.npy");
   vkf_tensor s = view(src), k = view(kpm);
@@ -72,7 +72,7 @@ TEST_F(CApiTest, GenerateGivesPyTorchTokens) {
   const auto& r = meta["decoding"]["results"][0];
   auto src = r["src"].get<std::vector<int32_t>>();
   vkf_model* model = nullptr;
-  ASSERT_EQ(vkf_model_load(dev, dir.c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
+  ASSERT_EQ(vkf_model_load(dev, dir.string().c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
   vkf_generate_options o;
   vkf_generate_options_init(&o);
   o.eos = -1;
@@ -115,7 +115,7 @@ TEST_F(CApiTest, ErrorsAreStatusesWithMessages) {
   EXPECT_EQ(vkf_device_open("no-such-gpu", &none), VKF_ERROR_DEVICE_NOT_FOUND);
   EXPECT_NE(std::string(vkf_last_error()).find("no-such-gpu"), std::string::npos);
 
-  ASSERT_EQ(vkf_model_load(dev, (kGolden / "encoder_post_relu_b1_s1").c_str(), VKF_F32, &model), VKF_OK);
+  ASSERT_EQ(vkf_model_load(dev, (kGolden / "encoder_post_relu_b1_s1").string().c_str(), VKF_F32, &model), VKF_OK);
   HostTensor wrong({1, 1, 16}, DType::f32);
   vkf_tensor w = view(wrong);
   vkf_result out{};
@@ -171,9 +171,9 @@ TEST_F(CApiTest, OutOfRangeFieldsAreNamedBeforeUse) {
   vkf_dtype dtype;
   std::memcpy(&dtype, &bad_dtype, sizeof dtype);
   fs::path dir = kGolden / "seq2seq_small";
-  expect_error(vkf_model_load(dev, dir.c_str(), dtype, &model), VKF_ERROR_INVALID_ARGUMENT,
+  expect_error(vkf_model_load(dev, dir.string().c_str(), dtype, &model), VKF_ERROR_INVALID_ARGUMENT,
                "dtype is 77");
-  ASSERT_EQ(vkf_model_load(dev, dir.c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
+  ASSERT_EQ(vkf_model_load(dev, dir.string().c_str(), VKF_F32, &model), VKF_OK) << vkf_last_error();
 
   HostTensor ids({1, 3}, DType::i32);
   vkf_tensor src = view(ids);
