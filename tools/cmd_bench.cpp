@@ -18,6 +18,7 @@
 #include "io_util.hpp"
 #include "benchmarks.hpp"
 #include "cli.hpp"
+#include "llm_cli.hpp"
 #include "peak.hpp"
 #include "runner.hpp"
 #include "terminal.hpp"
@@ -48,6 +49,10 @@ struct BenchOptions {
   bool no_peak = false;
   double budget_s = 2.0;
   double max_run_s = 5.0;
+  // A GGUF language model instead of the op benchmarks (cmd_bench_llm.cpp).
+  std::string model;
+  int64_t n_prompt = 512, n_gen = 128;
+  int llm_repeats = 3;
 };
 
 // One line on stderr that a terminal overwrites in place; elsewhere (logs, CI) one line per
@@ -395,7 +400,19 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
   sub->add_flag("--no-peak", o->no_peak,
                 "Skip the peak probes (then no % of peak is reported)");
 
+  sub->add_option("--model", o->model,
+                  "Benchmark a GGUF language model instead, as llama-bench does: prompt processing "
+                  "(pp, -p tokens) and generation (tg, -n tokens), tokens/s mean ± stddev over -r runs")
+      ->type_name("FILE.gguf");
+  sub->add_option("-p", o->n_prompt, "With --model: prompt tokens for the pp test; 0 = none (default 512)")
+      ->type_name("N");
+  sub->add_option("-n", o->n_gen, "With --model: generated tokens for the tg test; 0 = none (default 128)")
+      ->type_name("N");
+  sub->add_option("-r", o->llm_repeats, "With --model: timed runs of each test (default 3)")->type_name("N");
+
   return {sub, [&globals, o]() {
+            if (!o->model.empty())
+              return bench_llm(o->model, o->n_prompt, o->n_gen, o->llm_repeats, o->json_path, globals);
             const auto all = bench::all_benchmarks();
             const auto list = select(all, *o);
             if (o->list) {

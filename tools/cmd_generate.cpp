@@ -1,6 +1,8 @@
 // `vkformer generate`: greedy or beam-search decoding of one source sentence with a seq2seq
 // model (Model::generate). The generated ids go to stdout, space-separated on one line, so a
 // script can read them; times go to stderr.
+// With a GGUF language model (--model FILE.gguf) it generates text from --prompt instead
+// (cmd_generate_llm.cpp).
 #include <charconv>
 #include <cstdio>
 #include <memory>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "llm_cli.hpp"
 #include "model_cli.hpp"
 #include "vkformer/error.hpp"
 
@@ -20,6 +23,10 @@ struct GenerateArgs {
   std::string src;
   GenerateOptions options;
   bool verbose = false;
+  // A GGUF language model (cmd_generate_llm.cpp).
+  LlmArgs llm;
+  std::string prompt;
+  bool chat = false;
 };
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
@@ -80,6 +87,11 @@ void check(const GenerateArgs& a, const std::vector<int32_t>& src, const ModelCo
 }
 
 int generate_command(const GenerateArgs& args, const GlobalOptions& globals) {
+  if (is_gguf_path(args.model.dir))
+    return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, globals);
+  if (args.src.empty()) bad("--src is required with a seq2seq model directory (--prompt is for GGUF language models)");
+  if (!args.prompt.empty() || args.chat)
+    bad("--prompt and --chat are for GGUF language models; " + args.model.dir + " is a model directory (use --src)");
   std::vector<int32_t> src = parse_ids(args.src);
   const ModelConfig config = args.model.config();
   check(args, src, config);
@@ -131,13 +143,20 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
       "generate",
       "Translate one source sentence with a seq2seq model: greedy or beam search with a KV cache. "
       "Prints the generated token ids (after bos; the last one is eos if it was produced) on one "
-      "line, separated by spaces, and the time per decoder step (one token position, for every beam at once) on stderr.");
+      "line, separated by spaces, and the time per decoder step (one token position, for every beam at once) on stderr. "
+      "With a GGUF language model (--model FILE.gguf): streams the text generated after --prompt to "
+      "stdout and the prompt and generation tokens/s to stderr.");
   auto args = std::make_shared<GenerateArgs>();
   add_model_options(*sub, args->model);
   sub->add_option("--src", args->src,
-                  "Source token ids, separated by commas (or spaces, quoted), e.g. 5,17,3,9")
-      ->required()
+                  "Source token ids, separated by commas (or spaces, quoted), e.g. 5,17,3,9 "
+                  "(seq2seq models: required)")
       ->type_name("IDS");
+  sub->add_option("--prompt", args->prompt, "GGUF language models: the text to continue")->type_name("TEXT");
+  sub->add_flag("--chat", args->chat,
+                "GGUF language models: --prompt is a user message, formatted with the model's chat "
+                "template (tokenizer.chat_template), and the reply is generated");
+  add_llm_options(*sub, args->llm);
   sub->add_option("--beam", args->options.beam,
                   "Beam width, 1..64; 1 = greedy (default: 1)")
       ->type_name("K");

@@ -1,0 +1,93 @@
+# cmake -DVKFORMER=<the vkformer tool> -DTINY=<tests/golden_llama/tiny> -DOUT=<scratch dir>
+#       [-DSMOLLM2=<SmolLM2-135M-Instruct.Q4_1.gguf>] -P check_llm_cli.cmake
+# `vkformer generate --model FILE.gguf`, `vkformer chat` and `vkformer bench --model` on the tiny
+# llama (greedy output is deterministic: the same text twice, the C++ tests check its tokens),
+# SmolLM2's greedy answer when SMOLLM2 is given, and every bad input: one line, exit status 2.
+foreach(v VKFORMER TINY OUT)
+  if(NOT ${v})
+    message(FATAL_ERROR "check_llm_cli.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+unset(ENV{VKFORMER_DEVICE})
+file(REMOVE_RECURSE ${OUT})
+file(MAKE_DIRECTORY ${OUT})
+set(model ${TINY}/tiny_llama_untied.gguf)
+
+# expect(<status> <regex> [STDIN file] args...): exit status and combined output.
+function(expect status regex)
+  set(args ${ARGN})
+  set(input_args)
+  list(GET args 0 first)
+  if(first STREQUAL "STDIN")
+    list(GET args 1 input)
+    list(REMOVE_AT args 0 1)
+    set(input_args INPUT_FILE ${input})
+  endif()
+  execute_process(COMMAND ${VKFORMER} ${args} ${input_args} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  string(JOIN " " cmd ${args})
+  if(NOT rc STREQUAL "${status}")
+    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}${err}")
+  elseif(NOT "${out}${err}" MATCHES "${regex}")
+    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}${err}")
+  else()
+    message(STATUS "vkformer ${cmd}: ok")
+  endif()
+  set(last_out "${out}" PARENT_SCOPE)
+  set(last_err "${err}" PARENT_SCOPE)
+endfunction()
+
+# Generation: text on stdout, the speeds on stderr; greedy twice gives the same text.
+expect(0 "vkformer generate: prompt [0-9]+ tokens in [0-9.]+ s \\([0-9.]+ tokens/s\\), generation 8 tokens in [0-9.]+ s \\([0-9.]+ tokens/s\\), stop: max tokens"
+       generate --model ${model} --prompt "hello" -n 8)
+set(first "${last_out}")
+expect(0 "stop: max tokens" generate --model ${model} --prompt "hello" -n 8)
+if(NOT last_out STREQUAL first OR first STREQUAL "\n")
+  message(SEND_ERROR "greedy generate twice: '${first}' then '${last_out}'")
+endif()
+expect(0 "generation [0-9]+ tokens" generate --model ${model} --prompt "hello" --chat -n 4 --temperature 0.8
+       --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1.1 --seed 7)
+# The seq2seq form still asks for --src (its errors keep exit status 1).
+expect(1 "--src is required with a seq2seq model directory" generate --model ${OUT})
+
+# Chat: two user lines, two replies, the cache kept (the second turn appends fewer tokens than
+# the whole conversation has).
+file(WRITE ${OUT}/turns.txt "hello\n\nagain\n")
+expect(0 "vkformer chat: turn [0-9]+ tokens, cache [0-9]+ of 128;[^\n]*\nvkformer chat: turn [0-9]+ tokens, cache [0-9]+ of 128"
+       STDIN ${OUT}/turns.txt chat --model ${model} -n 4 --system "Be brief.")
+
+# Bench: pp and tg rows and the JSON.
+expect(0 "\\| pp16 +\\| +[0-9.]+ ± [0-9.]+ +\\|\n\\| tg8 +\\| +[0-9.]+ ± [0-9.]+ +\\|"
+       bench --model ${model} -p 16 -n 8 -r 2 --json ${OUT}/bench.json)
+file(READ ${OUT}/bench.json json)
+string(JSON test GET "${json}" llm 1 test)
+string(JSON n LENGTH "${json}" llm 1 samples_ts)
+if(NOT test STREQUAL "tg8" OR NOT n EQUAL 2)
+  message(SEND_ERROR "bench.json: llm[1] is '${test}' with ${n} samples, expected tg8 with 2")
+endif()
+
+# Bad input: one line on stderr, exit status 2, nothing loaded.
+expect(2 "^vkformer: error: -n must be at least 1, got 0\n$" generate --model ${model} --prompt hi -n 0)
+expect(2 "^vkformer: error: --temperature must be a number >= 0 \\(0: greedy\\), got -1\n$"
+       generate --model ${model} --prompt hi --temperature -1)
+expect(2 "^vkformer: error: --top-p must be in \\(0, 1\\] \\(1: off\\), got 1.5\n$"
+       generate --model ${model} --prompt hi --top-p 1.5)
+expect(2 "^vkformer: error: --min-p must be in \\[0, 1\\] \\(0: off\\), got nan\n$"
+       generate --model ${model} --prompt hi --min-p nan)
+expect(2 "^vkformer: error: --repeat-penalty must be a number > 0 \\(1: off\\), got 0\n$"
+       chat --model ${model} --repeat-penalty 0)
+expect(2 "^vkformer: error: --top-k must be >= 0 \\(0: off\\), got -3\n$"
+       generate --model ${model} --prompt hi --top-k -3)
+string(REPEAT "hello " 40 long)
+expect(2 "^vkformer: error: the prompt has [0-9]+ tokens but the context \\(--ctx\\) holds 16: no room to generate[^\n]*\n$"
+       generate --model ${model} --prompt "${long}" --ctx 16)
+expect(2 "^vkformer: error: --model: '${OUT}/missing.gguf' does not exist\n$"
+       generate --model ${OUT}/missing.gguf --prompt hi)
+file(WRITE ${OUT}/corrupt.gguf "GGUF, then not a GGUF header")
+expect(2 "^vkformer: error: [^\n]*corrupt.gguf[^\n]*\n$" generate --model ${OUT}/corrupt.gguf --prompt hi)
+expect(2 "^vkformer: error: [^\n]*\n$" chat --model ${OUT}/corrupt.gguf)
+
+if(SMOLLM2)
+  # The real model answers the demo question; greedy, so the answer is fixed.
+  expect(0 "Paris" generate --model ${SMOLLM2} --prompt "What is the capital of France?" --chat -n 12)
+endif()

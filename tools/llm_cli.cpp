@@ -1,0 +1,133 @@
+#include "llm_cli.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "vkformer/error.hpp"
+
+namespace vkformer::cli {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
+
+std::string show(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+bool is_gguf_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::string(magic, 4) == "GGUF";
+}
+
+void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
+  sub.add_option("--ctx", a.context,
+                 "Tokens the KV cache holds: the prompt and everything generated (default: the "
+                 "model's context length, at most 4096)")
+      ->type_name("N");
+  if (with_max_tokens)
+    sub.add_option("-n,--max-tokens", a.max_tokens, "Most tokens to generate (default: 128)")->type_name("N");
+  sub.add_option("--temperature", a.sampling.temperature,
+                 "Sampling temperature, >= 0; 0 = greedy (default: 0)")->type_name("T");
+  sub.add_option("--top-k", a.sampling.top_k, "Keep the K most likely tokens, >= 0; 0 = off (default: 0)")
+      ->type_name("K");
+  sub.add_option("--top-p", a.sampling.top_p,
+                 "Keep the most likely tokens up to probability P, in (0, 1]; 1 = off (default: 1)")
+      ->type_name("P");
+  sub.add_option("--min-p", a.sampling.min_p,
+                 "Keep tokens at least P times as likely as the best, in [0, 1]; 0 = off (default: 0)")
+      ->type_name("P");
+  sub.add_option("--repeat-penalty", a.sampling.repeat_penalty,
+                 "Penalize tokens among the last --repeat-last-n (llama.cpp's rule), > 0; 1 = off "
+                 "(default: 1)")
+      ->type_name("R");
+  sub.add_option("--repeat-last-n", a.sampling.repeat_last_n,
+                 "How many recent tokens the penalty looks at, >= 0 (default: 64)")
+      ->type_name("N");
+  sub.add_option("--seed", a.sampling.seed, "Random seed for sampling (default: 0)")->type_name("S");
+}
+
+void check_llm_args(const LlmArgs& a) {
+  if (a.max_tokens < 1) bad("-n must be at least 1, got " + std::to_string(a.max_tokens));
+  if (a.context < 0) bad("--ctx must be at least 1 (or 0 for the model's), got " + std::to_string(a.context));
+  const SamplingOptions& s = a.sampling;
+  auto range = [](const std::string& flag, const std::string& what, double got) {
+    bad(flag + " must be " + what + ", got " + show(got));
+  };
+  if (!(s.temperature >= 0) || std::isinf(s.temperature)) range("--temperature", "a number >= 0 (0: greedy)", s.temperature);
+  if (s.top_k < 0) range("--top-k", ">= 0 (0: off)", s.top_k);
+  if (!(s.top_p > 0 && s.top_p <= 1)) range("--top-p", "in (0, 1] (1: off)", s.top_p);
+  if (!(s.min_p >= 0 && s.min_p <= 1)) range("--min-p", "in [0, 1] (0: off)", s.min_p);
+  if (!(s.repeat_penalty > 0) || std::isinf(s.repeat_penalty))
+    range("--repeat-penalty", "a number > 0 (1: off)", s.repeat_penalty);
+  if (s.repeat_last_n < 0) range("--repeat-last-n", ">= 0", s.repeat_last_n);
+  validate(s);  // anything the library checks beyond these
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(a.model, ec))
+    throw Error(ErrorCode::io, "--model: '" + a.model + "' does not exist");
+  if (!fs::is_regular_file(a.model, ec)) throw Error(ErrorCode::io, "--model: '" + a.model + "' is not a file");
+}
+
+LanguageModel load_llm(Device& device, const LlmArgs& a) {
+  LanguageModelOptions o;
+  o.context = a.context;
+  try {
+    return LanguageModel::load(device, a.model, o);
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    // The library's messages usually name the file already.
+    throw Error(e.code(), m.starts_with(a.model) ? "--model " + m : "--model " + a.model + ": " + m);
+  }
+}
+
+void check_prompt_fits(const LanguageModel& model, size_t prompt_tokens) {
+  if (static_cast<int64_t>(prompt_tokens) >= model.context())
+    bad("the prompt has " + std::to_string(prompt_tokens) + " tokens but the context (--ctx) holds " +
+        std::to_string(model.context()) + ": no room to generate; give a larger --ctx or a shorter prompt");
+}
+
+int run_llm_command(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    switch (e.code()) {
+      case ErrorCode::invalid_argument:
+      case ErrorCode::io:
+      case ErrorCode::format:
+      case ErrorCode::unsupported:
+      case ErrorCode::shape_mismatch: {
+        std::string m = e.what();
+        while (!m.empty() && m.back() == '\n') m.pop_back();
+        std::fprintf(stderr, "vkformer: error: %s\n", m.c_str());
+        return kExitBadInput;
+      }
+      default:
+        throw;
+    }
+  }
+}
+
+std::string describe_stats(const TextGenerationStats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "prompt %lld tokens in %.2f s (%.2f tokens/s), generation %lld tokens in %.2f s (%.2f tokens/s), "
+                "stop: %s",
+                static_cast<long long>(s.prompt_tokens), s.prompt_seconds, s.prompt_tokens_per_second(),
+                static_cast<long long>(s.generated_tokens), s.generation_seconds, s.generation_tokens_per_second(),
+                to_string(s.stop));
+  return buf;
+}
+
+}  // namespace vkformer::cli
