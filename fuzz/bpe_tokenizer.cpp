@@ -110,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     std::vector<std::byte> bytes(rest.size());
-    std::memcpy(bytes.data(), rest.data(), rest.size());
+    if (!rest.empty()) std::memcpy(bytes.data(), rest.data(), rest.size());
     const auto file = vkformer::GgufFile::from_bytes(std::move(bytes), "fuzz.gguf");
     const auto t = vkformer::BpeTokenizer::from_gguf(file);
     t.decode(t.encode("Hello, world! 123 caf\xc3\xa9 <|im_start|>\xff", data[1] % 2 == 1));
