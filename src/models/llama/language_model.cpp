@@ -7,17 +7,11 @@
 #include "llama/llama_config.hpp"
 #include "llama/llama_graph.hpp"
 #include "llama/llama_weights.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/executor.hpp"
+#include "vkformer/gguf.hpp"
 #include "vkformer/llm.hpp"
-#if __has_include("vkformer/bpe_tokenizer.hpp")
-#include "vkformer/bpe_tokenizer.hpp"
-#define VKF_HAVE_BPE 1
-#else
-namespace vkformer {
-class BpeTokenizer {};
-}  // namespace vkformer
-#endif
 
 namespace vkformer {
 
@@ -53,9 +47,7 @@ class LanguageModelImpl {
                       " for this model) to the model's context_length " +
                       std::to_string(config_.context_length));
     context_ = o.context > 0 ? o.context : std::min(config_.context_length, kDefaultMaxContext);
-#ifdef VKF_HAVE_BPE
     tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(file));
-#endif
     weights_ = load_weights(device_, file, config_, o.activations);
     // A chunk always starts below context_ and writes kPromptChunk rows, padding included.
     cache_rows_ = context_ + kPromptChunk;
@@ -68,10 +60,7 @@ class LanguageModelImpl {
   }
 
   const LlamaConfig& config() const { return config_; }
-  const BpeTokenizer& tokenizer() const {
-    if (!tokenizer_) throw Error(ErrorCode::unsupported, "LanguageModel::tokenizer: not built in");
-    return *tokenizer_;
-  }
+  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
   int64_t context() const { return context_; }
   int64_t position() const { return position_; }
   ExclusiveUse& in_use() { return in_use_; }

@@ -29,8 +29,9 @@ struct LlamaWeights {
 };
 
 // Throws format naming the file and tensor (missing, or its shape or type and what was
-// expected) before the first upload. Matrices keep their stored type where the kernels read it
-// (Q4_0, Q4_1, Q8_0, BF16); F32/F16 matrices and the norms take the activations' type.
+// expected) before the first upload. Matrices must be Q4_0, Q4_1, Q8_0, BF16, F16 or F32; they
+// are widened to the activations' type for now (kKeepQuantized in the .cpp says why), as are the
+// norms.
 LlamaWeights load_weights(Device& device, const GgufFile& file, const LlamaConfig& config,
                           DType activations);
 
