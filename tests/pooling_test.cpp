@@ -6,6 +6,7 @@
 // output rounding (default_tolerance(f16)). gelu_tanh through a linear layer: the matmul's
 // fp32 accumulation over K = 37 terms, then exp and a division, 1e-5 absolute and relative.
 #include <cmath>
+#include <numbers>
 #include <random>
 #include <string>
 
@@ -151,7 +152,7 @@ TEST_F(DeviceTest, GeluTanhLinearMatchesReference) {
   Executor ex(device(), g);
   auto out = ex.run({{"a", make_tensor({m, k}, av, DType::f32)}});
   std::vector<double> want(m * n);
-  const double c = std::sqrt(2.0 / M_PI);
+  const double c = std::sqrt(2.0 / std::numbers::pi);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double x = bv[j];
