@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "device_impl.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/gguf.hpp"
@@ -206,6 +207,36 @@ TEST_F(DeviceTest, QuantizedLinearEpilogues) {
         check(device(), {t, act, m, 19, 576, true, 0.5f, Activation::silu});
         check(device(), {t, act, m, 17, 32, false, -2.0f, Activation::relu});
       }
+}
+
+// On CPU devices the quantized types run shaders/matmul_wq_texel.comp (A and W through texel
+// views) at every size above, which all fit the device's texel views; forcing the general or
+// gemv matmul path, or a texel limit below the operands' size, sends them to the storage-buffer
+// kernels instead (both tunings: the GPU one has no texel path). M = 1, tiles of 8 rows and one
+// past, columns past one subgroup's.
+TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
+  const vk::MatmulTuning& tuning = device().impl().tuning().matmul;
+  const bool texel_tuned = device().impl().tuning().cpu_device;
+  EXPECT_EQ(tuning.weight_tiles.texel, texel_tuned && tuning.texel_tiles.subgroup > 0);
+  if (tuning.weight_tiles.texel) {
+    // The largest operand above (a [130, 96] f32, the [65, 576] weights) fits in a texel view.
+    EXPECT_GE(device().info().max_texel_buffer_elements, uint64_t(65 * 576 * 34 / 32 / 4 + 1));
+  }
+  const std::vector<std::pair<const char*, const char*>> variants[] = {
+      {{"VKFORMER_MATMUL_PATH", "general"}},
+      {{"VKFORMER_MATMUL_PATH", "gemv"}},
+      {{"VKFORMER_MATMUL_WQ_TEXEL_LIMIT", "100"}},  // a [1, 576] is 144 texels, W more
+      {{"VKFORMER_MATMUL_WQ_TEXEL", "3x2/3"}},      // texel blocks that do not divide the shapes
+  };
+  for (const auto& env : variants) {
+    SCOPED_TRACE(std::string(env[0].first) + "=" + env[0].second);
+    Device d = open_test_device_with_env(env);
+    for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1})
+      for (int64_t m : {1, 9, 17}) {
+        check(d, {t, DType::f32, m, 65, 96, true});
+        check(d, {t, DType::f16, m, 19, 576});
+      }
+  }
 }
 
 // Unquantized weights in the other float dtype: f16 weights under f32 activations and f32

@@ -54,7 +54,8 @@ class ExecutorImpl {
   void build_program(const GraphImpl& g);
   void plan_memory_and_upload();
   void create_descriptors();
-  VkBufferView texel_view(const Dispatch& d, uint32_t binding, const Location& loc);
+  VkBufferView texel_view(const Dispatch& d, uint32_t binding, const Location& loc,
+                          vk::BindingKind kind);
   void record();
   Location locate(uint32_t value) const;
   Location locate(const Binding& binding) const;  // the binding's window of its value

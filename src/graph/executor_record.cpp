@@ -26,7 +26,7 @@ void ExecutorImpl::create_descriptors() {
     layouts[i] = pipelines_[i]->set_layout;
     total_bindings += static_cast<uint32_t>(d.bindings.size());
     for (vk::BindingKind k : pipelines_[i]->binding_kinds)
-      texel_bindings += k == vk::BindingKind::uniform_texel_buffer;
+      texel_bindings += vk::is_texel_buffer(k);
   }
   // Pool sizes must be positive; a type no dispatch uses gets one spare descriptor.
   VkDescriptorPoolSize sizes[2] = {
@@ -57,8 +57,8 @@ void ExecutorImpl::create_descriptors() {
       w.dstBinding = b;
       w.descriptorCount = 1;
       w.descriptorType = vk::descriptor_type(pipelines_[i]->binding_kinds[b]);
-      if (pipelines_[i]->binding_kinds[b] == vk::BindingKind::uniform_texel_buffer) {
-        views_.push_back(texel_view(d, b, loc));
+      if (vk::is_texel_buffer(pipelines_[i]->binding_kinds[b])) {
+        views_.push_back(texel_view(d, b, loc, pipelines_[i]->binding_kinds[b]));
         w.pTexelBufferView = &views_.back();
       } else {
         infos.push_back({loc.allocation->buffer(), loc.offset, loc.size});
@@ -69,15 +69,19 @@ void ExecutorImpl::create_descriptors() {
   vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
 }
 
-// A view of 4-component texels of the value's dtype (R32G32B32A32 / R16G16B16A16 float). The
-// lowering that picks a texel-reading kernel guarantees whole texels and the device's texel
-// limits; this checks them again, since a violation would be undefined behaviour, not an error.
-VkBufferView ExecutorImpl::texel_view(const Dispatch& d, uint32_t binding, const Location& loc) {
+// A view of 4-component texels of the value's dtype (R32G32B32A32 / R16G16B16A16 float), or of
+// its raw bytes as 32-bit words (R32_UINT) where the kernel declares a usamplerBuffer (quantized
+// weights). The lowering that picks a texel-reading kernel guarantees whole texels and the
+// device's texel limits; this checks them again, since a violation would be undefined
+// behaviour, not an error.
+VkBufferView ExecutorImpl::texel_view(const Dispatch& d, uint32_t binding, const Location& loc,
+                                      vk::BindingKind kind) {
   const ValueDesc& v = program_.values[d.bindings[binding].value];
   const DeviceInfo& info = dev_->info();
-  const VkDeviceSize texel = 4 * dtype_size(v.dtype);
+  const bool words = kind == vk::BindingKind::uniform_texel_buffer_uint;
+  const VkDeviceSize texel = words ? 4 : 4 * dtype_size(v.dtype);
   const uint32_t align = std::max(info.min_texel_buffer_offset_alignment, 1u);
-  if ((v.dtype != DType::f32 && v.dtype != DType::f16) || loc.size % texel ||
+  if ((!words && v.dtype != DType::f32 && v.dtype != DType::f16) || loc.size % texel ||
       loc.offset % align || loc.size / texel > info.max_texel_buffer_elements)
     throw Error(ErrorCode::internal,
                 program_.node_labels[d.node] + ": kernel " + d.kernel->name + " reads " +
@@ -85,8 +89,9 @@ VkBufferView ExecutorImpl::texel_view(const Dispatch& d, uint32_t binding, const
                     std::to_string(loc.offset) + " as a texel buffer, which does not fit it");
   VkBufferViewCreateInfo bvci{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
   bvci.buffer = loc.allocation->buffer();
-  bvci.format = v.dtype == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT
-                                      : VK_FORMAT_R16G16B16A16_SFLOAT;
+  bvci.format = words                      ? VK_FORMAT_R32_UINT
+                : v.dtype == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT
+                                        : VK_FORMAT_R16G16B16A16_SFLOAT;
   bvci.offset = loc.offset;
   bvci.range = loc.size;
   VkBufferView view = VK_NULL_HANDLE;

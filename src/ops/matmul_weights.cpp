@@ -3,6 +3,7 @@
 // The weight is always linear's [N, K] (transposed b), so its batch folds into M and one kernel
 // family per weight dtype reads its rows directly, dequantizing as it goes.
 #include <algorithm>
+#include <optional>
 
 #include "matmul.hpp"
 #include "op_common.hpp"
@@ -56,6 +57,16 @@ Kernel gemv_kernel(Lowering& l, DType w) {
   }
 }
 
+// shaders/matmul_wq_texel.comp (CPU devices): quantized types only.
+std::optional<Kernel> texel_kernel(DType w) {
+  switch (w) {
+    case DType::q8_0: return Kernel::matmul_wq_texel_q8_0;
+    case DType::q4_0: return Kernel::matmul_wq_texel_q4_0;
+    case DType::q4_1: return Kernel::matmul_wq_texel_q4_1;
+    default: return std::nullopt;
+  }
+}
+
 // Dispatches x * y workgroups, several dispatches where y exceeds the device's grid (rows of
 // M on small tiles); the kernels add y_base.
 void dispatch_rows(Lowering& l, Kernel kernel, DType dtype, const std::vector<Binding>& bindings,
@@ -68,6 +79,21 @@ void dispatch_rows(Lowering& l, Kernel kernel, DType dtype, const std::vector<Bi
   }
 }
 
+// Whether the texel kernel takes this product: the tuning prefers it, nothing forces the
+// storage-buffer paths, and a (4-element texels) and w (32-bit words) fit the device's texel
+// views; otherwise the storage-buffer kernels run it.
+bool use_texel(Lowering& l, DType act, Kernel kernel, const std::vector<Binding>& operands) {
+  const vk::MatmulTuning& tuning = l.tuning().matmul;
+  const std::optional<vk::MatmulPath> forced = tuning.forced_path;
+  if (!tuning.weight_tiles.texel || tuning.texel_tiles.subgroup == 0 || !l.supported(kernel, act))
+    return false;
+  if (forced && *forced != vk::MatmulPath::texel) return false;
+  uint64_t texels = l.info().max_texel_buffer_elements;
+  if (tuning.weight_tiles.texel_limit) texels = std::min(texels, tuning.weight_tiles.texel_limit);
+  return operands[0].bytes(l.value(operands[0].value)) / (4 * dtype_size(act)) <= texels &&
+         operands[1].bytes(l.value(operands[1].value)) / 4 <= texels;
+}
+
 // One product of p.m x p.n with `operands` (a, w, bias or a, out) bound whole or as windows.
 void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
               const std::vector<Binding>& operands, const WeightMatmulPush& p) {
@@ -75,6 +101,17 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
   const DeviceInfo& info = l.info();
   const uint32_t has_bias = c.bias != kNoValue ? 1u : 0u;
   const uint32_t activation = static_cast<uint32_t>(c.activation);
+  if (const std::optional<Kernel> texel = texel_kernel(w); texel && use_texel(l, act, *texel, operands)) {
+    const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
+    const uint32_t tm = p.m == 1 ? 1 : std::min(t.texel_tm, p.m);
+    const uint32_t tn = p.m == 1 ? t.texel_gemv_tn : t.texel_tn;
+    if (sg == 0 || tm == 0 || tn == 0 || sg > info.max_workgroup_size[0])
+      bug(l, "texel tiling " + std::to_string(tm) + "x" + std::to_string(tn) + " on " +
+                 std::to_string(sg) + " lanes");
+    dispatch_rows(l, *texel, act, operands, p, ceil_div(p.n, uint64_t(sg) * tn), ceil_div(p.m, tm),
+                  {sg, tm, tn, has_bias, activation});
+    return;
+  }
   const Kernel gemv = gemv_kernel(l, w);
   if (p.m <= t.gemv_max_m && l.supported(gemv, act)) {
     uint32_t wg = std::min<uint32_t>({t.gemv_workgroup, info.max_workgroup_invocations,

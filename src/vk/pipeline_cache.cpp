@@ -8,8 +8,8 @@
 namespace vkformer::vk {
 
 VkDescriptorType descriptor_type(BindingKind kind) {
-  return kind == BindingKind::uniform_texel_buffer ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
-                                                   : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  return is_texel_buffer(kind) ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                               : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
 }
 
 PipelineCache::PipelineCache(std::shared_ptr<DeviceCore> core) : core_(std::move(core)) {}

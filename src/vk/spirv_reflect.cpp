@@ -7,6 +7,7 @@ namespace vkformer::vk {
 
 SpirvLayout reflect_spirv(const uint32_t* words, size_t count) {
   constexpr uint32_t kMagic = 0x07230203;
+  constexpr uint32_t kOpTypeInt = 21;
   constexpr uint32_t kOpTypeImage = 25;
   constexpr uint32_t kOpTypeSampledImage = 27;
   constexpr uint32_t kOpTypePointer = 32;
@@ -24,6 +25,8 @@ SpirvLayout reflect_spirv(const uint32_t* words, size_t count) {
   std::map<uint32_t, uint32_t> variable_type;   // variable id -> pointer type id
   std::map<uint32_t, uint32_t> sampled_image;   // sampled image type id -> image type id
   std::map<uint32_t, bool> buffer_image;        // image type id -> Dim is Buffer
+  std::map<uint32_t, bool> uint_image;          // image type id -> sampled type is an integer
+  std::map<uint32_t, bool> int_type;            // OpTypeInt ids
   for (size_t i = 5; i < count;) {
     uint32_t op = words[i] & 0xffff, len = words[i] >> 16;
     if (len == 0 || i + len > count) break;
@@ -37,8 +40,11 @@ SpirvLayout reflect_spirv(const uint32_t* words, size_t count) {
       variable_type[w[2]] = w[1];
     } else if (op == kOpTypeSampledImage && len >= 3) {
       sampled_image[w[1]] = w[2];
+    } else if (op == kOpTypeInt && len >= 2) {
+      int_type[w[1]] = true;
     } else if (op == kOpTypeImage && len >= 4) {
       buffer_image[w[1]] = w[3] == kDimBuffer;
+      uint_image[w[1]] = int_type.count(w[2]) > 0;
     }
     i += len;
   }
@@ -50,7 +56,8 @@ SpirvLayout reflect_spirv(const uint32_t* words, size_t count) {
     if (pointee == pointee_of.end()) continue;
     auto image = sampled_image.find(pointee->second);
     if (image != sampled_image.end() && buffer_image[image->second])
-      layout.kinds[binding] = BindingKind::uniform_texel_buffer;
+      layout.kinds[binding] = uint_image[image->second] ? BindingKind::uniform_texel_buffer_uint
+                                                        : BindingKind::uniform_texel_buffer;
   }
   return layout;
 }

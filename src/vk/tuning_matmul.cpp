@@ -113,6 +113,7 @@ MatmulWeightTiles weight_tiles_for(const DeviceInfo& info, bool cpu_device) {
     w.shared_memory = false;
     w.gemv_workgroup = 8;
     w.gemv_lanes = 1;
+    w.texel = true;  // storage-buffer loads are lane loops there (bench/RESULTS.md)
   } else {
     w.bm = w.bn = 64;
     w.gemv_workgroup = 128;
@@ -216,6 +217,23 @@ uint32_t pow2_at_least(uint64_t x) {
   return p;
 }
 
+// VKFORMER_MATMUL_WQ_TEXEL="TMxTN/TN": the quantized-weight texel kernel's block for M > 1 and
+// the columns per lane for M = 1 (TM*TN <= 128), for tuning experiments.
+void weight_texel_from_env(MatmulWeightTiles* w) {
+  EnvOverride env("VKFORMER_MATMUL_WQ_TEXEL");
+  if (!env.set()) return;
+  const std::optional<std::vector<uint32_t>> v = env.match("#x#/#");
+  if (!v) env.reject("expected TMxTN/TN (whole numbers: the block for M > 1, columns for M = 1)");
+  check_texel_block(env, "the block", (*v)[0], (*v)[1], 1);
+  check_texel_block(env, "the mat-vec block", 1, (*v)[2], 1);
+  w->texel_tm = (*v)[0], w->texel_tn = (*v)[1], w->texel_gemv_tn = (*v)[2];
+}
+
+void weight_texel_limit_from_env(MatmulWeightTiles* w) {
+  if (auto limit = env_number("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", 1, INT64_MAX))
+    w->texel_limit = static_cast<uint64_t>(*limit);
+}
+
 }  // namespace
 
 uint32_t MatmulCoopmatTiles::shared_bytes() const {
@@ -247,6 +265,9 @@ MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
   t.split_k = split_k_for(info, cpu_device);
   t.coopmat_tiles = coopmat_tiles(info);
   t.weight_tiles = weight_tiles_for(info, cpu_device);
+  t.weight_tiles.texel = t.weight_tiles.texel && t.texel_tiles.subgroup > 0;
+  weight_texel_from_env(&t.weight_tiles);
+  weight_texel_limit_from_env(&t.weight_tiles);
   texel_tiles_from_env(&t.texel_tiles);
   t.forced_path = path_from_env();
   t.forced_splits = splits_from_env();

@@ -85,6 +85,16 @@ struct MatmulWeightTiles {
   // needs no reduction) split its row of W by blocks; `workgroup` invocations (a multiple).
   uint32_t gemv_max_m = 1;
   uint32_t gemv_workgroup = 64, gemv_lanes = 8;
+  // CPU devices, quantized W (shaders/matmul_wq_texel.comp): A and W read through texel
+  // buffers, one subgroup (MatmulTuning::texel_tiles.subgroup lanes) per workgroup computing
+  // texel_tm rows x (subgroup * texel_tn) columns; M = 1 takes 1 x texel_gemv_tn. Taken where the
+  // device can (texel_tiles.subgroup > 0), both operands fit maxTexelBufferElements and
+  // VKFORMER_MATMUL_PATH does not force general or gemv (then the kernels above run).
+  bool texel = false;
+  uint32_t texel_tm = 8, texel_tn = 4, texel_gemv_tn = 4;
+  // Texels a view may hold, below the device's maxTexelBufferElements (0: that limit);
+  // VKFORMER_MATMUL_WQ_TEXEL_LIMIT lowers it so tests reach the storage-buffer fallback.
+  uint64_t texel_limit = 0;
   uint64_t invocations() const { return uint64_t(bm / tm) * (bn / tn); }
   uint64_t shared_bytes() const { return shared_memory ? 32 * (uint64_t(bm) + bn + 2) * 4 : 8; }
 };
