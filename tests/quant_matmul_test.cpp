@@ -239,6 +239,23 @@ TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
   }
 }
 
+// The overrides of the quantized texel kernel parse strictly and name what is wrong.
+TEST_F(DeviceTest, QuantizedTexelOverridesAreCheckedErrors) {
+  auto read = [&] { vk::tuning_for(device().info()); };
+  for (const char* bad : {"0x4/4", "8x4", "8x4/4junk", "8x4/", "-8x4/4", "16x16/4", "8x4/0",
+                          "8x4/129"})
+    env_error("VKFORMER_MATMUL_WQ_TEXEL", bad, read);
+  EXPECT_NE(env_error("VKFORMER_MATMUL_WQ_TEXEL", "16x16/4", read).find("TM*TN"), std::string::npos);
+  for (const char* bad : {"0", "-1", "many"}) env_error("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", bad, read);
+  ScopedEnv blocks("VKFORMER_MATMUL_WQ_TEXEL", "5x3/7");
+  ScopedEnv limit("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", "1000");
+  const vk::MatmulWeightTiles w = vk::tuning_for(device().info()).matmul.weight_tiles;
+  EXPECT_EQ(w.texel_tm, 5u);
+  EXPECT_EQ(w.texel_tn, 3u);
+  EXPECT_EQ(w.texel_gemv_tn, 7u);
+  EXPECT_EQ(w.texel_limit, 1000u);
+}
+
 // Unquantized weights in the other float dtype: f16 weights under f32 activations and f32
 // weights under f16 ones (odd K, which only the quantized types must avoid).
 TEST_F(DeviceTest, MixedFloatWeightsMatchReference) {
