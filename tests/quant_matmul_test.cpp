@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/gguf.hpp"
+#include "vkformer/half.hpp"
 
 namespace vkformer::testing {
 namespace {
@@ -136,9 +138,9 @@ Weight case_weight(const Case& c, uint32_t seed) {
   return {make_tensor({c.n, c.k}, v, c.weight), stored(v, c.weight)};
 }
 
-void check(Device& device, const Case& c, uint32_t seed = 7) {
+void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given = nullptr) {
   SCOPED_TRACE(case_name(c));
-  const Weight w = case_weight(c, seed);
+  const Weight w = given ? *given : case_weight(c, seed);
   const auto xv = random_values(c.m * c.k, seed + 1), bv = random_values(c.n, seed + 2);
   Graph g;
   Tensor x = g.input("x", {c.m, c.k}, c.act);
@@ -236,6 +238,36 @@ TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
         check(d, {t, DType::f32, m, 65, 96, true});
         check(d, {t, DType::f16, m, 19, 576});
       }
+  }
+}
+
+// Random blocks of a quantized type (f16 scales of model-like size, random quants), with the
+// values the host dequantizes them to (HostTensor::to_f32, bit-exact vs gguf above).
+Weight random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
+  std::vector<std::byte> bytes(dtype_bytes(t, n * k));
+  std::mt19937 rng(seed);
+  for (auto& b : bytes) b = static_cast<std::byte>(rng() & 0xff);
+  const uint64_t block = dtype_block_bytes(t);
+  const int headers = t == DType::q4_1 ? 2 : 1;  // d (and m) as f16 at the start of each block
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  for (uint64_t at = 0; at < bytes.size(); at += block)
+    for (int h = 0; h < headers; ++h) {
+      const uint16_t half = float_to_half(h == 0 ? scale(rng) : -8 * scale(rng));
+      std::memcpy(&bytes[at + 2 * h], &half, 2);
+    }
+  Weight w;
+  w.raw = HostTensor::from_bytes({n, k}, t, bytes);
+  const std::vector<float> v = w.raw.to_f32();
+  w.values.assign(v.begin(), v.end());
+  return w;
+}
+
+// The SmolLM2 shapes' scale on the texel kernel: many workgroups (N = 2053, a prime), K = 1536
+// (48 blocks, odd row parity for q4_0 and q8_0 in every other row), M = 1 and 9.
+TEST_F(DeviceTest, QuantizedLinearLargeRandomBlocks) {
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1}) {
+    const Weight w = random_blocks(t, 2053, 1536, 5);
+    for (int64_t m : {1, 9}) check(device(), {t, DType::f32, m, 2053, 1536, true}, 3, &w);
   }
 }
 
