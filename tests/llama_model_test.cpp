@@ -348,7 +348,7 @@ fs::path patched_copy(const std::string& from, const std::string& to, const std:
   return out;
 }
 
-TEST_F(TinyLlama, FilesOfOtherArchitecturesOrMissingTensorsAreRefusedByName) {
+TEST_F(TinyLlama, FilesOfOtherArchitecturesMissingTensorsOrOtherTypesAreRefusedByName) {
   // general.architecture's value: a u64 length, then the bytes.
   const std::string llama("\x05\0\0\0\0\0\0\0llama", 13), mamba("\x05\0\0\0\0\0\0\0mamba", 13);
   EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), patched_copy(llama, mamba, "arch.gguf")); },
@@ -358,6 +358,15 @@ TEST_F(TinyLlama, FilesOfOtherArchitecturesOrMissingTensorsAreRefusedByName) {
       ErrorCode::format, "tensor blk.1.ffn_up.weight is missing"));
   EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), scratch_dir("llama_model_test") / "absent.gguf"); },
                          ErrorCode::io, "absent.gguf"));
+  // blk.1.ffn_up.weight's info: name, 2 dims (64, 96), then its type F32 (0) made I32 (26), the
+  // same element size, so the file stays consistent and only the model refuses it.
+  const std::string dims("\x02\0\0\0" "\x40\0\0\0\0\0\0\0" "\x60\0\0\0\0\0\0\0", 20);
+  const std::string f32_info = "blk.1.ffn_up.weight" + dims + std::string("\0\0\0\0", 4);
+  const std::string i32_info = "blk.1.ffn_up.weight" + dims + std::string("\x1a\0\0\0", 4);
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), patched_copy(f32_info, i32_info, "type.gguf")); },
+                         ErrorCode::format,
+                         "tensor blk.1.ffn_up.weight has type I32; weight matrices must be Q4_0, Q4_1, Q8_0, "
+                         "BF16, F16 or F32"));
   LanguageModelOptions o;
   o.activations = DType::i32;
   EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), tiny_model(), o); }, ErrorCode::invalid_argument,
