@@ -28,7 +28,9 @@ void llm_demo(Device& device, const std::string& gguf, const std::string& golden
   const std::vector<int32_t> ids = lm.tokenizer().encode(prompt);
   std::printf("  user: %s\n  assistant: ", question.c_str());
   std::fflush(stdout);
-  const auto r = generate(lm, ids, {.max_tokens = 24}, [](std::string_view piece, int32_t) {
+  TextGenerationOptions options;
+  options.max_tokens = 24;  // greedy: the reference's answer
+  const auto r = generate(lm, ids, options, [](std::string_view piece, int32_t) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
     return true;
