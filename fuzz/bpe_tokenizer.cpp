@@ -14,6 +14,7 @@
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
+#include "io_util.hpp"  // is_valid_utf8: strict (no overlongs, surrogates, > U+10FFFF)
 
 namespace {
 
@@ -75,23 +76,6 @@ const vkformer::BpeTokenizer& small_tokenizer() {
   return t;
 }
 
-// Strict UTF-8: no overlongs, surrogates or code points past U+10FFFF.
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-    size_t n = b(0) < 0x80 ? 1 : b(0) >= 0xC2 && b(0) <= 0xDF ? 2 : b(0) >= 0xE0 && b(0) <= 0xEF ? 3
-             : b(0) >= 0xF0 && b(0) <= 0xF4 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k)
-      if ((b(k) & 0xC0) != 0x80) return false;
-    if ((b(0) == 0xE0 && b(1) < 0xA0) || (b(0) == 0xED && b(1) > 0x9F) ||
-        (b(0) == 0xF0 && b(1) < 0x90) || (b(0) == 0xF4 && b(1) > 0x8F))
-      return false;
-    i += n;
-  }
-  return true;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -101,11 +85,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const vkformer::BpeTokenizer& tok = small_tokenizer();
     const bool parse_special = data[1] % 2 == 1;
     const std::vector<int32_t> ids = tok.encode(rest, false, parse_special);
-    if (valid_utf8(rest) && tok.decode(ids) != rest) __builtin_trap();  // no byte lost
+    if (vkformer::io::is_valid_utf8(rest) && tok.decode(ids) != rest) __builtin_trap();  // no byte lost
     vkformer::Utf8StreamDecoder stream;
     for (int32_t id : ids)
-      if (!valid_utf8(stream.push(tok.token_bytes(id)))) __builtin_trap();
-    if (!valid_utf8(stream.flush())) __builtin_trap();
+      if (!vkformer::io::is_valid_utf8(stream.push(tok.token_bytes(id)))) __builtin_trap();
+    if (!vkformer::io::is_valid_utf8(stream.flush())) __builtin_trap();
     return 0;
   }
   try {

@@ -12,6 +12,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
+#include "io_util.hpp"  // is_valid_utf8: strict (no overlongs, surrogates, > U+10FFFF)
 #include "test_util.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/gguf.hpp"
@@ -23,6 +24,7 @@ using nlohmann::json;
 using vkformer::BpeTokenizer;
 using vkformer::ErrorCode;
 using vkformer::GgufFile;
+using vkformer::io::is_valid_utf8;
 using vkformer::Utf8StreamDecoder;
 using vkformer::testing::fails_with;
 using vkformer::testing::FetchedModel;
@@ -84,23 +86,6 @@ FetchedModel vocab_file(const std::string& name) {
   const FetchedModel& source = name == "smollm2" ? smollm2() : llama_vocabs();
   if (!source.error.empty() || name == "smollm2") return source;
   return {source.path / ("ggml-vocab-" + name + ".gguf"), ""};
-}
-
-// Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-    size_t n = b(0) < 0x80 ? 1 : b(0) >= 0xC2 && b(0) <= 0xDF ? 2 : b(0) >= 0xE0 && b(0) <= 0xEF ? 3
-             : b(0) >= 0xF0 && b(0) <= 0xF4 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k)
-      if ((b(k) & 0xC0) != 0x80) return false;
-    if ((b(0) == 0xE0 && b(1) < 0xA0) || (b(0) == 0xED && b(1) > 0x9F) ||
-        (b(0) == 0xF0 && b(1) < 0x90) || (b(0) == 0xF4 && b(1) > 0x8F))
-      return false;
-    i += n;
-  }
-  return true;
 }
 
 std::string show(const std::vector<int32_t>& ids) {
@@ -168,12 +153,12 @@ TEST_P(GoldenVocab, DecodeAndStreamingRoundTrip) {
       std::string streamed;
       for (int32_t id : ids) {
         std::string piece = stream.push(tok.token_bytes(id));
-        EXPECT_TRUE(valid_utf8(piece)) << ::testing::PrintToString(piece);
+        EXPECT_TRUE(is_valid_utf8(piece)) << ::testing::PrintToString(piece);
         streamed += piece;
         ++tokens;
       }
       std::string rest = stream.flush();
-      EXPECT_TRUE(valid_utf8(rest));
+      EXPECT_TRUE(is_valid_utf8(rest));
       streamed += rest;
       if (t.valid_utf8) EXPECT_EQ(streamed, representable);
     }
@@ -455,11 +440,11 @@ TEST(Utf8StreamDecoder, AnyByteSplitOfAnyBytesIsValidUtf8) {
     std::string b;
     for (char c : bytes) {
       std::string piece = split.push(std::string(1, c));
-      ASSERT_TRUE(valid_utf8(piece));
+      ASSERT_TRUE(is_valid_utf8(piece));
       b += piece;
     }
     b += split.flush();
-    ASSERT_TRUE(valid_utf8(a));
+    ASSERT_TRUE(is_valid_utf8(a));
     ASSERT_EQ(a, b) << ::testing::PrintToString(bytes);
   }
 }
