@@ -10,27 +10,10 @@ foreach(v VKFORMER FETCH OUT)
 endforeach()
 unset(ENV{VKFORMER_DEVICE})
 
-execute_process(COMMAND ${FETCH} RESULT_VARIABLE rc OUTPUT_VARIABLE model ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "scripts/fetch_smollm2.sh failed (exit ${rc}):\n${err}")
-endif()
-string(STRIP "${model}" model)
-string(REGEX REPLACE ".*\n" "" model "${model}")  # its last line
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
+fetch_model(${FETCH} model)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
-
-function(expect status regex)
-  execute_process(COMMAND ${VKFORMER} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE out)
-  string(JOIN " " cmd ${ARGN})
-  if(NOT rc STREQUAL "${status}")
-    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}")
-  elseif(NOT out MATCHES "${regex}")
-    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}")
-  else()
-    message(STATUS "vkformer ${cmd}: ok")
-  endif()
-endfunction()
 
 # No BOS (SmolLM2's add_bos_token is false); one JSON object per text, in order.
 expect(0 "^{\"ids\":\\[19556,28,905,17\\],\"tokens\":\\[\"Hello\",\",\",\"Ġworld\",\"!\"\\]}\n{\"ids\":\\[33,34,35\\],\"tokens\":\\[\"1\",\"2\",\"3\"\\]}\n$"
