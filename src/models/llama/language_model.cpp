@@ -125,7 +125,7 @@ class LanguageModelImpl {
       std::vector<int32_t> padded(tokens.begin(), tokens.end());
       padded.resize(static_cast<size_t>(kPromptChunk), 0);  // rows past n: computed, never seen
       e->set_input("tokens", HostTensor::from_i32({1, kPromptChunk}, padded));
-      e->set_input("mask", causal_mask(config_, kPromptChunk, cache_rows_, p));
+      e->set_input("mask", causal_mask(kPromptChunk, cache_rows_, p));
       if (logits == Logits::last) e->set_input("last", scalar_i32(n - 1));
     }
     e->set_input("position", scalar_i32(p));

@@ -6,17 +6,16 @@
 
 namespace vkformer::models::llama {
 
-HostTensor causal_mask(const LlamaConfig& c, int64_t tokens, int64_t cache_rows, int64_t position) {
-  const int64_t group = kQueriesAsRows ? c.n_heads / c.n_kv_heads : 1;
-  std::vector<float> mask(static_cast<size_t>(group * tokens * cache_rows));
+HostTensor causal_mask(int64_t tokens, int64_t cache_rows, int64_t position) {
+  std::vector<float> mask(static_cast<size_t>(tokens * cache_rows));
   const float hidden = -std::numeric_limits<float>::infinity();
-  for (int64_t r = 0; r < group * tokens; ++r) {
+  for (int64_t r = 0; r < tokens; ++r) {
     float* row = mask.data() + r * cache_rows;
-    const int64_t seen = std::min(position + r % tokens + 1, cache_rows);
+    const int64_t seen = std::min(position + r + 1, cache_rows);
     std::fill(row, row + seen, 0.0f);
     std::fill(row + seen, row + cache_rows, hidden);
   }
-  return HostTensor::from_f32({1, 1, group * tokens, cache_rows}, mask);
+  return HostTensor::from_f32({1, 1, tokens, cache_rows}, mask);
 }
 
 Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches& caches, int64_t s,
@@ -33,8 +32,7 @@ Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches&
   AttentionOptions attend;
   attend.key_length = key_length;
   // One new token sees every cached row below key_length; a chunk also needs the causal mask.
-  const int64_t group = kQueriesAsRows ? c.n_heads / c.n_kv_heads : 1;
-  if (s > 1) attend.mask = g.input("mask", {1, 1, group * s, cache_rows}, act);
+  if (s > 1) attend.mask = g.input("mask", {1, 1, s, cache_rows}, act);
   RopeOptions rope;
   rope.style = c.rope_style == LlamaConfig::RopeStyle::neox ? RopeOptions::Style::neox
                                                             : RopeOptions::Style::interleaved;
@@ -67,13 +65,9 @@ Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches&
     k = g.rope(k, rope);
     Tensor k_all = g.update_cache(g.external(blk + ".cache_k", caches.k[static_cast<size_t>(i)]), k, position);
     Tensor v_all = g.update_cache(g.external(blk + ".cache_v", caches.v[static_cast<size_t>(i)]), v, position);
-    Tensor a;
-    if (kQueriesAsRows) {  // the query heads sharing a KV head as rows of one head
-      a = g.attention(g.reshape(q, {1, kv_heads, group * s, hd}), k_all, v_all, attend);
-      a = g.concat_heads(g.reshape(a, {1, heads, s, hd}));
-    } else {
-      a = g.concat_heads(g.attention(q, k_all, v_all, attend));
-    }
+    // Grouped-query attention: q has n_heads heads, the caches n_kv_heads (Graph::attention maps
+    // them, and stacks a decode step's group of query heads into one block by itself).
+    Tensor a = g.concat_heads(g.attention(q, k_all, v_all, attend));
     x = g.add(x, g.linear(a, weight("attn_output.weight", l.attn_out)));
 
     h = g.rms_norm(x, weight("ffn_norm.weight", l.ffn_norm), eps);

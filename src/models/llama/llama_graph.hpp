@@ -24,13 +24,9 @@ struct KvCaches {
 
 enum class Logits { last, all };
 
-// Grouped-query attention as attention over n_kv_heads heads whose rows are the queries of the
-// n_heads / n_kv_heads query heads that share each KV head (a view of q, no copies of K or V).
-inline constexpr bool kQueriesAsRows = true;
-
-// The "mask" input for a chunk of `tokens` at `position` (see above; with kQueriesAsRows its rows
-// are the group's query heads, each over the chunk's tokens).
-HostTensor causal_mask(const LlamaConfig& config, int64_t tokens, int64_t cache_rows, int64_t position);
+// The "mask" input [1, 1, tokens, cache_rows] for a chunk of `tokens` at `position`: row r sees the
+// cache rows up to position + r (shared by every head).
+HostTensor causal_mask(int64_t tokens, int64_t cache_rows, int64_t position);
 
 Graph build_forward(const LlamaConfig& config, const LlamaWeights& weights, const KvCaches& caches,
                     int64_t tokens, Logits logits, DType activations);
