@@ -7,8 +7,6 @@
 //     (every hidden_act and pooling mode, with and without the "bert." prefix), the shape-bucket
 //     executor cache (no compilation once a mix of lengths 1..max is warm), and bad input.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,8 +17,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <random>
 
+#include "special_files.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/embedder.hpp"
@@ -168,7 +168,7 @@ const std::vector<std::string> kVocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[M
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("vkformer_bert_test_" + name + "_" + std::to_string(::getpid()));
+    path = fs::temp_directory_path() / ("vkformer_bert_test_" + name + "_" + std::to_string(process_id()));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -283,7 +283,7 @@ std::vector<double> reference_embedding(const TinySpec& s, const std::vector<int
   auto act = [&](double v) {
     if (s.hidden_act == "relu") return std::max(v, 0.0);
     if (s.hidden_act == "gelu") return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
   };
   Mat x(L * h);
   for (int64_t t = 0; t < L; ++t)
@@ -462,26 +462,28 @@ TEST_F(DeviceTest, HostileFilesAreRefusedWithoutReading) {
   TinySpec spec;
   TempDir dir("hostile");
   auto load = [&] { SentenceEmbedder::load(device(), dir.path); };
+  // A FIFO (a folder on Windows, which has no special files in folders) in place of each file.
   auto replace_with_fifo = [&](const fs::path& p) {
     write_tiny(dir.path, spec);
     fs::remove(p);
-    ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0) << p;
+    return make_non_regular_at(p);
   };
   for (const fs::path& p : {dir.path / "config.json", dir.path / "modules.json",
                             dir.path / "1_Pooling" / "config.json", dir.path / "sentence_bert_config.json",
                             dir.path / "vocab.txt", dir.path / "model.safetensors"}) {
-    replace_with_fifo(p);
+    const std::string kind = replace_with_fifo(p);
     // No writer: the read must not wait for one.
     within_seconds(10, "SentenceEmbedder::load with a FIFO", [&] {
-      EXPECT_TRUE(fails_with(load, ErrorCode::io, p.string() + ": is a FIFO, not a regular file"));
+      EXPECT_TRUE(fails_with(load, ErrorCode::io, p.string() + ": is " + kind + ", not a regular file"));
     });
     fs::remove(p);  // before write_tiny, whose write would wait for a reader
   }
   const fs::path config = dir.path / "config.json";
   write_tiny(dir.path, spec);
   fs::remove(config);
-  fs::create_symlink("/dev/zero", config);  // was read until memory ran out without a check
-  EXPECT_TRUE(fails_with(load, ErrorCode::io, config.string() + ": is a character device, not a regular file"));
+  // Was read until memory ran out without a check.
+  const std::string zero = make_non_regular_at(config, NonRegular::endless_device);
+  EXPECT_TRUE(fails_with(load, ErrorCode::io, config.string() + ": is " + zero + ", not a regular file"));
   fs::remove(config);
   write_text(config, tiny_config(spec).dump());
   fs::resize_file(config, 17u << 20);  // sparse: costs no disk; was read whole, then "not valid JSON"
@@ -527,14 +529,18 @@ TEST_F(DeviceTest, HostileFilesAreRefusedWithoutReading) {
 
   // An unreachable modules.json is an io error naming it, not read as absent (which would load
   // the directory as a plain Hugging Face model, with other pooling).
+  // On Windows, a file held open without sharing and a name that Windows refuses.
   write_tiny(dir.path, spec);
   fs::remove(dir.path / "modules.json");
-  fs::create_symlink("modules.json", dir.path / "modules.json");  // a link to itself
-  EXPECT_TRUE(fails_with(load, ErrorCode::io, (dir.path / "modules.json").string() + ": cannot access"));
-  fs::remove(dir.path / "modules.json");
-  fs::create_symlink("loop", dir.path / "loop");
-  EXPECT_TRUE(fails_with([&] { SentenceEmbedder::load(device(), dir.path / "loop"); }, ErrorCode::io,
-                         "cannot access"));
+  {
+    const UnreadableFile modules(dir.path / "modules.json");  // a link into a loop
+    EXPECT_TRUE(fails_with(load, ErrorCode::io,
+                           (dir.path / "modules.json").string() + modules.error_after_path()));
+  }
+  const fs::path loop = unreachable_path(dir.path, "loop");
+  EXPECT_TRUE(fails_with([&] { SentenceEmbedder::load(device(), loop); }, ErrorCode::io,
+                         "model directory '" + loop.string() + "': cannot access: " +
+                             unreachable_reason()));
 }
 
 TEST_F(DeviceTest, BadCallsGiveClearErrors) {

@@ -75,9 +75,17 @@ const FetchedModel& smollm2() {
 }
 
 const FetchedModel& llama_vocabs() {
-  static const FetchedModel dir = vkformer::testing::run_fetch_script(
-      std::string(VKF_SOURCE_DIR) + "/scripts/fetch_llama_vocabs.sh",
-      "it takes llama.cpp's vocabulary files from the llama-cpp-python sdist");
+  static const FetchedModel dir = [] {
+    FetchedModel m;
+    if (const char* env = std::getenv("VKFORMER_LLAMA_VOCABS_DIR"); env && *env) {
+      m.path = env;
+      return m;
+    }
+    return vkformer::testing::run_fetch_script(
+        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_llama_vocabs.sh",
+        "it takes llama.cpp's vocabulary files from the llama-cpp-python sdist; set "
+        "VKFORMER_LLAMA_VOCABS_DIR to the folder it printed to use one you have");
+  }();
   return dir;
 }
 

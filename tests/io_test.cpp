@@ -2,8 +2,6 @@
 // tools/make_golden.py, targeted corruptions (each must be an Error naming the problem), every
 // truncation, and a seeded mutation loop that must never crash.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <bit>
 #include <chrono>
@@ -18,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "special_files.hpp"
 #include "test_util.hpp"
 #include "vkformer/vkformer.hpp"
 
@@ -453,12 +452,16 @@ TEST(Safetensors, OpenErrorsAreIoErrors) {
   EXPECT_TRUE(fails_with([&] { SafetensorsFile f(missing); }, ErrorCode::io,
                          missing.string() + ": cannot open"));
   EXPECT_TRUE(fails_with([&] { SafetensorsFile f(scratch()); }, ErrorCode::io, "directory"));
-  EXPECT_TRUE(
-      fails_with([&] { SafetensorsFile f("/dev/null"); }, ErrorCode::io, "not a regular file"));
-  const fs::path fifo = scratch() / "fifo";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);  // no writer: opening must not wait for one
-  EXPECT_TRUE(fails_with([&] { SafetensorsFile f(fifo); }, ErrorCode::io, "not a regular file"));
-  EXPECT_TRUE(fails_with([&] { read_npy(fifo); }, ErrorCode::io, "not a regular file"));
+  const fs::path null_device = vkformer::testing::null_device_path();
+  EXPECT_TRUE(fails_with([&] { SafetensorsFile f(null_device); }, ErrorCode::io,
+                         null_device.string() + ": is a character device, not a regular file"));
+  // No writer: opening must not wait for one.
+  const vkformer::testing::WaitingPipe fifo(scratch() / "fifo");
+  const std::string not_regular = ": is " + vkformer::testing::fifo_words() + ", not a regular file";
+  EXPECT_TRUE(fails_with([&] { SafetensorsFile f(fifo.path()); }, ErrorCode::io,
+                         fifo.path().string() + not_regular));
+  EXPECT_TRUE(fails_with([&] { read_npy(fifo.path()); }, ErrorCode::io,
+                         fifo.path().string() + not_regular));
 }
 
 // One header problem per case: the ErrorCode and the words that name it.

@@ -9,8 +9,6 @@
 #include "vkformer/tokenizer.hpp"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -26,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "special_files.hpp"
 #include "test_util.hpp"
 
 namespace vkformer {
@@ -604,49 +603,59 @@ std::string tiny_vocab_text() {
 }
 
 TEST(TokenizerFiles, FifosAndDevicesAreRefusedWithoutReading) {
+  using vkformer::testing::fifo_words;
+  using vkformer::testing::make_non_regular_at;
   const fs::path dir = scratch() / "special_files";
   fs::create_directories(dir);
-  // FIFOs without a writer: opening one with std::ifstream waited forever.
-  const fs::path fifo_json = dir / "fifo.json";
-  ASSERT_EQ(::mkfifo(fifo_json.c_str(), 0600), 0);
+  // FIFOs without a writer (named pipes without a client on Windows): opening one with
+  // std::ifstream waited forever.
+  const vkformer::testing::WaitingPipe fifo_json(dir / "fifo.json");
+  const vkformer::testing::WaitingPipe fifo_txt(dir / "fifo.txt");
+  // Where a loader looks a file up by name: FIFOs, or on Windows (no special files in folders)
+  // folders.
   fs::create_directories(dir / "fifo_dir");
   const fs::path fifo_in_dir = dir / "fifo_dir" / "tokenizer.json";
-  ASSERT_EQ(::mkfifo(fifo_in_dir.c_str(), 0600), 0);
+  const std::string in_dir_kind = make_non_regular_at(fifo_in_dir);
   fs::create_directories(dir / "fifo_txt");
-  const fs::path fifo_txt = dir / "fifo_txt" / "vocab.txt";
-  ASSERT_EQ(::mkfifo(fifo_txt.c_str(), 0600), 0);
+  const fs::path fifo_txt_in_dir = dir / "fifo_txt" / "vocab.txt";
+  make_non_regular_at(fifo_txt_in_dir);
   write_file(dir / "fifo_config" / "vocab.txt", tiny_vocab_text());
   const fs::path fifo_config = dir / "fifo_config" / "tokenizer_config.json";
-  ASSERT_EQ(::mkfifo(fifo_config.c_str(), 0600), 0);
+  make_non_regular_at(fifo_config);
   write_file(dir / "fifo_map" / "vocab.txt", tiny_vocab_text());
   const fs::path fifo_map = dir / "fifo_map" / "special_tokens_map.json";
-  ASSERT_EQ(::mkfifo(fifo_map.c_str(), 0600), 0);
-  // Links to /dev/zero (only ever read): read until memory ran out.
-  const fs::path zero_json = dir / "zero.json";
-  fs::create_symlink("/dev/zero", zero_json);
+  make_non_regular_at(fifo_map);
+  // Links to /dev/zero (only ever read): read until memory ran out. NUL on Windows.
+  const fs::path zero_json = vkformer::testing::endless_device_path(dir, "zero.json");
+  const fs::path zero_txt = vkformer::testing::endless_device_path(dir, "zero.txt");
   fs::create_directories(dir / "zero_txt");
-  const fs::path zero_txt = dir / "zero_txt" / "vocab.txt";
-  fs::create_symlink("/dev/zero", zero_txt);
+  const fs::path zero_txt_in_dir = dir / "zero_txt" / "vocab.txt";
+  const std::string zero_in_dir_kind =
+      make_non_regular_at(zero_txt_in_dir, vkformer::testing::NonRegular::endless_device);
 
   vkformer::testing::within_seconds(10, "WordPieceTokenizer::load of a FIFO or a link to /dev/zero", [&] {
-    const std::string fifo = ": is a FIFO, not a regular file";
-    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(fifo_json); }, ErrorCode::io,
-                           fifo_json.string() + fifo));
+    const std::string fifo = ": is " + fifo_words() + ", not a regular file";
+    const std::string in_dir = ": is " + in_dir_kind + ", not a regular file";
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(fifo_json.path()); }, ErrorCode::io,
+                           fifo_json.path().string() + fifo));
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(fifo_txt.path()); }, ErrorCode::io,
+                           fifo_txt.path().string() + fifo));
     EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "fifo_dir"); }, ErrorCode::io,
-                           fifo_in_dir.string() + fifo));
-    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(fifo_txt); }, ErrorCode::io,
-                           fifo_txt.string() + fifo));
+                           fifo_in_dir.string() + in_dir));
     EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "fifo_txt"); }, ErrorCode::io,
-                           fifo_txt.string() + fifo));
+                           fifo_txt_in_dir.string() + in_dir));
     EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "fifo_config"); }, ErrorCode::io,
-                           fifo_config.string() + fifo));
+                           fifo_config.string() + in_dir));
     EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "fifo_map" / "vocab.txt"); },
-                           ErrorCode::io, fifo_map.string() + fifo));
+                           ErrorCode::io, fifo_map.string() + in_dir));
     const std::string device = ": is a character device, not a regular file";
     EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(zero_json); }, ErrorCode::io,
                            zero_json.string() + device));
-    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "zero_txt"); }, ErrorCode::io,
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(zero_txt); }, ErrorCode::io,
                            zero_txt.string() + device));
+    EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "zero_txt"); }, ErrorCode::io,
+                           zero_txt_in_dir.string() + ": is " + zero_in_dir_kind +
+                               ", not a regular file"));
   });
 }
 
@@ -681,40 +690,43 @@ TEST(TokenizerFiles, DirectoriesAndOversizedFilesAreIoErrors) {
                          huge_txt.string() + ": 268435457 bytes, more than the 268435456"));
   // A regular file behind a link is read.
   fs::create_directories(dir / "linked");
-  fs::create_symlink(write_tokenizer_json("link_target", tiny_tokenizer_json()),
-                     dir / "linked" / "tokenizer.json");
+  vkformer::testing::link_to_regular_file(write_tokenizer_json("link_target", tiny_tokenizer_json()),
+                                         dir / "linked" / "tokenizer.json");
   EXPECT_EQ(WordPieceTokenizer::load(dir / "linked").encode("unaffable").tokens,
             tiny().encode("unaffable").tokens);
 }
 
 TEST(TokenizerFiles, LinkLoopsAreIoErrorsNamingThePath) {
   // std::filesystem::exists threw std::filesystem_error for these, and the path given to load()
-  // itself was reported as "no such file or directory".
+  // itself was reported as "no such file or directory". On Windows, files held open without
+  // sharing stand in for the loops.
+  using vkformer::testing::UnreadableFile;
   const fs::path dir = scratch() / "loops";
-  const std::string loop = ": cannot access: Too many levels of symbolic links";
   fs::create_directories(dir / "json");
-  fs::create_symlink("tokenizer.json", dir / "json" / "tokenizer.json");
+  const UnreadableFile json_file(dir / "json" / "tokenizer.json");
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "json"); }, ErrorCode::io,
-                         (dir / "json" / "tokenizer.json").string() + loop));
+                         (dir / "json" / "tokenizer.json").string() + json_file.error_after_path()));
   fs::create_directories(dir / "txt");
-  fs::create_symlink("vocab.txt", dir / "txt" / "vocab.txt");
+  const UnreadableFile txt_file(dir / "txt" / "vocab.txt");
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "txt"); }, ErrorCode::io,
-                         (dir / "txt" / "vocab.txt").string() + loop));
+                         (dir / "txt" / "vocab.txt").string() + txt_file.error_after_path()));
   write_file(dir / "config" / "vocab.txt", tiny_vocab_text());
-  fs::create_symlink("tokenizer_config.json", dir / "config" / "tokenizer_config.json");
-  const std::string config_loop = (dir / "config" / "tokenizer_config.json").string() + loop;
+  const UnreadableFile config_file(dir / "config" / "tokenizer_config.json");
+  const std::string config_loop =
+      (dir / "config" / "tokenizer_config.json").string() + config_file.error_after_path();
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "config"); }, ErrorCode::io,
                          config_loop));
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "config" / "vocab.txt"); },
                          ErrorCode::io, config_loop));
   write_file(dir / "map" / "vocab.txt", tiny_vocab_text());
-  fs::create_symlink("special_tokens_map.json", dir / "map" / "special_tokens_map.json");
+  const UnreadableFile map_file(dir / "map" / "special_tokens_map.json");
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "map" / "vocab.txt"); },
                          ErrorCode::io,
-                         (dir / "map" / "special_tokens_map.json").string() + loop));
-  fs::create_symlink("self.json", dir / "self.json");
+                         (dir / "map" / "special_tokens_map.json").string() +
+                             map_file.error_after_path()));
+  const UnreadableFile self(dir / "self.json");
   EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(dir / "self.json"); }, ErrorCode::io,
-                         (dir / "self.json").string() + loop));
+                         (dir / "self.json").string() + self.error_after_path()));
 }
 
 // tokenizer.json with `"@DEEP@"` replaced by `depth` nested arrays.

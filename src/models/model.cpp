@@ -9,6 +9,7 @@
 
 #include "../io/io_util.hpp"
 #include "cached_decoder.hpp"
+#include "file_access.hpp"
 #include "model_impl.hpp"
 #include "utf8_path.hpp"
 #include "vkformer/error.hpp"
@@ -233,13 +234,13 @@ ModelImpl& Model::impl() const {
 Model Model::load(Device device, const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;
   fs::path root = platform::path_from_utf8(dir);  // UTF-8 on every platform
-  std::error_code ec;  // the non-throwing overload: a link loop is a bad path, not a crash
-  if (!fs::is_directory(root, ec))
+  // A link loop or a name the system refuses is a bad path, not a crash.
+  const platform::PathStatus st = platform::path_status(root, /*follow_links=*/true);
+  if (st.kind != platform::FileKind::directory)
     throw Error(ErrorCode::io, "model directory '" + dir + "' " +
-                                   (ec && ec != std::errc::no_such_file_or_directory
-                                        ? "cannot be reached: " + ec.message()
-                                        : std::string(fs::exists(root, ec) ? "is not a directory"
-                                                                           : "does not exist")));
+                                   (!st.error.empty()                        ? "cannot be reached: " + st.error
+                                    : st.kind == platform::FileKind::missing ? "does not exist"
+                                                                             : "is not a directory"));
   ModelConfig config = ModelConfig::load((root / "config.json").string());
   fs::path weights_path = root / "model.safetensors";
   io::check_regular_file(weights_path);

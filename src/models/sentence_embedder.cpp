@@ -8,6 +8,7 @@
 #include "bert/bert_encoder.hpp"
 #include "bert/bert_weights.hpp"
 #include "exclusive_use.hpp"
+#include "file_access.hpp"
 #include "sentence_config.hpp"
 #include "shape_buckets.hpp"
 #include "vkformer/embedder.hpp"
@@ -145,15 +146,14 @@ SentenceEmbedderImpl& SentenceEmbedder::impl() const {
 }
 
 SentenceEmbedder SentenceEmbedder::load(Device device, const fs::path& dir, const EmbedderOptions& options) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(dir, ec);
+  const platform::PathStatus st = platform::path_status(dir, /*follow_links=*/true);
   std::string what = "model directory '";
   what += dir.string();
   what += '\'';
-  if (st.type() == fs::file_type::not_found) throw Error(ErrorCode::io, what + " does not exist");
-  if (ec)  // a link loop, no permission: say so rather than "does not exist"
-    throw Error(ErrorCode::io, what + ": cannot access: " + ec.message());
-  if (st.type() != fs::file_type::directory) throw Error(ErrorCode::io, what + " is not a directory");
+  if (!st.error.empty())  // a link loop, no permission: say so rather than "does not exist"
+    throw Error(ErrorCode::io, what + ": cannot access: " + st.error);
+  if (st.kind == platform::FileKind::missing) throw Error(ErrorCode::io, what + " does not exist");
+  if (st.kind != platform::FileKind::directory) throw Error(ErrorCode::io, what + " is not a directory");
   if (!is_float(options.dtype))
     throw Error(ErrorCode::invalid_argument, "EmbedderOptions::dtype must be f32 or f16");
   return SentenceEmbedder(std::make_unique<SentenceEmbedderImpl>(std::move(device), dir, options));

@@ -15,19 +15,20 @@ enum class FileKind {
   missing,
   regular,
   directory,
-  fifo,
-  character_device,
+  fifo,              // a named pipe on Windows
+  character_device,  // NUL, CON, COM1... on Windows
   block_device,
   socket,
   symbolic_link,
   other
 };
 
-// "a directory", "a FIFO", ...: for "<path>: is a FIFO, not a regular file".
+// "a directory", "a FIFO" ("a named pipe" on Windows), ...: for "<path>: is a FIFO, not a
+// regular file".
 const char* describe(FileKind kind);
 
 // What is at `path`, following links or not. `error` is set (and kind is `missing`) when the
-// path exists but cannot be examined: a link loop, no permission.
+// path exists but cannot be examined: a link loop, no permission, a name Windows refuses.
 struct PathStatus {
   FileKind kind = FileKind::missing;
   std::string error;
@@ -64,6 +65,7 @@ class ReadOnlyFile {
  private:
 #ifdef _WIN32
   void* handle_ = nullptr;  // a HANDLE; nullptr when closed
+  FileKind device_ = FileKind::missing;  // a pipe or device named by the path: not opened
 #else
   int fd_ = -1;
 #endif

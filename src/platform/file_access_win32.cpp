@@ -5,7 +5,10 @@
 #include <io.h>
 #include <windows.h>
 
+#include <atomic>
+#include <cwctype>
 #include <limits>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -36,28 +39,79 @@ std::string windows_error_text(unsigned long code) {
 
 namespace {
 std::string last_error() { return windows_error_text(GetLastError()); }
+
+// Devices and named pipes are named, not stored: NUL, CON, COM1 (in any folder and with any
+// extension: models\nul.json is NUL) and paths in the \\.\ device namespace. GetFullPathNameW
+// turns a reserved name into \\.\NAME, as CreateFileW would open it. The file attribute calls
+// cannot describe these, and opening one is not harmless: a pipe's client takes the pipe, a
+// device may wait for input. Empty when `path` names a file system entry.
+std::optional<FileKind> device_kind(const std::filesystem::path& path) {
+  std::wstring full(MAX_PATH, L'\0');
+  DWORD n = GetFullPathNameW(path.c_str(), static_cast<DWORD>(full.size()), full.data(), nullptr);
+  if (n >= full.size()) {
+    full.resize(n);
+    n = GetFullPathNameW(path.c_str(), static_cast<DWORD>(full.size()), full.data(), nullptr);
+  }
+  if (n == 0 || n >= full.size()) return std::nullopt;
+  full.resize(n);
+  for (wchar_t& c : full)
+    if (c == L'/') c = L'\\';
+  // \\.\X or \\?\X: the device namespace, unless X is a drive (\\?\C:\...), UNC or a volume.
+  if (full.size() < 5 || full.compare(0, 2, L"\\\\") != 0 || (full[2] != L'.' && full[2] != L'?') ||
+      full[3] != L'\\')
+    return std::nullopt;
+  std::wstring rest = full.substr(4);
+  for (wchar_t& c : rest) c = static_cast<wchar_t>(towupper(c));
+  if (rest.size() >= 2 && rest[1] == L':') return std::nullopt;
+  if (rest.rfind(L"UNC\\", 0) == 0 || rest.rfind(L"VOLUME{", 0) == 0 ||
+      rest.rfind(L"GLOBALROOT\\", 0) == 0)
+    return std::nullopt;
+  if (rest.rfind(L"PIPE\\", 0) == 0) return FileKind::fifo;
+  return FileKind::character_device;
+}
+
 }  // namespace
 
 PathStatus path_status(const std::filesystem::path& path, bool follow_links) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = follow_links ? fs::status(path, ec) : fs::symlink_status(path, ec);
   PathStatus out;
-  if (ec) {
-    if (ec != std::errc::no_such_file_or_directory) out.error = ec.message();
+  if (const std::optional<FileKind> device = device_kind(path)) {
+    out.kind = *device;
     return out;
   }
-  switch (st.type()) {
-    case fs::file_type::not_found: out.kind = FileKind::missing; break;
-    case fs::file_type::regular: out.kind = FileKind::regular; break;
-    case fs::file_type::directory: out.kind = FileKind::directory; break;
-    case fs::file_type::symlink: out.kind = FileKind::symbolic_link; break;
-    case fs::file_type::fifo: out.kind = FileKind::fifo; break;
-    case fs::file_type::character: out.kind = FileKind::character_device; break;
-    case fs::file_type::block: out.kind = FileKind::block_device; break;
-    case fs::file_type::socket: out.kind = FileKind::socket; break;
-    default: out.kind = FileKind::other; break;
+  // The attributes, not std::filesystem::status: MinGW's reports every failure as "No such file
+  // or directory", also a name Windows refuses (bad|name) or one it cannot reach.
+  WIN32_FILE_ATTRIBUTE_DATA data{};
+  if (!GetFileAttributesExW(path.c_str(), GetFileExInfoStandard, &data)) {
+    const DWORD code = GetLastError();
+    if (code != ERROR_FILE_NOT_FOUND && code != ERROR_PATH_NOT_FOUND)
+      out.error = windows_error_text(code);
+    return out;
   }
+  if ((data.dwFileAttributes & FILE_ATTRIBUTE_REPARSE_POINT) && !follow_links) {
+    out.kind = FileKind::symbolic_link;
+    return out;
+  }
+  if (data.dwFileAttributes & FILE_ATTRIBUTE_REPARSE_POINT) {
+    // A link or junction: what it leads to, or why it leads nowhere (a loop, a missing target).
+    HANDLE h = CreateFileW(path.c_str(), 0, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                           nullptr, OPEN_EXISTING, FILE_FLAG_BACKUP_SEMANTICS, nullptr);
+    if (h == INVALID_HANDLE_VALUE) {
+      const DWORD code = GetLastError();
+      if (code != ERROR_FILE_NOT_FOUND && code != ERROR_PATH_NOT_FOUND)
+        out.error = windows_error_text(code);
+      return out;
+    }
+    BY_HANDLE_FILE_INFORMATION info{};
+    const bool ok = GetFileInformationByHandle(h, &info);
+    CloseHandle(h);
+    if (!ok) {
+      out.error = last_error();
+      return out;
+    }
+    data.dwFileAttributes = info.dwFileAttributes;
+  }
+  out.kind = (data.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) ? FileKind::directory
+                                                                 : FileKind::regular;
   return out;
 }
 
@@ -68,6 +122,11 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
 
 ReadOnlyFile ReadOnlyFile::open(const std::filesystem::path& path, std::string* error) {
   ReadOnlyFile f;
+  // A pipe or device is described, never opened (see device_kind); callers refuse it by status().
+  if (const std::optional<FileKind> device = device_kind(path)) {
+    f.device_ = *device;
+    return f;
+  }
   // Sharing read, write and delete as POSIX does: another program may replace the file while it
   // is mapped here. FILE_FLAG_BACKUP_SEMANTICS opens a directory, so it is named as one.
   HANDLE h = CreateFileW(path.c_str(), GENERIC_READ,
@@ -83,12 +142,14 @@ ReadOnlyFile ReadOnlyFile::open(const std::filesystem::path& path, std::string* 
 }
 
 ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& o) noexcept
-    : handle_(std::exchange(o.handle_, nullptr)) {}
+    : handle_(std::exchange(o.handle_, nullptr)),
+      device_(std::exchange(o.device_, FileKind::missing)) {}
 
 ReadOnlyFile& ReadOnlyFile::operator=(ReadOnlyFile&& o) noexcept {
   if (this != &o) {
     if (handle_) CloseHandle(handle_);
     handle_ = std::exchange(o.handle_, nullptr);
+    device_ = std::exchange(o.device_, FileKind::missing);
   }
   return *this;
 }
@@ -97,10 +158,14 @@ ReadOnlyFile::~ReadOnlyFile() {
   if (handle_) CloseHandle(handle_);
 }
 
-bool ReadOnlyFile::is_open() const { return handle_ != nullptr; }
+bool ReadOnlyFile::is_open() const { return handle_ != nullptr || device_ != FileKind::missing; }
 
 bool ReadOnlyFile::status(FileKind* kind, uint64_t* size, std::string* error) const {
   *size = 0;
+  if (device_ != FileKind::missing) {
+    *kind = device_;
+    return true;
+  }
   switch (GetFileType(handle_)) {
     case FILE_TYPE_CHAR: *kind = FileKind::character_device; return true;  // NUL, CON
     case FILE_TYPE_PIPE: *kind = FileKind::fifo; return true;
@@ -169,9 +234,30 @@ std::FILE* create_new_file(const std::filesystem::path& path, std::string* error
 bool rename_replacing(const std::filesystem::path& from, const std::filesystem::path& to,
                       std::string* error) {
   // std::rename fails on Windows when `to` exists; MoveFileEx replaces it.
-  if (MoveFileExW(from.c_str(), to.c_str(), MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH))
-    return true;
-  if (error) *error = last_error();
+  constexpr DWORD kReplace = MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH;
+  if (MoveFileExW(from.c_str(), to.c_str(), kReplace)) return true;
+  const DWORD code = GetLastError();
+  // A file that is mapped (a model loaded from it) cannot be replaced, but it can be renamed:
+  // its views keep the old bytes, as on POSIX. The old name is deleted; Windows removes a file
+  // that is still mapped when its last view closes.
+  if (code == ERROR_ACCESS_DENIED || code == ERROR_SHARING_VIOLATION ||
+      code == ERROR_USER_MAPPED_FILE) {
+    static std::atomic<unsigned> counter{0};
+    std::filesystem::path aside = to;
+    aside += ".old-vkformer-" + std::to_string(GetCurrentProcessId()) + "-" +
+             std::to_string(counter++);
+    if (MoveFileExW(to.c_str(), aside.c_str(), MOVEFILE_WRITE_THROUGH)) {
+      if (MoveFileExW(from.c_str(), to.c_str(), kReplace)) {
+        DeleteFileW(aside.c_str());
+        return true;
+      }
+      const DWORD again = GetLastError();
+      MoveFileExW(aside.c_str(), to.c_str(), MOVEFILE_WRITE_THROUGH);  // put the old one back
+      if (error) *error = windows_error_text(again);
+      return false;
+    }
+  }
+  if (error) *error = windows_error_text(code);
   return false;
 }
 

@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "../io/io_util.hpp"
+#include "../platform/file_access.hpp"
 #include "json_keys.hpp"
 #include "vkformer/error.hpp"
 
@@ -195,11 +196,10 @@ void read_special_tokens(const JsonKeys& keys, WordPieceConfig& c, std::string& 
 }  // namespace
 
 bool file_present(const fs::path& path) {
-  std::error_code ec;
-  fs::file_status status = fs::status(path, ec);
-  if (status.type() == fs::file_type::not_found) return false;
-  if (ec) throw Error(ErrorCode::io, path.string() + ": cannot access: " + ec.message());
-  return true;
+  // Not std::filesystem::status: on Windows it calls NUL or a named pipe missing.
+  const platform::PathStatus st = platform::path_status(path, /*follow_links=*/true);
+  if (!st.error.empty()) throw Error(ErrorCode::io, path.string() + ": cannot access: " + st.error);
+  return st.kind != platform::FileKind::missing;
 }
 
 size_t read_model_max_length(const fs::path& tokenizer_config) {
