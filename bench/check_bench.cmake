@@ -5,6 +5,8 @@ if(NOT VKFORMER OR NOT OUT)
   message(FATAL_ERROR "check_bench.cmake: -DVKFORMER=<tool> and -DOUT=<file> are required")
 endif()
 unset(ENV{VKFORMER_DEVICE})
+# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
+set(VKFORMER ${LAUNCHER} ${VKFORMER})
 file(REMOVE ${OUT})
 
 # The quick f32 layer norm (1024 x 512, milliseconds even on lavapipe) and the quick peak probes.
@@ -86,10 +88,15 @@ execute_process(COMMAND ${VKFORMER} bench --filter "no-such-benchmark" --no-peak
 if(NOT rc EQUAL 1 OR NOT err MATCHES "no benchmark matches --filter 'no-such-benchmark'")
   message(FATAL_ERROR "vkformer bench --filter no-such-benchmark: status ${rc}: ${err}")
 endif()
-# An unwritable --json is an error before any benchmark runs, with the reason.
+# An unwritable --json is an error before any benchmark runs, with the reason (the system's
+# words: Windows says "(error 3)", ERROR_PATH_NOT_FOUND, in its own language).
+set(no_folder "No such file or directory")
+if(TARGET_SYSTEM STREQUAL "Windows")
+  set(no_folder "[^\n]*\\(error 3\\)")
+endif()
 execute_process(COMMAND ${VKFORMER} bench --filter "layer_norm" --no-peak --json ${OUT}.missing/x.json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 1 OR NOT err MATCHES "--json: cannot open .*x.json for writing: No such file or directory"
+if(NOT rc EQUAL 1 OR NOT err MATCHES "--json: cannot open .*x.json for writing: ${no_folder}"
    OR out MATCHES "layer_norm")
   message(FATAL_ERROR "vkformer bench --json into a missing folder: status ${rc}: ${out} ${err}")
 endif()

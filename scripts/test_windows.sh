@@ -63,11 +63,33 @@ export DISPLAY=":$display"
 export VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation
 export VKFORMER_LOADER_LAYERS=$VK_INSTANCE_LAYERS
 echo "Xvfb on $DISPLAY (pid $xvfb_pid), WINEPREFIX=$WINEPREFIX"
+# One wine server for the whole run, started here with its output to /dev/null: one started by a
+# test's program would hold that test's output pipe open, and ctest would wait on it. -p: it stays
+# up between programs (the cleanup stops it).
+wineserver -p > /dev/null 2>&1
 wineboot --init > /dev/null 2>&1 || true
+
+step "models, fetched on the host"
+# The tests run the fetch scripts themselves on Linux; a Windows program cannot run bash, so the
+# models are fetched here and named to the tests by their variables, as Windows paths (Z:\...).
+# A failed fetch stops here with the script's reason.
+fetched() { "./scripts/$1" | tail -n 1; }
+minilm=$(fetched fetch_minilm.sh)
+smollm2=$(fetched fetch_smollm2.sh)
+llama_vocabs=$(fetched fetch_llama_vocabs.sh)
+VKFORMER_MINILM_DIR=$(winepath -w "$minilm")
+VKFORMER_SMOLLM2_GGUF=$(winepath -w "$smollm2")
+VKFORMER_LLAMA_VOCABS_DIR=$(winepath -w "$llama_vocabs")
+export VKFORMER_MINILM_DIR VKFORMER_SMOLLM2_GGUF VKFORMER_LLAMA_VOCABS_DIR
+echo "VKFORMER_MINILM_DIR=$VKFORMER_MINILM_DIR"
+echo "VKFORMER_SMOLLM2_GGUF=$VKFORMER_SMOLLM2_GGUF"
+echo "VKFORMER_LLAMA_VOCABS_DIR=$VKFORMER_LLAMA_VOCABS_DIR"
 
 step "vkformer.exe devices"
 wine "$build/tools/vkformer.exe" devices | tee "$build/devices.txt"
 grep -q llvmpipe "$build/devices.txt" || { echo "vkformer.exe devices did not list llvmpipe" >&2; exit 1; }
 
 step "ctest under Wine"
+# install_package builds consumers with the MinGW libraries' pkg-config files.
+export PKG_CONFIG_LIBDIR="$deps/lib/pkgconfig"
 ctest --test-dir "$build" --output-on-failure -j"$test_jobs"

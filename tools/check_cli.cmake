@@ -6,6 +6,8 @@ if(NOT VKFORMER)
 endif()
 # The checks choose devices themselves.
 unset(ENV{VKFORMER_DEVICE})
+# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
+set(VKFORMER ${LAUNCHER} ${VKFORMER})
 
 set(failures 0)
 

@@ -9,6 +9,8 @@ foreach(v VKFORMER FETCH GOLDEN OUT)
   endif()
 endforeach()
 unset(ENV{VKFORMER_DEVICE})
+# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
+set(VKFORMER ${LAUNCHER} ${VKFORMER})
 
 execute_process(COMMAND ${FETCH} RESULT_VARIABLE rc OUTPUT_VARIABLE model ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

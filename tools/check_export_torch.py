@@ -4,7 +4,7 @@ export with `vkformer run` and compares with PyTorch's own output (npy_compare),
 what vkformer cannot run the same way is refused with a reason. Needs PyTorch; CMake registers it
 as the ctest `export_torch` only where /usr/bin/python3 imports torch.
 
-    python3 tools/check_export_torch.py VKFORMER NPY_COMPARE WORK_DIR
+    python3 tools/check_export_torch.py VKFORMER NPY_COMPARE WORK_DIR [LAUNCHER...]
 """
 import os
 import shutil
@@ -50,6 +50,8 @@ def refused():
 
 def main():
     vkformer, npy_compare, work = sys.argv[1:4]
+    # Any further arguments: the emulator that runs the programs in a cross build (wine).
+    launcher = sys.argv[4:]
     shutil.rmtree(work, ignore_errors=True)
     failures = 0
     for name, module in modules():
@@ -60,13 +62,13 @@ def main():
                   "encoder": ["--input", "src.npy"]}[config["arch"]]
         args = [a if a.startswith("--") else os.path.join(d, a) for a in inputs]
         out = os.path.join(d, "out.npy")
-        run = subprocess.run([vkformer, "run", "--model", d, *args, "--output", out], capture_output=True, text=True)
+        run = subprocess.run([*launcher, vkformer, "run", "--model", d, *args, "--output", out], capture_output=True, text=True)
         if run.returncode != 0:
             print(f"FAIL {name}: vkformer run: {run.stderr.strip()}")
             failures += 1
             continue
         # f16 weights are exact in f32; the rest is fp32 against PyTorch's fp32.
-        cmp = subprocess.run([npy_compare, out, os.path.join(d, "expected.npy"), "2e-5"],
+        cmp = subprocess.run([*launcher, npy_compare, out, os.path.join(d, "expected.npy"), "2e-5"],
                              capture_output=True, text=True)
         print(("ok  " if cmp.returncode == 0 else "FAIL ") + f"{name} ({config['arch']}): "
               + (cmp.stdout + cmp.stderr).strip())

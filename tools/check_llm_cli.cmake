@@ -9,6 +9,8 @@ foreach(v VKFORMER TINY OUT)
   endif()
 endforeach()
 unset(ENV{VKFORMER_DEVICE})
+# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
+set(VKFORMER ${LAUNCHER} ${VKFORMER})
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(model ${TINY}/tiny_llama_untied.gguf)

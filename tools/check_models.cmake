@@ -9,6 +9,9 @@ foreach(var VKFORMER NPY_COMPARE GOLDEN OUT)
   endif()
 endforeach()
 unset(ENV{VKFORMER_DEVICE})
+# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
+set(VKFORMER ${LAUNCHER} ${VKFORMER})
+set(NPY_COMPARE ${LAUNCHER} ${NPY_COMPARE})
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 

@@ -9,6 +9,8 @@ foreach(v VKFORMER FETCH OUT)
   endif()
 endforeach()
 unset(ENV{VKFORMER_DEVICE})
+# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
+set(VKFORMER ${LAUNCHER} ${VKFORMER})
 
 include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
 fetch_model(${FETCH} model)

@@ -1,6 +1,8 @@
 # cmake -DBUILD_DIR=<vkformer build> -DWORK_DIR=<scratch> -DCONSUMER_DIR=<this folder>
 #       -DC_CONSUMER_DIR=<examples/consumer_c> -DMODEL_DIR=<a seq2seq model> -DEXPECT=<regex>
-#       [-DCMAKE_CXX_COMPILER=<c++>] [-DCMAKE_C_COMPILER=<cc>] -P check_install.cmake
+#       [-DCMAKE_CXX_COMPILER=<c++>] [-DCMAKE_C_COMPILER=<cc>]
+#       [-DTOOLCHAIN_FILE=<cross toolchain> -DEXE_SUFFIX=.exe -DLAUNCHER=<emulator>]
+#       -P check_install.cmake
 # Installs the build into WORK_DIR/prefix, builds the C++ consumer project and the C-only one
 # against it with find_package(vkformer CONFIG REQUIRED) and runs them: the C one generates
 # tokens with MODEL_DIR, and its output must match EXPECT; then builds that C program once more
@@ -29,6 +31,14 @@ set(c_compiler_arg "")
 if(CMAKE_C_COMPILER)
   set(c_compiler_arg -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER})
 endif()
+# A cross build: the consumers use its toolchain (the prefix as a find root, which the toolchain
+# limits packages to) and run through its emulator.
+if(TOOLCHAIN_FILE)
+  list(APPEND compiler_arg -DCMAKE_TOOLCHAIN_FILE=${TOOLCHAIN_FILE}
+       -DCMAKE_FIND_ROOT_PATH=${WORK_DIR}/prefix)
+  list(APPEND c_compiler_arg -DCMAKE_TOOLCHAIN_FILE=${TOOLCHAIN_FILE}
+       -DCMAKE_FIND_ROOT_PATH=${WORK_DIR}/prefix)
+endif()
 
 step("install into ${WORK_DIR}/prefix"
   ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
@@ -36,14 +46,14 @@ step("configure the consumer with find_package(vkformer)"
   ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -DCMAKE_BUILD_TYPE=Release
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix ${compiler_arg})
 step("build the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-step("run the consumer" ${WORK_DIR}/build/app)
+step("run the consumer" ${LAUNCHER} ${WORK_DIR}/build/app${EXE_SUFFIX})
 message(STATUS "consumer said:\n${step_output}")
 
 step("configure the C consumer (LANGUAGES C only)"
   ${CMAKE_COMMAND} -S ${C_CONSUMER_DIR} -B ${WORK_DIR}/build-c -DCMAKE_BUILD_TYPE=Release
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix ${c_compiler_arg})
 step("build the C consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build-c)
-step("run the C consumer" ${WORK_DIR}/build-c/capp ${MODEL_DIR} 5 17 3 9)
+step("run the C consumer" ${LAUNCHER} ${WORK_DIR}/build-c/capp${EXE_SUFFIX} ${MODEL_DIR} 5 17 3 9)
 if(NOT step_output MATCHES "${EXPECT}")
   message(FATAL_ERROR "the C consumer printed:\n${step_output}\nexpected a match of: ${EXPECT}")
 endif()
@@ -56,9 +66,16 @@ set(ENV{PKG_CONFIG_PATH} "${WORK_DIR}/prefix/lib/pkgconfig")
 step("pkg-config --cflags --libs vkformer" ${PKG_CONFIG} --cflags --libs vkformer)
 string(STRIP "${step_output}" pc_flags)
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+# A cross build links the C and C++ runtimes statically, as its toolchain file does: Wine finds
+# no MinGW DLLs beside the program.
+set(static_runtimes "")
+if(TOOLCHAIN_FILE)
+  set(static_runtimes -static)
+endif()
 step("build the C consumer with pkg-config"
-  ${C_COMPILER} -std=c99 ${C_CONSUMER_DIR}/../generate.c ${pc_flags} -o ${WORK_DIR}/capp-pc)
-step("run the pkg-config build" ${WORK_DIR}/capp-pc ${MODEL_DIR} 5 17 3 9)
+  ${C_COMPILER} -std=c99 ${C_CONSUMER_DIR}/../generate.c ${pc_flags} ${static_runtimes}
+    -o ${WORK_DIR}/capp-pc${EXE_SUFFIX})
+step("run the pkg-config build" ${LAUNCHER} ${WORK_DIR}/capp-pc${EXE_SUFFIX} ${MODEL_DIR} 5 17 3 9)
 if(NOT step_output MATCHES "${EXPECT}")
   message(FATAL_ERROR "the pkg-config build printed:\n${step_output}\nexpected a match of: ${EXPECT}")
 endif()

@@ -70,6 +70,21 @@ std::optional<FileKind> device_kind(const std::filesystem::path& path) {
   return FileKind::character_device;
 }
 
+// What a path that has no attributes is when it can still be opened (a pipe, a device). Opened
+// without access rights, which neither reads nor connects. `missing` when it cannot be opened.
+FileKind attributeless_kind(const std::filesystem::path& path) {
+  HANDLE h = CreateFileW(path.c_str(), 0, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                         nullptr, OPEN_EXISTING, FILE_FLAG_BACKUP_SEMANTICS, nullptr);
+  if (h == INVALID_HANDLE_VALUE) return FileKind::missing;
+  const DWORD type = GetFileType(h);
+  CloseHandle(h);
+  switch (type) {
+    case FILE_TYPE_PIPE: return FileKind::fifo;
+    case FILE_TYPE_CHAR: return FileKind::character_device;
+    default: return FileKind::other;
+  }
+}
+
 }  // namespace
 
 PathStatus path_status(const std::filesystem::path& path, bool follow_links) {
@@ -82,8 +97,11 @@ PathStatus path_status(const std::filesystem::path& path, bool follow_links) {
   // or directory", also a name Windows refuses (bad|name) or one it cannot reach.
   WIN32_FILE_ATTRIBUTE_DATA data{};
   if (!GetFileAttributesExW(path.c_str(), GetFileExInfoStandard, &data)) {
+    // Under Wine a FIFO on the Unix file system has no attributes (ERROR_INVALID_PARAMETER) and
+    // still opens, as a pipe.
     const DWORD code = GetLastError();
-    if (code != ERROR_FILE_NOT_FOUND && code != ERROR_PATH_NOT_FOUND)
+    out.kind = attributeless_kind(path);
+    if (out.kind == FileKind::missing && code != ERROR_FILE_NOT_FOUND && code != ERROR_PATH_NOT_FOUND)
       out.error = windows_error_text(code);
     return out;
   }
