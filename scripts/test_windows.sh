@@ -66,6 +66,7 @@ echo "Xvfb on $DISPLAY (pid $xvfb_pid), WINEPREFIX=$WINEPREFIX"
 # One wine server for the whole run, started here with its output to /dev/null: one started by a
 # test's program would hold that test's output pipe open, and ctest would wait on it. -p: it stays
 # up between programs (the cleanup stops it).
+mkdir -p "$WINEPREFIX"
 wineserver -p > /dev/null 2>&1
 wineboot --init > /dev/null 2>&1 || true
 
