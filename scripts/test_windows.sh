@@ -63,12 +63,15 @@ export DISPLAY=":$display"
 export VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation
 export VKFORMER_LOADER_LAYERS=$VK_INSTANCE_LAYERS
 echo "Xvfb on $DISPLAY (pid $xvfb_pid), WINEPREFIX=$WINEPREFIX"
-# One wine server for the whole run, started here with its output to /dev/null: one started by a
-# test's program would hold that test's output pipe open, and ctest would wait on it. -p: it stays
-# up between programs (the cleanup stops it).
+# The prefix is made (or updated) first, and complete on disk once that server has exited: a
+# program started while Wine still updates its prefix waited on it, sometimes for ever. Then one
+# wine server for the whole run, started here with its output to /dev/null (one started by a
+# test's program would hold that test's output pipe open); -p: it stays up between programs (the
+# cleanup stops it). The programs themselves run through scripts/windows/wine_run.sh.
 mkdir -p "$WINEPREFIX"
-wineserver -p > /dev/null 2>&1
 wineboot --init > /dev/null 2>&1 || true
+wineserver -w
+wineserver -p > /dev/null 2>&1
 
 step "models, fetched on the host"
 # The tests run the fetch scripts themselves on Linux; a Windows program cannot run bash, so the
@@ -78,16 +81,18 @@ fetched() { "./scripts/$1" | tail -n 1; }
 minilm=$(fetched fetch_minilm.sh)
 smollm2=$(fetched fetch_smollm2.sh)
 llama_vocabs=$(fetched fetch_llama_vocabs.sh)
-VKFORMER_MINILM_DIR=$(winepath -w "$minilm")
-VKFORMER_SMOLLM2_GGUF=$(winepath -w "$smollm2")
-VKFORMER_LLAMA_VOCABS_DIR=$(winepath -w "$llama_vocabs")
+# Wine's drive Z: is the Unix root (what `winepath -w` says, without starting a Wine program).
+windows_path() { local p=$1; echo "Z:${p//\//\\}"; }
+VKFORMER_MINILM_DIR=$(windows_path "$minilm")
+VKFORMER_SMOLLM2_GGUF=$(windows_path "$smollm2")
+VKFORMER_LLAMA_VOCABS_DIR=$(windows_path "$llama_vocabs")
 export VKFORMER_MINILM_DIR VKFORMER_SMOLLM2_GGUF VKFORMER_LLAMA_VOCABS_DIR
 echo "VKFORMER_MINILM_DIR=$VKFORMER_MINILM_DIR"
 echo "VKFORMER_SMOLLM2_GGUF=$VKFORMER_SMOLLM2_GGUF"
 echo "VKFORMER_LLAMA_VOCABS_DIR=$VKFORMER_LLAMA_VOCABS_DIR"
 
 step "vkformer.exe devices"
-wine "$build/tools/vkformer.exe" devices | tee "$build/devices.txt"
+./scripts/windows/wine_run.sh "$build/tools/vkformer.exe" devices | tee "$build/devices.txt"
 grep -q llvmpipe "$build/devices.txt" || { echo "vkformer.exe devices did not list llvmpipe" >&2; exit 1; }
 
 step "ctest under Wine"

@@ -25,8 +25,9 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
 set(CMAKE_SHARED_LINKER_FLAGS_INIT "-static-libgcc -static-libstdc++")
 
-# Test executables run under Wine (ctest and gtest_discover_tests use this).
+# Test executables run under Wine (ctest and gtest_discover_tests use this), through
+# scripts/windows/wine_run.sh, which keeps Wine's helper processes off the tests' output pipes.
 find_program(VKF_WINE NAMES wine wine64 PATHS /usr/lib/wine NO_CMAKE_FIND_ROOT_PATH)
 if(VKF_WINE)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${VKF_WINE})
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${CMAKE_CURRENT_LIST_DIR}/../../scripts/windows/wine_run.sh)
 endif()
