@@ -14,18 +14,30 @@ namespace vkformer::bench {
 
 namespace {
 
-// Random blocks with sane scales: random quantized values, then every block's fp16 d (and q4_1's
-// m) set to a small random number, so the weights look like a model's (|w| up to ~0.1).
+// Random blocks with sane scales: random quantized values, then every block's fp16 scales set to
+// small random numbers (d, and q4_1's m or q4_k's dmin; q6_k's d sits at the end of its
+// super-block), so the weights look like a model's (|w| up to ~0.1).
 HostTensor random_quantized(const Shape& shape, DType dt, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const uint64_t bytes = dtype_bytes(dt, shape.numel());
   std::vector<std::byte> raw(bytes);
   for (auto& b : raw) b = static_cast<std::byte>(rng() & 0xff);
-  std::uniform_real_distribution<float> scale(0.001f, 0.006f), offset(-0.05f, 0.0f);
+  std::uniform_real_distribution<float> scale(0.001f, 0.006f), offset(-0.05f, 0.0f),
+      k_scale(0.00005f, 0.0003f);
+  auto put = [&](uint64_t at, float v) {
+    const uint16_t h = float_to_half(v);
+    std::memcpy(raw.data() + at, &h, 2);
+  };
   for (uint64_t at = 0; at < bytes; at += dtype_block_bytes(dt)) {
-    const uint16_t d = float_to_half(scale(rng)), m = float_to_half(offset(rng));
-    std::memcpy(raw.data() + at, &d, 2);
-    if (dt == DType::q4_1) std::memcpy(raw.data() + at + 2, &m, 2);
+    if (dt == DType::q4_k) {
+      put(at, k_scale(rng));
+      put(at + 2, k_scale(rng));
+    } else if (dt == DType::q6_k) {
+      put(at + 208, k_scale(rng));
+    } else {
+      put(at, scale(rng));
+      if (dt == DType::q4_1) put(at + 2, offset(rng));
+    }
   }
   return HostTensor::from_bytes(shape, dt, raw);
 }
@@ -73,6 +85,14 @@ std::vector<Benchmark> quant_benchmarks() {
     list.push_back(quantized_linear("smollm2.ffn_down", tokens, 576, 1536, DType::q4_1));
     list.push_back(quantized_linear("smollm2.ffn_up", tokens, 1536, 576, DType::q8_0));
   }
+  // Llama-3.2-1B's feed-forward as Q4_K_M files store it (up Q4_K, down Q6_K, whose dims are
+  // whole 256-element super-blocks), beside Q4_1 at the same shape.
+  for (int64_t tokens : {1, 128}) {
+    list.push_back(quantized_linear("llama1b.ffn_up", tokens, 8192, 2048, DType::q4_k));
+    list.push_back(quantized_linear("llama1b.ffn_down", tokens, 2048, 8192, DType::q6_k));
+    list.push_back(quantized_linear("llama1b.ffn_up", tokens, 8192, 2048, DType::q4_1));
+  }
+  list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q5_0));
   // The same shapes with f32 weights, through the f32 kernels.
   for (int64_t tokens : {1, 128, 512}) {
     list.push_back(linear_matmul("smollm2.ffn_up", tokens, 1536, 576, DType::f32));

@@ -34,7 +34,10 @@ export CFLAGS="$san" CXXFLAGS="$san" LDFLAGS="-fsanitize=address,undefined"
 if [[ -f "$BUILD_DIR/CMakeCache.txt" && ( -f "$BUILD_DIR/Makefile" || -f "$BUILD_DIR/build.ninja" ) ]]; then
   echo "sanitize: $BUILD_DIR/ is configured"
 else
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
+  # -O1 -g1 (line tables): ASan's recommended optimization, file:line in every report, and half
+  # the compile time of RelWithDebInfo's -O2 -g.
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
 fi
 case ${SANITIZE_SET:-all} in
   all)

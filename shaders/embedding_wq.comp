@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-// Embedding lookup from a table stored in a weight dtype (bf16, q8_0, q4_0, q4_1; see
+// Embedding lookup from a table stored in a weight dtype (bf16 or a quantized type; see
 // weights.glsl): out[t, j] = table[clamp(ids[t], 0, V-1), j] dequantized, stored as T.
 // As embedding.comp: a grid-stride loop, ids clamped, and a table larger than one binding bound
 // as windows of rows [first, first + count), one dispatch each. A quantized table is read four
@@ -35,7 +35,7 @@ void main() {
     const uint row = uint(clamp(ids[t], 0, int(p.vocab) - 1)) - p.first;  // wraps below first
     if (row >= p.count) continue;
 #ifdef W_QUANTIZED
-    const vec4 v = block_values(row * row_hw + (j / 8u) * BLOCK_HW, j % 8u);
+    const vec4 v = block_values(row * row_hw, j / 8u, j % 8u);
     for (uint c = 0; c < 4u; ++c) o[t * p.d + 4u * j + c] = T(v[c]);
 #else
     o[t * p.d + j] = T(weight_at(row * row_hw, j));

@@ -3,12 +3,12 @@
 #include "common.glsl"
 #include "activations.glsl"
 // out = act(alpha * A·Wᵀ + bias) where W [N, K] (a Linear weight) is stored in another dtype
-// than the activations A [M, K] (f32 or f16): bf16, a ggml block type (q8_0, q4_0, q4_1), or the
-// other float type. The prompt-processing path (M > 1).
+// than the activations A [M, K] (f32 or f16): bf16, a ggml block type (q8_0, q4_0, q4_1, q5_0,
+// q4_k, q6_k; see weights.glsl), or the other float type. The prompt-processing path (M > 1).
 //
 // Tiling: each workgroup computes a BM x BN tile of the output with (BM / TM) * (BN / TN)
-// invocations, each owning a TM x TN block in registers. K advances 32 at a time (one ggml block
-// per row of W): the workgroup stages A's BM x 32 slice and W's BN x 32 slice, dequantized to
+// invocations, each owning a TM x TN block in registers. K advances 32 at a time (one ggml block,
+// or k-quant sub-block, per row of W): the workgroup stages A's BM x 32 slice and W's BN x 32 slice, dequantized to
 // fp32, in shared memory, so each block's scale is read once per tile instead of once per
 // product, then every invocation runs the FMA loop over the 32 columns. Rows past M and columns
 // past N (and, for unquantized W, K past its end) load zeros and are not stored. fp32 throughout.
@@ -72,7 +72,7 @@ void main() {
     for (uint b = 0; b < K / 32u; ++b)
       for (uint g = 0; g < 8u; ++g) {
         vec4 wv[TN];
-        for (uint j = 0; j < TN; ++j) wv[j] = block_values(w_row[j] + b * BLOCK_HW, g);
+        for (uint j = 0; j < TN; ++j) wv[j] = block_values(w_row[j], b, g);
         for (uint i = 0; i < TM; ++i) {
           const vec4 av = vec4(a4[(a_row[i] + b * 32u) / 4u + g]);
           for (uint j = 0; j < TN; ++j) acc[i * TN + j] += dot(av, wv[j]);
@@ -99,7 +99,7 @@ void main() {
 #ifdef W_QUANTIZED
     for (uint e = tid; e < BN * 8u; e += WG) {
       const uint r = e / 8u, g = e % 8u, n = n0 + r;
-      const vec4 v = n < N ? block_values(n * row_hw + (k0 / 32u) * BLOCK_HW, g) : vec4(0.0);
+      const vec4 v = n < N ? block_values(n * row_hw, k0 / 32u, g) : vec4(0.0);
       for (uint c = 0; c < 4u; ++c) Bs[(4u * g + c) * (BN + 1) + r] = v[c];
     }
 #else

@@ -9,7 +9,8 @@
 // A workgroup computes NC = WG / LANES outputs; the LANES invocations of one output walk its row
 // of W a block (32 elements) at a time, lane l taking blocks l, l + LANES, ... For a quantized W
 // the block's raw values are dotted with A first and the scale applied once:
-//   q8_0: d·Σq·x,  q4_0: d·(Σq·x − 8·Σx),  q4_1: d·Σq·x + m·Σx.
+//   q8_0: d·Σq·x,  q4_0: d·(Σq·x − 8·Σx),  q5_0: d·(Σq·x − 16·Σx),  q4_1 and q4_k: d·Σq·x + m·Σx,
+//   q6_k: d·Σ(sc·(q − 32))·x (two scales a block: weights.glsl's block_q applies them).
 // The LANES partial sums are then added in shared memory (a tree; LANES a power of 2). An
 // unquantized W is walked an element at a time. fp32 accumulation.
 
@@ -56,22 +57,23 @@ void main() {
   float acc = 0.0;
 #ifdef W_QUANTIZED
   for (uint b = lane; b < K / 32u; b += LANES) {
-    const uint blk = row + b * BLOCK_HW;
     const uint x4 = (a_row + b * 32u) / 4u;  // K is a multiple of 32: whole vec4s
     float s = 0.0, sx = 0.0;
     for (uint g = 0; g < 8u; ++g) {
       const vec4 x = vec4(a4[x4 + g]);
-      s += dot(block_q(blk, g), x);
-#ifdef W_Q4
+      s += dot(block_q(row, b, g), x);
+#ifdef W_SUM_X
       sx += dot(x, vec4(1.0));
 #endif
     }
 #if defined(W_Q4_0)
-    acc += block_d(blk) * (s - 8.0 * sx);
-#elif defined(W_Q4_1)
-    acc += block_d(blk) * s + block_m(blk) * sx;
+    acc += block_d(row, b) * (s - 8.0 * sx);
+#elif defined(W_Q5_0)
+    acc += block_d(row, b) * (s - 16.0 * sx);
+#elif defined(W_Q4_1) || defined(W_Q4_K)
+    acc += block_d(row, b) * s + block_m(row, b) * sx;
 #else
-    acc += block_d(blk) * s;
+    acc += block_d(row, b) * s;
 #endif
   }
 #else

@@ -9,7 +9,7 @@
 // blocks; one of W_Q8_0, W_Q4_0, W_Q4_1), for CPU devices, shaped like matmul_texel.comp: there
 // storage-buffer loads with per-lane addresses become lane loops, while texel fetches are
 // gathers, so A is read as 4-element texels and W as R32_UINT texels (32-bit words of its
-// blocks, which are only 2-byte aligned for q4_0 and q8_0).
+// blocks, which are only 2-byte aligned for q4_0, q5_0, q8_0 and q6_k).
 //
 // A workgroup is one subgroup of SG lanes and computes TM rows x (SG * TN) columns; lane l owns
 // columns n0 + l + SG * j, j < TN. Per 32-element block of K each lane
@@ -32,8 +32,10 @@ layout(constant_id = 4) const uint ACT = 0;  // see activations.glsl
 const uint SG = gl_WorkGroupSize.x;
 const uint NA = (TM * 8 + SG - 1) / SG;  // A fetches per block and lane
 
-// A block is BLOCK_HW halfwords; BW words starting at the one holding its first halfword cover
-// it at either halfword parity. NQ words of quantized values follow the header.
+// Block layouts as in weights.glsl. A block is BLOCK_HW halfwords; BW words starting at the one
+// holding its first halfword cover it at either halfword parity. NQ words of quantized values
+// follow the header. The k-quants are read a 32-element sub-block at a time (block b is
+// sub-block b % 8 of super-block b / 8, SUPER_HW halfwords).
 #if defined(W_Q8_0)
 #define BLOCK_HW 17u
 #define BW 9u
@@ -46,8 +48,17 @@ const uint NA = (TM * 8 + SG - 1) / SG;  // A fetches per block and lane
 #define BLOCK_HW 10u  // always word aligned: rows are whole words
 #define BW 5u
 #define NQ 4u
+#elif defined(W_Q5_0)
+#define BLOCK_HW 11u
+#define BW 6u
+#elif defined(W_Q4_K)
+#define SUPER_HW 72u  // always word aligned
+#define W_K_QUANT 1
+#elif defined(W_Q6_K)
+#define SUPER_HW 105u
+#define W_K_QUANT 1
 #else
-#error "define one of W_Q8_0, W_Q4_0, W_Q4_1"
+#error "define one of W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K"
 #endif
 
 layout(set = 0, binding = 0) uniform samplerBuffer A;
@@ -74,10 +85,82 @@ uint w_row[TN];  // first halfword of this lane's row j
 // passed as an `inout` array sized by specialization constants it read back as zeros on lavapipe.
 float wq[TN * 32];
 
-// Column j's block starting at halfword h, dequantized into wq[j * 32 .. j * 32 + 31].
-void dequantize(uint j, uint h) {
+#ifdef W_K_QUANT
+uint row_hw(uint k) { return (k / 256u) * SUPER_HW; }
+#else
+uint row_hw(uint k) { return (k / 32u) * BLOCK_HW; }
+#endif
+
+// The halfword at `h` (any parity).
+uint fetch_half(uint h) { return (texelFetch(W, int(h >> 1)).x >> ((h & 1u) << 4)) & 0xffffu; }
+
+// The 8 words of 32 bytes starting at halfword h (any parity), into q8.
+uint q8[8];
+void fetch_32_bytes(uint h) {
+  uint f[9];
+  [[unroll]] for (uint i = 0; i < 9u; ++i) f[i] = texelFetch(W, int((h >> 1) + i)).x;
+  const bool odd = (h & 1u) != 0u;
+  [[unroll]] for (uint g = 0; g < 8u; ++g) q8[g] = odd ? (f[g] >> 16) | (f[g + 1] << 16) : f[g];
+}
+
+// Block b of column j's row (starting at halfword `row`), dequantized into wq[j * 32 .. + 31].
+void dequantize(uint j, uint row, uint b) {
+#if defined(W_Q4_K)
+  const uint sb = (row + (b / 8u) * SUPER_HW) >> 1, s = b % 8u;
+  const vec2 dm = unpackHalf2x16(texelFetch(W, int(sb)).x);
+  const uint s0 = texelFetch(W, int(sb + 1u)).x, s1 = texelFetch(W, int(sb + 2u)).x,
+             s2 = texelFetch(W, int(sb + 3u)).x;
+  // ggml's get_scale_min_k4 on the 12 scale bytes s0..s2, for sub-block s (uniform).
+  uint sc, mn;
+  if (s < 4u) {
+    sc = (s0 >> (8u * s)) & 63u;
+    mn = (s1 >> (8u * s)) & 63u;
+  } else {
+    const uint hi = (s2 >> (8u * (s - 4u))) & 0xffu;
+    sc = (hi & 0xfu) | (((s0 >> (8u * (s - 4u))) >> 6 & 3u) << 4);
+    mn = (hi >> 4) | (((s1 >> (8u * (s - 4u))) >> 6 & 3u) << 4);
+  }
+  const float d = dm.x * float(sc), m = -(dm.y * float(mn));
+  uint q[8];
+  [[unroll]] for (uint g = 0; g < 8u; ++g) q[g] = texelFetch(W, int(sb + 4u + 8u * (s / 2u) + g)).x;
+  const uint shift = 4u * (s & 1u);
+  [[unroll]] for (uint e = 0; e < 32u; ++e)
+    wq[j * 32 + e] = fma(d, float((q[e / 4] >> (8 * (e % 4) + shift)) & 0xfu), m);
+#elif defined(W_Q6_K)
+  const uint sb = row + (b / 8u) * SUPER_HW, s = b % 8u, h = s / 4u, r = s % 4u;
+  const uint scales = fetch_half(sb + 96u + 4u * h + r);
+  const float d = unpackHalf2x16(fetch_half(sb + 104u)).x;
+  // ggml's order: (d * sc) * q, so the values equal its dequantization.
+  const float d0 = d * float(int(scales << 24) >> 24), d1 = d * float(int(scales << 16) >> 24);
+  fetch_32_bytes(sb + 64u + 16u * h);
+  uint high[8];
+  [[unroll]] for (uint g = 0; g < 8u; ++g) high[g] = q8[g] >> (2u * r);
+  fetch_32_bytes(sb + 32u * h + 16u * (r & 1u));
+  const uint shift = 4u * (r / 2u);
+  [[unroll]] for (uint e = 0; e < 32u; ++e) {
+    const uint low = (q8[e / 4] >> (8 * (e % 4) + shift)) & 0xfu;
+    const uint hi2 = (high[e / 4] >> (8 * (e % 4))) & 3u;
+    wq[j * 32 + e] = (e < 16u ? d0 : d1) * float(int(low | (hi2 << 4)) - 32);
+  }
+#else
+  const uint h = row + b * BLOCK_HW;
   uint f[BW];
   [[unroll]] for (uint i = 0; i < BW; ++i) f[i] = texelFetch(W, int((h >> 1) + i)).x;
+#if defined(W_Q5_0)
+  // Halfwords 0..10 of the block: d, the 32 high bits, then 16 bytes of nibbles.
+  const bool odd = (h & 1u) != 0u;
+  uint hw[11];
+  [[unroll]] for (uint i = 0; i < 11u; ++i)
+    hw[i] = odd ? (f[(i + 1u) >> 1] >> (((i + 1u) & 1u) << 4)) & 0xffffu
+                : (f[i >> 1] >> ((i & 1u) << 4)) & 0xffffu;
+  const float d = unpackHalf2x16(hw[0]).x;
+  const uint qh = hw[1] | (hw[2] << 16);
+  [[unroll]] for (uint e = 0; e < 32u; ++e) {
+    const uint byte = (hw[3 + (e % 16) / 2] >> (8 * (e % 2))) & 0xffu;
+    const uint q = ((byte >> (4 * (e / 16))) & 0xfu) | (((qh >> e) & 1u) << 4);
+    wq[j * 32 + e] = d * float(int(q) - 16);
+  }
+#else
 #if defined(W_Q4_1)
   const vec2 dm = unpackHalf2x16(f[0]);
   const float d = dm.x, m = dm.y;
@@ -101,6 +184,8 @@ void dequantize(uint j, uint h) {
   [[unroll]] for (uint e = 0; e < 32u; ++e)
     wq[j * 32 + e] = fma(d, float((q[(e % 16) / 4] >> (8 * (e % 4) + 4 * (e / 16))) & 0xfu), m);
 #endif
+#endif
+#endif
 }
 
 void main() {
@@ -113,14 +198,14 @@ void main() {
     const uint t = min(r * SG + lane, TM * 8 - 1);
     a_idx[r] = min(m0 + t / 8, M - 1) * K4 + t % 8;
   }
-  [[unroll]] for (uint j = 0; j < TN; ++j) w_row[j] = min(n0 + lane + SG * j, N - 1) * KB * BLOCK_HW;
+  [[unroll]] for (uint j = 0; j < TN; ++j) w_row[j] = min(n0 + lane + SG * j, N - 1) * row_hw(K);
   [[unroll]] for (uint i = 0; i < TM * TN; ++i) acc[i] = 0.0;
 
   for (uint b = 0; b < KB; ++b) {
     // Fetches first (calls into the driver), then the arithmetic.
     vec4 av[NA];
     [[unroll]] for (uint r = 0; r < NA; ++r) av[r] = texelFetch(A, int(a_idx[r] + b * 8u));
-    [[unroll]] for (uint j = 0; j < TN; ++j) dequantize(j, w_row[j] + b * BLOCK_HW);
+    [[unroll]] for (uint j = 0; j < TN; ++j) dequantize(j, w_row[j], b);
     [[unroll]] for (uint i = 0; i < TM; ++i)
       [[unroll]] for (uint g = 0; g < 8u; ++g)
         [[unroll]] for (uint c = 0; c < 4u; ++c) {

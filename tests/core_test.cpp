@@ -106,6 +106,11 @@ TEST(HostTensor, ConvertsAndChecks) {
   EXPECT_EQ(parse_dtype("float16"), DType::f16);
   EXPECT_EQ(parse_dtype("bf16"), DType::bf16);
   EXPECT_EQ(parse_dtype("q4_1"), DType::q4_1);
+  EXPECT_EQ(parse_dtype("q5_0"), DType::q5_0);
+  EXPECT_EQ(parse_dtype("q4_k"), DType::q4_k);
+  EXPECT_EQ(parse_dtype("q6_k"), DType::q6_k);
+  EXPECT_EQ(dtype_bytes(DType::q4_k, 512), 288u);
+  EXPECT_EQ(dtype_bytes(DType::q6_k, 256), 210u);
   EXPECT_THROW(parse_dtype("f64"), Error);
 }
 

@@ -1,9 +1,10 @@
 // LanguageModel (vkformer/llm.hpp) with llama GGUF files:
 //   - tiny random-weight llamas (tests/golden_llama/tiny, tools/make_tiny_llama.py: Q4_0, Q4_1,
-//     Q8_0, BF16, F16, F32 weights, tied and untied output) against the fp64 PyTorch logits
-//     stored there, and against a double-precision llama written here that reads the same file
-//     through GgufFile::read_f32 (ggml's dequantization): every position's logits, across prompt
-//     chunks, one token at a time, in pieces, after truncate/reset, f32 and f16;
+//     Q8_0, BF16, F16, F32 weights, tied and untied output; and one of Q4_K_M's types Q4_K,
+//     Q6_K and Q5_0) against the fp64 PyTorch logits stored there, and against a
+//     double-precision llama written here that reads the same file through GgufFile::read_f32
+//     (ggml's dequantization): every position's logits, across prompt chunks, one token at a
+//     time, in pieces, after truncate/reset, f32 and f16;
 //   - bad input: files of another architecture or missing a tensor, prompts longer than the
 //     context, ids outside the vocabulary;
 //   - SmolLM2-135M-Instruct Q4_1 ($VKFORMER_SMOLLM2_GGUF, or scripts/fetch_smollm2.sh) against
@@ -221,6 +222,35 @@ TEST_F(TinyLlama, LogitsMatchThePyTorchReference) {
   }
 }
 
+// Q4_K_M's weight types (Q4_K, Q6_K and Q5_0 in every role, a Q6_K table that is also the
+// output) at k-quant widths (tools/make_tiny_llama.py --kquant): 80 tokens in one pass (two
+// prompt chunks), then the first 8 again one at a time (the decode graph), every position's
+// logits against the double reference on the same dequantized weights.
+TEST_F(TinyLlama, KQuantWeightsMatchTheDoubleReference) {
+  const fs::path path = kTinyDir / "tiny_llama_kquant.gguf";
+  ReferenceLlama ref(path);
+  for (DType act : {DType::f32, DType::f16}) {
+    LanguageModelOptions o;
+    o.activations = act;
+    LanguageModel lm = LanguageModel::load(device(), path, o);
+    const int64_t vocab = lm.config().vocab_size;
+    ASSERT_EQ(lm.config().d_model, 256);
+    const std::vector<int32_t> ids = some_ids(80, vocab, 11);
+    const std::vector<double> want = ref.logits(ids);
+    const double tol = act == DType::f32 ? 1e-4 : 1e-2;
+    const double all = worst_relative_error(lm.append_all_logits(ids), want, vocab);
+    EXPECT_LE(all, tol) << dtype_name(act);
+    lm.reset();
+    double one = 0;
+    for (size_t t = 0; t < 8; ++t)
+      one = std::max(one, worst_relative_error(lm.append(std::span(ids).subspan(t, 1)), want, vocab,
+                                               static_cast<int64_t>(t)));
+    EXPECT_LE(one, tol) << dtype_name(act) << ", one token at a time";
+    std::printf("tiny kquant %s: max |dlogit| / max|logit| %.2e at once, %.2e one at a time\n",
+                std::string(dtype_name(act)).c_str(), all, one);
+  }
+}
+
 // 120 tokens: chunks of the prompt graph (one full, one padded), every position's logits.
 TEST_F(TinyLlama, AllLogitsMatchTheDoubleReference) {
   for (DType act : {DType::f32, DType::f16}) {
@@ -365,8 +395,8 @@ TEST_F(TinyLlama, FilesOfOtherArchitecturesMissingTensorsOrOtherTypesAreRefusedB
   const std::string i32_info = "blk.1.ffn_up.weight" + dims + std::string("\x1a\0\0\0", 4);
   EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), patched_copy(f32_info, i32_info, "type.gguf")); },
                          ErrorCode::format,
-                         "tensor blk.1.ffn_up.weight has type I32; weight matrices must be Q4_0, Q4_1, Q8_0, "
-                         "BF16, F16 or F32"));
+                         "tensor blk.1.ffn_up.weight has type I32; weight matrices must be Q4_0, Q4_1, Q5_0, "
+                         "Q8_0, Q4_K, Q6_K, BF16, F16 or F32"));
   LanguageModelOptions o;
   o.activations = DType::i32;
   EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), tiny_model(), o); }, ErrorCode::invalid_argument,

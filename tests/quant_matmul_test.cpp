@@ -1,9 +1,10 @@
-// Weights in another dtype than the activations (ggml's q8_0, q4_0 and q4_1 blocks, bf16, and f16
-// or f32 weights under the other float type), dequantized on the fly by matmul/linear and
+// Weights in another dtype than the activations (ggml's q8_0, q4_0, q4_1 and q5_0 blocks, the
+// q4_k and q6_k super-blocks, bf16, and f16 or f32 weights under the other float type), dequantized on the fly by matmul/linear and
 // embedding, against a double-precision reference.
 //
 // The quantized weights are tests/golden_quant/weights.gguf (tools/make_quant_golden.py): the
-// `gguf` package quantized them, and its own dequantization sits next to each tensor. First the
+// `gguf` package quantized them (the k-quants, which it cannot quantize, are random blocks with
+// model-like scales), and its own dequantization sits next to each tensor. First the
 // host side is checked bit for bit against it (GgufFile::read_raw, HostTensor::to_f32 through
 // dequantize_row); then the reference multiplies gguf's dequantized values in fp64, so the
 // device's arithmetic is all that is measured.
@@ -40,9 +41,23 @@ const GgufFile& golden() {
   return file;
 }
 
-const DType kWeightTypes[] = {DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1};
-// [N, K] as in tools/make_quant_golden.py.
-const std::pair<int64_t, int64_t> kShapes[] = {{17, 32}, {65, 96}, {19, 576}};
+const DType kWeightTypes[] = {DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
+                              DType::q5_0, DType::q4_k, DType::q6_k};
+const DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k,
+                             DType::q6_k};
+using ShapeNK = std::pair<int64_t, int64_t>;
+// [N, K] as in tools/make_quant_golden.py: K = 1, 3 and 18 blocks of 32, or 1, 2 and 3
+// super-blocks of 256 for the k-quants.
+const std::vector<ShapeNK> kShapes = {{17, 32}, {65, 96}, {19, 576}};
+const std::vector<ShapeNK> kKShapes = {{17, 256}, {65, 512}, {19, 768}};
+const std::vector<ShapeNK>& shapes_for(DType t) { return is_k_quant(t) ? kKShapes : kShapes; }
+// A K of the 32-block shapes in the type's golden shapes (the one at the same place).
+int64_t k_for(DType t, int64_t k) {
+  if (!is_k_quant(t)) return k;
+  for (size_t i = 0; i < kShapes.size(); ++i)
+    if (kShapes[i].second == k) return kKShapes[i].second;
+  return k;
+}
 
 std::string tensor_name(DType t, int64_t n, int64_t k) {
   return std::string(dtype_name(t)) + "." + std::to_string(n) + "x" + std::to_string(k);
@@ -68,7 +83,7 @@ Weight golden_weight(DType t, int64_t n, int64_t k, int64_t rows) {
 
 TEST(QuantGolden, ReadRawKeepsTheBlocksAndDequantizesLikeGguf) {
   for (DType t : kWeightTypes)
-    for (auto [n, k] : kShapes) {
+    for (auto [n, k] : shapes_for(t)) {
       SCOPED_TRACE(tensor_name(t, n, k));
       HostTensor raw = golden().read_raw(tensor_name(t, n, k));
       EXPECT_EQ(raw.dtype(), t);
@@ -84,9 +99,14 @@ TEST(QuantGolden, ReadRawKeepsTheBlocksAndDequantizesLikeGguf) {
           << "vkformer's dequantization differs from gguf's";
       for (int64_t i : {int64_t{0}, k - 1, n * k / 2 + 5, n * k - 1})
         EXPECT_EQ(raw.f32_at(i), theirs[i]) << "element " << i;
-      // Whole-block sizes: q8_0 34, q4_0 18, q4_1 20 bytes per 32 elements; bf16 2 per element.
-      const uint64_t block = t == DType::q8_0 ? 34 : t == DType::q4_0 ? 18 : t == DType::q4_1 ? 20 : 64;
-      EXPECT_EQ(raw.nbytes(), uint64_t(n) * (k / 32) * block);
+      // Whole-block sizes (ggml-common.h): q8_0 34, q4_0 18, q4_1 20, q5_0 22 bytes per 32
+      // elements, q4_k 144 and q6_k 210 per 256; bf16 2 per element.
+      const std::map<DType, std::pair<int, int>> sizes = {
+          {DType::q8_0, {34, 32}},   {DType::q4_0, {18, 32}},   {DType::q4_1, {20, 32}},
+          {DType::q5_0, {22, 32}},   {DType::q4_k, {144, 256}}, {DType::q6_k, {210, 256}},
+          {DType::bf16, {2, 1}}};
+      const auto [bytes, per] = sizes.at(t);
+      EXPECT_EQ(raw.nbytes(), uint64_t(n) * (k / per) * bytes);
     }
 }
 
@@ -96,12 +116,24 @@ TEST(QuantGolden, BadBytesAndUnsupportedTypesAreNamed) {
                          ErrorCode::shape_mismatch, "takes 18 bytes, got 19"));
   EXPECT_TRUE(fails_with([&] { HostTensor(Shape{2, 40}, DType::q8_0); }, ErrorCode::shape_mismatch,
                          "multiple of 32"));
+  EXPECT_TRUE(fails_with([&] { HostTensor(Shape{2, 288}, DType::q4_k); }, ErrorCode::shape_mismatch,
+                         "multiple of 256"));
+  EXPECT_TRUE(fails_with([&] { HostTensor::from_bytes({1, 256}, DType::q6_k, bytes); },
+                         ErrorCode::shape_mismatch, "takes 210 bytes, got 19"));
+  EXPECT_TRUE(fails_with([&] { HostTensor::from_f32({256}, std::vector<float>(256), DType::q4_k); },
+                         ErrorCode::unsupported, "does not quantize to q4_k"));
   EXPECT_TRUE(fails_with([&] { HostTensor::from_f32({32}, std::vector<float>(32), DType::q4_1); },
                          ErrorCode::unsupported, "does not quantize to q4_1"));
   const GgufFile all(std::filesystem::path(VKF_GGUF_DIR) / "all_types.gguf");
-  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q4_k"); }, ErrorCode::format, "'t.q4_k'"));
-  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q4_k"); }, ErrorCode::format, "Q4_K"));
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q5_k"); }, ErrorCode::format, "'t.q5_k'"));
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q5_k"); }, ErrorCode::format, "Q5_K"));
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q3_k"); }, ErrorCode::format, "Q3_K"));
+  EXPECT_EQ(all.read_raw("t.q4_k").dtype(), DType::q4_k);
+  EXPECT_EQ(all.read_raw("t.q6_k").dtype(), DType::q6_k);
   EXPECT_EQ(dtype_from_ggml(GgmlType::Q4_1), DType::q4_1);
+  EXPECT_EQ(dtype_from_ggml(GgmlType::Q5_0), DType::q5_0);
+  EXPECT_EQ(ggml_type_of(DType::q4_k), GgmlType::Q4_K);
+  EXPECT_EQ(ggml_type_of(DType::q6_k), GgmlType::Q6_K);
   EXPECT_EQ(ggml_type_of(DType::q8_0), GgmlType::Q8_0);
 }
 
@@ -129,7 +161,7 @@ double silu(double x) { return x / (1.0 + std::exp(-x)); }
 // and this K) or, for f32/f16 weights, random values in that dtype.
 Weight case_weight(const Case& c, uint32_t seed) {
   if (!is_float(c.weight)) {
-    for (auto [n, k] : kShapes)
+    for (auto [n, k] : shapes_for(c.weight))
       if (k == c.k && n >= c.n) return golden_weight(c.weight, n, k, c.n);
     ADD_FAILURE() << "no golden weight for " << case_name(c);
     return {};
@@ -183,31 +215,32 @@ void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given
               case_name(c).c_str(), err, err / scale, scale, tol.atol);
 }
 
-// Every quantized and bf16 type, both activation dtypes, the golden shapes (K = 32, 96, 576; N
-// odd, past a tile, and rows subsets 1 and 3), M = 1 (mat-vec), 3, 17 and 65 (tiled).
+// Every quantized and bf16 type, both activation dtypes, the golden shapes (K = 32, 96, 576 or
+// 256, 512, 768; N odd, past a tile, and rows subsets 1 and 3), M = 1 (mat-vec), 3, 17 and 65
+// (tiled).
 TEST_F(DeviceTest, QuantizedLinearMatchesReference) {
   for (DType t : kWeightTypes)
     for (DType act : {DType::f32, DType::f16})
-      for (auto [n, k] : kShapes)
+      for (auto [n, k] : shapes_for(t))
         for (int64_t m : {1, 3, 65}) check(device(), {t, act, m, n, k});
 }
 
 TEST_F(DeviceTest, QuantizedLinearRowSubsetsAndLargerM) {
   for (DType t : kWeightTypes) {
-    check(device(), {t, DType::f32, 1, 1, 576});
-    check(device(), {t, DType::f32, 17, 3, 96});
-    check(device(), {t, DType::f16, 1, 3, 96});
-    check(device(), {t, DType::f32, 130, 65, 96});
+    check(device(), {t, DType::f32, 1, 1, k_for(t, 576)});
+    check(device(), {t, DType::f32, 17, 3, k_for(t, 96)});
+    check(device(), {t, DType::f16, 1, 3, k_for(t, 96)});
+    check(device(), {t, DType::f32, 130, 65, k_for(t, 96)});
   }
 }
 
 TEST_F(DeviceTest, QuantizedLinearEpilogues) {
-  for (DType t : {DType::q4_1, DType::q8_0, DType::bf16})
+  for (DType t : {DType::q4_1, DType::q8_0, DType::bf16, DType::q4_k, DType::q6_k})
     for (DType act : {DType::f32, DType::f16})
       for (int64_t m : {1, 17}) {
-        check(device(), {t, act, m, 65, 96, true});
-        check(device(), {t, act, m, 19, 576, true, 0.5f, Activation::silu});
-        check(device(), {t, act, m, 17, 32, false, -2.0f, Activation::relu});
+        check(device(), {t, act, m, 65, k_for(t, 96), true});
+        check(device(), {t, act, m, 19, k_for(t, 576), true, 0.5f, Activation::silu});
+        check(device(), {t, act, m, 17, k_for(t, 32), false, -2.0f, Activation::relu});
       }
 }
 
@@ -233,10 +266,10 @@ TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
   for (const auto& env : variants) {
     SCOPED_TRACE(std::string(env[0].first) + "=" + env[0].second);
     Device d = open_test_device_with_env(env);
-    for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1})
+    for (DType t : kQuantTypes)
       for (int64_t m : {1, 9, 17}) {
-        check(d, {t, DType::f32, m, 65, 96, true});
-        check(d, {t, DType::f16, m, 19, 576});
+        check(d, {t, DType::f32, m, 65, k_for(t, 96), true});
+        check(d, {t, DType::f16, m, 19, k_for(t, 576)});
       }
   }
 }
@@ -248,12 +281,20 @@ Weight random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
   for (auto& b : bytes) b = static_cast<std::byte>(rng() & 0xff);
   const uint64_t block = dtype_block_bytes(t);
-  const int headers = t == DType::q4_1 ? 2 : 1;  // d (and m) as f16 at the start of each block
-  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  // Byte offsets of the f16 scales in a block (ggml-common.h), and their ranges: d, and q4_1's m
+  // or q4_k's dmin; q6_k keeps d at its end and its int8 sub-block scales random.
+  struct Scale {
+    uint64_t offset;
+    float lo, hi;
+  };
+  std::vector<Scale> scales = {{0, 0.001f, 0.02f}};
+  if (t == DType::q4_1) scales.push_back({2, -0.16f, -0.008f});
+  if (t == DType::q4_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
+  if (t == DType::q6_k) scales = {{208, 0.0002f, 0.001f}};
   for (uint64_t at = 0; at < bytes.size(); at += block)
-    for (int h = 0; h < headers; ++h) {
-      const uint16_t half = float_to_half(h == 0 ? scale(rng) : -8 * scale(rng));
-      std::memcpy(&bytes[at + 2 * h], &half, 2);
+    for (const Scale& sc : scales) {
+      const uint16_t half = float_to_half(std::uniform_real_distribution<float>(sc.lo, sc.hi)(rng));
+      std::memcpy(&bytes[at + sc.offset], &half, 2);
     }
   Weight w;
   w.raw = HostTensor::from_bytes({n, k}, t, bytes);
@@ -263,9 +304,11 @@ Weight random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
 }
 
 // The SmolLM2 shapes' scale on the texel kernel: many workgroups (N = 2053, a prime), K = 1536
-// (48 blocks, odd row parity for q4_0 and q8_0 in every other row), M = 1 and 9.
+// (48 blocks or 6 super-blocks; rows of odd halfwords for q4_0, q5_0 and q8_0, and an odd
+// number of q6_k's 105-halfword super-blocks, so every other row starts at an odd halfword),
+// M = 1 and 9.
 TEST_F(DeviceTest, QuantizedLinearLargeRandomBlocks) {
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1}) {
+  for (DType t : kQuantTypes) {
     const Weight w = random_blocks(t, 2053, 1536, 5);
     for (int64_t m : {1, 9}) check(device(), {t, DType::f32, m, 2053, 1536, true}, 3, &w);
   }
@@ -325,7 +368,8 @@ TEST_F(DeviceTest, QuantizedLinearFoldsBatchesAndTakesInputs) {
 TEST_F(DeviceTest, EmbeddingFromQuantizedTables) {
   for (DType t : kWeightTypes) {
     SCOPED_TRACE(std::string(dtype_name(t)));
-    const Weight w = golden_weight(t, 65, 96, 65);
+    const int64_t d = k_for(t, 96);
+    const Weight w = golden_weight(t, 65, d, 65);
     const std::vector<int32_t> ids = {0, 64, 7, 64, 0, 33};
     Graph g;
     Tensor idt = g.input("ids", {2, 3}, DType::i32);
@@ -334,11 +378,11 @@ TEST_F(DeviceTest, EmbeddingFromQuantizedTables) {
     g.output("y", emb);
     Executor ex(device(), g);
     const HostTensor y = ex.run({{"ids", HostTensor::from_i32({2, 3}, ids)}}).at("y");
-    ASSERT_EQ(y.shape(), (Shape{2, 3, 96}));
+    ASSERT_EQ(y.shape(), (Shape{2, 3, d}));
     const std::vector<float> got = y.to_f32();
     for (size_t i = 0; i < ids.size(); ++i)
-      for (int j = 0; j < 96; ++j)
-        ASSERT_EQ(got[i * 96 + j], static_cast<float>(w.values[ids[i] * 96 + j]))
+      for (int64_t j = 0; j < d; ++j)
+        ASSERT_EQ(got[i * d + j], static_cast<float>(w.values[ids[i] * d + j]))
             << "token " << i << " (id " << ids[i] << ") column " << j;
     const std::vector<int32_t> bad = {0, 1, 2, 65, 4, 5};
     EXPECT_TRUE(fails_with([&] { ex.set_input("ids", HostTensor::from_i32({2, 3}, bad)); },
@@ -374,8 +418,11 @@ TEST_F(DeviceTest, EmbeddingFromAComputedTable) {
 // rows (src/ops/windows.hpp), each ending on a whole 32-bit word; x and out by rows too.
 TEST_F(DeviceTest, QuantizedWeightsInWindows) {
   Device windowed = open_test_device_with_env({{"VKFORMER_MAX_BINDING_BYTES", "4096"}});
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1})
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0})
     check(windowed, {t, DType::f32, 1, 19, 576, true});  // mat-vec: 6,156 to 11,628 bytes
+  // Rows of 432 and 420 bytes: q6_k's super-blocks start at odd halfwords within a window.
+  check(windowed, {DType::q4_k, DType::f32, 1, 19, 768, true});
+  check(windowed, {DType::q6_k, DType::f32, 1, 65, 512, true});
   for (int64_t m : {3, 17}) check(windowed, {DType::q8_0, DType::f32, m, 65, 96, true});
   const Weight w = golden_weight(DType::q8_0, 65, 96, 65);  // 6,630 bytes, rows of 102
   const std::vector<int32_t> ids = {64, 0, 33};
@@ -407,6 +454,11 @@ TEST_F(DeviceTest, QuantizedTensorsElsewhereAreClearErrors) {
   EXPECT_TRUE(fails_with([&] { g.linear(x40, odd); }, ErrorCode::shape_mismatch, "whole blocks"));
   Tensor ids = g.input("ids", {2}, DType::i32);
   EXPECT_TRUE(fails_with([&] { g.embedding(ids, odd); }, ErrorCode::shape_mismatch, "whole blocks"));
+  // A k-quant's rows are whole 256-element super-blocks.
+  Tensor k96 = g.input("k", {3, 96}, DType::q4_k);
+  Tensor x96 = g.input("x96", {2, 96}, DType::f32);
+  EXPECT_TRUE(fails_with([&] { g.linear(x96, k96); }, ErrorCode::shape_mismatch, "blocks of 256"));
+  EXPECT_TRUE(fails_with([&] { g.embedding(ids, k96); }, ErrorCode::shape_mismatch, "blocks of 256"));
   EXPECT_TRUE(fails_with([&] { g.embedding(ids, ids); }, ErrorCode::shape_mismatch, "i32"));
 }
 

@@ -15,6 +15,12 @@ The default writes, with the `gguf` package's GGUFWriter, into tests/golden_llam
   256 byte symbols, 125 merges learned here from CORPUS), tokenizer.ggml.model gpt2, pre smollm,
   add_bos_token false, bos 1 (<|im_start|>), eos 2 (<|im_end|>), as SmolLM2 has them.
 - tiny_llama_untied.gguf: the same blocks, token_embd Q4_0 and a separate output.weight Q4_1.
+- tiny_llama_kquant.gguf (--kquant, needs only gguf and numpy): the same vocabulary at widths in
+  whole 256-element super-blocks (width 256, FFN 256, 4 query and 2 KV heads of 64 dims, 2
+  blocks) with Q4_K_M's types: Q4_K, Q6_K and Q5_0 in every role across the blocks, a Q6_K
+  token table that is also the output. The k-quant blocks are random (the package cannot
+  quantize to them) with model-like scales; tests/llama_model_test.cpp's double-precision
+  llama is its reference.
 - golden.json + logits_<model>_<sequence>.npy: id sequences and the float64 reference's logits
   (tools/llama_reference.py) at every position, as float32; and texts with the ids a `tokenizers`
   BPE built from the tiny vocabulary gives them.
@@ -158,21 +164,22 @@ def tiny_weights(rng, vocab):
     return out
 
 
-def write_tiny(path, weights, vocabulary, tied):
+def llama_writer(path, name, vocabulary, layers, d_model, d_ff, heads, kv_heads, file_type):
+    """A GGUFWriter with the llama metadata and the tiny vocabulary and chat template."""
     tokens, types, merges = vocabulary
     w = gguf.GGUFWriter(path, "llama")
-    w.add_name("vkformer tiny llama (random weights, " + ("tied" if tied else "untied") + " output)")
-    w.add_block_count(N_LAYERS)
+    w.add_name(name)
+    w.add_block_count(layers)
     w.add_context_length(CONTEXT)
-    w.add_embedding_length(D_MODEL)
-    w.add_feed_forward_length(D_FF)
-    w.add_head_count(N_HEADS)
-    w.add_head_count_kv(N_KV_HEADS)
+    w.add_embedding_length(d_model)
+    w.add_feed_forward_length(d_ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(len(tokens))
-    w.add_rope_dimension_count(HEAD_DIM)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_1)
+    w.add_rope_dimension_count(d_model // heads)
+    w.add_file_type(file_type)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
     w.add_token_list(tokens)
@@ -185,12 +192,104 @@ def write_tiny(path, weights, vocabulary, tied):
     w.add_add_bos_token(False)
     w.add_add_space_prefix(False)
     w.add_chat_template(CHATML)
+    return w
+
+
+def write_tiny(path, weights, vocabulary, tied):
+    w = llama_writer(path, "vkformer tiny llama (random weights, " + ("tied" if tied else "untied") + " output)",
+                     vocabulary, N_LAYERS, D_MODEL, D_FF, N_HEADS, N_KV_HEADS, gguf.LlamaFileType.MOSTLY_Q4_1)
     for name, (values, qtype) in weights.items():
         if name == "token_embd.weight":
             qtype = Q.Q8_0 if tied else Q.Q4_0
         if name == "output.weight" and tied:
             continue
         add_tensor(w, name, values, qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+# ---- the k-quant tiny model ------------------------------------------------------------------
+
+K_PATH = OUT / "tiny_llama_kquant.gguf"
+# Width and FFN in whole 256-element super-blocks; 4 query heads and 2 KV heads of 64 dims.
+K_D_MODEL, K_D_FF, K_HEADS, K_KV_HEADS = 256, 256, 4, 2
+# Q4_K_M's types (and its Q5_0 fallback) in every role across the two blocks; the token table
+# (also the output projection) Q6_K.
+K_TYPES = [
+    {"attn_q": Q.Q4_K, "attn_k": Q.Q6_K, "attn_v": Q.Q5_0, "attn_output": Q.Q6_K,
+     "ffn_gate": Q.Q4_K, "ffn_up": Q.Q5_0, "ffn_down": Q.Q6_K},
+    {"attn_q": Q.Q5_0, "attn_k": Q.Q4_K, "attn_v": Q.Q6_K, "attn_output": Q.Q4_K,
+     "ffn_gate": Q.Q6_K, "ffn_up": Q.Q4_K, "ffn_down": Q.Q4_K},
+]
+
+
+def pack_q4k_scales(sc, mn):
+    """The 12 scale bytes of Q4_K super-blocks from 6-bit scales and mins [blocks, 8] (the
+    inverse of ggml's get_scale_min_k4)."""
+    out = np.zeros((sc.shape[0], 12), dtype=np.uint8)
+    for j in range(4):
+        out[:, j] = sc[:, j] | ((sc[:, j + 4] >> 4) << 6)
+        out[:, j + 4] = mn[:, j] | ((mn[:, j + 4] >> 4) << 6)
+        out[:, j + 8] = (sc[:, j + 4] & 0xF) | ((mn[:, j + 4] & 0xF) << 4)
+    return out
+
+
+def k_quant_weight(rng, qtype, rows, cols, std):
+    """Random super-blocks (the gguf package cannot quantize to the k-quants) whose values have
+    about `std` and mean 0: Q4_K sub-blocks take a min near 7.5 times their scale (the middle
+    of the nibbles), Q6_K's int8 scales are symmetric."""
+    block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    n = rows * cols // block_size
+    raw = rng.integers(0, 256, size=(n, type_size), dtype=np.uint8)
+    if qtype == Q.Q4_K:
+        sc = rng.integers(1, 9, size=(n, 8)).astype(np.uint8)
+        mn = np.minimum(np.rint(sc * 7.5 + rng.integers(-2, 3, size=(n, 8))), 63).astype(np.uint8)
+        raw[:, 4:16] = pack_q4k_scales(sc, mn)
+        offsets = [0, 2]
+    else:
+        offsets = [208]
+
+    def set_scales(value):
+        for o in offsets:
+            raw[:, o:o + 2] = np.full(n, value, np.float16).view(np.uint8).reshape(-1, 2)
+
+    set_scales(1.0)
+    unit = gguf.quants.dequantize(raw.reshape(rows, -1), qtype).std()
+    set_scales(std / unit)
+    return raw.reshape(rows, cols // block_size * type_size)
+
+
+def write_kquant_tiny(vocabulary, rng):
+    """tiny_llama_kquant.gguf: the tiny vocabulary and metadata at k-quant widths."""
+    w = llama_writer(K_PATH, "vkformer tiny llama (random weights, k-quants)", vocabulary, len(K_TYPES),
+                     K_D_MODEL, K_D_FF, K_HEADS, K_KV_HEADS, gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    d, kv = K_D_MODEL, K_KV_HEADS * (K_D_MODEL // K_HEADS)
+
+    def matrix(name, rows, cols, qtype, scale=1.0):
+        std = scale / np.sqrt(cols)
+        if qtype in (Q.Q4_K, Q.Q6_K):
+            w.add_tensor(name, k_quant_weight(rng, qtype, rows, cols, std), raw_dtype=qtype)
+        else:
+            add_tensor(w, name, rng.standard_normal((rows, cols)) * std, qtype)
+
+    def norm(name):
+        add_tensor(w, name, (1.0 + 0.1 * rng.standard_normal(d)).reshape(1, -1), Q.F32)
+
+    matrix("token_embd.weight", len(vocabulary[0]), d, Q.Q6_K, np.sqrt(d))
+    for layer, types in enumerate(K_TYPES):
+        p = f"blk.{layer}."
+        norm(p + "attn_norm.weight")
+        matrix(p + "attn_q.weight", d, d, types["attn_q"], 3.0)
+        matrix(p + "attn_k.weight", kv, d, types["attn_k"], 3.0)
+        matrix(p + "attn_v.weight", kv, d, types["attn_v"])
+        matrix(p + "attn_output.weight", d, d, types["attn_output"])
+        norm(p + "ffn_norm.weight")
+        matrix(p + "ffn_gate.weight", K_D_FF, d, types["ffn_gate"])
+        matrix(p + "ffn_up.weight", K_D_FF, d, types["ffn_up"])
+        matrix(p + "ffn_down.weight", d, K_D_FF, types["ffn_down"])
+    norm("output_norm.weight")
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -319,6 +418,7 @@ def main():
     ap.add_argument("--like", nargs=2, metavar=("SRC", "OUT"), help="SRC: a .gguf or a --dump-spec .json")
     ap.add_argument("--dump-spec", nargs=2, metavar=("SRC", "SPEC"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kquant", action="store_true", help="only write " + str(K_PATH.relative_to(ROOT)))
     args = ap.parse_args()
     if args.dump_spec:
         src, dst = args.dump_spec
@@ -331,6 +431,9 @@ def main():
         # that a file made on another machine is this one.
         digest = hashlib.sha256(pathlib.Path(dst).read_bytes()).hexdigest()
         print(f"wrote {dst}: {len(spec['tensors'])} tensors like {src}, seed {args.seed}, sha256 {digest}")
+    elif args.kquant:
+        write_kquant_tiny(learn_vocabulary(), np.random.default_rng(20242))
+        print(f"wrote {K_PATH} ({K_PATH.stat().st_size / 1e3:.0f} kB)")
     else:
         make_goldens()
 

@@ -6,22 +6,34 @@
 namespace vkformer {
 
 // Element types of tensors. f16 and bf16 are storage types: kernels load them, compute in fp32,
-// store f16. q8_0, q4_0 and q4_1 are ggml's block-quantized weight types: each row (the last
-// dim) is a run of 32-element blocks, stored exactly as in a GGUF file:
-//   q8_0: f16 d, 32 × int8 q                 value d·q                  (34 bytes)
-//   q4_0: f16 d, 16 bytes of nibbles         value d·(q − 8)            (18 bytes)
-//   q4_1: f16 d, f16 m, 16 bytes of nibbles  value d·q + m              (20 bytes)
-// with the low nibbles holding elements 0..15 of a block and the high nibbles 16..31. bf16 is the
-// upper half of an f32. Quantized tensors are weights: matmul/linear (as B, [N, K] transposed)
-// and embedding (as the table) read them; any other op refuses them by name.
-enum class DType : uint8_t { f32, f16, i32, bf16, q8_0, q4_0, q4_1 };
+// store f16. The q types are ggml's block-quantized weight types: each row (the last dim) is a
+// run of blocks, stored exactly as in a GGUF file. 32-element blocks:
+//   q8_0: f16 d, 32 × int8 q                     value d·q               (34 bytes)
+//   q4_0: f16 d, 16 bytes of nibbles             value d·(q − 8)         (18 bytes)
+//   q4_1: f16 d, f16 m, 16 bytes of nibbles      value d·q + m           (20 bytes)
+//   q5_0: f16 d, 32 high bits, 16 bytes of nibbles  value d·(q − 16)     (22 bytes)
+// with the low nibbles holding elements 0..15 of a block and the high nibbles 16..31; and the
+// "k-quants", 256-element super-blocks of 32- or 16-element sub-blocks with 6- or 8-bit scales:
+//   q4_k: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles  (144 bytes)
+//         value d·sc·q − dmin·m per 32 elements
+//   q6_k: 128 bytes of low nibbles, 64 of high 2 bits, 16 int8 scales, f16 d       (210 bytes)
+//         value d·sc·(q − 32) per 16 elements
+// bf16 is the upper half of an f32. Quantized tensors are weights: matmul/linear (as B, [N, K]
+// transposed) and embedding (as the table) read them; any other op refuses them by name.
+enum class DType : uint8_t { f32, f16, i32, bf16, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k };
 
 constexpr bool is_quantized(DType t) {
-  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1;
+  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1 || t == DType::q5_0 ||
+         t == DType::q4_k || t == DType::q6_k;
 }
 
-// Elements per block: 32 for the quantized types, 1 otherwise.
-constexpr int64_t dtype_block_elements(DType t) { return is_quantized(t) ? 32 : 1; }
+// ggml's 256-element super-block types.
+constexpr bool is_k_quant(DType t) { return t == DType::q4_k || t == DType::q6_k; }
+
+// Elements per block: 256 for the k-quants, 32 for the other quantized types, 1 otherwise.
+constexpr int64_t dtype_block_elements(DType t) {
+  return is_k_quant(t) ? 256 : is_quantized(t) ? 32 : 1;
+}
 
 // Bytes per block (per element for the plain types).
 constexpr size_t dtype_block_bytes(DType t) {
@@ -33,6 +45,9 @@ constexpr size_t dtype_block_bytes(DType t) {
     case DType::q8_0: return 34;
     case DType::q4_0: return 18;
     case DType::q4_1: return 20;
+    case DType::q5_0: return 22;
+    case DType::q4_k: return 144;
+    case DType::q6_k: return 210;
   }
   return 0;
 }
@@ -59,6 +74,9 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::q8_0: return "q8_0";
     case DType::q4_0: return "q4_0";
     case DType::q4_1: return "q4_1";
+    case DType::q5_0: return "q5_0";
+    case DType::q4_k: return "q4_k";
+    case DType::q6_k: return "q6_k";
   }
   return "?";
 }
@@ -70,7 +88,7 @@ constexpr bool is_float(DType t) { return t == DType::f32 || t == DType::f16; }
 constexpr bool is_weight_type(DType t) { return is_float(t) || t == DType::bf16 || is_quantized(t); }
 
 // Parses "f32" / "float32", "f16" / "float16", "i32" / "int32", "bf16" / "bfloat16", "q8_0",
-// "q4_0", "q4_1"; throws vkformer::Error otherwise.
+// "q4_0", "q4_1", "q5_0", "q4_k", "q6_k"; throws vkformer::Error otherwise.
 DType parse_dtype(std::string_view name);
 
 }  // namespace vkformer

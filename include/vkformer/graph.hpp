@@ -104,9 +104,10 @@ class Graph {
   // so another graph can read it without a round trip through the host.
   void output_to(Tensor t, const Tensor& external_target);
 
-  // Linear algebra. b (linear's weight) may also be stored as bf16, q8_0, q4_0 or q4_1, or in the
-  // other float dtype than a: then it must be [N, K] used transposed (linear, or transpose_b),
-  // K a multiple of 32 when quantized, and it is dequantized on the fly (fp32 accumulation).
+  // Linear algebra. b (linear's weight) may also be stored as bf16 or a quantized dtype (q8_0,
+  // q4_0, q4_1, q5_0, q4_k, q6_k), or in the other float dtype than a: then it must be [N, K]
+  // used transposed (linear, or transpose_b), K whole blocks when quantized (32 elements, 256
+  // for q4_k and q6_k), and it is dequantized on the fly (fp32 accumulation).
   Tensor matmul(Tensor a, Tensor b, const MatmulOptions& options = {});
   Tensor linear(Tensor x, Tensor weight, std::optional<Tensor> bias = {},
                 Activation activation = Activation::none);
@@ -150,7 +151,7 @@ class Graph {
 
   // Embeddings.
   // ids i32 [...], table [V, D] -> [..., D]. The table may be f32/f16 (a constant or a computed
-  // activation; the output has its dtype) or bf16/q8_0/q4_0/q4_1 (dequantized to f32 rows).
+  // activation; the output has its dtype), bf16 or quantized (dequantized to f32 rows).
   Tensor embedding(Tensor ids, Tensor table);
   Tensor positional_encoding(Tensor x, const PositionalEncodingOptions& options = {});
 

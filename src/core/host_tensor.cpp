@@ -38,10 +38,13 @@ float element_as_f32(const std::byte* data, DType dtype, int64_t i) {
     case DType::bf16: return bfloat16_to_float(reinterpret_cast<const uint16_t*>(data)[i]);
     case DType::q8_0:
     case DType::q4_0:
-    case DType::q4_1: {
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q4_k:
+    case DType::q6_k: {
       // Dequantize the element's block, exactly as to_f32 does.
       const int64_t per = dtype_block_elements(dtype);
-      float block[32];
+      float block[256];
       dequantize_row(ggml_type_of(dtype),
                      std::span<const std::byte>(data + (i / per) * dtype_block_bytes(dtype),
                                                 dtype_block_bytes(dtype)),
@@ -89,6 +92,9 @@ HostTensor HostTensor::from_f32(Shape shape, std::span<const float> values, DTyp
     case DType::q8_0:
     case DType::q4_0:
     case DType::q4_1:
+    case DType::q5_0:
+    case DType::q4_k:
+    case DType::q6_k:
       throw Error(ErrorCode::unsupported,
                   "HostTensor::from_f32: vkformer does not quantize to " +
                       std::string(dtype_name(dtype)) +

@@ -262,13 +262,16 @@ DType dtype_from_ggml(GgmlType type) {
     case GgmlType::Q8_0: return DType::q8_0;
     case GgmlType::Q4_0: return DType::q4_0;
     case GgmlType::Q4_1: return DType::q4_1;
+    case GgmlType::Q5_0: return DType::q5_0;
+    case GgmlType::Q4_K: return DType::q4_k;
+    case GgmlType::Q6_K: return DType::q6_k;
     default: break;
   }
   const GgmlTypeInfo* info = find_ggml_type(static_cast<uint32_t>(type));
   throw Error(ErrorCode::format,
               "ggml type " + (info ? std::string(info->name) : describe_ggml_type_number(
                                                                    static_cast<uint32_t>(type))) +
-                  " has no vkformer dtype (supported: F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1)");
+                  " has no vkformer dtype (supported: F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K)");
 }
 
 GgmlType ggml_type_of(DType dtype) {
@@ -280,6 +283,9 @@ GgmlType ggml_type_of(DType dtype) {
     case DType::q8_0: return GgmlType::Q8_0;
     case DType::q4_0: return GgmlType::Q4_0;
     case DType::q4_1: return GgmlType::Q4_1;
+    case DType::q5_0: return GgmlType::Q5_0;
+    case DType::q4_k: return GgmlType::Q4_K;
+    case DType::q6_k: return GgmlType::Q6_K;
   }
   throw Error(ErrorCode::invalid_argument, "ggml_type_of: not a dtype");
 }

@@ -43,6 +43,9 @@ Kernel weight_table_kernel(DType table) {
     case DType::bf16: return Kernel::embedding_wq_bf16;
     case DType::q8_0: return Kernel::embedding_wq_q8_0;
     case DType::q4_0: return Kernel::embedding_wq_q4_0;
+    case DType::q5_0: return Kernel::embedding_wq_q5_0;
+    case DType::q4_k: return Kernel::embedding_wq_q4_k;
+    case DType::q6_k: return Kernel::embedding_wq_q6_k;
     default: return Kernel::embedding_wq_q4_1;
   }
 }
@@ -174,12 +177,13 @@ Tensor Graph::embedding(Tensor ids, Tensor table) {
   ops::require_rank(impl(), op, "ids", ids, 1, 3);
   impl().check(table, op, "table");
   if (!is_weight_type(table.dtype))
-    shape_error(impl().label(op), "table must be f32, f16, bf16, q8_0, q4_0 or q4_1, got " +
+    shape_error(impl().label(op), "table must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q4_k or q6_k, got " +
                                       describe(table));
   ops::require_rank(impl(), op, "table", table, 2, 2);
   if (is_quantized(table.dtype) && table.shape[1] % dtype_block_elements(table.dtype) != 0)
     shape_error(impl().label(op), "table is " + describe(table) + ": its rows must be whole " +
-                                      "blocks of 32 elements");
+                                      "blocks of " + std::to_string(dtype_block_elements(table.dtype)) +
+                                      " elements");
   if (table.shape[0] > INT32_MAX)
     shape_error(impl().label(op), "table is " + describe(table) +
                                       ": more rows than i32 ids can address");

@@ -483,7 +483,7 @@ Tensor matmul_node(GraphImpl& g, const std::string& op, const char* arg_a, const
   ops::require_float(g, op, arg_a, a);
   g.check(b, op, arg_b);
   if (!is_weight_type(b.dtype))
-    shape_error(label, std::string(arg_b) + " must be f32, f16, bf16, q8_0, q4_0 or q4_1, got " +
+    shape_error(label, std::string(arg_b) + " must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q4_k or q6_k, got " +
                            describe(b));
   Shape out;
   std::string why;

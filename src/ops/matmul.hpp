@@ -16,8 +16,8 @@ namespace vkformer::ops {
 //                               missing leading dims are 1); out's rank may be any rank >= 2 whose
 //                               batch dims multiply out to the same batch shape
 // a, bias and out share one float dtype (f32 or f16); accumulation is fp32. b has that dtype
-// too, or is a weight [N, K] (rank 2, transpose_b) in another weight dtype (bf16, q8_0, q4_0,
-// q4_1, the other float type; K a multiple of 32 when quantized): see emit_matmul_weights.
+// too, or is a weight [N, K] (rank 2, transpose_b) in another weight dtype (bf16, a quantized
+// type, the other float type; K whole blocks when quantized): see emit_matmul_weights.
 struct MatmulCall {
   uint32_t a = kNoValue;
   uint32_t b = kNoValue;

@@ -1,5 +1,6 @@
 // matmul/linear with a weight stored in another dtype than the activations: quantized ggml
-// blocks (q8_0, q4_0, q4_1), bf16, or f16 weights under f32 activations (and f32 under f16).
+// blocks (q8_0, q4_0, q4_1, q5_0, q4_k, q6_k), bf16, or f16 weights under f32 activations (and
+// f32 under f16).
 // The weight is always linear's [N, K] (transposed b), so its batch folds into M and one kernel
 // family per weight dtype reads its rows directly, dequantizing as it goes.
 #include <algorithm>
@@ -41,6 +42,9 @@ Kernel tiled_kernel(Lowering& l, DType w) {
     case DType::q8_0: return Kernel::matmul_wq_q8_0;
     case DType::q4_0: return Kernel::matmul_wq_q4_0;
     case DType::q4_1: return Kernel::matmul_wq_q4_1;
+    case DType::q5_0: return Kernel::matmul_wq_q5_0;
+    case DType::q4_k: return Kernel::matmul_wq_q4_k;
+    case DType::q6_k: return Kernel::matmul_wq_q6_k;
     default: bug(l, "no kernel for weights in " + std::string(dtype_name(w)));
   }
 }
@@ -53,6 +57,9 @@ Kernel gemv_kernel(Lowering& l, DType w) {
     case DType::q8_0: return Kernel::matmul_wq_gemv_q8_0;
     case DType::q4_0: return Kernel::matmul_wq_gemv_q4_0;
     case DType::q4_1: return Kernel::matmul_wq_gemv_q4_1;
+    case DType::q5_0: return Kernel::matmul_wq_gemv_q5_0;
+    case DType::q4_k: return Kernel::matmul_wq_gemv_q4_k;
+    case DType::q6_k: return Kernel::matmul_wq_gemv_q6_k;
     default: bug(l, "no kernel for weights in " + std::string(dtype_name(w)));
   }
 }
@@ -63,6 +70,9 @@ std::optional<Kernel> texel_kernel(DType w) {
     case DType::q8_0: return Kernel::matmul_wq_texel_q8_0;
     case DType::q4_0: return Kernel::matmul_wq_texel_q4_0;
     case DType::q4_1: return Kernel::matmul_wq_texel_q4_1;
+    case DType::q5_0: return Kernel::matmul_wq_texel_q5_0;
+    case DType::q4_k: return Kernel::matmul_wq_texel_q4_k;
+    case DType::q6_k: return Kernel::matmul_wq_texel_q6_k;
     default: return std::nullopt;
   }
 }
@@ -149,7 +159,8 @@ void emit_matmul_weights(Lowering& l, const MatmulCall& c) {
     bug(l, "b " + b.shape.str() + " is not a transposed [N, K] weight for a " + a.shape.str());
   const uint64_t k = static_cast<uint64_t>(b.shape[1]), n = static_cast<uint64_t>(b.shape[0]);
   const uint64_t m = static_cast<uint64_t>(a.shape.numel()) / k;
-  if (is_quantized(w) && k % 32) bug(l, "K " + std::to_string(k) + " is not whole blocks");
+  if (is_quantized(w) && k % dtype_block_elements(w))
+    bug(l, "K " + std::to_string(k) + " is not whole blocks");
   if (o.shape.numel() != static_cast<int64_t>(m * n))
     bug(l, "out is " + o.shape.str() + " for " + std::to_string(m) + " x " + std::to_string(n));
 
