@@ -96,7 +96,20 @@ uvec2 q4k_scale_min(uint sb, uint s) {
                (hi >> 4) | ((q4k_scale_byte(sb, s) >> 6) << 4));
 }
 #endif
+#if defined(W_Q4_0) || defined(W_Q4_1) || defined(W_Q5_0)
+// The low 4 bits of elements 4g .. 4g + 3 of the block at halfword blk.
+uvec4 block_nibbles(uint blk, uint g) {
+  return bytes4(w_pair(blk + Q4_HEADER_HW + 2u * (g & 3u)) >> (g < 4u ? 0u : 4u)) & 0xfu;
+}
+#endif
 #ifdef W_Q6_K
+// q - 32 of elements 4g .. 4g + 3 of sub-block s of the super-block at halfword sb.
+vec4 q6k_quants(uint sb, uint s, uint g) {
+  const uint h = s / 4u, r = s % 4u;
+  const uint low = w_pair(sb + 32u * h + 16u * (r & 1u) + 2u * g) >> (4u * (r / 2u));
+  const uint high = w_pair(sb + 64u + 16u * h + 2u * g) >> (2u * r);
+  return vec4(ivec4((bytes4(low) & 0xfu) | ((bytes4(high) & 3u) << 4)) - 32);
+}
 // The int8 scale of elements 4g .. 4g + 3 of sub-block s.
 float q6k_scale(uint sb, uint s, uint g) {
   const uint half_scales = w_half(sb + 96u + 4u * (s / 4u) + s % 4u);
@@ -137,23 +150,18 @@ vec4 block_q(uint row, uint b, uint g) {
   const uint v = w_pair(block_at(row, b) + 1u + 2u * g);
   return vec4(ivec4(int(v << 24), int(v << 16), int(v << 8), int(v)) >> 24);
 #elif defined(W_Q4_0) || defined(W_Q4_1)
-  const uint v = w_pair(block_at(row, b) + Q4_HEADER_HW + 2u * (g & 3u)) >> (g < 4u ? 0u : 4u);
-  return vec4(bytes4(v) & 0xfu);
+  return vec4(block_nibbles(block_at(row, b), g));
 #elif defined(W_Q5_0)
   const uint blk = block_at(row, b);
-  const uint v = w_pair(blk + Q4_HEADER_HW + 2u * (g & 3u)) >> (g < 4u ? 0u : 4u);
   const uvec4 high = (uvec4(w_pair(blk + 1u)) >> (4u * g + uvec4(0u, 1u, 2u, 3u))) & 1u;
-  return vec4((bytes4(v) & 0xfu) | (high << 4));
+  return vec4(block_nibbles(blk, g) | (high << 4));
 #elif defined(W_Q4_K)
   const uint s = b % 8u;
   const uint v = w_pair(super_at(row, b) + 8u + 16u * (s / 2u) + 2u * g);
   return vec4(bytes4(v >> (4u * (s & 1u))) & 0xfu);
 #else  // W_Q6_K
-  const uint sb = super_at(row, b), s = b % 8u, h = s / 4u, r = s % 4u;
-  const uint low = w_pair(sb + 32u * h + 16u * (r & 1u) + 2u * g) >> (4u * (r / 2u));
-  const uint high = w_pair(sb + 64u + 16u * h + 2u * g) >> (2u * r);
-  const ivec4 q = ivec4((bytes4(low) & 0xfu) | ((bytes4(high) & 3u) << 4)) - 32;
-  return q6k_scale(sb, s, g) * vec4(q);
+  const uint sb = super_at(row, b), s = b % 8u;
+  return q6k_scale(sb, s, g) * q6k_quants(sb, s, g);
 #endif
 }
 // Elements 4g .. 4g + 3 of block b, dequantized exactly as ggml does: `precise` keeps products
@@ -168,12 +176,9 @@ vec4 block_values(uint row, uint b, uint g) {
   precise vec4 v = block_d(row, b) * block_q(row, b, g) + block_m(row, b);
 #elif defined(W_Q6_K)
   // ggml: (d * sc) * q, the scale product rounded first.
-  const uint sb = super_at(row, b), s = b % 8u, h = s / 4u, r = s % 4u;
-  const uint low = w_pair(sb + 32u * h + 16u * (r & 1u) + 2u * g) >> (4u * (r / 2u));
-  const uint high = w_pair(sb + 64u + 16u * h + 2u * g) >> (2u * r);
-  const vec4 q = vec4(ivec4((bytes4(low) & 0xfu) | ((bytes4(high) & 3u) << 4)) - 32);
+  const uint sb = super_at(row, b), s = b % 8u;
   precise float ds = block_d(row, b) * q6k_scale(sb, s, g);
-  precise vec4 v = ds * q;
+  precise vec4 v = ds * q6k_quants(sb, s, g);
 #else
   precise vec4 v = block_d(row, b) * block_q(row, b, g);
 #endif

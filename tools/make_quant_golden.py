@@ -59,29 +59,27 @@ def k_blocks(rng: np.random.Generator, qtype: Q, n: int, k: int) -> np.ndarray:
     return raw.reshape(n, (k // block_size) * type_size)
 
 
+def add_weight(w: gguf.GGUFWriter, qtype: Q, n: int, k: int, raw: np.ndarray) -> None:
+    """The blocks as "<type>.<N>x<K>" and gguf's dequantization of them beside them."""
+    name = f"{qtype.name.lower()}.{n}x{k}"
+    w.add_tensor(name, raw, raw_dtype=qtype)
+    w.add_tensor(name + ".dequant", gguf.quants.dequantize(raw, qtype).astype(np.float32))
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(2613)
     w = gguf.GGUFWriter(OUT / "weights.gguf", "testarch")
     for qtype in TYPES:
         for n, k in SHAPES:
-            raw = gguf.quants.quantize(values(rng, n, k), qtype)
-            name = f"{qtype.name.lower()}.{n}x{k}"
-            w.add_tensor(name, raw, raw_dtype=qtype)
-            w.add_tensor(name + ".dequant", gguf.quants.dequantize(raw, qtype).astype(np.float32))
+            add_weight(w, qtype, n, k, gguf.quants.quantize(values(rng, n, k), qtype))
     later = np.random.default_rng(2614)
     for qtype in LATER_TYPES:
         for n, k in SHAPES:
-            raw = gguf.quants.quantize(values(later, n, k), qtype)
-            name = f"{qtype.name.lower()}.{n}x{k}"
-            w.add_tensor(name, raw, raw_dtype=qtype)
-            w.add_tensor(name + ".dequant", gguf.quants.dequantize(raw, qtype).astype(np.float32))
+            add_weight(w, qtype, n, k, gguf.quants.quantize(values(later, n, k), qtype))
     for qtype in K_TYPES:
         for n, k in K_SHAPES:
-            raw = k_blocks(later, qtype, n, k)
-            name = f"{qtype.name.lower()}.{n}x{k}"
-            w.add_tensor(name, raw, raw_dtype=qtype)
-            w.add_tensor(name + ".dequant", gguf.quants.dequantize(raw, qtype).astype(np.float32))
+            add_weight(w, qtype, n, k, k_blocks(later, qtype, n, k))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
