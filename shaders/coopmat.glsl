@@ -43,6 +43,11 @@
 //   coopmat_barrier()                           orders shared memory between the invocations of
 //                                               a subgroup, e.g. between coopmat_store to shared
 //                                               memory and reading what others stored
+//   COOPMAT_UNROLL                              before loops over a kernel's register arrays
+//                                               (staged loads): [[unroll]] on real devices, so
+//                                               the arrays stay in registers; [[dont_unroll]] in
+//                                               the emulation, which lavapipe then compiles in
+//                                               half the time
 //   coopmat_subgroup_id(), coopmat_lane()       this invocation's subgroup in the workgroup and
 //                                               its index in the subgroup (use these, not
 //                                               gl_SubgroupID: the emulation's subgroups are its
@@ -58,6 +63,13 @@
 #define VKF_COOPMAT_GLSL
 
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+
+#if defined(COOPMAT_EMULATE)
+#define COOPMAT_UNROLL [[dont_unroll]]
+#else
+#define COOPMAT_UNROLL [[unroll]]
+#endif
 
 #if defined(COOPMAT_KHR) || defined(COOPMAT_NV)
 #extension GL_KHR_shader_subgroup_basic : require
@@ -117,14 +129,19 @@ void coopmat_barrier() {
 #define COOPMAT_EMU_B 1u
 #define COOPMAT_EMU_ACC 2u
 
+// Each type carries a tag member of its own type, never written or read for its value: it picks
+// the overload of coopmat_emu_kind without copying the fragment (NIR would copy every element).
 struct coopmat_a {
   float16_t e[COOPMAT_EMU_SLOTS];
+  uvec2 kind_tag;
 };
 struct coopmat_b {
   float16_t e[COOPMAT_EMU_SLOTS];
+  uvec3 kind_tag;
 };
 struct coopmat_acc {
   float e[COOPMAT_EMU_SLOTS];
+  uvec4 kind_tag;
 };
 
 // Per emulated subgroup: its A (M x K, row-major) then its B (K x N, row-major).
@@ -138,10 +155,11 @@ void coopmat_barrier() {
   barrier();
 }
 
-// What a fragment is, by its type (the argument is only there to pick the overload).
-uvec3 coopmat_emu_kind(coopmat_a m) { return uvec3(COOPMAT_EMU_A, COOPMAT_M, COOPMAT_K); }
-uvec3 coopmat_emu_kind(coopmat_b m) { return uvec3(COOPMAT_EMU_B, COOPMAT_K, COOPMAT_N); }
-uvec3 coopmat_emu_kind(coopmat_acc m) { return uvec3(COOPMAT_EMU_ACC, COOPMAT_M, COOPMAT_N); }
+// What a fragment is (kind, rows, columns), by the type of its tag.
+uvec3 coopmat_emu_kind(uvec2 tag) { return uvec3(COOPMAT_EMU_A, COOPMAT_M, COOPMAT_K); }
+uvec3 coopmat_emu_kind(uvec3 tag) { return uvec3(COOPMAT_EMU_B, COOPMAT_K, COOPMAT_N); }
+uvec3 coopmat_emu_kind(uvec4 tag) { return uvec3(COOPMAT_EMU_ACC, COOPMAT_M, COOPMAT_N); }
+#define COOPMAT_EMU_KIND(m) coopmat_emu_kind((m).kind_tag)
 
 // (row, column) of element i of a `rows` x `cols` fragment of kind `use` (powers of two).
 //   A: column-major, rows XOR-ed with the column;  B: row-major, columns reversed and rotated by
@@ -164,16 +182,19 @@ uint coopmat_emu_length(uvec3 kind) {
   const uint n = kind.y * kind.z, lane = coopmat_lane();
   return lane < n ? (n - lane + COOPMAT_SUBGROUP_SIZE - 1u) / COOPMAT_SUBGROUP_SIZE : 0u;
 }
-#define coopmat_length(m) coopmat_emu_length(coopmat_emu_kind(m))
+#define coopmat_length(m) coopmat_emu_length(COOPMAT_EMU_KIND(m))
 #define coopmat_elem(m, i) (m).e[i]
 
-// Element index in memory of element slot s_ of this invocation: the loop shared by loads and
-// stores. `ACCESS` is the statement that moves one element, with index h_.
+// Everything below is a macro working on the fragment in place: functions would take fragments
+// by value, and lavapipe's compiler spends seconds on the copies.
+
+// The loop shared by loads and stores over this invocation's elements: `ACCESS` moves slot s_,
+// element h_ of memory.
 #define COOPMAT_EMU_FOR_ELEMENTS(m, offset, stride, L, ACCESS)                           \
   do {                                                                                   \
-    const uvec3 kind_ = coopmat_emu_kind(m);                                             \
+    const uvec3 kind_ = COOPMAT_EMU_KIND(m);                                             \
     const uint n_ = coopmat_emu_length(kind_);                                           \
-    for (uint s_ = 0u; s_ < n_; ++s_) {                                                  \
+    [[dont_unroll]] for (uint s_ = 0u; s_ < n_; ++s_) {                                  \
       const uvec2 rc_ = coopmat_emu_coord(                                               \
           kind_.x, kind_.y, kind_.z, s_ * COOPMAT_SUBGROUP_SIZE + coopmat_lane());       \
       const uint h_ = (L) == COOPMAT_COL_MAJOR ? (offset) + rc_.y * (stride) + rc_.x     \
@@ -189,33 +210,39 @@ uint coopmat_emu_length(uvec3 kind) {
 #define coopmat_store(m, buf, offset, stride, L) \
   COOPMAT_EMU_FOR_ELEMENTS(m, offset, stride, L, buf[h_] = (m).e[s_])
 
-void coopmat_fill(out coopmat_acc m, float v) {
-  for (uint s = 0u; s < COOPMAT_EMU_SLOTS; ++s) m.e[s] = v;
-}
+#define coopmat_fill(m, v)                                                               \
+  do {                                                                                   \
+    [[dont_unroll]] for (uint s_ = 0u; s_ < COOPMAT_EMU_SLOTS; ++s_) (m).e[s_] = (v);    \
+  } while (false)
 
-void coopmat_mul_add(inout coopmat_acc c, coopmat_a a, coopmat_b b) {
-  const uint M = COOPMAT_M, N = COOPMAT_N, K = COOPMAT_K, S = COOPMAT_SUBGROUP_SIZE;
-  const uint lane = coopmat_lane();
-  const uint as = coopmat_subgroup_id() * (M * K + K * N), bs = as + M * K;
-  coopmat_barrier();  // the previous product's reads of the scratch are done
-  for (uint s = 0u; s * S + lane < M * K; ++s) {
-    const uvec2 rc = coopmat_emu_coord(COOPMAT_EMU_A, M, K, s * S + lane);
-    coopmat_emu_scratch[as + rc.x * K + rc.y] = a.e[s];
-  }
-  for (uint s = 0u; s * S + lane < K * N; ++s) {
-    const uvec2 rc = coopmat_emu_coord(COOPMAT_EMU_B, K, N, s * S + lane);
-    coopmat_emu_scratch[bs + rc.x * N + rc.y] = b.e[s];
-  }
-  coopmat_barrier();
-  for (uint s = 0u; s * S + lane < M * N; ++s) {
-    const uvec2 rc = coopmat_emu_coord(COOPMAT_EMU_ACC, M, N, s * S + lane);
-    float sum = c.e[s];
-    for (uint k = 0u; k < K; ++k)
-      sum += float(coopmat_emu_scratch[as + rc.x * K + k]) *
-             float(coopmat_emu_scratch[bs + k * N + rc.y]);
-    c.e[s] = sum;
-  }
-}
+// c += a * b: the subgroup's A and B to its scratch, then each invocation's accumulator
+// elements from there (products of halves are exact in float32).
+#define coopmat_mul_add(c, a, b)                                                         \
+  do {                                                                                   \
+    const uint as_ = coopmat_subgroup_id() * (COOPMAT_M * COOPMAT_K + COOPMAT_K * COOPMAT_N); \
+    const uint bs_ = as_ + COOPMAT_M * COOPMAT_K, lane_ = coopmat_lane();               \
+    coopmat_barrier(); /* the previous product's reads of the scratch are done */       \
+    [[dont_unroll]] for (uint s_ = 0u; s_ < coopmat_length(a); ++s_) {                  \
+      const uvec2 rc_ = coopmat_emu_coord(COOPMAT_EMU_A, COOPMAT_M, COOPMAT_K,          \
+                                          s_ * COOPMAT_SUBGROUP_SIZE + lane_);           \
+      coopmat_emu_scratch[as_ + rc_.x * COOPMAT_K + rc_.y] = (a).e[s_];                 \
+    }                                                                                    \
+    [[dont_unroll]] for (uint s_ = 0u; s_ < coopmat_length(b); ++s_) {                  \
+      const uvec2 rc_ = coopmat_emu_coord(COOPMAT_EMU_B, COOPMAT_K, COOPMAT_N,          \
+                                          s_ * COOPMAT_SUBGROUP_SIZE + lane_);           \
+      coopmat_emu_scratch[bs_ + rc_.x * COOPMAT_N + rc_.y] = (b).e[s_];                 \
+    }                                                                                    \
+    coopmat_barrier();                                                                   \
+    [[dont_unroll]] for (uint s_ = 0u; s_ < coopmat_length(c); ++s_) {                  \
+      const uvec2 rc_ = coopmat_emu_coord(COOPMAT_EMU_ACC, COOPMAT_M, COOPMAT_N,        \
+                                          s_ * COOPMAT_SUBGROUP_SIZE + lane_);           \
+      float sum_ = (c).e[s_];                                                            \
+      [[dont_unroll]] for (uint k_ = 0u; k_ < COOPMAT_K; ++k_)                           \
+        sum_ += float(coopmat_emu_scratch[as_ + rc_.x * COOPMAT_K + k_]) *               \
+                float(coopmat_emu_scratch[bs_ + k_ * COOPMAT_N + rc_.y]);                \
+      (c).e[s_] = sum_;                                                                  \
+    }                                                                                    \
+  } while (false)
 
 #else
 #error "coopmat.glsl: define COOPMAT_KHR, COOPMAT_NV or COOPMAT_EMULATE"

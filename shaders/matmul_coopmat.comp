@@ -103,7 +103,7 @@ uvec4 load8(bool which_b, uint base, uint row, uint col, uint rows, uint cols) {
   const uint e = base + row * cols + col;
   if (VEC8 != 0) return which_b ? b8[e / 8] : a8[e / 8];  // cols % 8 == 0: all 8 are inside
   float16_t h[8];
-  for (uint j = 0; j < 8; ++j)
+  COOPMAT_UNROLL for (uint j = 0; j < 8; ++j)
     h[j] = col + j < cols ? float16_t(which_b ? b[e + j] : a[e + j]) : float16_t(0.0);
   return uvec4(packFloat2x16(f16vec2(h[0], h[1])), packFloat2x16(f16vec2(h[2], h[3])),
                packFloat2x16(f16vec2(h[4], h[5])), packFloat2x16(f16vec2(h[6], h[7])));
@@ -111,11 +111,11 @@ uvec4 load8(bool which_b, uint base, uint row, uint col, uint rows, uint cols) {
 
 void load_slice(uint k0) {
   const uint lid = gl_LocalInvocationIndex;
-  for (uint t = 0; t < A_PER; ++t) {
+  COOPMAT_UNROLL for (uint t = 0; t < A_PER; ++t) {
     const uint c = lid + t * WG, r = c / (BK / 8), kc = (c % (BK / 8)) * 8;
     if (c < A_CHUNKS) ra[t] = load8(false, a_off, m0 + r, k0 + kc, p.M, p.K);
   }
-  for (uint t = 0; t < B_PER; ++t) {
+  COOPMAT_UNROLL for (uint t = 0; t < B_PER; ++t) {
     const uint c = lid + t * WG, r = c / (B_COLS / 8), cc = (c % (B_COLS / 8)) * 8;
     if (c >= B_CHUNKS) continue;
     if (TRANSPOSE_B != 0)
@@ -127,12 +127,12 @@ void load_slice(uint k0) {
 
 void store_slice(uint stage) {
   const uint lid = gl_LocalInvocationIndex;
-  for (uint t = 0; t < A_PER; ++t) {
+  COOPMAT_UNROLL for (uint t = 0; t < A_PER; ++t) {
     const uint c = lid + t * WG, r = c / (BK / 8), kc = (c % (BK / 8)) * 8;
     if (c >= A_CHUNKS) continue;
     As[stage * A_STAGE + (r * AS + kc) / 8] = ra[t];
   }
-  for (uint t = 0; t < B_PER; ++t) {
+  COOPMAT_UNROLL for (uint t = 0; t < B_PER; ++t) {
     const uint c = lid + t * WG, r = c / (B_COLS / 8), cc = (c % (B_COLS / 8)) * 8;
     if (c >= B_CHUNKS) continue;
     Bs[stage * B_STAGE + (r * BS + cc) / 8] = rb[t];
