@@ -121,8 +121,10 @@ void coopmat_barrier() {
 // accumulator elements from there: two workgroup barriers per product, which is why the
 // emulation asks for workgroup-uniform control flow (its subgroups may span several real ones).
 
-// Elements per invocation, at most: 16 x 16 fragments over 4 invocations.
-#define COOPMAT_EMU_SLOTS 64
+// Elements per invocation of each type (specialization constants: no more registers, and no
+// larger arrays for lavapipe to compile, than the shape and subgroup size need).
+#define COOPMAT_EMU_SLOTS_OF(rows, cols) \
+  (((rows) * (cols) + COOPMAT_SUBGROUP_SIZE - 1u) / COOPMAT_SUBGROUP_SIZE)
 #define COOPMAT_ROW_MAJOR 0
 #define COOPMAT_COL_MAJOR 1
 #define COOPMAT_EMU_A 0u
@@ -132,15 +134,15 @@ void coopmat_barrier() {
 // Each type carries a tag member of its own type, never written or read for its value: it picks
 // the overload of coopmat_emu_kind without copying the fragment (NIR would copy every element).
 struct coopmat_a {
-  float16_t e[COOPMAT_EMU_SLOTS];
+  float16_t e[COOPMAT_EMU_SLOTS_OF(COOPMAT_M, COOPMAT_K)];
   uvec2 kind_tag;
 };
 struct coopmat_b {
-  float16_t e[COOPMAT_EMU_SLOTS];
+  float16_t e[COOPMAT_EMU_SLOTS_OF(COOPMAT_K, COOPMAT_N)];
   uvec3 kind_tag;
 };
 struct coopmat_acc {
-  float e[COOPMAT_EMU_SLOTS];
+  float e[COOPMAT_EMU_SLOTS_OF(COOPMAT_M, COOPMAT_N)];
   uvec4 kind_tag;
 };
 
@@ -212,7 +214,7 @@ uint coopmat_emu_length(uvec3 kind) {
 
 #define coopmat_fill(m, v)                                                               \
   do {                                                                                   \
-    [[dont_unroll]] for (uint s_ = 0u; s_ < COOPMAT_EMU_SLOTS; ++s_) (m).e[s_] = (v);    \
+    [[dont_unroll]] for (uint s_ = 0u; s_ < (m).e.length(); ++s_) (m).e[s_] = (v);       \
   } while (false)
 
 // c += a * b: the subgroup's A and B to its scratch, then each invocation's accumulator

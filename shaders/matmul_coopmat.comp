@@ -150,7 +150,7 @@ void main() {
   b_off = z0 * p.b_stride0 + z1 * p.b_stride1;
 
   coopmat_acc acc[TILES_M * TILES_N];
-  for (uint t = 0; t < TILES_M * TILES_N; ++t) coopmat_fill(acc[t], 0.0);
+  COOPMAT_UNROLL for (uint t = 0; t < TILES_M * TILES_N; ++t) coopmat_fill(acc[t], 0.0);
 
   const uint slices = (p.K + BK - 1) / BK;
   load_slice(0);
@@ -159,14 +159,14 @@ void main() {
   for (uint s = 0; s < slices; ++s) {
     const uint stage = s & 1;
     if (s + 1 < slices) load_slice((s + 1) * BK);
-    for (uint kt = 0; kt < BK_TILES; ++kt) {
+    COOPMAT_UNROLL for (uint kt = 0; kt < BK_TILES; ++kt) {
       coopmat_a fa[TILES_M];
       coopmat_b fb[TILES_N];
-      for (uint i = 0; i < TILES_M; ++i)
+      COOPMAT_UNROLL for (uint i = 0; i < TILES_M; ++i)
         coopmat_load_packed(fa[i], As,
                             stage * A_STAGE + ((wm * TILES_M + i) * LM * AS + kt * LK) / 8,
                             AS / 8, COOPMAT_ROW_MAJOR);
-      for (uint j = 0; j < TILES_N; ++j) {
+      COOPMAT_UNROLL for (uint j = 0; j < TILES_N; ++j) {
         const uint n = (wn * TILES_N + j) * LN;
         if (TRANSPOSE_B != 0)  // B (k, n) at n * BS + k: column-major
           coopmat_load_packed(fb[j], Bs, stage * B_STAGE + (n * BS + kt * LK) / 8, BS / 8,
@@ -175,8 +175,8 @@ void main() {
           coopmat_load_packed(fb[j], Bs, stage * B_STAGE + (kt * LK * BS + n) / 8, BS / 8,
                               COOPMAT_ROW_MAJOR);
       }
-      for (uint i = 0; i < TILES_M; ++i)
-        for (uint j = 0; j < TILES_N; ++j) coopmat_mul_add(acc[i * TILES_N + j], fa[i], fb[j]);
+      COOPMAT_UNROLL for (uint i = 0; i < TILES_M; ++i)
+        COOPMAT_UNROLL for (uint j = 0; j < TILES_N; ++j) coopmat_mul_add(acc[i * TILES_N + j], fa[i], fb[j]);
     }
     // The other stage's readers finished before the previous barrier.
     if (s + 1 < slices) store_slice(stage ^ 1);
@@ -185,8 +185,8 @@ void main() {
 
   const uint c_off = warp * LM * LN;
   const uint o_off = z * p.M * p.ldo;
-  for (uint i = 0; i < TILES_M; ++i)
-    for (uint j = 0; j < TILES_N; ++j) {
+  COOPMAT_UNROLL for (uint i = 0; i < TILES_M; ++i)
+    COOPMAT_UNROLL for (uint j = 0; j < TILES_N; ++j) {
       const uint t = i * TILES_N + j;
       for (uint e = 0; e < coopmat_length(acc[t]); ++e) coopmat_elem(acc[t], e) *= p.alpha;
       coopmat_store(acc[t], Cs, c_off, LN, COOPMAT_ROW_MAJOR);
