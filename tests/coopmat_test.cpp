@@ -249,11 +249,12 @@ TEST_F(DeviceTest, CoopmatEveryEpilogue) {
 }
 
 // Batches: each operand with its own matrices, one broadcast over a batch dim (stride 0), a B
-// shared by every batch (folded into M), batches of transposed B.
+// shared by every batch (folded into M), batches of transposed B. K of 36: a multiple of 4 but
+// not of 8, so the loads are scalar.
 TEST_F(DeviceTest, CoopmatBatches) {
   Device dev = open_emulated("16x16x16/2x2/2x2/2");
   check_emulated(dev,
-                 {f16({{2, 3, 13, 24}, {3, 24, 9}}), f16({{1, 13, 24}, {4, 24, 16}}),
+                 {f16({{2, 3, 13, 24}, {3, 24, 9}}), f16({{1, 13, 36}, {4, 36, 16}}),
                   f16(tb({{2, 1, 7, 13}, {1, 3, 5, 13}})), f16(with_bias({{2, 9, 40}, {40, 31}})),
                   f16({{4, 1, 5, 7}, {6, 7, 3}})},
                  7);
