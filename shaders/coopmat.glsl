@@ -6,18 +6,24 @@
 //
 // Before including this file, the kernel defines (constants or specialization constants):
 //   COOPMAT_M, COOPMAT_N, COOPMAT_K  the MMA shape: A is M x K, B is K x N, the accumulator M x N
-//                                    (a shape the device reports; powers of two, at most 16
-//                                    each for the emulation)
+//                                    (a shape the device reports; powers of two for the
+//                                    emulation's layouts)
 //   COOPMAT_SUBGROUP_SIZE            invocations per subgroup the kernel was laid out for. Real
 //                                    backends: the device's subgroup size (the kernel's workgroup
 //                                    is a whole number of full subgroups). Emulation: any of
 //                                    4, 8, ..., 128, whatever the device's own subgroup size.
-//   COOPMAT_SUBGROUPS                subgroups per workgroup (the emulation's scratch memory)
+//   COOPMAT_SUBGROUPS                subgroups per workgroup. The emulation takes
+//                                    COOPMAT_SUBGROUPS * (M*K + K*N) halves of shared memory for
+//                                    its scratch: count them in the kernel's shared-memory budget
+//                                    (MatmulCoopmatTiles::shared_bytes does for the matmul).
 //
 // Types (subgroup scope: every invocation of a subgroup holds a share of each fragment):
 //   coopmat_a    M x K float16 operand A        coopmat_b    K x N float16 operand B
 //   coopmat_acc  M x N float32 accumulator
-// Operations (statements; arrays of fragments are fine, e.g. coopmat_acc acc[TILES]):
+// Operations (statements; arrays of fragments are fine, e.g. coopmat_acc acc[TILES]). Fragments
+// are worked on in place: never assigned, copied, returned or passed to functions (the
+// emulation's are structs whose arrays are sized by specialization constants, which GLSL does not
+// copy).
 //   coopmat_fill(m, v)                          every element of accumulator m = v
 //   coopmat_load(m, buf, offset, stride, L)     m from array buf (shared memory or a buffer
 //                                               block's array) of m's component type: element
@@ -43,11 +49,11 @@
 //   coopmat_barrier()                           orders shared memory between the invocations of
 //                                               a subgroup, e.g. between coopmat_store to shared
 //                                               memory and reading what others stored
-//   COOPMAT_UNROLL                              before loops over a kernel's register arrays
-//                                               (staged loads): [[unroll]] on real devices, so
-//                                               the arrays stay in registers; [[dont_unroll]] in
-//                                               the emulation, which lavapipe then compiles in
-//                                               half the time
+//   COOPMAT_UNROLL                              before loops over fragments or a kernel's
+//                                               register arrays: [[unroll]] on real devices, so
+//                                               they stay in registers; [[dont_unroll]] in the
+//                                               emulation, which lavapipe then compiles in a
+//                                               fraction of the time
 //   coopmat_subgroup_id(), coopmat_lane()       this invocation's subgroup in the workgroup and
 //                                               its index in the subgroup (use these, not
 //                                               gl_SubgroupID: the emulation's subgroups are its
@@ -57,8 +63,11 @@
 //     number of times in every subgroup: the emulation synchronizes through barrier().
 //   - Stride and offset of loads and stores: whole rows of 16 bytes are what real hardware
 //     expects (e.g. offsets and strides multiples of 8 halves); the emulation takes any.
-//   - Element types are fixed above; another type (an f16 accumulator, int8) is a new struct in
-//     the emulation and a new coopmat<> in each real backend, plus its overloads.
+//   - Real backends need the device's Vulkan memory model feature (glslang declares it for
+//     cooperative-matrix loads and stores): src/vk/device_core.cpp enables it with them.
+//   - Element types are fixed above; another type (an f16 accumulator, int8) is a new struct
+//     with its own tag type in the emulation, a coopmat_emu_kind overload, and a new coopmat<>
+//     in each real backend.
 #ifndef VKF_COOPMAT_GLSL
 #define VKF_COOPMAT_GLSL
 
