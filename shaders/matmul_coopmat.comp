@@ -11,16 +11,16 @@
 //
 // Tiling. A workgroup of WARPS_M x WARPS_N subgroups (SG invocations each) computes a BM x BN
 // tile of out, BM = LM * TILES_M * WARPS_M, BN = LN * TILES_N * WARPS_N, where LM x LN x LK is
-// the MMA shape (src/vk/coopmat_shapes.cpp); subgroup (wm, wn) owns TILES_M x TILES_N
+// the MMA shape (src/vk/coopmat.cpp); subgroup (wm, wn) owns TILES_M x TILES_N
 // accumulator tiles. K goes in slices of BK = LK * BK_TILES, staged in shared memory as f16 (A
 // as BM rows of BK, B as BK rows of BN, or BN rows of BK with TRANSPOSE_B), each row padded by 8
 // halves (16 bytes) so that the rows of a fragment start in different banks; 8 halves travel as
-// one uvec4, so stages are written with 16-byte stores. Two stages: while the
-// subgroups multiply slice s from one, the invocations hold slice s + 1 in registers (loaded
-// before the products, stored after them), so global latency overlaps the MMAs and one barrier
-// per slice suffices. Global loads move 8 halves at a time: one 16-byte load where the rows
-// allow it (VEC8: K, and N without TRANSPOSE_B, multiples of 8), else 8 scalar loads. Elements
-// outside the matrices are staged as zeros, so any M, N, K >= 1 works.
+// one uvec4, so stages are written with 16-byte stores. Two stages: while the subgroups multiply
+// slice s from one, the invocations hold slice s + 1 in registers (loaded before the products,
+// stored after them), so global latency overlaps the MMAs and one barrier per slice suffices.
+// Global loads move 8 halves at a time: one 16-byte load where the rows allow it (VEC8: K, and N
+// without TRANSPOSE_B, multiples of 8), else 8 scalar loads. Elements outside the matrices are
+// staged as zeros, so any M, N, K >= 1 works.
 //
 // Epilogue: alpha scales every accumulator element in registers; then each tile goes through the
 // subgroup's fp32 scratch in shared memory, from which its invocations add the bias, apply the
@@ -176,7 +176,8 @@ void main() {
                               COOPMAT_ROW_MAJOR);
       }
       COOPMAT_UNROLL for (uint i = 0; i < TILES_M; ++i)
-        COOPMAT_UNROLL for (uint j = 0; j < TILES_N; ++j) coopmat_mul_add(acc[i * TILES_N + j], fa[i], fb[j]);
+        COOPMAT_UNROLL for (uint j = 0; j < TILES_N; ++j)
+          coopmat_mul_add(acc[i * TILES_N + j], fa[i], fb[j]);
     }
     // The other stage's readers finished before the previous barrier.
     if (s + 1 < slices) store_slice(stage ^ 1);

@@ -176,8 +176,10 @@ nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
   j["timestamp_period_ns"] = d.timestamp_period_ns;
   j["cooperative_matrix_nv"] = d.cooperative_matrix_nv;
   j["cooperative_matrix_khr"] = d.cooperative_matrix_khr;
-  for (const auto& [key, list] : {std::pair{"cooperative_matrix_khr_shapes", &d.cooperative_matrix_khr_shapes},
-                                  std::pair{"cooperative_matrix_nv_shapes", &d.cooperative_matrix_nv_shapes}}) {
+  const std::pair<const char*, const std::vector<CooperativeMatrixShape>*> lists[] = {
+      {"cooperative_matrix_khr_shapes", &d.cooperative_matrix_khr_shapes},
+      {"cooperative_matrix_nv_shapes", &d.cooperative_matrix_nv_shapes}};
+  for (const auto& [key, list] : lists) {
     j[key] = nlohmann::ordered_json::array();
     for (const auto& c : *list)
       j[key].push_back({{"m", c.m}, {"n", c.n}, {"k", c.k}, {"a", c.a_type}, {"b", c.b_type},

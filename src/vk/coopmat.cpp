@@ -74,7 +74,8 @@ kernels::Kernel coopmat_matmul_kernel(CoopmatApi api) {
     case CoopmatApi::emulated: return kernels::Kernel::matmul_coopmat_emu;
     case CoopmatApi::none: break;
   }
-  throw Error(ErrorCode::internal, "coopmat_matmul_kernel: no kernel for cooperative matrices 'none'");
+  throw Error(ErrorCode::internal,
+              "coopmat_matmul_kernel: no kernel for cooperative matrices 'none'");
 }
 
 }  // namespace vkformer::vk
