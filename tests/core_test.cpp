@@ -5,12 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <latch>
 #include <random>
 #include <thread>
 
 #include "exclusive_use.hpp"
 #include "hazard_tracker.hpp"
+#include "latch.hpp"
 #include "memory_planner.hpp"
 #include "test_util.hpp"
 #include "vkformer/vkformer.hpp"
@@ -182,7 +182,7 @@ bool lifetimes_overlap(const Lifetime& a, const Lifetime& b) {
 // error instead of racing on its staging memory (the latches make the overlap certain).
 TEST(ExclusiveUse, ASecondThreadInsideTheSameObjectGetsAnError) {
   ExclusiveUse use("Executor");
-  std::latch entered(1), release(1);
+  vkformer::testing::Latch entered(1), release(1);
   std::thread holder([&] {
     ExclusiveUse::Scope scope(use, "Executor::run");
     entered.count_down();

@@ -115,6 +115,15 @@ void Conversation::reset() {
   model_->reset();
 }
 
+bool Conversation::forget_oldest_turn() {
+  if (messages_.size() <= first_turn_) return false;
+  auto first = messages_.begin() + static_cast<ptrdiff_t>(first_turn_), last = first + 1;
+  if (last != messages_.end() && last->role == "assistant") ++last;
+  messages_.erase(first, last);
+  cached_text_.clear();  // the cache no longer holds a prefix of the conversation's text
+  return true;
+}
+
 TextGenerationResult Conversation::reply(std::string_view user_text, const TextGenerationOptions& options,
                                          const TokenCallback& on_token) {
   if (!sampler_) sampler_.emplace(options.sampling);
