@@ -46,36 +46,41 @@ bool read_line(std::string& line) {
 }
 
 // Tokens the conversation takes with `text` as the next user message, run from its messages
-// (what reply() appends, give or take how a reply's text tokenizes again).
-int64_t tokens_with(const Conversation& chat, const LanguageModel& lm, const std::string& text) {
+// (what reply() appends, give or take how a reply's text tokenizes again); with `alone`, from its
+// system message only.
+int64_t tokens_with(const Conversation& chat, const LanguageModel& lm, const std::string& text, bool alone) {
   std::vector<ChatMessage> messages = chat.messages();
+  if (alone) messages.erase(std::remove_if(messages.begin(), messages.end(),
+                                           [](const ChatMessage& m) { return m.role != "system"; }),
+                            messages.end());
   messages.push_back({"user", text});
   return static_cast<int64_t>(lm.tokenizer().encode(chat.chat_template().apply(messages, true), true, true).size());
 }
 
-// Makes room for `line` and its reply (up to -n tokens) by forgetting the oldest turns; false,
-// with the reason on stderr, when the system message and the line alone leave no room for a
-// reply token. A full context once ended the chat with "LanguageModel::append: ... truncate()
-// or reset() first".
-bool make_room(Conversation& chat, const LanguageModel& lm, const std::string& line, int64_t max_tokens) {
+// Makes room for `line` and its reply (up to -n tokens, or half the context) by forgetting the
+// oldest turns; false, with the reason on stderr, when the system message and the line alone
+// leave no room for a reply. A full context once ended the chat with "LanguageModel::append: ...
+// truncate() or reset() first".
+bool make_room(Conversation& chat, const LanguageModel& lm, const std::string& line, int64_t max_tokens,
+               bool has_system) {
   const int64_t context = lm.context();
-  int64_t need = tokens_with(chat, lm, line);
-  int dropped = 0;
-  while (need + std::min(max_tokens, context / 2) > context && chat.forget_oldest_turn()) {
-    ++dropped;
-    need = tokens_with(chat, lm, line);
+  if (const int64_t alone = tokens_with(chat, lm, line, true); alone >= context) {
+    std::fprintf(stderr,
+                 "vkformer: error: this message takes %lld tokens with the system message, but the context "
+                 "(--ctx) holds %lld and needs room for the reply: the message is skipped; give a shorter "
+                 "message%s or a larger --ctx\n",
+                 static_cast<long long>(alone), static_cast<long long>(context),
+                 has_system ? " or --system" : "");
+    return false;
   }
+  int dropped = 0;
+  while (tokens_with(chat, lm, line, false) + std::min(max_tokens, context / 2) > context &&
+         chat.forget_oldest_turn())
+    ++dropped;
   if (dropped > 0)
     std::fprintf(stderr, "vkformer chat: the context (--ctx %lld tokens) is full: forgot the oldest %d turn%s\n",
                  static_cast<long long>(context), dropped, dropped == 1 ? "" : "s");
-  if (need < context) return true;
-  const bool alone = chat.messages().empty() || chat.messages().back().role == "system";
-  std::fprintf(stderr,
-               "vkformer: error: this message takes %lld tokens%s, but the context (--ctx) holds %lld and "
-               "needs room for the reply: the message is skipped; give a shorter one%s or a larger --ctx\n",
-               static_cast<long long>(need), alone ? " with the system message" : "",
-               static_cast<long long>(context), alone ? " (or a shorter --system)" : "");
-  return false;
+  return true;
 }
 
 int chat_command(ChatArgs& a, const GlobalOptions& globals) {
@@ -95,7 +100,7 @@ int chat_command(ChatArgs& a, const GlobalOptions& globals) {
       if (tty) std::fprintf(stderr, "> ");
       if (!read_line(line)) break;
       if (line.empty()) continue;
-      if (!make_room(chat, lm, line, options.max_tokens)) {
+      if (!make_room(chat, lm, line, options.max_tokens, a.has_system)) {
         ++skipped;
         continue;
       }

@@ -96,12 +96,13 @@ void refuse_given(const CLI::App& sub, std::initializer_list<const char*> names,
 }
 
 int generate_command(const CLI::App& sub, const GenerateArgs& args, const GlobalOptions& globals) {
-  if (is_gguf_path(args.model.dir)) {
-    refuse_given(sub, {"--beam", "--max-len", "--bos", "--eos", "--length-penalty", "--dtype"},
-                 "applies to seq2seq model directories, not to the GGUF language model " + args.model.dir +
-                     " (its options: --prompt, --chat, -n, --ctx and the sampling options)");
-    return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, globals);
-  }
+  if (is_gguf_path(args.model.dir))
+    return run_llm_command([&] {  // bad input to a language model command: exit status 2
+      refuse_given(sub, {"--beam", "--max-len", "--bos", "--eos", "--length-penalty", "--dtype"},
+                   "applies to seq2seq model directories, not to the GGUF language model " + args.model.dir +
+                       " (its options: --prompt, --chat, -n, --ctx and the sampling options)");
+      return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, globals);
+    });
   refuse_given(sub, {"--ctx", "--max-tokens", "--temperature", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                      "--repeat-last-n", "--seed"},
                "applies to GGUF language models; " + args.model.dir + " is a model directory (seq2seq: "

@@ -221,11 +221,16 @@ void FileBytes::read_at(uint64_t offset, std::span<std::byte> out, const std::st
   while (done < n) {
     const int64_t r = file_->read_at(out.data() + done, n - done, offset + done, &why);
     if (r < 0) fail(ErrorCode::io, label + ": read failed at byte " + std::to_string(offset + done) + ": " + why);
-    if (r == 0)
-      fail(ErrorCode::io, label + ": the file changed while loading: it ends at byte " +
-                              std::to_string(offset + done) + " but had " + std::to_string(size()) +
-                              " bytes when it was opened (was it truncated or rewritten in place? "
-                              "write a new file and rename it over the old one instead)");
+    if (r == 0) {
+      FileKind kind = FileKind::other;
+      uint64_t now = offset + done;
+      file_->status(&kind, &now, &why);
+      fail(ErrorCode::io, label + ": the file changed while loading: it now has " + std::to_string(now) +
+                              " bytes but had " + std::to_string(size()) + " when it was opened (reading " +
+                              std::to_string(n) + " bytes at byte " + std::to_string(offset) +
+                              "); was it truncated or rewritten in place? Write a new file and rename it "
+                              "over the old one instead");
+    }
     done += static_cast<uint64_t>(r);
   }
 }

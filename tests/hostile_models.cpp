@@ -1,0 +1,355 @@
+// Hostile model files (issue 26), part of hostile_input_test: metadata that contradicts the
+// tensors (a block_count of 10^9 once grew memory to 3.9 GB before failing; 29 of 30 blocks ran
+// silently), a tokenizer of another size than the embedding, BERT configs naming fewer layers
+// than the checkpoint, files truncated while they load (a SIGBUS once), and NaN in weights and
+// outputs (embed printed null and exited 0).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io_util.hpp"
+#include "test_device.hpp"
+#include "test_util.hpp"
+#include "vkformer/vkformer.hpp"
+
+#ifdef __linux__
+#include <sys/resource.h>
+#endif
+
+namespace vkformer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const fs::path kTests = fs::path(__FILE__).parent_path();
+const fs::path kTinyLlama = kTests / "golden_llama" / "tiny" / "tiny_llama_untied.gguf";
+const fs::path kEncoder = kTests / "golden" / "encoder_post_relu_b1_s1";
+
+const fs::path& scratch() { return scratch_dir("hostile_test"); }
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+fs::path write_bytes(const std::string& name, const std::string& bytes) {
+  const fs::path path = scratch() / name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+uint64_t u64_at(const std::string& b, size_t at) {
+  uint64_t v;
+  std::memcpy(&v, b.data() + at, 8);
+  return v;
+}
+
+// Where the value of GGUF key `key` starts: after its length, name and uint32 type `type`.
+size_t gguf_value_at(const std::string& b, const std::string& key, uint32_t type) {
+  std::string lead(8, '\0');
+  const uint64_t n = key.size();
+  std::memcpy(lead.data(), &n, 8);
+  const size_t at = b.find(lead + key);
+  EXPECT_NE(at, std::string::npos) << key;
+  uint32_t t;
+  std::memcpy(&t, b.data() + at + 8 + key.size(), 4);
+  EXPECT_EQ(t, type) << key;
+  return at + 8 + key.size() + 4;
+}
+
+// A copy of `gguf` with the uint32 key `key` set to `value`.
+fs::path with_u32(const fs::path& gguf, const std::string& key, uint32_t value, const std::string& name) {
+  std::string b = read_bytes(gguf);
+  std::memcpy(b.data() + gguf_value_at(b, key, 4), &value, 4);
+  return write_bytes(name, b);
+}
+
+// A copy of `gguf` whose tokenizer.ggml.tokens array has `count` tokens: the last ones dropped,
+// or "<extra_N>" tokens added. The header's length changes by a multiple of the alignment (32),
+// so the data section keeps its place relative to the end of the header.
+fs::path with_token_count(const fs::path& gguf, uint64_t count, const std::string& name) {
+  std::string b = read_bytes(gguf);
+  const size_t value = gguf_value_at(b, "tokenizer.ggml.tokens", 9);
+  const size_t count_at = value + 4;  // after the element type
+  const uint64_t have = u64_at(b, count_at);
+  std::vector<size_t> starts;  // of each token's length field, and one past the last token
+  size_t at = count_at + 8;
+  for (uint64_t i = 0; i <= have; ++i) {
+    starts.push_back(at);
+    if (i < have) at += 8 + u64_at(b, at);
+  }
+  std::string tokens = b.substr(starts[0], starts[std::min(count, have)] - starts[0]);
+  if (count < have) {
+    // Lengthen the last kept token so that the bytes removed are a multiple of 32.
+    const size_t removed = starts[have] - starts[count];
+    const size_t pad = (32 - removed % 32) % 32;
+    const size_t last = starts[count - 1] - starts[0];
+    const uint64_t len = u64_at(tokens, last) + pad;
+    std::memcpy(tokens.data() + last, &len, 8);
+    tokens.insert(starts[count] - starts[0], std::string(pad, 'x'));
+  }
+  for (uint64_t i = have; i < count; ++i) {
+    char text[32];
+    std::snprintf(text, sizeof text, "<extra_%015llu>", static_cast<unsigned long long>(i));  // 24 bytes
+    const uint64_t len = std::strlen(text);
+    std::string entry(8, '\0');
+    std::memcpy(entry.data(), &len, 8);
+    tokens += entry + text;  // 32 bytes each
+  }
+  std::memcpy(b.data() + count_at, &count, 8);
+  b.replace(starts[0], starts[have] - starts[0], tokens);
+  return write_bytes(name, b);
+}
+
+// ------------------------------------------------------------------------------- GGUF structure
+
+#ifdef __linux__
+// Caps this process's address space at what it uses now plus `extra` bytes for one scope, so a
+// loader that allocates by the metadata fails fast (std::bad_alloc) instead of taking the
+// machine's memory.
+class AddressSpaceCap {
+ public:
+  explicit AddressSpaceCap(uint64_t extra) {
+    getrlimit(RLIMIT_AS, &old_);
+    std::ifstream status("/proc/self/status");
+    uint64_t kib = 0;
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmSize:", 0) == 0) kib = std::stoull(line.substr(7));
+    rlimit cap = old_;
+    cap.rlim_cur = std::min<rlim_t>(old_.rlim_cur, kib * 1024 + extra);
+    setrlimit(RLIMIT_AS, &cap);
+  }
+  ~AddressSpaceCap() { setrlimit(RLIMIT_AS, &old_); }
+
+ private:
+  rlimit old_{};
+};
+#endif
+
+TEST_F(DeviceTest, BlockCountsTheTensorsContradictAreRefusedBeforeAnythingIsSized) {
+  for (uint32_t blocks : {1000000000u, 2147483648u}) {
+    SCOPED_TRACE(blocks);
+    const fs::path path = with_u32(kTinyLlama, "llama.block_count", blocks, "blocks_huge.gguf");
+    {
+#ifdef __linux__
+      // 256 MiB more than now: the 9 * 10^9 planned tensor names alone would need 300 GB.
+      AddressSpaceCap cap(256u << 20);
+#endif
+      EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), path); }, ErrorCode::format,
+                             path.string() + ": llama.block_count is " + std::to_string(blocks) +
+                                 " but the file's tensors are those of 2 blocks (blk.0 .. blk.1)"));
+    }
+  }
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), with_u32(kTinyLlama, "llama.block_count", 1, "b1.gguf")); },
+                         ErrorCode::format, "llama.block_count is 1 but the file's tensors are those of 2 blocks"));
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), with_u32(kTinyLlama, "llama.block_count", 3, "b3.gguf")); },
+                         ErrorCode::format, "llama.block_count is 3 but the file's tensors are those of 2 blocks"));
+  // A tensor no llama block has (it would be ignored, computing another model).
+  std::string b = read_bytes(kTinyLlama);
+  const size_t at = b.find("blk.1.ffn_up.weight");
+  ASSERT_NE(at, std::string::npos);
+  b.replace(at, 19, "blk.1.ffn_up.biasxx");
+  const fs::path extra = write_bytes("unknown_tensor.gguf", b);
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), extra); }, ErrorCode::unsupported,
+                         "tensor blk.1.ffn_up.biasxx is not one a llama model uses"));
+}
+
+TEST_F(DeviceTest, TokenizersOfAnotherSizeThanTheEmbeddingAreRefusedAtLoad) {
+  // 384 rows in token_embd.weight: more tokens once failed mid-prompt ("token ... outside the
+  // vocabulary"), fewer once streamed text, then died mid-answer.
+  for (uint64_t tokens : {484u, 300u}) {
+    SCOPED_TRACE(tokens);
+    const fs::path path = with_token_count(kTinyLlama, tokens, "tokens.gguf");
+    ASSERT_EQ(GgufFile(path).get_strings("tokenizer.ggml.tokens").size(), tokens);
+    EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), path); }, ErrorCode::format,
+                           path.string() + ": tokenizer.ggml.tokens has " + std::to_string(tokens) +
+                               " tokens but token_embd.weight has 384 rows, one per token"));
+  }
+}
+
+// SmolLM2 (scripts/fetch_smollm2.sh): the issue's cases on the real file.
+TEST_F(DeviceTest, SmolLM2WithAContradictingBlockCountOrTokenizerIsRefused) {
+  const FetchedModel m = run_fetch_script((kTests.parent_path() / "scripts" / "fetch_smollm2.sh").string(),
+                                          "scripts/fetch_smollm2.sh could not fetch SmolLM2");
+  ASSERT_TRUE(m.error.empty()) << m.error;
+  const fs::path b29 = with_u32(m.path, "llama.block_count", 29, "smollm2_29.gguf");
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), b29); }, ErrorCode::format,
+                         "llama.block_count is 29 but the file's tensors are those of 30 blocks (blk.0 .. blk.29)"));
+  fs::remove(b29);
+  const fs::path t = with_token_count(m.path, 49252, "smollm2_tokens.gguf");
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), t); }, ErrorCode::format,
+                         "tokenizer.ggml.tokens has 49252 tokens but token_embd.weight has 49152 rows"));
+  fs::remove(t);
+}
+
+// ------------------------------------------------------------------------------- tiny BERT
+
+// A Hugging Face BERT directory with `layers` layers of width 8 and a 12-token vocabulary;
+// `edit` may change the config and the tensors before they are written.
+using Tensors = std::vector<std::pair<std::string, HostTensor>>;
+fs::path write_tiny_bert(const std::string& name, int64_t layers,
+                         const std::function<void(json&, Tensors&)>& edit = {}) {
+  const fs::path dir = scratch() / name;
+  fs::create_directories(dir);
+  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world",
+                                          "a", "##a", "b", "##b", "!", "."};
+  const int64_t h = 8, f = 16, v = static_cast<int64_t>(vocab.size());
+  json config = {{"model_type", "bert"}, {"hidden_size", h}, {"num_attention_heads", 2},
+                 {"intermediate_size", f}, {"num_hidden_layers", layers}, {"max_position_embeddings", 32},
+                 {"type_vocab_size", 2}, {"vocab_size", v}, {"hidden_act", "gelu"}};
+  Tensors t;
+  uint32_t seed = 1;
+  auto add = [&](const std::string& n, const Shape& s, float lo, float hi) {
+    t.emplace_back(n, HostTensor::from_f32(s, random_values(s.numel(), seed++, lo, hi)));
+  };
+  add("embeddings.word_embeddings.weight", {v, h}, -1, 1);
+  add("embeddings.position_embeddings.weight", {32, h}, -0.5, 0.5);
+  add("embeddings.token_type_embeddings.weight", {2, h}, -0.5, 0.5);
+  add("embeddings.LayerNorm.weight", {h}, 0.8, 1.2);
+  add("embeddings.LayerNorm.bias", {h}, -0.2, 0.2);
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string p = "encoder.layer." + std::to_string(i) + ".";
+    for (const char* m : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {
+      add(p + m + ".weight", {h, h}, -0.4, 0.4);
+      add(p + m + ".bias", {h}, -0.2, 0.2);
+    }
+    add(p + "intermediate.dense.weight", {f, h}, -0.4, 0.4);
+    add(p + "intermediate.dense.bias", {f}, -0.2, 0.2);
+    add(p + "output.dense.weight", {h, f}, -0.4, 0.4);
+    add(p + "output.dense.bias", {h}, -0.2, 0.2);
+    for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"}) {
+      add(p + n + ".weight", {h}, 0.8, 1.2);
+      add(p + n + ".bias", {h}, -0.2, 0.2);
+    }
+  }
+  if (edit) edit(config, t);
+  std::ofstream(dir / "config.json") << config.dump();
+  write_safetensors(dir / "model.safetensors", t);
+  std::ofstream out(dir / "vocab.txt");
+  for (const std::string& token : vocab) out << token << "\n";
+  return dir;
+}
+
+HostTensor& tensor_named(Tensors& t, const std::string& name) {
+  for (auto& [n, v] : t)
+    if (n == name) return v;
+  throw std::runtime_error("no tensor " + name);
+}
+
+TEST_F(DeviceTest, BertConfigsNamingOtherLayerCountsThanTheCheckpointAreRefused) {
+  // num_hidden_layers 3 or 0 with a 6-layer checkpoint silently ran 3 or 0 layers.
+  for (int64_t layers : {3, 0, 7}) {
+    SCOPED_TRACE(layers);
+    const fs::path dir = write_tiny_bert("layers" + std::to_string(layers), 6,
+                                         [&](json& c, Tensors&) { c["num_hidden_layers"] = layers; });
+    EXPECT_TRUE(fails_with([&] { SentenceEmbedder::load(device(), dir); }, ErrorCode::format,
+                           (dir / "model.safetensors").string() +
+                               ": holds 6 encoder layers (encoder.layer.0 .. encoder.layer.5) but config.json's "
+                               "num_hidden_layers is " + std::to_string(layers)));
+  }
+  const fs::path ok = write_tiny_bert("layers_ok", 6);
+  EXPECT_EQ(SentenceEmbedder::load(device(), ok).embed(std::vector<std::string>{"hello world"}).shape(),
+            (Shape{1, 8}));
+}
+
+TEST_F(DeviceTest, NonFiniteWeightsAndOutputsAreErrorsNotNull) {
+  // A NaN LayerNorm weight gave embed exit 0 and arrays of null.
+  const fs::path nan_dir = write_tiny_bert("nan_weight", 2, [](json&, Tensors& t) {
+    HostTensor& w = tensor_named(t, "encoder.layer.1.output.LayerNorm.weight");
+    std::vector<float> v = w.to_f32();
+    v[5] = std::numeric_limits<float>::quiet_NaN();
+    w = HostTensor::from_f32(w.shape(), v);
+  });
+  EXPECT_TRUE(fails_with([&] { SentenceEmbedder::load(device(), nan_dir); }, ErrorCode::format,
+                         "tensor 'encoder.layer.1.output.LayerNorm.weight' holds NaN at index 5 of 8; weights must "
+                         "be finite"));
+  const fs::path inf_dir = write_tiny_bert("inf_weight", 2, [](json&, Tensors& t) {
+    HostTensor& w = tensor_named(t, "embeddings.word_embeddings.weight");
+    std::vector<float> v = w.to_f32();
+    v[17] = -std::numeric_limits<float>::infinity();
+    w = HostTensor::from_f32(w.shape(), v);
+  });
+  EXPECT_TRUE(fails_with([&] { SentenceEmbedder::load(device(), inf_dir); }, ErrorCode::format,
+                         "tensor 'embeddings.word_embeddings.weight' holds -inf at index 17"));
+  // Finite weights whose products overflow float16 storage: the embedding would be NaN.
+  const fs::path big_dir = write_tiny_bert("f16_overflow", 1, [](json&, Tensors& t) {
+    HostTensor& w = tensor_named(t, "encoder.layer.0.intermediate.dense.weight");
+    w = HostTensor::from_f32(w.shape(), std::vector<float>(static_cast<size_t>(w.numel()), 60000.0f));
+  });
+  SentenceEmbedder f16 = SentenceEmbedder::load(device(), big_dir, {.dtype = DType::f16});
+  EXPECT_TRUE(fails_with([&] { f16.embed(std::vector<std::string>{"hello world", "a b"}); }, ErrorCode::unsupported,
+                         "SentenceEmbedder::embed: the embedding of text 0 has NaN at dimension 0: the model "
+                         "overflows float16; load it with dtype f32"));
+  SentenceEmbedder f32 = SentenceEmbedder::load(device(), big_dir, {.dtype = DType::f32});
+  const std::vector<float> e = f32.embed(std::vector<std::string>{"hello world"}).to_f32();
+  for (float x : e) EXPECT_TRUE(std::isfinite(x)) << x;
+}
+
+// ------------------------------------------------------------------------------- truncated while loading
+
+// Truncates every file a reader opens to half its size, right after its header was read and
+// before any tensor is: what another program truncating the file while it loads does.
+class TruncateOnOpen {
+ public:
+  TruncateOnOpen() {
+    io::set_opened_hook_for_tests([this](const fs::path& p) {
+      fs::resize_file(p, fs::file_size(p) / 2);
+      ++count;
+    });
+  }
+  ~TruncateOnOpen() { io::set_opened_hook_for_tests({}); }
+  int count = 0;
+};
+
+TEST_F(DeviceTest, FilesTruncatedWhileLoadingAreErrorsNotSignals) {
+  const std::string changed = ": the file changed while loading: it now has ";
+  {
+    const fs::path gguf = write_bytes("truncated.gguf", read_bytes(kTinyLlama));
+    TruncateOnOpen truncate;
+    EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), gguf); }, ErrorCode::io, gguf.string() + changed));
+    EXPECT_EQ(truncate.count, 1);
+  }
+  {
+    const fs::path dir = write_tiny_bert("truncated_bert", 2);
+    TruncateOnOpen truncate;
+    EXPECT_TRUE(fails_with([&] { SentenceEmbedder::load(device(), dir); }, ErrorCode::io,
+                           (dir / "model.safetensors").string() + changed));
+    EXPECT_EQ(truncate.count, 1);
+  }
+  {
+    const fs::path dir = scratch() / "truncated_encoder";
+    fs::create_directories(dir);
+    fs::copy_file(kEncoder / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(kEncoder / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+    TruncateOnOpen truncate;
+    EXPECT_TRUE(fails_with([&] { Model::load(device(), dir.string()); }, ErrorCode::io,
+                           (dir / "model.safetensors").string() + changed));
+  }
+  // The readers alone, with the file mapped: reads after the truncation fail the same way, and
+  // the file's size at opening is named.
+  const fs::path gguf = write_bytes("truncated_reader.gguf", read_bytes(kTinyLlama));
+  GgufFile g(gguf);
+  ASSERT_TRUE(g.memory_mapped());
+  const uint64_t size = fs::file_size(gguf);
+  fs::resize_file(gguf, g.data_offset());
+  EXPECT_TRUE(fails_with([&] { g.read_raw("blk.1.ffn_up.weight"); }, ErrorCode::io,
+                         changed + std::to_string(g.data_offset()) + " bytes but had " + std::to_string(size) +
+                             " when it was opened (reading "));
+  EXPECT_TRUE(fails_with([&] { g.read_f32("output_norm.weight"); }, ErrorCode::io, changed));
+  const fs::path st = scratch() / "truncated_reader.safetensors";
+  fs::copy_file(kEncoder / "model.safetensors", st, fs::copy_options::overwrite_existing);
+  SafetensorsFile s(st);
+  ASSERT_TRUE(s.memory_mapped());
+  fs::resize_file(st, 64);
+  EXPECT_TRUE(fails_with([&] { s.read(s.entries().back().name); }, ErrorCode::io, changed + "64 bytes but had"));
+}
+
+}  // namespace
+}  // namespace vkformer::testing
