@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@
 #include "io_util.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/generate.hpp"
+#include "vkformer/gguf.hpp"
+#include "vkformer/llm.hpp"
 #include "vkformer/vkformer.hpp"
 
 #ifdef __linux__
@@ -151,14 +156,21 @@ TEST_F(DeviceTest, BlockCountsTheTensorsContradictAreRefusedBeforeAnythingIsSize
                          ErrorCode::format, "llama.block_count is 1 but the file's tensors are those of 2 blocks"));
   EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), with_u32(kTinyLlama, "llama.block_count", 3, "b3.gguf")); },
                          ErrorCode::format, "llama.block_count is 3 but the file's tensors are those of 2 blocks"));
-  // A tensor no llama block has (it would be ignored, computing another model).
+  // A tensor a llama does not have: output.weight renamed, which made the model a tied one that
+  // ignored its output matrix. And a block tensor missing is named before that.
   std::string b = read_bytes(kTinyLlama);
-  const size_t at = b.find("blk.1.ffn_up.weight");
+  const std::string output("\x0d\0\0\0\0\0\0\0output.weight", 21);
+  const size_t at = b.find(output);
   ASSERT_NE(at, std::string::npos);
-  b.replace(at, 19, "blk.1.ffn_up.biasxx");
+  b.replace(at + 8, 13, "outpux.weight");
   const fs::path extra = write_bytes("unknown_tensor.gguf", b);
   EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), extra); }, ErrorCode::unsupported,
-                         "tensor blk.1.ffn_up.biasxx is not one a llama model uses"));
+                         extra.string() + ": tensor outpux.weight is not one a llama model uses"));
+  b = read_bytes(kTinyLlama);
+  b.replace(b.find("blk.1.ffn_up.weight"), 19, "blk.1.ffn_up.biasxx");
+  const fs::path missing = write_bytes("missing_tensor.gguf", b);
+  EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), missing); }, ErrorCode::format,
+                         missing.string() + ": tensor blk.1.ffn_up.weight is missing (the file has blocks blk.0 .. blk.1)"));
 }
 
 TEST_F(DeviceTest, TokenizersOfAnotherSizeThanTheEmbeddingAreRefusedAtLoad) {
@@ -290,6 +302,34 @@ TEST_F(DeviceTest, NonFiniteWeightsAndOutputsAreErrorsNotNull) {
   SentenceEmbedder f32 = SentenceEmbedder::load(device(), big_dir, {.dtype = DType::f32});
   const std::vector<float> e = f32.embed(std::vector<std::string>{"hello world"}).to_f32();
   for (float x : e) EXPECT_TRUE(std::isfinite(x)) << x;
+}
+
+// A NaN in a language model's weights: generation is an error, not garbage text with success.
+TEST_F(DeviceTest, NonFiniteLogitsStopGenerationWithAnError) {
+  std::string b = read_bytes(kTinyLlama);
+  {
+    GgufFile f = GgufFile::from_bytes(std::vector<std::byte>(reinterpret_cast<const std::byte*>(b.data()),
+                                                             reinterpret_cast<const std::byte*>(b.data()) + b.size()));
+    const GgufTensorInfo& t = f.tensor("output_norm.weight");
+    ASSERT_EQ(t.type, GgmlType::F32);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(b.data() + f.data_offset() + t.offset + 4 * 3, &nan, 4);
+  }
+  const fs::path path = write_bytes("nan_weight.gguf", b);
+  LanguageModel lm = LanguageModel::load(device(), path);
+  const std::vector<int32_t> prompt = lm.tokenizer().encode("hello");
+  std::string streamed;
+  EXPECT_TRUE(fails_with(
+      [&] {
+        generate(lm, prompt, {.max_tokens = 4}, [&](std::string_view t, int32_t) {
+          streamed += t;
+          return true;
+        });
+      },
+      ErrorCode::unsupported,
+      "generate: the logits after position " + std::to_string(prompt.size()) + " hold NaN (token 0): the model's "
+      "weights hold NaN or infinities"));
+  EXPECT_EQ(streamed, "");
 }
 
 // ------------------------------------------------------------------------------- truncated while loading

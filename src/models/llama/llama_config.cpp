@@ -49,30 +49,41 @@ int64_t block_of(std::string_view name, std::string_view* suffix) {
 }
 
 // What the tensors say against what the metadata says, before anything is sized by the metadata
-// (a block_count of 10^9 once planned 9 * 10^9 tensors and ran out of memory): every tensor is
-// one this architecture uses (one it does not would be silently ignored, computing another
-// model), the blocks are blk.0 .. blk.<block_count - 1>, and the tokenizer has one token per
-// row of token_embd.weight, as llama.cpp requires (its n_vocab sizes that tensor).
+// (a block_count of 10^9 once planned 9 * 10^9 tensors and ran out of memory): the blocks are
+// blk.0 .. blk.<block_count - 1>, each complete, every tensor is one this architecture uses (one
+// it does not would be silently ignored, computing another model), and the tokenizer has one
+// token per row of token_embd.weight, as llama.cpp requires (its n_vocab sizes that tensor).
+// Shapes and types are llama_weights.cpp's to check.
 void check_tensors(const GgufFile& f, const LlamaConfig& c) {
-  const std::string key = c.architecture + ".block_count";
   int64_t blocks = 0;
+  const GgufTensorInfo* unknown = nullptr;
   for (const GgufTensorInfo& t : f.tensors()) {
     std::string_view suffix;
     const int64_t i = block_of(t.name, &suffix);
     const bool known = i >= 0 ? std::find(kBlockTensors.begin(), kBlockTensors.end(), suffix) != kBlockTensors.end()
                               : std::find(kModelTensors.begin(), kModelTensors.end(), t.name) != kModelTensors.end();
-    if (!known)
-      throw Error(ErrorCode::unsupported,
-                  f.label() + ": tensor " + t.name + " is not one a " + c.architecture +
-                      " model uses (blocks hold blk.N." + std::string(kBlockTensors[0]) + " ... blk.N." +
-                      std::string(kBlockTensors.back()) +
-                      "; besides them token_embd, output_norm and output); vkformer would ignore it");
+    if (!known && !unknown) unknown = &t;
     if (i >= 0) blocks = std::max(blocks, i + 1);
   }
   if (c.n_layers != blocks)
-    bad(f, key, "is " + std::to_string(c.n_layers) + " but the file's tensors are those of " +
-                    std::to_string(blocks) + (blocks == 1 ? " block" : " blocks") +
-                    (blocks > 0 ? " (blk.0 .. blk." + std::to_string(blocks - 1) + ")" : std::string()));
+    bad(f, c.architecture + ".block_count",
+        "is " + std::to_string(c.n_layers) + " but the file's tensors are those of " + std::to_string(blocks) +
+            (blocks == 1 ? " block" : " blocks") +
+            (blocks > 0 ? " (blk.0 .. blk." + std::to_string(blocks - 1) + ")" : std::string()));
+  // A missing tensor first: a misspelt one is also an unknown one, and missing says more.
+  for (int64_t i = 0; i < blocks; ++i)
+    for (std::string_view suffix : kBlockTensors) {
+      const std::string name = "blk." + std::to_string(i) + "." + std::string(suffix);
+      if (!f.find_tensor(name))
+        throw Error(ErrorCode::format, f.label() + ": tensor " + name + " is missing (the file has blocks blk.0 .. blk." +
+                                           std::to_string(blocks - 1) + ")");
+    }
+  if (unknown)
+    throw Error(ErrorCode::unsupported,
+                f.label() + ": tensor " + unknown->name + " is not one a " + c.architecture +
+                    " model uses (blocks hold blk.N." + std::string(kBlockTensors[0]) + " ... blk.N." +
+                    std::string(kBlockTensors.back()) +
+                    "; besides them token_embd, output_norm and output); vkformer would ignore it");
   if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens"); tokens && tokens->is_array()) {
     const uint64_t n = tokens->size();
     if (n != static_cast<uint64_t>(c.vocab_size))
