@@ -335,31 +335,6 @@ TEST(WordPiece, BoundedLoopMatchesTheReferenceOnRandomWords) {
   EXPECT_LT(unknown, 2900u);
 }
 
-TEST(WordPiece, MaxInputCharsPerWordIsCapped) {
-  WordPieceConfig config;
-  config.max_input_chars_per_word = 1048576;  // once accepted, with a cubic loop behind it
-  EXPECT_TRUE(fails_with([&] { tiny(config); }, ErrorCode::invalid_argument,
-                         "WordPieceTokenizer::from_vocab: max_input_chars_per_word is 1048576, more than the 100000 "
-                         "vkformer allows"));
-  const fs::path path = scratch() / "max_chars.json";
-  json j = {{"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"max_input_chars_per_word", 1048576},
-                       {"vocab", {{"[UNK]", 0}, {"[CLS]", 1}, {"[SEP]", 2}, {"[PAD]", 3}, {"ab", 4}, {"##ab", 5}}}}}};
-  std::ofstream(path) << j.dump();
-  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format,
-                         path.string() + ": max_input_chars_per_word is 1048576, more than the 100000"));
-  // At the cap, a 100,000-character word is split, through the whole tokenizer.
-  j["model"]["max_input_chars_per_word"] = 100000;
-  std::ofstream(path) << j.dump();
-  const WordPieceTokenizer tok = WordPieceTokenizer::load(path);
-  std::string word;
-  for (int i = 0; i < 50000; ++i) word += "ab";
-  const Encoding e = tok.encode(word);
-  ASSERT_EQ(e.ids.size(), 50002u);
-  EXPECT_EQ(e.tokens[1], "ab");
-  EXPECT_EQ(e.tokens[50000], "##ab");
-  EXPECT_EQ(tok.tokenize(word + "b"), Tokens{"[UNK]"});  // 100,001 characters
-}
-
 TEST(Tokenizer, EmptyAndBlankTextsAreClsSep) {
   auto tok = tiny();
   for (std::string_view text : std::initializer_list<std::string_view>{
@@ -604,6 +579,32 @@ fs::path write_tokenizer_json(const std::string& name, const json& j) {
   fs::path path = scratch() / name / "tokenizer.json";
   write_file(path, j.dump(2));
   return path;
+}
+
+TEST(WordPiece, MaxInputCharsPerWordIsCapped) {
+  WordPieceConfig config;
+  config.max_input_chars_per_word = 1048576;  // once accepted, with a cubic loop behind it
+  EXPECT_TRUE(fails_with([&] { tiny(config); }, ErrorCode::invalid_argument,
+                         "WordPieceTokenizer::from_vocab: max_input_chars_per_word is 1048576, more than the 100000 "
+                         "vkformer allows"));
+  json j = tiny_tokenizer_json();
+  const size_t next_id = j["model"]["vocab"].size();
+  j["model"]["vocab"]["##ab"] = next_id;
+  j["model"]["max_input_chars_per_word"] = 1048576;
+  const fs::path path = write_tokenizer_json("max_chars", j);
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format,
+                         path.string() + ": max_input_chars_per_word is 1048576, more than the 100000"));
+  // At the cap, a 100,000-character word is split, through the whole tokenizer.
+  j["model"]["max_input_chars_per_word"] = 100000;
+  write_tokenizer_json("max_chars", j);
+  const WordPieceTokenizer tok = WordPieceTokenizer::load(path);
+  std::string word;
+  for (int i = 0; i < 50000; ++i) word += "ab";
+  const Encoding e = tok.encode(word);
+  ASSERT_EQ(e.ids.size(), 50002u);
+  EXPECT_EQ(e.tokens[1], "ab");
+  EXPECT_EQ(e.tokens[50000], "##ab");
+  EXPECT_EQ(tok.tokenize(word + "b"), Tokens{"[UNK]"});  // 100,001 characters
 }
 
 TEST(TokenizerFiles, TokenizerJsonAndVocabTxtGiveTheSameResult) {

@@ -118,9 +118,21 @@ endif()
 # One word of 100,000 characters, which max_input_chars_per_word allows: the cubic loop ran
 # for minutes (5,000 characters took 1.8 s); now well within the timeout.
 file(MAKE_DIRECTORY ${OUT}/long_word)
-file(WRITE ${OUT}/long_word/tokenizer.json
-     "{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"max_input_chars_per_word\": 100000,
-       \"vocab\": {\"[UNK]\": 0, \"[CLS]\": 1, \"[SEP]\": 2, \"[PAD]\": 3, \"ab\": 4, \"##ab\": 5}}}")
+# tokenizer.json as Hugging Face writes it for a BertTokenizerFast, with max_input_chars_per_word
+# `chars` and a vocabulary of [UNK], [CLS], [SEP], [PAD], ab and ##ab.
+function(write_tokenizer chars)
+  file(WRITE ${OUT}/long_word/tokenizer.json "{
+  \"normalizer\": {\"type\": \"BertNormalizer\", \"clean_text\": true, \"handle_chinese_chars\": true,
+                 \"strip_accents\": null, \"lowercase\": true},
+  \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"},
+  \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [
+    {\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}},
+    {\"SpecialToken\": {\"id\": \"[SEP]\", \"type_id\": 0}}]},
+  \"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\",
+            \"max_input_chars_per_word\": ${chars},
+            \"vocab\": {\"[UNK]\": 0, \"[CLS]\": 1, \"[SEP]\": 2, \"[PAD]\": 3, \"ab\": 4, \"##ab\": 5}}}")
+endfunction()
+write_tokenizer(100000)
 string(REPEAT "ab" 50000 word)
 file(WRITE ${OUT}/long_word/text.txt "${word}\n")
 expect(0 "^\\{\"ids\":\\[1,4,5,5,5,[0-9,]+,5,2\\]" tokenize --model ${OUT}/long_word --file ${OUT}/long_word/text.txt)
@@ -128,9 +140,7 @@ count(n "5," "${last_output}")
 if(NOT n EQUAL 49999)
   message(SEND_ERROR "tokenize of a 100,000-character word: ${n} ##ab pieces, expected 49999")
 endif()
-file(WRITE ${OUT}/long_word/tokenizer.json
-     "{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"max_input_chars_per_word\": 1048576,
-       \"vocab\": {\"[UNK]\": 0, \"[CLS]\": 1, \"[SEP]\": 2, \"[PAD]\": 3, \"ab\": 4, \"##ab\": 5}}}")
+write_tokenizer(1048576)
 expect(1 "^vkformer: error: [^\n]*tokenizer.json: max_input_chars_per_word is 1048576, more than the 100000 vkformer allows"
        tokenize --model ${OUT}/long_word hello)
 

@@ -13,6 +13,7 @@
 
 #include "llm_cli.hpp"
 #include "terminal.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/error.hpp"
 
