@@ -1,5 +1,6 @@
 // GGUF reading: the whole header (metadata and tensor infos) is parsed and validated when the
-// file is opened; values and tensor data stay views into the mapped (or read) bytes.
+// file is opened; values stay views into the header's bytes (read into memory, or the whole file
+// read), and tensors are copied out of the file when asked for (FileBytes::read_at).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -583,7 +584,7 @@ struct GgufFile::Impl {
   void parse() {
     if (!file.mapped()) return parse_from(file.bytes());
     // The header's size is known only once it is parsed: read 1 MiB, then twice as much as the
-    // parser asked for, until it is complete (SmolLM2's, with its vocabulary, is 2.6 MB).
+    // parser asked for, until it is complete (SmolLM2's, with its vocabulary, is 1.8 MB).
     uint64_t want = std::min<uint64_t>(file.size(), 1u << 20);
     for (;;) {
       header = file.read_at(0, want, label);
