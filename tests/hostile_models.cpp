@@ -77,40 +77,63 @@ fs::path with_u32(const fs::path& gguf, const std::string& key, uint32_t value, 
   return write_bytes(name, b);
 }
 
-// A copy of `gguf` whose tokenizer.ggml.tokens array has `count` tokens: the last ones dropped,
-// or "<extra_N>" tokens added. The header's length changes by a multiple of the alignment (32),
-// so the data section keeps its place relative to the end of the header.
+std::string u64_bytes(uint64_t v) {
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &v, 8);
+  return out;
+}
+
+// A copy of `gguf` with `count` tokens: tokenizer.ggml.tokens and tokenizer.ggml.token_type (one
+// int32 per token) cut to their first `count` entries, or grown by "<extra_N>" tokens of type 1
+// (normal), consistent with each other as a converter would write them. The header's length
+// changes by a multiple of the alignment (32; the last token is padded to get there), so the data
+// section keeps its place relative to the end of the header.
 fs::path with_token_count(const fs::path& gguf, uint64_t count, const std::string& name) {
   std::string b = read_bytes(gguf);
-  const size_t value = gguf_value_at(b, "tokenizer.ggml.tokens", 9);
-  const size_t count_at = value + 4;  // after the element type
-  const uint64_t have = u64_at(b, count_at);
-  std::vector<size_t> starts;  // of each token's length field, and one past the last token
-  size_t at = count_at + 8;
-  for (uint64_t i = 0; i <= have; ++i) {
-    starts.push_back(at);
-    if (i < have) at += 8 + u64_at(b, at);
+  // The tokens: from their count to the end of the last one.
+  const size_t tokens_at = gguf_value_at(b, "tokenizer.ggml.tokens", 9) + 4;
+  const uint64_t have = u64_at(b, tokens_at);
+  std::vector<std::string> tokens;
+  size_t at = tokens_at + 8;
+  for (uint64_t i = 0; i < have; ++i) {
+    tokens.push_back(b.substr(at + 8, u64_at(b, at)));
+    at += 8 + tokens.back().size();
   }
-  std::string tokens = b.substr(starts[0], starts[std::min(count, have)] - starts[0]);
-  if (count < have) {
-    // Lengthen the last kept token so that the bytes removed are a multiple of 32.
-    const size_t removed = starts[have] - starts[count];
-    const size_t pad = (32 - removed % 32) % 32;
-    const size_t last = starts[count - 1] - starts[0];
-    const uint64_t len = u64_at(tokens, last) + pad;
-    std::memcpy(tokens.data() + last, &len, 8);
-    tokens.insert(starts[count] - starts[0], std::string(pad, 'x'));
-  }
+  const size_t tokens_end = at;
+  // The types: int32s after their element type (5) and count.
+  const size_t types_value = gguf_value_at(b, "tokenizer.ggml.token_type", 9);
+  EXPECT_EQ(b[types_value], '\x05');
+  const size_t types_at = types_value + 4;
+  EXPECT_EQ(u64_at(b, types_at), have);
+  std::string types = b.substr(types_at + 8, 4 * have);
+  tokens.resize(std::min(count, have));
+  types.resize(4 * std::min(count, have));
   for (uint64_t i = have; i < count; ++i) {
-    char text[32];
-    std::snprintf(text, sizeof text, "<extra_%016llu>", static_cast<unsigned long long>(i));  // 24 bytes
-    const uint64_t len = std::strlen(text);
-    std::string entry(8, '\0');
-    std::memcpy(entry.data(), &len, 8);
-    tokens += entry + text;  // 32 bytes each
+    tokens.push_back("<extra_" + std::to_string(i) + ">");
+    const int32_t normal = 1;
+    types.append(reinterpret_cast<const char*>(&normal), 4);
   }
-  std::memcpy(b.data() + count_at, &count, 8);
-  b.replace(starts[0], starts[have] - starts[0], tokens);
+  auto encode_tokens = [&] {
+    std::string out = u64_bytes(count);
+    for (const std::string& t : tokens) out += u64_bytes(t.size()) + t;
+    return out;
+  };
+  const int64_t old_size = static_cast<int64_t>(tokens_end - tokens_at) + 8 + 4 * static_cast<int64_t>(have);
+  int64_t delta = static_cast<int64_t>(encode_tokens().size() + 8 + types.size()) - old_size;
+  tokens.back() += std::string(static_cast<size_t>((32 - delta % 32) % 32), 'x');
+  const std::string new_tokens = encode_tokens(), new_types = u64_bytes(count) + types;
+  delta = static_cast<int64_t>(new_tokens.size() + new_types.size()) - old_size;
+  EXPECT_EQ(delta % 32, 0);
+  // The later array first, so the earlier one's offsets still hold.
+  auto replace_types = [&] { b.replace(types_at, 8 + 4 * have, new_types); };
+  auto replace_tokens = [&] { b.replace(tokens_at, tokens_end - tokens_at, new_tokens); };
+  if (types_at > tokens_at) {
+    replace_types();
+    replace_tokens();
+  } else {
+    replace_tokens();
+    replace_types();
+  }
   return write_bytes(name, b);
 }
 
@@ -309,16 +332,18 @@ TEST_F(DeviceTest, NonFiniteWeightsAndOutputsAreErrorsNotNull) {
   for (float x : e) EXPECT_TRUE(std::isfinite(x)) << x;
 }
 
-// A NaN in a language model's weights: generation is an error, not garbage text with success.
+// A NaN in one row of a language model's output matrix: one logit is NaN, which greedy sampling
+// passed over (NaN compares false), streaming text as if nothing were wrong. Now an error.
 TEST_F(DeviceTest, NonFiniteLogitsStopGenerationWithAnError) {
   std::string b = read_bytes(kTinyLlama);
   {
     GgufFile f = GgufFile::from_bytes(std::vector<std::byte>(reinterpret_cast<const std::byte*>(b.data()),
                                                              reinterpret_cast<const std::byte*>(b.data()) + b.size()));
-    const GgufTensorInfo& t = f.tensor("output_norm.weight");
-    ASSERT_EQ(t.type, GgmlType::F32);
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::memcpy(b.data() + f.data_offset() + t.offset + 4 * 3, &nan, 4);
+    const GgufTensorInfo& t = f.tensor("output.weight");
+    ASSERT_EQ(t.type, GgmlType::Q4_1);  // blocks of an f16 scale, an f16 minimum and nibbles
+    const uint64_t row_bytes = ggml_row_bytes(t.type, t.row_length());
+    const uint16_t nan = 0x7e00;  // the scale d of row 7's first block
+    std::memcpy(b.data() + f.data_offset() + t.offset + 7 * row_bytes, &nan, 2);
   }
   const fs::path path = write_bytes("nan_weight.gguf", b);
   LanguageModel lm = LanguageModel::load(device(), path);
@@ -332,7 +357,7 @@ TEST_F(DeviceTest, NonFiniteLogitsStopGenerationWithAnError) {
         });
       },
       ErrorCode::unsupported,
-      "generate: the logits after position " + std::to_string(prompt.size()) + " hold NaN (token 0): the model's "
+      "generate: the logits after position " + std::to_string(prompt.size()) + " hold NaN (token 7): the model's "
       "weights hold NaN or infinities"));
   EXPECT_EQ(streamed, "");
 }
