@@ -405,10 +405,14 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
                   "(pp, -p tokens) and generation (tg, -n tokens), tokens/s mean ± stddev over -r runs")
       ->type_name("FILE.gguf");
   sub->add_option("-p", o->n_prompt, "With --model: prompt tokens for the pp test; 0 = none (default 512)")
+      ->check(whole_number_in(0, INT32_MAX))
       ->type_name("N");
   sub->add_option("-n", o->n_gen, "With --model: generated tokens for the tg test; 0 = none (default 128)")
+      ->check(whole_number_in(0, INT32_MAX))
       ->type_name("N");
-  sub->add_option("-r", o->llm_repeats, "With --model: timed runs of each test (default 3)")->type_name("N");
+  sub->add_option("-r", o->llm_repeats, "With --model: timed runs of each test (default 3)")
+      ->check(whole_number_in(1, 1000000))
+      ->type_name("N");
 
   return {sub, [&globals, o]() {
             if (!o->model.empty())
