@@ -12,8 +12,6 @@
 
 namespace vkformer::bench {
 
-namespace {
-
 // Random blocks with sane scales: random quantized values, then every block's fp16 scales set to
 // small random numbers (d, and q4_1's m or q4_k's dmin; q6_k's d sits at the end of its
 // super-block), so the weights look like a model's (|w| up to ~0.1).
@@ -41,6 +39,8 @@ HostTensor random_quantized(const Shape& shape, DType dt, uint64_t seed) {
   }
   return HostTensor::from_bytes(shape, dt, raw);
 }
+
+namespace {
 
 Benchmark quantized_linear(const std::string& variant, int64_t m, int64_t n, int64_t k, DType wt,
                            bool quick = false) {
