@@ -93,6 +93,10 @@ std::vector<Benchmark> quant_benchmarks() {
     list.push_back(quantized_linear("llama1b.ffn_up", tokens, 8192, 2048, DType::q4_1));
   }
   list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q5_0));
+  // The GPU issue's quantized prompt GEMM: 512 tokens through a [4096, 14336] weight (ggml's
+  // MUL_MAT 4096 x 512 x 14336, the f16 matmul/ffn-large's work).
+  for (DType wt : {DType::q4_0, DType::q4_k})
+    list.push_back(quantized_linear("ffn-large", 512, 4096, 14336, wt));
   // The same shapes with f32 weights, through the f32 kernels.
   for (int64_t tokens : {1, 128, 512}) {
     list.push_back(linear_matmul("smollm2.ffn_up", tokens, 1536, 576, DType::f32));
