@@ -93,7 +93,8 @@ json report_json(const TuneReport& r, const TuneSettings& s, const std::string& 
   j["tunables"] = json::array();
   for (const TunableResult& t : r.tunables) {
     json e = {{"id", t.id}, {"status", t.status}, {"note", t.note}, {"winner", t.winner},
-              {"static_us", t.static_us}, {"winner_us", t.winner_us}, {"rounds", t.rounds},
+              {"static_us", t.static_us}, {"winner_us", t.winner_us}, {"score", t.score},
+              {"rounds", t.rounds},
               {"shapes", t.shapes}};
     e["candidates"] = json::array();
     for (const CandidateResult& c : t.candidates)

@@ -26,6 +26,14 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Half the interquartile range of `v`, relative to its median: how far a paired ratio wanders.
+double spread(std::vector<double> v) {
+  if (v.size() < 4) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return (v[(3 * n) / 4] - v[n / 4]) / 2;
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -39,8 +47,8 @@ std::string ms(double us) { return fmt(us >= 100000 ? "%.0f ms" : "%.2f ms", us 
 struct Live {
   CandidateResult result;
   std::unique_ptr<Device> device;
-  std::vector<std::unique_ptr<Executor>> executors;  // per shape; null where it failed
-  std::vector<std::vector<double>> times;             // per shape
+  std::vector<std::unique_ptr<Executor>> executors;  // per shape; null where it does not run
+  std::vector<std::vector<double>> times;             // per shape, one per round
   std::vector<double> warm_us;                        // per shape: the warm-up run
   bool ok() const { return result.error.empty(); }
 };
@@ -48,6 +56,73 @@ struct Live {
 double run_once(Executor& ex) {
   ex.run();
   return ex.last_gpu_microseconds();
+}
+
+// How a candidate compares with the static choice over rounds run side by side. Per shape: the
+// median of the per-round time ratios (paired, so a slow moment of the machine cancels) and how
+// much those ratios wander. Per round: the geometric mean of its ratios over the shapes (each
+// shape counts the same). The candidate wins if the median round is at least `margin` faster,
+// every round is faster (noise alone passes that one time in 2^rounds), and no shape is slower
+// by more than max(tolerance, its wander).
+struct Verdict {
+  double score = 1;               // the median round's geometric-mean ratio
+  bool every_round_faster = true;
+  bool slower_somewhere = false;
+  std::string worst;              // the slower shape, for the report
+  bool wins(double margin) const {
+    return score <= 1 - margin && every_round_faster && !slower_somewhere;
+  }
+};
+
+Verdict compare(const Live& c, const Live& base, double tolerance) {
+  Verdict v;
+  std::vector<double> log_rounds;
+  for (size_t i = 0; i < c.times.size(); ++i) {
+    if (!c.executors[i] || !base.executors[i]) continue;
+    const size_t n = std::min(c.times[i].size(), base.times[i].size());
+    if (log_rounds.size() < n) log_rounds.resize(n, 0.0);
+    std::vector<double> ratios;
+    for (size_t j = 0; j < n; ++j) {
+      const double r = base.times[i][j] > 0 ? c.times[i][j] / base.times[i][j] : 1.0;
+      ratios.push_back(r);
+      log_rounds[j] += std::log(r);
+    }
+    if (ratios.empty()) continue;
+    const double r = median(ratios);
+    if (r > 1 + std::max(tolerance, spread(ratios))) {
+      v.slower_somewhere = true;
+      v.worst = fmt("%+.0f%%", 100 * (r - 1)) + " at shape " + std::to_string(i + 1);
+    }
+  }
+  size_t shapes = 0;
+  for (size_t i = 0; i < c.times.size(); ++i) shapes += c.executors[i] && base.executors[i];
+  std::vector<double> rounds;
+  for (double l : log_rounds) {
+    const double g = std::exp(l / static_cast<double>(std::max<size_t>(shapes, 1)));
+    rounds.push_back(g);
+    if (g >= 1) v.every_round_faster = false;
+  }
+  if (!rounds.empty()) v.score = median(rounds);
+  return v;
+}
+
+// The order of the sweep: cheapest first, so that the expensive tunables get what the cheap ones
+// leave of the budget (each gets a fair share of what is left when its turn comes). The cost is a
+// guess made before anything runs: a second per candidate to prepare, plus its shapes' work.
+double guessed_cost(size_t candidates, const std::vector<vk::TuneShape>& shapes) {
+  double work = 0;
+  for (const vk::TuneShape& s : shapes) {
+    switch (s.op) {
+      case vk::TuneOp::attention:
+        work += 4.0 * double(s.batch * s.heads * s.m * s.n * s.head_dim);
+        break;
+      case vk::TuneOp::softmax:
+      case vk::TuneOp::layer_norm:
+      case vk::TuneOp::rms_norm: work += 10.0 * double(s.m * s.n); break;
+      default: work += 2.0 * double(s.m * s.n * s.k);
+    }
+  }
+  return double(candidates) * (1.0 + work / 1e9);
 }
 
 class Sweep {
@@ -60,32 +135,65 @@ class Sweep {
 
   TuneReport run() {
     TuneReport report;
+    vk::Tuning base;
     {
       vk::ScopedTuningTrial trial({});  // the static table, whatever the cache holds
       Device d = Device::open(s_.device);
       report.device = d.info();
+      base = vk::tuning_for(report.device);
     }
     if (!report.device.timestamps)
       throw Error(ErrorCode::unsupported, "vkformer tune: device '" + report.device.name +
                                               "' has no timestamp queries on its compute queue");
+    // The tunables own disjoint fields of Tuning (tunables.hpp), so the order of the sweep
+    // does not change any candidate list: cheapest first.
     const auto& all = vk::all_tunables();
+    std::vector<std::pair<double, size_t>> order;
     for (size_t i = 0; i < all.size(); ++i) {
       const vk::Tunable& t = all[i];
       if (!s_.only.empty() && std::find(s_.only.begin(), s_.only.end(), t.id) == s_.only.end())
         continue;
-      TunableResult r = tune_one(report.device, t, "[" + std::to_string(i + 1) + "/" +
-                                                       std::to_string(all.size()) + "] ");
-      if (r.status == "not reached") report.budget_spent = true;
+      const size_t n = vk::tunable_overridden(t) ? 0 : t.candidates(report.device, base).size();
+      const auto shapes = shapes_for(t);
+      order.emplace_back(n >= 2 && !shapes.empty() ? guessed_cost(n, shapes) : -1.0, i);
+    }
+    std::stable_sort(order.begin(), order.end());
+    size_t pending = 0;
+    for (auto& [cost, i] : order) pending += cost >= 0;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const auto [cost, i] = order[k];
+      const double share = pending ? left() / static_cast<double>(pending) : left();
+      TunableResult r = tune_one(report.device, all[i], share,
+                                 "[" + std::to_string(k + 1) + "/" + std::to_string(order.size()) + "] ");
+      if (cost >= 0) --pending;
+      if (r.status == "not reached" || r.note.find("budget") != std::string::npos)
+        report.budget_spent = true;
       if (r.measured()) winners_.emplace_back(r.id, r.winner);
       report.tunables.push_back(std::move(r));
     }
+    // Reported in the registry's order, as the cache applies them.
+    std::stable_sort(report.tunables.begin(), report.tunables.end(),
+                     [&](const TunableResult& a, const TunableResult& b) {
+                       return vk::find_tunable(a.id) < vk::find_tunable(b.id);
+                     });
     report.took_s = elapsed();
     report.validation_messages = validation_messages_;
     return report;
   }
 
  private:
-  TunableResult tune_one(const DeviceInfo& info, const vk::Tunable& t, const std::string& tag) {
+  std::vector<vk::TuneShape> shapes_for(const vk::Tunable& t) const {
+    std::vector<vk::TuneShape> shapes;
+    for (const vk::TuneShape& s : s_.shapes)
+      if (std::find(t.ops.begin(), t.ops.end(), s.op) != t.ops.end() && (!t.measures || t.measures(s)))
+        shapes.push_back(s);
+    return shapes;
+  }
+
+  // Sweeps one tunable within `share` seconds (a little more when the static choice and one
+  // candidate need it and the whole budget allows).
+  TunableResult tune_one(const DeviceInfo& info, const vk::Tunable& t, double share,
+                         const std::string& tag) {
     TunableResult r;
     r.id = t.id;
     auto skip = [&](const std::string& status, const std::string& note) {
@@ -101,23 +209,27 @@ class Sweep {
       candidates = t.candidates(info, vk::tuning_for(info));
     }
     if (candidates.size() < 2) return skip("skipped", "does not apply to this device");
-    std::vector<vk::TuneShape> shapes;
-    for (const vk::TuneShape& s : s_.shapes)
-      if (std::find(t.ops.begin(), t.ops.end(), s.op) != t.ops.end() && (!t.measures || t.measures(s)))
-        shapes.push_back(s);
+    const std::vector<vk::TuneShape> shapes = shapes_for(t);
     if (shapes.empty()) return skip("skipped", "no shape of the set exercises it");
-    // The static candidate and one more must fit: about twice the last tunable's cost.
+    // The static choice and one candidate, at about what a candidate of the last tunable took.
     if (left() < std::max(1.0, 2 * last_candidate_s_)) return skip("not reached", "budget spent");
 
+    const auto begun = Clock::now();
+    auto used = [&] { return std::chrono::duration<double>(Clock::now() - begun).count(); };
     say_(tag + t.id + ": " + std::to_string(candidates.size()) + " candidates x " +
-         std::to_string(shapes.size()) + " shapes (" + t.description + ")");
+         std::to_string(shapes.size()) + " shapes, " + fmt("%.0f s", share) + " (" +
+         t.description + ")");
     std::vector<Live> live;
     for (size_t c = 0; c < candidates.size(); ++c) {
-      // Each further candidate needs about what the static one took (prepare + rounds).
-      if (c > 0 && left() < live[0].result.prepare_s + round_s(live[0], shapes.size()) * (s_.rounds + 1)) {
-        r.note = "budget spent after " + std::to_string(c) + " of " +
-                 std::to_string(candidates.size()) + " candidates";
-        break;
+      // What one more candidate costs: about what the static one did (prepare, kMinRounds), and
+      // those rounds for every candidate already prepared.
+      if (c >= 1) {
+        const double next = live[0].result.prepare_s + kMinRounds * round_s(live[0]) * double(c + 1);
+        if ((c >= 2 && used() + next > share) || left() < next) {
+          r.note = "budget: " + std::to_string(c) + " of " + std::to_string(candidates.size()) +
+                   " candidates; ";
+          break;
+        }
       }
       live.push_back(prepare(info, t, candidates[c], shapes, c == 0 ? nullptr : &live[0]));
       const Live& l = live.back();
@@ -131,45 +243,52 @@ class Sweep {
 
     // Interleaved rounds: every candidate once per shape in each, so each shares the machine's
     // moments (other processes, clocks) with the static choice.
-    const double one_round = [&] {
-      double s = 0;
-      for (const Live& l : live) s += round_s(l, shapes.size());
-      return s;
-    }();
+    double one_round = 0;
+    for (const Live& l : live) one_round += round_s(l);
     for (int round = 0; round < s_.rounds; ++round) {
-      if (round >= 2 && left() < one_round) break;
+      if (round > 0 && left() < one_round) break;
+      if (round >= kMinRounds && used() + one_round > share) break;
       for (Live& l : live) time_round(l);
       r.rounds = round + 1;
     }
     for (Live& l : live) summarize(l);
 
-    // The best candidate that beats the static choice by the margin without losing any shape.
+    // The candidate with the best score that beats the static choice by the margin without
+    // losing at any shape.
     const Live& base = live[0];
     int best = -1;
-    for (size_t c = 1; c < live.size(); ++c)
-      if (wins(live[c], base) && (best < 0 || live[c].result.total_us < live[best].result.total_us))
+    double best_score = 1;
+    for (size_t c = 1; c < live.size(); ++c) {
+      if (!live[c].ok()) continue;
+      const Verdict v = compare(live[c], base, s_.shape_tolerance);
+      say_("    " + live[c].result.value + ": " + fmt("%+.1f%%", 100 * (v.score - 1)) +
+           (v.slower_somewhere ? " (slower " + v.worst + ")"
+            : v.every_round_faster ? "" : " (not faster in every round)"));
+      if (v.wins(s_.margin) && v.score < best_score) {
         best = static_cast<int>(c);
-    for (const Live& l : live)
-      if (l.ok())
-        say_("    " + l.result.value + ": " + ms(l.result.total_us) +
-             (&l == &base ? " (static)"
-                          : fmt(" (%+.1f%%)", 100 * (l.result.total_us / base.result.total_us - 1))));
+        best_score = v.score;
+      }
+    }
+    say_("    static " + base.result.value + ": " + ms(base.result.total_us) + " a round");
     r.static_us = base.result.total_us;
     r.winner = base.result.value;
     r.winner_us = r.static_us;
     r.status = "static";
     if (best < 0) {
-      r.note = "no candidate beat it by " + fmt("%.0f%%", s_.margin * 100);
-    } else if (!confirm(live[0], live[best], &r)) {
-      r.note = live[best].result.value + " did not hold its lead in the confirmation";
+      r.note += "no candidate beat it by " + fmt("%.0f%%", s_.margin * 100) +
+                " in every round without losing at a shape";
+    } else if (!confirm(live[0], live[static_cast<size_t>(best)], &r)) {
+      r.note += live[static_cast<size_t>(best)].result.value +
+                fmt(" (%+.1f%%) did not hold its lead when confirmed", 100 * (best_score - 1));
     } else {
       r.status = "tuned";
-      r.winner = live[best].result.value;
-      r.note = fmt("%.1f%% faster than the static choice", 100 * (1 - r.winner_us / r.static_us));
+      r.winner = live[static_cast<size_t>(best)].result.value;
+      r.note += fmt("%.1f%% faster (geometric mean over its shapes", 100 * (1 - r.score)) +
+                fmt(", %.1f%% in the sweep)", 100 * (1 - best_score));
     }
     say_("  -> " + r.winner + (r.status == "tuned" ? " (" : " kept (") + r.note + ")");
     for (Live& l : live) r.candidates.push_back(l.result);
-    last_candidate_s_ = elapsed_in(live, shapes.size(), r.rounds);
+    last_candidate_s_ = used() / static_cast<double>(live.size());
     for (Live& l : live) {
       l.executors.clear();
       if (l.device) validation_messages_ += report_validation(*l.device);
@@ -177,30 +296,26 @@ class Sweep {
     return r;
   }
 
-  // The confirmation: the static choice and the winner alone, alternating, with fresh samples.
+  // The static choice and the winner alone, alternating, with fresh samples: the winner must
+  // keep the margin (so a lucky sweep does not make the cache).
   bool confirm(Live& base, Live& best, TunableResult* r) {
     for (Live* l : {&base, &best})
       for (auto& v : l->times) v.clear();
-    const double pair_s = round_s(base, base.times.size()) + round_s(best, best.times.size());
+    const double pair_s = round_s(base) + round_s(best);
     int rounds = 0;
     for (; rounds < s_.confirm_rounds; ++rounds) {
-      if (rounds >= 3 && left() < pair_s) break;
+      if (rounds >= kMinRounds && left() < pair_s) break;
+      if (rounds > 0 && left() < pair_s) return false;  // no time to confirm: keep the static
       time_round(base);
       time_round(best);
     }
     summarize(base);
     summarize(best);
+    const Verdict v = compare(best, base, s_.shape_tolerance);
     r->static_us = base.result.total_us;
     r->winner_us = best.result.total_us;
-    return wins(best, base);
-  }
-
-  bool wins(const Live& c, const Live& base) const {
-    if (!c.ok()) return false;
-    if (c.result.total_us > base.result.total_us * (1 - s_.margin)) return false;
-    for (size_t i = 0; i < c.result.median_us.size(); ++i)
-      if (c.result.median_us[i] > base.result.median_us[i] * (1 + s_.shape_tolerance)) return false;
-    return true;
+    r->score = v.score;
+    return v.wins(s_.margin);
   }
 
   Live prepare(const DeviceInfo& info, const vk::Tunable& t, const vk::TunableValue& value,
@@ -226,7 +341,9 @@ class Sweep {
         }
         try {
           l.executors.push_back(prepare_tune_shape(*l.device, shapes[i]));
-          // Warm-up, untimed: first touches of memory and caches.
+          // Two untimed runs: the first touches memory and caches (and may compile lazily); the
+          // second estimates a round for the budget.
+          run_once(*l.executors.back());
           l.warm_us.push_back(run_once(*l.executors.back()));
         } catch (const Error& e) {
           if (e.code() != ErrorCode::unsupported || base) throw;
@@ -267,24 +384,19 @@ class Sweep {
   }
 
   // Seconds one round of `l` takes (from its timings so far; its warm-up runs before those).
-  static double round_s(const Live& l, size_t shapes) {
+  static double round_s(const Live& l) {
     double s = 0;
-    for (size_t i = 0; i < l.times.size() && i < shapes; ++i)
+    for (size_t i = 0; i < l.times.size(); ++i)
       s += (l.times[i].empty() ? l.warm_us[i] : median(l.times[i])) / 1e6;
     return s;
   }
 
-  static double elapsed_in(const std::vector<Live>& live, size_t shapes, int rounds) {
-    double s = 0;
-    for (const Live& l : live) s += l.result.prepare_s + round_s(l, shapes) * rounds;
-    return live.empty() ? 0 : s / live.size();
-  }
-
+  static constexpr int kMinRounds = 3;
   const TuneSettings& s_;
   const std::function<void(const std::string&)>& say_;
   Clock::time_point start_;
-  Choices winners_;           // the tunables decided so far, applied under later ones
-  double last_candidate_s_ = 0;  // what one candidate of the previous tunable took
+  Choices winners_;  // the tunables decided so far, applied under later ones
+  double last_candidate_s_ = 0;  // seconds per candidate of the last tunable swept
   size_t validation_messages_ = 0;
 };
 

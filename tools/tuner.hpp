@@ -2,8 +2,9 @@
 // The sweep behind `vkformer tune`: for each tunable (src/vk/tunables.hpp) in turn, every
 // candidate on its own device handle (so each compiles its own pipelines), all of them timed in
 // interleaved rounds at the same shapes, so that the static choice and the candidates share the
-// machine's moments; a candidate wins only if it beats the static choice by the margin in total
-// and is not slower at any shape, in those rounds and again in a confirmation of the two alone.
+// machine's moments; a candidate wins only if it beats the static choice by the margin and is
+// not slower at any shape, in those rounds and again in a confirmation of the two alone. Each
+// tunable gets a fair share of the budget left when its turn comes.
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,10 +20,13 @@ struct TuneSettings {
   std::vector<vk::TuneShape> shapes;
   std::string shapes_label;  // "the bench --quick set" or the model file
   double budget_s = 120;     // wall-clock seconds for the whole sweep
-  double margin = 0.05;      // a winner is at least this much faster in total...
-  double shape_tolerance = 0.02;  // ...and no shape slower than the static choice by more
-  int rounds = 7;            // timed rounds (each runs every candidate once per shape)
-  int confirm_rounds = 6;    // rounds of the static choice against the winner alone
+  // A winner's per-shape time ratios to the static choice (medians of the rounds, paired) have a
+  // geometric mean of at most 1 - margin, and none is above 1 + max(shape_tolerance, how much
+  // that shape's ratios wander): in the sweep and again in the confirmation.
+  double margin = 0.05;
+  double shape_tolerance = 0.02;
+  int rounds = 5;            // timed rounds at most (each runs every candidate once per shape)
+  int confirm_rounds = 5;    // rounds of the static choice against the winner alone
   std::vector<std::string> only;  // tunable ids to sweep (empty: all)
 };
 
@@ -41,7 +45,8 @@ struct TunableResult {
   std::vector<std::string> shapes;
   std::vector<CandidateResult> candidates;  // [0] is the static choice
   std::string winner;                      // the value kept (the static one unless tuned)
-  double static_us = 0, winner_us = 0;     // totals in the deciding rounds
+  double static_us = 0, winner_us = 0;     // summed medians in the deciding rounds
+  double score = 1;                        // the winner's ratio to the static choice (see margin)
   int rounds = 0;
   bool measured() const { return status == "tuned" || status == "static"; }
 };

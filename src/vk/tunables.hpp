@@ -53,6 +53,9 @@ struct TunableValue {
   std::function<void(Tuning&)> apply;
 };
 
+// Rule: each tunable owns its fields of Tuning (no two change the same field), and its candidate
+// list depends only on the device and on fields no tunable changes or it owns itself. Then the
+// tuner may sweep them in any order and the cache apply them in this one.
 struct Tunable {
   std::string id;           // "matmul.texel.nt": the cache key, stable across versions
   std::string env;          // the override that wins over the cache ("" if none): while it is
