@@ -183,11 +183,14 @@ Tunable split_k() {
                   "(0: never)";
   t.ops = {TuneOp::linear, TuneOp::matmul};
   t.measures = [](const TuneShape& s) { return s.m > 8; };
-  t.candidates = [](const DeviceInfo&, const Tuning& base) {
+  t.candidates = [](const DeviceInfo& info, const Tuning& base) {
     Candidates c;
-    const uint32_t target = base.matmul.split_k.target_workgroups;
-    if (target == 0 || !base.matmul.tiles.shared_memory) return c.take();
-    for (uint32_t n : {target, 0u, target / 2, target * 2, target * 4})
+    // GPUs only, whatever the current target (0 included, a candidate itself).
+    if (base.cpu_device || !base.matmul.tiles.shared_memory || base.matmul.prefer_texel)
+      return c.take();
+    // Multiples of the compute units (a guess by device type where the driver does not say).
+    const uint32_t units = info.compute_units ? info.compute_units : info.type == "discrete" ? 64 : 16;
+    for (uint32_t n : {base.matmul.split_k.target_workgroups, 0u, units, 2 * units, 4 * units, 8 * units})
       c.add(num(n), [n](Tuning& u) { u.matmul.split_k.target_workgroups = n; });
     return c.take();
   };
