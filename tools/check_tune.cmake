@@ -18,6 +18,17 @@ set(ENV{VKFORMER_CACHE_DIR} ${OUT}/cache)
 expect(0 "tuning +static table: not tuned \\(run 'vkformer tune'; cache [^\n]*/cache/tuning/[0-9a-f]+\\.json\\)"
        devices)
 
+# A budget too short for the whole set: it stops in time, says so, and --no-save writes nothing.
+expect(0 "Took ([0-9.]+) s of a 3 s budget \\(spent" tune --budget 3 --no-save)
+string(REGEX MATCH "Took ([0-9.]+) s of a 3 s budget" m "${last_output}")
+if(CMAKE_MATCH_1 GREATER 4.5)
+  message(SEND_ERROR "vkformer tune --budget 3 took ${CMAKE_MATCH_1} s:\n${last_output}")
+endif()
+file(GLOB_RECURSE written ${OUT}/cache/*)
+if(written)
+  message(SEND_ERROR "vkformer tune --no-save wrote ${written}")
+endif()
+
 # Two tunables that apply to CPU devices and GPUs alike (attention.tiles) or are cheap where
 # they apply (one mat-vec shape); the others are left alone by --only.
 set(budget 15)
