@@ -73,7 +73,7 @@ def figures(smoke):
                       "torch_speed", {"id": aid, "bound": 0.70}))
     rows = {"softmax": ("softmax/masked/{dt}/rows=24576,length=2048", "softmax/masked/f32/rows=12288,length=128"),
             "layer norm": ("layer_norm/affine/{dt}/rows=8192,d=4096", "layer_norm/affine/f32/rows=1024,d=512"),
-            "RMS norm": ("rms_norm/weight/{dt}/rows=8192,d=4096", "rms_norm/weight/f32/rows=1024,d=512")}
+            "RMS norm": ("rms_norm/weight/{dt}/rows=8192,d=4096", "rms_norm/weight/f32/rows=4096,d=4096")}
     for op, (full, small) in rows.items():
         for dt in ("f32", "f16"):
             f.append((f"{op} {dt} >= 64 MiB >= 70% of the measured copy bandwidth", "copy_share",
@@ -269,15 +269,18 @@ def main():
     lines.append(f"# vkformer GPU run{' (smoke, small sizes)' if a.smoke else ''}\n")
     lines.append(f"- vkformer device: {d.get('name', '-')} ({d.get('driver', '')} {d.get('driver_version', '')}, "
                  f"Vulkan {d.get('api_version', '-')})")
-    lines.append(f"- PyTorch: {th.get('torch', 'not run')} on {th.get('name', '-')}"
-                 f"{'' if th.get('cuda_available') else ' (no CUDA)'}")
+    if th:
+        lines.append(f"- PyTorch {th.get('torch')} on {th.get('name')}"
+                     f"{'' if th.get('cuda_available') else ' (no CUDA: CPU timings)'}")
+    else:
+        lines.append("- PyTorch: not run (no torch here, or its step failed): no CUDA figures")
     if inp.peak:
         lines.append(f"- peaks: FMA {inp.peak.get('fma_gflops', 0):.0f} GFLOP/s, copy {inp.peak.get('copy_gbps', 0):.1f} GB/s")
     if a.elapsed:
         lines.append(f"- whole run: {a.elapsed:.0f} s")
     lines.append("")
-    lines.append("| figure (issue 22) | vkformer | reference | ratio | holds |")
-    lines.append("|---|---|---|---|---|")
+    lines.append("| figure (issue 22) | vkformer | reference | ratio | holds | measured at |")
+    lines.append("|---|---|---|---|---|---|")
     rows = []
     problems = 0
     for what, kind, args in figures(a.smoke):
@@ -288,7 +291,8 @@ def main():
             problems += 1
         rows.append({"figure": what, "kind": kind, "args": args, "vkformer": v, "reference": ref,
                      "ratio": ratio, "holds": holds})
-        lines.append(f"| {what} | {v} | {ref} | {ratio} | {holds} |")
+        at = args.get("id") or args.get("f16") or (args.get("model", "") + " " + args.get("test", "")).strip() or "-"
+        lines.append(f"| {what} | {v} | {ref} | {ratio} | {holds} | `{at}` |")
 
     tune = load(a.tune)
     if tune and "tunables" in tune:

@@ -306,6 +306,25 @@ def smoke_benchmarks(device):
         x, w = torch.randn(1, 576, device=device), torch.randn(1536, 576, device=device)
         return lambda: F.linear(x, w)
     add("matmul_q", "smollm2.ffn_up", "q4_1", [("m", 1), ("n", 1536), ("k", 576)], q)
+    def rms():
+        x, w = torch.randn(4096, 4096, device=device), torch.ones(4096, device=device)
+        return lambda: rms_norm(x, w)
+    add("rms_norm", "weight", "f32", [("rows", 4096), ("d", 4096)], rms)
+    def enc():
+        layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu",
+                                           batch_first=True).to(device).eval()
+        x = torch.randn(1, 128, 768, device=device)
+        return lambda: layer(x)
+    add("encoder_layer", "bert-base", "f32",
+        [("batch", 1), ("seq", 128), ("d_model", 768), ("heads", 12), ("ff", 3072)], enc)
+    def dec():
+        layers = nn.ModuleList(nn.TransformerDecoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
+                               for _ in range(6)).to(device).eval()
+        d = CachedDecoder(layers, 8, 128, 128, 1, t, device)
+        x = torch.randn(1, 1, 512, device=device)
+        return lambda: d(x)
+    add("decoder_step", "d512.kv-cache", "f32",
+        [("batch", 1), ("context", 128), ("src", 128), ("d_model", 512), ("layers", 6)], dec)
     return out
 
 

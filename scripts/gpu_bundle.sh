@@ -71,7 +71,7 @@ python3 - "${SUITES[@]}" <<'PY' >.devrun/tests.tsv
 import json, os, sys
 suites = set(sys.argv[1:])
 doc = json.load(open("build-gpu/tests.json"))
-print("# name\tbinary\tenvironment (;)\targuments")
+print("# name\tbinary\tenvironment (;-separated, - for none)\targuments")
 for t in doc["tests"]:
     cmd = t.get("command") or []
     if not cmd:
@@ -86,7 +86,7 @@ for t in doc["tests"]:
     args = [a for a in cmd[1:] if not a.startswith("--gtest_filter")]
     if binary in ("llama_model_test", "generate_test"):
         args.append("--gtest_filter=-SmolLM2*:*SmolLM2*")
-    print("\t".join([t["name"], binary, ";".join(env), " ".join(args)]))
+    print("\t".join([t["name"], binary, ";".join(env) or "-", " ".join(args)]))
 PY
 cp scripts/gpu_run.sh scripts/random_gguf.py bench/torch_bench.py bench/compare.py .devrun/
 chmod +x .devrun/gpu_run.sh

@@ -114,6 +114,7 @@ step_tests() {
   mkdir -p "$VKF_WORK/tests"
   run_one() {
     IFS=$'\t' read -r name bin envs args <<<"$1"
+    [ "$envs" = - ] && envs=""
     local t0=$SECONDS rc
     # shellcheck disable=SC2086
     (cd "$VKF_WORK/tests" && env ${envs//;/ } timeout -k 5 "$VKF_TEST_LIMIT" "$VKF_TEST_BIN/$bin" \
@@ -136,8 +137,9 @@ for rc in sorted(d.glob("*.rc")):
     print(f"{name}: exit {code} in {secs.strip()} s" + (f", failed: {failed}" if failed else ""))
     if int(code) != 0:
         print(text[-6000:])
-json.dump({"suites": suites, "failed": [s["name"] for s in suites if s["exit"] != 0]},
-          open(sys.argv[2], "w"), indent=1)
+failed = [s["name"] for s in suites if s["exit"] != 0]
+json.dump({"suites": suites, "failed": failed}, open(sys.argv[2], "w"), indent=1)
+sys.exit(1 if failed or not suites else 0)
 PY
 }
 export -f step_tests
@@ -197,10 +199,11 @@ if [ "$smoke" = 1 ]; then
   [ -n "$bin_dir" ] || { echo "gpu_run.sh --smoke needs --bin-dir (a build folder)" >&2; exit 2; }
   export VKF_VKFORMER=$bin_dir/tools/vkformer VKF_TEST_BIN=$bin_dir/tests VKF_TEST_LIMIT=60
   # Quick suites that still open the device under validation.
-  printf 'device_test\tdevice_test\t\t--gtest_filter=*Enumerate*:*Open*\n' >"$work/tests.tsv"
+  printf 'device_test\tdevice_test\t-\t--gtest_filter=*Enumerate*:*Open*\n' >"$work/tests.tsv"
   export VKF_TESTS=$work/tests.tsv
   export VKF_TUNE_BUDGET=6 VKF_TUNE_ARGS="--only attention.tiles"
-  export VKF_BENCH_ARGS="--quick --filter ^(matmul/square/f32|softmax|layer_norm|attention/fused/f32|matmul_q/smollm2.ffn_up/q4_1) --repeats 2 --warmup 1 --budget 0.2"
+  # The small shapes bench/compare.py --smoke reads (a few seconds each on lavapipe).
+  export VKF_BENCH_ARGS="--filter ^(matmul/square/f32/m=256,|softmax/masked/f32/rows=12288,|layer_norm/affine/f32/rows=1024,|rms_norm/weight/f32/rows=4096,|attention/fused/f32/batch=1,heads=8,seq=128,|matmul_q/smollm2.ffn_up/q4_1/m=1,|encoder_layer/bert-base/f32/batch=1,seq=128,|decoder_step/d512.kv-cache/f32/batch=1,context=128,) --quick-peak --repeats 2 --warmup 1 --budget 0.2"
   # The tiny llama's header (every weight type) stands in for SmolLM2's spec here.
   python3 "$gguf_py" spec "$root/tests/golden_llama/tiny/tiny_llama_tied.gguf" "$work/smollm2.spec.json.gz" >>"$log" 2>&1
   export VKF_SMOLLM2_SPEC=$work/smollm2.spec.json.gz VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK="--layers 1 --vocab 2048"
