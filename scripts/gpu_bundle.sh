@@ -10,8 +10,9 @@
 #             built in build-gpu/ with -static-libstdc++ -static-libgcc, stripped, in one xz
 #             stream whose dictionary spans several binaries, so the library they share is
 #             stored about once), tests.tsv (the suites as ctest runs them), the Python scripts,
-#             and SmolLM2-135M's header as a spec for scripts/random_gguf.py (the 98 MB file
-#             cannot travel; the run remakes it with random weights).
+#             SmolLM2-135M's header as a spec for scripts/random_gguf.py and all-MiniLM-L6-v2's
+#             small files for scripts/random_safetensors.py (the 98 and 87 MB weights cannot
+#             travel; the run remakes them with random weights).
 # Then it checks that the working tree and both folders fit the 64 MiB that travel, and prints
 # the command: run it with the device tool, carrying [".gl", ".devrun"]. The same script runs
 # here on lavapipe with small sizes as the gpu_run_smoke test (scripts/gpu_run.sh --smoke).
@@ -88,7 +89,8 @@ for t in doc["tests"]:
         args.append("--gtest_filter=-SmolLM2*:*SmolLM2*")
     print("\t".join([t["name"], binary, ";".join(env) or "-", " ".join(args)]))
 PY
-cp scripts/gpu_run.sh scripts/random_gguf.py bench/torch_bench.py bench/compare.py .devrun/
+cp scripts/gpu_run.sh scripts/random_gguf.py scripts/random_safetensors.py bench/torch_bench.py \
+  bench/compare.py .devrun/
 chmod +x .devrun/gpu_run.sh
 pwd >.devrun/source_dir
 
@@ -96,6 +98,10 @@ pwd >.devrun/source_dir
 smollm2=${VKFORMER_SMOLLM2_GGUF:-}
 [ -n "$smollm2" ] || smollm2=$(scripts/fetch_smollm2.sh | tail -n1)
 python3 scripts/random_gguf.py spec "$smollm2" .devrun/smollm2.spec.json.gz
+# all-MiniLM-L6-v2's small files and weight layout (its weights are remade there too).
+minilm=${VKFORMER_MINILM_DIR:-}
+[ -n "$minilm" ] || minilm=$(scripts/fetch_minilm.sh | tail -n1)
+python3 scripts/random_safetensors.py pack "$minilm" .devrun/minilm.spec.json.gz
 
 # ---- the size check and the command -------------------------------------------------------
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -n1 | cut -f1)

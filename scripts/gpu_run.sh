@@ -8,7 +8,8 @@
 #   tune       vkformer tune --budget 60 (the cache file comes back for the static table)
 #   bench      vkformer bench: ops and blocks (GPU timestamps), with the tuned choices
 #   models     random-weight GGUFs: SmolLM2-135M's shapes and types (Q4_1) and Llama-3.2-1B's
-#              (Q4_K_M), from scripts/random_gguf.py (98 MB and 1 GB: neither travels)
+#              (Q4_K_M), from scripts/random_gguf.py (98 MB and 1 GB: neither travels), and
+#              all-MiniLM-L6-v2's folder (scripts/random_safetensors.py)
 #   llm        vkformer bench --model on both (pp512, tg128)
 #   torch      bench/torch_bench.py: the same work in PyTorch on CUDA (CUDA events, medians)
 #   ggml       llama-bench (ggml-vulkan) on the SmolLM2 stand-in, where it was carried
@@ -52,10 +53,13 @@ steps_file=$work/steps.tsv
 # The python scripts: beside this one in .devrun, or in the checkout.
 if [ -f "$here/compare.py" ]; then py=$here; else py=$root/bench; fi
 if [ -f "$here/random_gguf.py" ]; then gguf_py=$here/random_gguf.py; else gguf_py=$root/scripts/random_gguf.py; fi
+if [ -f "$here/random_safetensors.py" ]; then st_py=$here/random_safetensors.py; else st_py=$root/scripts/random_safetensors.py; fi
 # The steps use the tuning cache that the tune step writes (the suites set their own).
 unset VKFORMER_TUNING VKFORMER_TUNING_AS_GPU VKFORMER_DEVICE
 export VKF_WORK=$work VKF_OUT=$out VKF_SMOKE=$smoke VKF_PY=$py VKF_GGUF_PY=$gguf_py VKF_HERE=$here \
-       VKF_ROOT=$root VKF_BIN_DIR=$bin_dir
+       VKF_ROOT=$root VKF_BIN_DIR=$bin_dir VKF_ST_PY=$st_py
+# The random-weight all-MiniLM-L6-v2 that the models step makes (bench and PyTorch read it).
+export VKFORMER_MINILM_DIR=$work/minilm
 
 # run_step NAME LIMIT FUNCTION: runs FUNCTION with a time limit (less if the run's deadline is
 # nearer), its output appended to run.log, and records ok / failed / timeout / skipped.
@@ -162,6 +166,12 @@ step_models() {
   set -e
   python3 "$VKF_GGUF_PY" like "$VKF_SMOLLM2_SPEC" "$VKF_WORK/smollm2.gguf" $VKF_SMOLLM2_SHRINK
   python3 "$VKF_GGUF_PY" llama32-1b "$VKF_WORK/llama1b.gguf" $VKF_LLAMA_SHRINK
+  # all-MiniLM-L6-v2's folder with random weights, for bench's and PyTorch's sentence_embedding.
+  if [ -f "$VKF_MINILM_SPEC" ]; then
+    python3 "$VKF_ST_PY" unpack "$VKF_MINILM_SPEC" "$VKFORMER_MINILM_DIR"
+  else
+    echo "no all-MiniLM-L6-v2 spec: its rows are not measured"
+  fi
 }
 export -f step_models
 
@@ -203,10 +213,15 @@ if [ "$smoke" = 1 ]; then
   export VKF_TESTS=$work/tests.tsv
   export VKF_TUNE_BUDGET=6 VKF_TUNE_ARGS="--only attention.tiles"
   # The small shapes bench/compare.py --smoke reads (a few seconds each on lavapipe).
-  export VKF_BENCH_ARGS="--filter ^(matmul/square/f32/m=256,|softmax/masked/f32/rows=12288,|layer_norm/affine/f32/rows=1024,|rms_norm/weight/f32/rows=4096,|attention/fused/f32/batch=1,heads=8,seq=128,|matmul_q/smollm2.ffn_up/q4_1/m=1,|encoder_layer/bert-base/f32/batch=1,seq=128,|decoder_step/d512.kv-cache/f32/batch=1,context=128,) --quick-peak --repeats 2 --warmup 1 --budget 0.2"
+  export VKF_BENCH_ARGS="--filter ^(matmul/square/f32/m=256,|softmax/masked/f32/rows=12288,|layer_norm/affine/f32/rows=1024,|rms_norm/weight/f32/rows=4096,|attention/fused/f32/batch=1,heads=8,seq=128,|matmul_q/smollm2.ffn_up/q4_1/m=1,|encoder_layer/bert-base/f32/batch=1,seq=128,|decoder_step/d512.kv-cache/f32/batch=1,context=128,|sentence_embedding/all-MiniLM-L6-v2/f32/batch=1,) --quick-peak --repeats 2 --warmup 1 --budget 0.2"
   # The tiny llama's header (every weight type) stands in for SmolLM2's spec here.
   python3 "$gguf_py" spec "$root/tests/golden_llama/tiny/tiny_llama_tied.gguf" "$work/smollm2.spec.json.gz" >>"$log" 2>&1
   export VKF_SMOLLM2_SPEC=$work/smollm2.spec.json.gz VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK="--layers 1 --vocab 2048"
+  # all-MiniLM-L6-v2 where scripts/fetch_minilm.sh left it here (the smoke never fetches).
+  minilm=${XDG_CACHE_HOME:-$HOME/.cache}/vkformer/all-MiniLM-L6-v2/model
+  [ -n "${VKFORMER_CACHE_DIR:-}" ] && minilm=$VKFORMER_CACHE_DIR/all-MiniLM-L6-v2/model
+  export VKF_MINILM_SPEC=$work/minilm.spec.json.gz
+  [ -f "$minilm/model.safetensors" ] && python3 "$st_py" pack "$minilm" "$VKF_MINILM_SPEC" >>"$log" 2>&1
   export VKF_LLM_ARGS="-p 64 -n 4 -r 1"
   export VKF_TORCH_ARGS="--smoke --repeats 3 --warmup 1 --budget 0.2"
 else
@@ -223,6 +238,7 @@ else
   # The benchmarks the GPU issue's figures come from (bench/compare.py), timed briefly each.
   export VKF_BENCH_ARGS="--filter ^(matmul/(square/f(16|32)/m=4096|bert-base|d512|minilm|ffn-large)|matmul_q/(ffn-large|llama1b|smollm2)|attention/fused.*seq=2048|softmax/masked/.*length=(2048|4096)|layer_norm/affine/.*(d=4096)|rms_norm|encoder_layer/bert-base/.*batch=8,seq=512|decoder_step/d512.kv-cache/.*context=1024|sentence_embedding) --repeats 20 --warmup 3 --budget 0.3"
   export VKF_SMOLLM2_SPEC=$here/smollm2.spec.json.gz VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK=""
+  export VKF_MINILM_SPEC=$here/minilm.spec.json.gz
   export VKF_LLM_ARGS="-p 512 -n 128 -r 3"
   export VKF_TORCH_ARGS="--issue22 --repeats 50 --warmup 10 --budget 0.5"
 fi
