@@ -252,7 +252,8 @@ std::vector<Benchmark> all_benchmarks() {
     for (Config c : {Config{1, 8, 64}, Config{8, 12, 64}, Config{1, 16, 128}})
       for (int64_t seq : {128, 512, 1024, 2048, 4096})
         for (bool causal : {false, true}) {
-          if (dt == DType::f16 && causal) continue;  // causal f16 adds little over the others
+          // Causal f16 adds little over the others, but at sequence 2048 (the GPU issue's).
+          if (dt == DType::f16 && causal && seq != 2048) continue;
           for (bool fused : {true, false}) {
             bool quick = dt == DType::f32 && c.batch == 1 && c.heads == 8 && seq == 128;
             add(attention(c.batch, c.heads, seq, c.dk, causal, fused, dt, quick && !causal));
