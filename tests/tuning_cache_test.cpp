@@ -268,29 +268,44 @@ TEST_F(TuningCacheTest, BrokenFilesGiveOneWarningAndTheStaticTable) {
 
 // Readers never see half a file: one thread rewrites the cache (two contents of very different
 // sizes) while this one reads it; every read applies. A write in place (truncate, then write)
-// fails this within a few rounds.
+// fails this within a few rounds. (On Windows a file that a reader holds open cannot be replaced
+// but renamed aside first, so there a read may also find no file for an instant: never a torn one.)
 TEST_F(TuningCacheTest, WritesAreAtomic) {
   vk::TuningCacheFile small = good_file(), large = good_file();
   large.shapes = std::string(200000, 's');
   vk::write_tuning_cache(info_, small);
   std::atomic<bool> done{false};
-  std::atomic<int> writes{0};
+  std::atomic<int> writes{0}, write_errors{0};
+  std::string first_error;
   std::thread writer([&] {
     for (int i = 0; i < 400 && !done; ++i) {
-      vk::write_tuning_cache(info_, i % 2 ? small : large);
-      ++writes;
+      try {
+        vk::write_tuning_cache(info_, i % 2 ? small : large);
+        ++writes;
+      } catch (const Error& e) {
+        if (write_errors++ == 0) first_error = e.what();
+      }
     }
     done = true;
   });
-  int reads = 0;
+  int reads = 0, absent = 0;
   while (!done) {
     const State s = vk::tuning_cache_state(info_);
-    ASSERT_EQ(s.status, State::Status::tuned) << "read " << reads << ": " << s.problem;
+    if (s.status == State::Status::ignored) {
+      done = true;
+      writer.join();
+      FAIL() << "read " << reads << " saw a broken file: " << s.problem;
+    }
+    absent += s.status == State::Status::absent;
     ++reads;
   }
   writer.join();
   EXPECT_GT(reads, 10);
   EXPECT_GT(writes.load(), 10);
+#ifndef _WIN32
+  EXPECT_EQ(absent, 0) << "a reader found no file while it was being replaced";
+  EXPECT_EQ(write_errors.load(), 0) << first_error;
+#endif
   // Nothing left beside the file: the temporary files were all renamed.
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(vk::tuning_cache_path(info_).parent_path()))

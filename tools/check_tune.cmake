@@ -15,7 +15,9 @@ file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(ENV{VKFORMER_CACHE_DIR} ${OUT}/cache)
 
-expect(0 "tuning +static table: not tuned \\(run 'vkformer tune'; cache [^\n]*/cache/tuning/[0-9a-f]+\\.json\\)"
+# Paths print with either separator (a Windows build under Wine mixes them).
+set(sep "[/\\\\]")
+expect(0 "tuning +static table: not tuned \\(run 'vkformer tune'; cache [^\n]*${sep}cache${sep}tuning${sep}[0-9a-f]+\\.json\\)"
        devices)
 
 # A budget too short for the whole set: it stops in time, says so, and --no-save writes nothing.
@@ -32,7 +34,7 @@ endif()
 # Two tunables that apply to CPU devices and GPUs alike (attention.tiles) or are cheap where
 # they apply (one mat-vec shape); the others are left alone by --only.
 set(budget 15)
-expect(0 "Tuning cache: [^\n]*/cache/tuning/[0-9a-f]+\\.json" tune --budget ${budget}
+expect(0 "Tuning cache: [^\n]*${sep}cache${sep}tuning${sep}[0-9a-f]+\\.json" tune --budget ${budget}
        --only attention.tiles --only matmul.wq_texel.gemv --json ${OUT}/tune.json)
 set(tune_output "${last_output}")
 if(NOT tune_output MATCHES "Took ([0-9.]+) s of a ${budget} s budget")
