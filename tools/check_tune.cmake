@@ -1,4 +1,5 @@
-# cmake -DVKFORMER=<the vkformer tool> -DOUT=<scratch folder> -P check_tune.cmake
+# cmake -DVKFORMER=<the vkformer tool> -DOUT=<scratch folder> [-DTINY=tests/golden_llama/tiny]
+#       -P check_tune.cmake
 # `vkformer tune` writes the device's tuning cache within its budget, and other processes use it:
 # `vkformer devices` reports the measured choices (and a value changed in the file), a corrupt
 # file is one warning and the static table for `devices` and `bench`, VKFORMER_TUNING=static
@@ -79,6 +80,15 @@ file(WRITE ${cache_files} "${cache}")
 string(REPLACE "+" "\\+" other_re "${other}")
 string(REPLACE "+" "\\+" static_re "${static}")
 expect(0 "  ${tunable} = ${other_re} \\(static ${static_re}\\)" devices)
+
+# A GGUF model's shapes: its linears at M = 1 and 64 in their stored types, its attention with
+# grouped KV heads (the tiny llama: width 64, 4 query and 2 KV heads of 16).
+if(TINY)
+  expect(0 "shape: linear_q f32 w=q4_1 m=64 n=64 k=64.*shape: attention f32 b=1 h=4 hkv=2 sq=64 sk=512 d=16"
+         tune --model ${TINY}/tiny_llama_tied.gguf --list)
+  expect(0 "shapes \\([^)]*tiny_llama_tied.gguf\\)" tune --model ${TINY}/tiny_llama_tied.gguf --budget 3
+         --no-save --only attention.tiles)
+endif()
 
 set(ENV{VKFORMER_TUNING} static)
 expect(0 "tuning +static table \\(VKFORMER_TUNING=static\\)" devices)

@@ -114,7 +114,8 @@ std::vector<TuneShape> model_tune_shapes(const std::string& gguf_path) {
 
   std::vector<TuneShape> v;
   auto add_linear = [&](const GgufTensorInfo& t, bool prompt) {
-    if (t.n_dims != 2) return;
+    // Weights of matmuls only: 2-D, and no norm (a writer may store one as [1, d]).
+    if (t.n_dims != 2 || t.ne[1] < 2 || t.name.find("norm") != std::string::npos) return;
     DType w;
     try {
       w = dtype_from_ggml(t.type);
