@@ -13,6 +13,7 @@
 
 #include "cli.hpp"
 #include "io_util.hpp"
+#include "tune_verify.hpp"
 #include "tune_workloads.hpp"
 #include "tuner.hpp"
 #include "tuning_cache.hpp"
@@ -36,6 +37,8 @@ struct TuneOptions {
   std::string json_path;
   bool list = false;
   bool no_save = false;
+  bool verify = false;
+  std::string verify_filter;
 };
 
 std::string iso_time() {
@@ -123,6 +126,12 @@ void print_summary(const TuneReport& r) {
 }
 
 int run_tune(const GlobalOptions& globals, const TuneOptions& o) {
+  if (o.verify) {
+    VerifyOptions v;
+    v.filter = o.verify_filter;
+    v.tolerance = o.margin;
+    return verify_tuning(globals.device_options(), v);
+  }
   TuneSettings s;
   s.device = globals.device_options();
   s.budget_s = o.budget_s;
@@ -225,6 +234,13 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& globals) {
   sub->add_flag("--list", o->list,
                 "List the tunables, their candidates on the device and the shapes, and exit");
   sub->add_flag("--no-save", o->no_save, "Measure and report, but leave the tuning cache alone");
+  sub->add_flag("--verify", o->verify,
+                "Instead of tuning: run the benchmarks of 'vkformer bench --quick' with the tuned "
+                "choices and with the static table side by side (alternating runs in one process) "
+                "and report the ratios; exit status 1 if one is slower by more than --margin");
+  sub->add_option("--verify-filter", o->verify_filter,
+                  "With --verify: the bench ids to run instead of the --quick set (RE2, searched)")
+      ->type_name("REGEX");
   return {sub, [&globals, o]() { return run_tune(globals, *o); }};
 }
 
