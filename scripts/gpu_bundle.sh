@@ -42,7 +42,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   # shellcheck disable=SC2086
   (cd .gl && apt-get $o download "${missing[@]}")
 fi
-for f in /.gl/ /.devrun/; do grep -qxF "$f" .git/info/exclude 2>/dev/null || echo "$f" >>"$(git rev-parse --git-path info/exclude)"; done
 
 # ---- the build --------------------------------------------------------------------------------
 launcher=()
