@@ -247,9 +247,9 @@ if [ "$smoke" = 1 ]; then
   run_step setup 30 step_setup
   run_step devices 20 step_devices
   run_step tests 60 step_tests
+  run_step models 30 step_models
   run_step tune 20 step_tune
   run_step bench 60 step_bench
-  run_step models 30 step_models
   run_step llm 60 step_llm
   run_step torch 60 step_torch
   run_step ggml 10 step_ggml
