@@ -213,7 +213,7 @@ if [ "$smoke" = 1 ]; then
   export VKF_TESTS=$work/tests.tsv
   export VKF_TUNE_BUDGET=6 VKF_TUNE_ARGS="--only attention.tiles"
   # The small shapes bench/compare.py --smoke reads (a few seconds each on lavapipe).
-  export VKF_BENCH_ARGS="--filter ^(matmul/square/f32/m=256,|softmax/masked/f32/rows=12288,|layer_norm/affine/f32/rows=1024,|rms_norm/weight/f32/rows=4096,|attention/fused/f32/batch=1,heads=8,seq=128,|matmul_q/smollm2.ffn_up/q4_1/m=1,|encoder_layer/bert-base/f32/batch=1,seq=128,|decoder_step/d512.kv-cache/f32/batch=1,context=128,|sentence_embedding/all-MiniLM-L6-v2/f32/batch=1,) --quick-peak --repeats 2 --warmup 1 --budget 0.2"
+  export VKF_BENCH_ARGS="--filter ^(matmul/square/f32/m=256,|softmax/masked/f32/rows=12288,|layer_norm/affine/f32/rows=1024,|rms_norm/weight/f32/rows=4096,|attention/fused/f32/batch=1,heads=8,seq=128,|matmul_q/smollm2.ffn_up/q4_1/m=1,|decoder_step/d512.kv-cache/f32/batch=1,context=128,|sentence_embedding/all-MiniLM-L6-v2/f32/batch=1,) --quick-peak --repeats 2 --warmup 1 --budget 0.2"
   # The tiny llama's header (every weight type) stands in for SmolLM2's spec here.
   python3 "$gguf_py" spec "$root/tests/golden_llama/tiny/tiny_llama_tied.gguf" "$work/smollm2.spec.json.gz" >>"$log" 2>&1
   export VKF_SMOLLM2_SPEC=$work/smollm2.spec.json.gz VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK="--layers 1 --vocab 2048"
@@ -249,7 +249,7 @@ if [ "$smoke" = 1 ]; then
   run_step tests 60 step_tests
   run_step models 30 step_models
   run_step tune 20 step_tune
-  run_step bench 60 step_bench
+  run_step bench 120 step_bench
   run_step llm 60 step_llm
   run_step torch 60 step_torch
   run_step ggml 10 step_ggml
