@@ -5,7 +5,8 @@
 #   setup      the .gl packages (NVIDIA's Vulkan driver needs GL/X11), the binaries
 #   devices    vkformer devices --json
 #   tests      the Vulkan suites on the driver, validation and synchronization validation on
-#   tune       vkformer tune --budget 60 (the cache file comes back for the static table)
+#   tune       vkformer tune --budget 40 (the cache file comes back for the static table), then
+#              tune --verify: the tuned choices against the static table at bench --quick's shapes
 #   bench      vkformer bench: ops and blocks (GPU timestamps), with the tuned choices
 #   models     random-weight GGUFs: SmolLM2-135M's shapes and types (Q4_1) and Llama-3.2-1B's
 #              (Q4_K_M), from scripts/random_gguf.py (98 MB and 1 GB: neither travels), and
@@ -152,6 +153,12 @@ step_tune() {
   export VKFORMER_CACHE_DIR=$VKF_WORK/cache
   vkformer tune --budget "$VKF_TUNE_BUDGET" $VKF_TUNE_ARGS --json "$VKF_WORK/tune.json"
   cp "$VKF_WORK"/cache/tuning/*.json "$VKF_OUT/tuning-cache.json"
+  # The bench --quick set with the tuned choices and the static table side by side: its table
+  # goes to run.log (exit 1, a tuned result slower beyond the margin and the static control, is
+  # reported there, not as a failed step; anything else is).
+  local rc=0
+  vkformer tune --verify $VKF_VERIFY_ARGS || rc=$?
+  [ "$rc" -le 1 ]
 }
 export -f step_tune
 
@@ -211,7 +218,7 @@ if [ "$smoke" = 1 ]; then
   # Quick suites that still open the device under validation.
   printf 'device_test\tdevice_test\t-\t--gtest_filter=*Enumerate*:*Open*\n' >"$work/tests.tsv"
   export VKF_TESTS=$work/tests.tsv
-  export VKF_TUNE_BUDGET=6 VKF_TUNE_ARGS="--only attention.tiles"
+  export VKF_TUNE_BUDGET=6 VKF_TUNE_ARGS="--only attention.tiles" VKF_VERIFY_ARGS="--verify-filter ^attention/fused/f32/batch=1,heads=8,seq=128,"
   # The small shapes bench/compare.py --smoke reads (a few seconds each on lavapipe).
   export VKF_BENCH_ARGS="--filter ^(matmul/square/f32/m=256,|softmax/masked/f32/rows=12288,|layer_norm/affine/f32/rows=1024,|rms_norm/weight/f32/rows=4096,|attention/fused/f32/batch=1,heads=8,seq=128,|matmul_q/smollm2.ffn_up/q4_1/m=1,|decoder_step/d512.kv-cache/f32/batch=1,context=128,|sentence_embedding/all-MiniLM-L6-v2/f32/batch=1,) --quick-peak --repeats 2 --warmup 1 --budget 0.2"
   # The tiny llama's header (every weight type) stands in for SmolLM2's spec here.
@@ -234,7 +241,7 @@ else
   export PYTHONUNBUFFERED=1
   export VKF_VKFORMER=$work/bin/vkformer VKF_TEST_BIN=$work/bin/tests VKF_TEST_LIMIT=120
   export VKF_TESTS=$here/tests.tsv
-  export VKF_TUNE_BUDGET=40 VKF_TUNE_ARGS=""
+  export VKF_TUNE_BUDGET=40 VKF_TUNE_ARGS="" VKF_VERIFY_ARGS=""
   # The benchmarks the GPU issue's figures come from (bench/compare.py), timed briefly each.
   export VKF_BENCH_ARGS="--filter ^(matmul/(square/f(16|32)/m=4096|bert-base|d512|minilm|ffn-large)|matmul_q/(ffn-large|llama1b|smollm2)|attention/fused.*seq=2048|softmax/masked/.*length=(2048|4096)|layer_norm/affine/.*(d=4096)|rms_norm|encoder_layer/bert-base/.*batch=8,seq=512|decoder_step/d512.kv-cache/.*context=1024|sentence_embedding) --repeats 20 --warmup 2 --budget 0.2"
   export VKF_SMOLLM2_SPEC=$here/smollm2.spec.json.gz VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK=""

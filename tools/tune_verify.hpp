@@ -14,7 +14,8 @@ struct VerifyOptions {
   double tolerance = 0.05;  // "slower": the median pair ratio above 1 + this
 };
 
-// Prints the table; returns 1 when a benchmark is slower with the tuned choices.
+// Prints the table; returns 1 when a benchmark is slower with the tuned choices (never when no
+// tuned choice differs from the static table: then both sides are the same kernels).
 int verify_tuning(const DeviceOptions& options, const VerifyOptions& o);
 
 }  // namespace vkformer::cli
