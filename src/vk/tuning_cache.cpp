@@ -1,6 +1,7 @@
 #include "tuning_cache.hpp"
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "../io/io_util.hpp"
 #include "instance.hpp"
@@ -111,6 +113,8 @@ json to_json(const TuningCacheFile& f) {
   return j;
 }
 
+constexpr int kOpenAttempts = 50;
+
 // The file, or nullopt with `problem` set (empty when there is no file at all).
 std::optional<TuningCacheFile> read_file(const fs::path& path, std::string* problem) {
   std::error_code ec;
@@ -125,10 +129,23 @@ std::optional<TuningCacheFile> read_file(const fs::path& path, std::string* prob
                   : "too large for a tuning cache (" + std::to_string(size) + " bytes)";
     return std::nullopt;
   }
-  std::ifstream in(path, std::ios::binary);
+  // Another process replacing the file renames it; on Windows a file being replaced can be
+  // renamed aside or locked for an instant, so a failed open is retried before it counts, and a
+  // file gone by then is "no file" (the writer puts a whole one back), never a broken one.
+  std::ifstream in;
+  for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
+    in.open(path, std::ios::binary);
+    if (in.is_open()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (!in.is_open()) {
+    if (!fs::exists(path, ec)) return std::nullopt;
+    *problem = "cannot be opened";
+    return std::nullopt;
+  }
   std::stringstream text;
   text << in.rdbuf();
-  if (!in) {
+  if (in.bad()) {
     *problem = "cannot be read";
     return std::nullopt;
   }
