@@ -360,10 +360,15 @@ TEST(BpeTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
     m.erase(key);
     return m;
   };
-  EXPECT_TRUE(fails(with("tokenizer.ggml.model", str("llama")), "tokenizer.ggml.model: 'llama' is not supported"));
-  EXPECT_TRUE(fails(with("tokenizer.ggml.model", str("llama")), "'gpt2'"));
-  EXPECT_TRUE(fails(with("tokenizer.ggml.pre", str("qwen99")), "tokenizer.ggml.pre: pre-tokenizer 'qwen99'"));
-  EXPECT_TRUE(fails(with("tokenizer.ggml.pre", str("qwen99")), "smollm, starcoder"));
+  // A kind of vocabulary or a pre-tokenizer vkformer does not have is unsupported, named.
+  auto unsupported = [](Metadata m, std::string_view needle) {
+    return fails_with([&] { BpeTokenizer::from_gguf(gguf(m)); }, ErrorCode::unsupported, needle);
+  };
+  EXPECT_TRUE(unsupported(with("tokenizer.ggml.model", str("rwkv")),
+                          "tokenizer.ggml.model: unsupported vocabulary kind 'rwkv' (RWKV)"));
+  EXPECT_TRUE(unsupported(with("tokenizer.ggml.model", str("plamo2")), "'gpt2' (byte-level BPE), 'llama'"));
+  EXPECT_TRUE(unsupported(with("tokenizer.ggml.pre", str("qwen99")), "tokenizer.ggml.pre: pre-tokenizer 'qwen99'"));
+  EXPECT_TRUE(unsupported(with("tokenizer.ggml.pre", str("qwen99")), "smollm, starcoder"));
   EXPECT_TRUE(fails(without("tokenizer.ggml.model"), "tokenizer.ggml.model"));
   EXPECT_TRUE(fails(without("tokenizer.ggml.tokens"), "tokenizer.ggml.tokens"));
   EXPECT_TRUE(fails(without("tokenizer.ggml.merges"), "tokenizer.ggml.merges"));
