@@ -113,6 +113,29 @@ INSTANTIATE_TEST_SUITE_P(Shipped, LlamaCppVectors,
                            return s;
                          });
 
+// SentencePiece and SentencePiece-style BPE decode what they encoded back to the text (every
+// byte has a token), and so does streaming the tokens through a Utf8StreamDecoder.
+TEST(LlamaCppVocabs, SentencePieceRoundTrips) {
+  const FetchedModel& dir = llama_vocabs();
+  ASSERT_TRUE(dir.error.empty()) << dir.error;
+  for (const char* name : {"llama-spm", "gemma-4"}) {
+    const fs::path gguf = dir.path / ("ggml-vocab-" + std::string(name) + ".gguf");
+    const BpeTokenizer tok = BpeTokenizer::load(gguf);
+    for (const Vector& v : read_vectors(gguf)) {
+      const auto ids = tok.encode(v.text, false, false);
+      EXPECT_EQ(tok.decode(ids), v.text) << name;
+      vkformer::Utf8StreamDecoder stream;
+      std::string streamed;
+      for (int32_t id : ids) streamed += stream.push(tok.token_bytes(id));
+      streamed += stream.flush();
+      // The stream keeps the space SentencePiece (llama-spm, not gemma-4) put first; decode()
+      // drops it.
+      const bool prefix = std::string(name) == "llama-spm" && !v.text.empty();
+      EXPECT_EQ(streamed, (prefix ? " " : "") + v.text) << name;
+    }
+  }
+}
+
 // The shipped vocabularies without test vectors load (aquila, gpt-neox: "gpt2" without a
 // pre-tokenizer; baichuan: SentencePiece).
 TEST(LlamaCppVocabs, TheOthersLoad) {

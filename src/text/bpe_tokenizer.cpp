@@ -162,9 +162,9 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
 std::string BpeTokenizer::decode(std::span<const int32_t> ids) const {
   std::string out;
   for (int32_t id : ids) out += token_bytes(id);
-  // The space SentencePiece put before the text (llama.cpp's detokenizer drops it likewise).
-  if (impl().vocab.add_space_prefix && !ids.empty() && !out.empty() && out[0] == ' ' &&
-      !is_control(ids[0]))
+  // The space SentencePiece put before the text: llama.cpp's detokenizer drops one leading
+  // space of the first token's piece.
+  if (impl().vocab.add_space_prefix && !ids.empty() && token_bytes(ids[0]).starts_with(' '))
     out.erase(0, 1);
   return out;
 }
