@@ -495,6 +495,17 @@ TEST(Utf8StreamDecoder, HoldsBackSplitCharacters) {
   EXPECT_EQ(d.push("plain"), "plain");
 }
 
+TEST(Utf8StreamDecoder, DiscardDropsAHeldBackCharacter) {
+  Utf8StreamDecoder d;
+  EXPECT_EQ(d.push("a\xF0\x9F"), "a");
+  EXPECT_TRUE(d.holds_back());
+  EXPECT_EQ(d.discard(), 2u);
+  EXPECT_FALSE(d.holds_back());
+  EXPECT_EQ(d.flush(), "");       // nothing left to replace
+  EXPECT_EQ(d.push("\x98"), "\xEF\xBF\xBD");  // a continuation byte alone: it started over
+  EXPECT_EQ(d.discard(), 0u);
+}
+
 TEST(Utf8StreamDecoder, InvalidBytesBecomeReplacementCharacters) {
   const std::string r = "\xEF\xBF\xBD";
   Utf8StreamDecoder d;

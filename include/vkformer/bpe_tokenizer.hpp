@@ -112,11 +112,14 @@ class BpeTokenizer {
 // UTF-8: push() returns the complete characters so far and holds back the start of a character
 // split across pushes; bytes that cannot become valid UTF-8 come out as U+FFFD right away (one
 // per maximal invalid subsequence, as the WHATWG decoder counts them). flush() returns what is
-// held back, as U+FFFD, and starts over.
+// held back, as U+FFFD, and starts over; discard() drops it instead (a stream cut off inside a
+// character shows nothing of it) and says how many bytes it dropped.
 class Utf8StreamDecoder {
  public:
   std::string push(std::string_view bytes);
   std::string flush();
+  size_t discard();
+  bool holds_back() const { return needed_ > 0; }  // the start of a character is held back
 
  private:
   std::string pending_;      // the bytes of an incomplete character
