@@ -21,12 +21,16 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
     check_llm_args(llm);
     // The template is read before the device is opened: a file without one fails fast.
     std::optional<ChatTemplate> chat_template;
-    if (chat) chat_template = ChatTemplate::load(model);
+    if (chat) chat_template = load_chat_template(llm);
+    else if (!llm.chat_template.empty())
+      throw Error(ErrorCode::invalid_argument, "--chat-template is for --chat");
 
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, llm);
     const std::string text = chat ? chat_template->apply({{"user", prompt}}) : prompt;
-    const std::vector<int32_t> ids = lm.tokenizer().encode(text, true, true);
+    // A template that writes the BOS token itself (Llama 3, Gemma) gets no second one.
+    const bool add_bos = !(chat && chat_template->writes_bos());
+    const std::vector<int32_t> ids = lm.tokenizer().encode(text, add_bos, true);
     if (ids.empty()) throw Error(ErrorCode::invalid_argument, "--prompt gives no tokens");
     check_prompt_fits(lm, ids.size());
 

@@ -22,6 +22,7 @@ struct LlmArgs {
   int64_t context = 0;   // --ctx N (0: the model's, at most 4096)
   int64_t max_tokens = 128;  // -n N
   SamplingOptions sampling;
+  std::string chat_template;  // --chat-template NAME (empty: the file's template)
 };
 
 // Whether --model names a GGUF file (a regular file starting with "GGUF", or any path ending in
@@ -31,6 +32,11 @@ bool is_gguf_path(const std::string& path);
 // --ctx, -n and the sampling options (--temperature, --top-k, --top-p, --min-p,
 // --repeat-penalty, --repeat-last-n, --seed).
 void add_llm_options(CLI::App& sub, LlmArgs& args, bool with_max_tokens = true);
+// --chat-template NAME (generate --chat, chat): a prompt format by name instead of the file's
+// template, for a template vkformer does not recognize or to override one.
+void add_chat_template_option(CLI::App& sub, LlmArgs& args);
+// The named format (with the file's BOS/EOS strings) or the file's template.
+ChatTemplate load_chat_template(const LlmArgs& args);
 // The ranges, naming the options; before anything is loaded.
 void check_llm_args(const LlmArgs& args);
 LanguageModel load_llm(Device& device, const LlmArgs& args);

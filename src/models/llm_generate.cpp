@@ -160,7 +160,8 @@ TextGenerationResult Conversation::reply(std::string_view user_text, const TextG
     } else {
       model_->reset();
       cached_text_.clear();
-      ids = model_->tokenizer().encode(full, true, true);
+      // A template that writes the BOS token itself gets no second one.
+      ids = model_->tokenizer().encode(full, !template_.writes_bos(), true);
     }
     last_turn_tokens_ = static_cast<int64_t>(ids.size());
     auto r = generate(*model_, ids, *sampler_, options.max_tokens, on_token);
