@@ -136,6 +136,24 @@ TEST(LlamaCppVocabs, SentencePieceRoundTrips) {
   }
 }
 
+// Pre-tokenizers run through std::regex take long runs of one class without overflowing the
+// stack (libstdc++'s matcher recurses per repeated character; llama.cpp crashes on these texts):
+// 40,000 bytes of letters, accented letters, digits, punctuation and spaces encode and decode
+// back.
+TEST(LlamaCppVocabs, LongRunsThroughRegexPreTokenizers) {
+  const FetchedModel& dir = llama_vocabs();
+  ASSERT_TRUE(dir.error.empty()) << dir.error;
+  for (const char* name : {"deepseek-llm", "deepseek-coder"}) {
+    const BpeTokenizer tok = BpeTokenizer::load(dir.path / ("ggml-vocab-" + std::string(name) + ".gguf"));
+    for (const std::string unit : {"abcdefgh", "\xC3\xA9t\xC3\xA9", "1234", "!?", "  "}) {
+      std::string text;
+      while (text.size() < 40000) text += unit;  // unguarded, 30,000 letters crashed
+      const auto ids = tok.encode(text, false, false);
+      EXPECT_EQ(tok.decode(ids), text) << name << " " << unit;
+    }
+  }
+}
+
 // The shipped vocabularies without test vectors load (aquila, gpt-neox: "gpt2" without a
 // pre-tokenizer; baichuan: SentencePiece).
 TEST(LlamaCppVocabs, TheOthersLoad) {

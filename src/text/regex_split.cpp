@@ -140,10 +140,49 @@ void split_stl(const std::basic_string<CharT>& text, const std::basic_regex<Char
   if (start < text.size()) out.push_back(text.size() - start);
 }
 
+// A coarse class of a code point, for finding long runs: whitespace, letter, number, mark or
+// anything else.
+char run_class(char32_t cp) {
+  const uint16_t f = char_flags(cp);
+  if (f & kWhitespace) return 's';
+  if (f & kLetter) return 'L';
+  if (f & kNumber) return 'N';
+  if (f & kMark) return 'M';
+  return 'o';
+}
+
+void split_piece(std::u32string_view piece, const Compiled& c, std::vector<size_t>& out);
+
 }  // namespace
+
+// libstdc++'s regex matcher recurses once per repeated character, so one match of a long run
+// (20,000 letters overflow an 8 MB stack; llama.cpp crashes there) would crash. Runs of one
+// class longer than kMaxRun are cut every kMaxRun characters and the parts matched apart: the
+// ids differ from llama.cpp's only for texts with such runs (where it may crash), and the
+// recursion stays within about 1 MB, less than any thread's stack.
+constexpr size_t kMaxRun = 1024;
 
 void split_by_regex(std::u32string_view piece, std::string_view regex, std::vector<size_t>& out) {
   const Compiled& c = compiled(regex);
+  size_t start = 0, run = 0;
+  char last = 0;
+  for (size_t i = 0; i < piece.size(); ++i) {
+    const char k = run_class(piece[i]);
+    run = k == last ? run + 1 : 1;
+    last = k;
+    if (run > kMaxRun) {  // cut before i: the run so far is kMaxRun long
+      split_piece(piece.substr(start, i - start), c, out);
+      start = i;
+      run = 1;
+    }
+  }
+  split_piece(piece.substr(start), c, out);
+}
+
+namespace {
+
+void split_piece(std::u32string_view piece, const Compiled& c, std::vector<size_t>& out) {
+  if (piece.empty()) return;
   if (c.collapsed) {
     std::string text(piece.size(), '\0');
     for (size_t i = 0; i < piece.size(); ++i) text[i] = collapse(piece[i]);
@@ -156,5 +195,7 @@ void split_by_regex(std::u32string_view piece, std::string_view regex, std::vect
     split_stl(text, c.wide, out);
   }
 }
+
+}  // namespace
 
 }  // namespace vkformer::text::bpe
