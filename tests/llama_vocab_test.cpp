@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "test_util.hpp"
@@ -33,6 +34,15 @@ const FetchedModel& llama_vocabs() {
         "VKFORMER_LLAMA_VOCABS_DIR to the folder it printed to use one you have");
   }();
   return dir;
+}
+
+// Each vocabulary is loaded once for all tests (the large ones take a second or more).
+const BpeTokenizer& vocab(const std::string& name) {
+  static std::map<std::string, BpeTokenizer> loaded;
+  auto it = loaded.find(name);
+  if (it == loaded.end())
+    it = loaded.emplace(name, BpeTokenizer::load(llama_vocabs().path / ("ggml-vocab-" + name + ".gguf"))).first;
+  return it->second;
 }
 
 std::string read_all(const fs::path& path) {
@@ -88,7 +98,7 @@ TEST_P(LlamaCppVectors, EveryTextGivesLlamaCppsIds) {
   const FetchedModel& dir = llama_vocabs();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   const fs::path gguf = dir.path / ("ggml-vocab-" + GetParam() + ".gguf");
-  const BpeTokenizer tok = BpeTokenizer::load(gguf);
+  const BpeTokenizer& tok = vocab(GetParam());
   const auto vectors = read_vectors(gguf);
   ASSERT_GE(vectors.size(), 40u);
   size_t mismatches = 0;
@@ -120,7 +130,7 @@ TEST(LlamaCppVocabs, SentencePieceRoundTrips) {
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   for (const char* name : {"llama-spm", "gemma-4"}) {
     const fs::path gguf = dir.path / ("ggml-vocab-" + std::string(name) + ".gguf");
-    const BpeTokenizer tok = BpeTokenizer::load(gguf);
+    const BpeTokenizer& tok = vocab(name);
     for (const Vector& v : read_vectors(gguf)) {
       const auto ids = tok.encode(v.text, false, false);
       EXPECT_EQ(tok.decode(ids), v.text) << name;
@@ -144,7 +154,7 @@ TEST(LlamaCppVocabs, LongRunsThroughRegexPreTokenizers) {
   const FetchedModel& dir = llama_vocabs();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   for (const char* name : {"deepseek-llm", "deepseek-coder"}) {
-    const BpeTokenizer tok = BpeTokenizer::load(dir.path / ("ggml-vocab-" + std::string(name) + ".gguf"));
+    const BpeTokenizer& tok = vocab(name);
     for (const std::string unit : {"abcdefgh", "\xC3\xA9t\xC3\xA9", "1234", "!?", "  "}) {
       std::string text;
       while (text.size() < 40000) text += unit;  // unguarded, 30,000 letters crashed
