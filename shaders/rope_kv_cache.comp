@@ -13,12 +13,13 @@
 // and copying columns dims .. D - 1, with rope.glsl's angle. The sources may be one packed
 // projection bound three times.
 //
-// Work items: (slice, s, slot, j) where a slice is one (b, g) of the caches' window (the
-// lowering splits caches beyond one binding into windows of whole slices), slot < GROUP is
-// query head g * GROUP + slot, slot GROUP the key and GROUP + 1 the value head, and j < D: a
-// rotated pair (j < dims / 2) or a copied column for q and k, a column for v. Grid-stride loop.
+// Work items: invocation x < D of workgroup (slot, s, slice) of the grid, where a slice is one
+// (b, g) of the caches' window (the lowering splits caches beyond one binding into windows of
+// whole slices), slot < GROUP is query head g * GROUP + slot, slot GROUP the key and GROUP + 1
+// the value head, and x a rotated pair (x < dims / 2) or a copied column for q and k, a column
+// for v. The grid replaces divisions by run-time values (scalarized on CPU devices) per item.
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = 0) in;  // D rounded up to a multiple of the subgroup
 layout(constant_id = 1) const uint NEOX = 0;
 
 layout(set = 0, binding = 0) readonly buffer SrcQ { T src_q[]; };
@@ -30,7 +31,6 @@ layout(set = 0, binding = 5) writeonly buffer QOut { T q_out[]; };
 layout(set = 0, binding = 6) writeonly buffer CacheK { T cache_k[]; };
 layout(set = 0, binding = 7) writeonly buffer CacheV { T cache_v[]; };
 layout(push_constant) uniform Push {
-  uint total;      // slices * S * (GROUP + 2) * D
   uint s;          // S new rows
   uint d;          // D
   uint half_dims;  // dims / 2
@@ -45,49 +45,42 @@ layout(push_constant) uniform Push {
 } p;
 
 void main() {
+  const uint j = gl_LocalInvocationID.x;
+  if (j >= p.d) return;
+  const uint slot = gl_WorkGroupID.x, s = gl_WorkGroupID.y % p.s, local = gl_WorkGroupID.y / p.s;
   const uint first = uint(clamp(position[0], 0, int(p.t - p.s)));
-  const uint slots = p.group + 2u;
-  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  for (uint i = gl_GlobalInvocationID.x; i < p.total; i += stride) {
-    const uint j = i % p.d;
-    uint rest = i / p.d;
-    const uint slot = rest % slots;
-    rest /= slots;
-    const uint s = rest % p.s;
-    const uint local = rest / p.s;  // slice within the window
-    const uint slice = p.slice_base + local;
-    const uint b = slice / p.kv_heads, g = slice % p.kv_heads;
-    const uint row = first + s;
-    if (slot == p.group + 1u) {  // value: a copy
-      cache_v[(local * p.t + row) * p.d + j] = src_v[(b * p.s + s) * p.v_stride + p.v_off + g * p.d + j];
-      continue;
-    }
-    const bool is_q = slot < p.group;
-    const uint head = is_q ? g * p.group + slot : g;
-    const uint src = is_q ? (b * p.s + s) * p.q_stride + p.q_off + head * p.d
-                          : (b * p.s + s) * p.k_stride + p.k_off + head * p.d;
-    // Where the row goes: q_out[b, head, s, :] or the key cache's row.
-    const uint dst = is_q ? ((b * p.heads + head) * p.s + s) * p.d : (local * p.t + row) * p.d;
-    if (j >= p.half_dims) {  // a copied column, or nothing (j >= D - half_dims)
-      const uint c = p.half_dims + j;
-      if (c >= p.d) continue;
-      if (is_q) q_out[dst + c] = src_q[src + c];
-      else cache_k[dst + c] = src_k[src + c];
-      continue;
-    }
-    const int pos = clamp(p.base + int(row), 0, kMaxPosition);
-    const vec2 cs = rope_cos_sin(pos, inv_freq[j]);
-    const uint ia = NEOX != 0u ? j : 2u * j;
-    const uint ib = ia + (NEOX != 0u ? p.half_dims : 1u);
-    const float xa = float(is_q ? src_q[src + ia] : src_k[src + ia]);
-    const float xb = float(is_q ? src_q[src + ib] : src_k[src + ib]);
-    const float ya = xa * cs.x - xb * cs.y, yb = xa * cs.y + xb * cs.x;
-    if (is_q) {
-      q_out[dst + ia] = T(ya);
-      q_out[dst + ib] = T(yb);
-    } else {
-      cache_k[dst + ia] = T(ya);
-      cache_k[dst + ib] = T(yb);
-    }
+  const uint slice = p.slice_base + local;
+  const uint b = slice / p.kv_heads, g = slice % p.kv_heads;
+  const uint row = first + s;
+  if (slot == p.group + 1u) {  // value: a copy
+    cache_v[(local * p.t + row) * p.d + j] = src_v[(b * p.s + s) * p.v_stride + p.v_off + g * p.d + j];
+    return;
+  }
+  const bool is_q = slot < p.group;
+  const uint head = is_q ? g * p.group + slot : g;
+  const uint src = is_q ? (b * p.s + s) * p.q_stride + p.q_off + head * p.d
+                        : (b * p.s + s) * p.k_stride + p.k_off + head * p.d;
+  // Where the row goes: q_out[b, head, s, :] or the key cache's row.
+  const uint dst = is_q ? ((b * p.heads + head) * p.s + s) * p.d : (local * p.t + row) * p.d;
+  if (j >= p.half_dims) {  // a copied column, or nothing (j >= D - half_dims)
+    const uint c = p.half_dims + j;
+    if (c >= p.d) return;
+    if (is_q) q_out[dst + c] = src_q[src + c];
+    else cache_k[dst + c] = src_k[src + c];
+    return;
+  }
+  const int pos = clamp(p.base + int(row), 0, kMaxPosition);
+  const vec2 cs = rope_cos_sin(pos, inv_freq[j]);
+  const uint ia = NEOX != 0u ? j : 2u * j;
+  const uint ib = ia + (NEOX != 0u ? p.half_dims : 1u);
+  const float xa = float(is_q ? src_q[src + ia] : src_k[src + ia]);
+  const float xb = float(is_q ? src_q[src + ib] : src_k[src + ib]);
+  const float ya = xa * cs.x - xb * cs.y, yb = xa * cs.y + xb * cs.x;
+  if (is_q) {
+    q_out[dst + ia] = T(ya);
+    q_out[dst + ib] = T(yb);
+  } else {
+    cache_k[dst + ia] = T(ya);
+    cache_k[dst + ib] = T(yb);
   }
 }

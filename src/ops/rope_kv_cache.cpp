@@ -3,6 +3,7 @@
 // take four to six. The op's node yields the rotated queries; each cache after the write is a
 // cache_after node, whose value is the cache's bytes (like update_cache's result) and which
 // lowers to nothing.
+#include <algorithm>
 #include <string>
 
 #include "op_common.hpp"
@@ -17,7 +18,7 @@ using kernels::Kernel;
 namespace {
 
 struct RopeKvCachePush {
-  uint32_t total, s, d, half_dims, heads, kv_heads, group, t;
+  uint32_t s, d, half_dims, heads, kv_heads, group, t;
   uint32_t q_stride, k_stride, v_stride;
   uint32_t q_off, k_off, v_off;
   uint32_t slice_base;
@@ -61,8 +62,14 @@ void lower_rope_kv_cache(Lowering& l) {
   const std::vector<ops::Span> spans = ops::split_spans(
       static_cast<uint64_t>(B * Hkv), {slice, slice}, l.tuning().max_binding_bytes,
       ops::window_alignment(l.info()), l.node().label + ": (batch, head) slices of the caches");
+  // A workgroup per (slot, s, slice) of D invocations (whole subgroups).
+  const uint32_t sg = std::max<uint32_t>(l.info().subgroup_size, 1);
+  const uint64_t wg = (static_cast<uint64_t>(D) + sg - 1) / sg * sg;
+  if (wg > l.info().max_workgroup_invocations || wg > l.info().max_workgroup_size[0])
+    throw Error(ErrorCode::unsupported, l.node().label + ": head dim " + std::to_string(D) +
+                                            " is more than a workgroup of device '" +
+                                            l.info().name + "' holds");
   for (const ops::Span& s : spans) {
-    p.total = static_cast<uint32_t>(s.count * S * (group + 2) * D);
     p.slice_base = static_cast<uint32_t>(s.first);
     Binding ck{cache_k, true}, cv{cache_v, true};
     if (spans.size() > 1) {
@@ -71,8 +78,8 @@ void lower_rope_kv_cache(Lowering& l) {
     }
     l.dispatch(Kernel::rope_kv_cache, dtype,
                {{q}, {k}, {v}, {table}, {position}, {l.output(), true}, ck, cv}, PushBlock::of(p),
-               ops::elementwise_grid(l, p.total),
-               {ops::kElementwiseWorkgroup, a.style == RopeOptions::Style::neox ? 1u : 0u});
+               l.grid(static_cast<uint64_t>(group + 2), s.count * S, 1),
+               {static_cast<uint32_t>(wg), a.style == RopeOptions::Style::neox ? 1u : 0u});
   }
 }
 
