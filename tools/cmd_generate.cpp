@@ -88,7 +88,7 @@ void check(const GenerateArgs& a, const std::vector<int32_t>& src, const ModelCo
 
 int generate_command(const GenerateArgs& args, const GlobalOptions& globals) {
   if (is_gguf_path(args.model.dir))
-    return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, globals);
+    return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, args.verbose, globals);
   if (args.src.empty()) bad("--src is required with a seq2seq model directory (--prompt is for GGUF language models)");
   if (!args.prompt.empty() || args.chat)
     bad("--prompt and --chat are for GGUF language models; " + args.model.dir + " is a model directory (use --src)");
