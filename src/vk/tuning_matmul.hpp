@@ -87,11 +87,15 @@ struct MatmulWeightTiles {
   uint32_t gemv_workgroup = 64, gemv_lanes = 8;
   // CPU devices, quantized W (shaders/matmul_wq_texel.comp): A and W read through texel
   // buffers, one subgroup (MatmulTuning::texel_tiles.subgroup lanes) per workgroup computing
-  // texel_tm rows x (subgroup * texel_tn) columns; M = 1 takes 1 x texel_gemv_tn. Taken where the
-  // device can (texel_tiles.subgroup > 0), both operands fit maxTexelBufferElements and
-  // VKFORMER_MATMUL_PATH does not force general or gemv (then the kernels above run).
+  // texel_tm rows x (subgroup * texel_tn) columns; M = 1 takes shaders/matmul_wq_vec.comp with
+  // texel_gemv_tn rows of W per lane. Taken where the device can (texel_tiles.subgroup > 0), both
+  // operands fit maxTexelBufferElements and VKFORMER_MATMUL_PATH does not force general or gemv
+  // (then the kernels above run). On lavapipe (LLVM 15, AVX2) 16 x 8 blocks execute 3.3 to 4.5
+  // instructions per multiply-add in the loop over K (its JIT code, fetch calls included), 8 x 4
+  // blocks 4.4 to 7.0: the dequantized block and the shuffled A values serve more products; the
+  // mat-vec's 4 to 6 rows per lane all take 11 to 14 per weight and lane.
   bool texel = false;
-  uint32_t texel_tm = 8, texel_tn = 4, texel_gemv_tn = 4;
+  uint32_t texel_tm = 16, texel_tn = 8, texel_gemv_tn = 4;
   // Texels a view may hold, below the device's maxTexelBufferElements (0: that limit);
   // VKFORMER_MATMUL_WQ_TEXEL_LIMIT lowers it so tests reach the storage-buffer fallback.
   uint64_t texel_limit = 0;
