@@ -129,7 +129,10 @@ bool use_texel(Lowering& l, DType act, Kernel kernel, const std::vector<Binding>
 void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
               const std::vector<Binding>& operands, const WeightMatmulPush& p) {
   const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
-  uint32_t tn = l.tuning().matmul.weight_tiles.texel_gemv_tn;
+  const vk::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
+  uint32_t tn = operands[1].bytes(l.value(operands[1].value)) > t.texel_gemv_stream_bytes
+                    ? t.texel_gemv_tn_streamed
+                    : t.texel_gemv_tn;
   if (c.gated) tn += tn % 2;  // as many up rows as gate rows
   const uint32_t columns = c.gated ? tn / 2 : tn;
   if (sg == 0 || tn == 0 || sg > l.info().max_workgroup_size[0])

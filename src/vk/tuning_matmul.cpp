@@ -218,7 +218,8 @@ uint32_t pow2_at_least(uint64_t x) {
 }
 
 // VKFORMER_MATMUL_WQ_TEXEL="TMxTN/TN": the quantized-weight texel kernel's block for M > 1 and
-// the columns per lane for M = 1 (TM*TN <= 128), for tuning experiments.
+// the columns per lane for M = 1, whatever the weight's size (TM*TN <= 128), for tuning
+// experiments.
 void weight_texel_from_env(MatmulWeightTiles* w) {
   EnvOverride env("VKFORMER_MATMUL_WQ_TEXEL");
   if (!env.set()) return;
@@ -227,6 +228,7 @@ void weight_texel_from_env(MatmulWeightTiles* w) {
   check_texel_block(env, "the block", (*v)[0], (*v)[1], 1);
   check_texel_block(env, "the mat-vec block", 1, (*v)[2], 1);
   w->texel_tm = (*v)[0], w->texel_tn = (*v)[1], w->texel_gemv_tn = (*v)[2];
+  w->texel_gemv_tn_streamed = w->texel_gemv_tn;
 }
 
 void weight_texel_limit_from_env(MatmulWeightTiles* w) {

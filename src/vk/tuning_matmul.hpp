@@ -92,10 +92,15 @@ struct MatmulWeightTiles {
   // operands fit maxTexelBufferElements and VKFORMER_MATMUL_PATH does not force general or gemv
   // (then the kernels above run). On lavapipe (LLVM 15, AVX2) 16 x 8 blocks execute 3.3 to 4.5
   // instructions per multiply-add in the loop over K (its JIT code, fetch calls included), 8 x 4
-  // blocks 4.4 to 7.0: the dequantized block and the shuffled A values serve more products; the
-  // mat-vec's 4 to 6 rows per lane all take 11 to 14 per weight and lane.
+  // blocks 4.4 to 7.0: the dequantized block and the shuffled A values serve more products. The
+  // mat-vec waits on memory more than it computes (each lane's row is a stream of its own): 2 rows
+  // per lane ran SmolLM2's block mat-vecs 10-25% faster than 4 or 1 (4 to 6 take the fewest
+  // instructions), and a weight larger than the caches (texel_gemv_stream_bytes, the 30 MB Q8_0
+  // output projection) 1.2-1.8x faster with 1 row per lane than with 2 or 4 (fewer streams).
   bool texel = false;
-  uint32_t texel_tm = 16, texel_tn = 8, texel_gemv_tn = 4;
+  uint32_t texel_tm = 16, texel_tn = 8, texel_gemv_tn = 2;
+  uint32_t texel_gemv_tn_streamed = 1;
+  uint64_t texel_gemv_stream_bytes = uint64_t{8} << 20;
   // Texels a view may hold, below the device's maxTexelBufferElements (0: that limit);
   // VKFORMER_MATMUL_WQ_TEXEL_LIMIT lowers it so tests reach the storage-buffer fallback.
   uint64_t texel_limit = 0;
