@@ -259,6 +259,28 @@ TEST_F(DeviceTest, LinearFusionsAtModelShapes) {
   }
 }
 
+// The same on the kernel that streams large weights (shaders/matmul_wq_rows.comp, which
+// VKFORMER_MATMUL_WQ_STREAM_BYTES=0 takes for every size): rounds that deal whole blocks to the
+// lanes (K of 3 blocks: groups of 8 rows; 18: 4 rows; 48 or 8 super-blocks: 1 row, 2 when
+// gated), rows past N, and the gate and up halves of a group.
+TEST_F(DeviceTest, LinearFusionsOnTheStreamingKernel) {
+  Device d = open_test_device_with_env({{"VKFORMER_MATMUL_WQ_STREAM_BYTES", "0"}});
+  for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k})
+    for (DType act : {DType::f32, DType::f16})
+      for (const Fusions& f : kFusionSets) {
+        const LinearCase c{w, act, 1, 19, is_k_quant(w) ? 512 : 96, f};
+        const size_t dispatches = check_linear(d, c);
+        if (fuses(d, w)) EXPECT_EQ(dispatches, fused_dispatches()) << case_name(c);
+      }
+  for (DType act : {DType::f32, DType::f16}) {
+    check_linear(d, {DType::q8_0, act, 1, 2053, 576, {true, false, false, false, Activation::none}});
+    check_linear(d, {DType::q4_1, act, 1, 1537, 576, {true, true, false, false, Activation::silu}});
+    check_linear(d, {DType::q4_1, act, 1, 575, 1536, {false, false, true, true, Activation::none}});
+    check_linear(d, {DType::q6_k, act, 1, 131, 2048, {true, true, true, false, Activation::silu}});
+    check_linear(d, {DType::q5_0, act, 1, 33, 96, {false, false, false, true, Activation::relu}});
+  }
+}
+
 // The fallback where the device's tuning has no fusing kernel: the storage-buffer kernels
 // (VKFORMER_MATMUL_PATH=general) and the GPU tuning, one row, each quantized type: the same
 // values, in rms_norm + product + epilogue dispatches.

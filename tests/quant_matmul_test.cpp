@@ -263,6 +263,7 @@ TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
       {{"VKFORMER_MATMUL_PATH", "gemv"}},
       {{"VKFORMER_MATMUL_WQ_TEXEL_LIMIT", "100"}},  // a [1, 576] is 144 texels, W more
       {{"VKFORMER_MATMUL_WQ_TEXEL", "3x2/3"}},      // texel blocks that do not divide the shapes
+      {{"VKFORMER_MATMUL_WQ_STREAM_BYTES", "0"}},   // every mat-vec on the streaming kernel
   };
   for (const auto& env : variants) {
     SCOPED_TRACE(std::string(env[0].first) + "=" + env[0].second);

@@ -4,6 +4,7 @@
 // The weight is always linear's [N, K] (transposed b), so its batch folds into M and one kernel
 // family per weight dtype reads its rows directly, dequantizing as it goes.
 #include <algorithm>
+#include <numeric>
 #include <optional>
 
 #include "matmul.hpp"
@@ -97,6 +98,19 @@ std::optional<Kernel> vec_kernel(DType w) {
   }
 }
 
+// shaders/matmul_wq_rows.comp (CPU devices, M = 1, lanes on consecutive blocks).
+std::optional<Kernel> rows_kernel(DType w) {
+  switch (w) {
+    case DType::q8_0: return Kernel::matmul_wq_rows_q8_0;
+    case DType::q4_0: return Kernel::matmul_wq_rows_q4_0;
+    case DType::q4_1: return Kernel::matmul_wq_rows_q4_1;
+    case DType::q5_0: return Kernel::matmul_wq_rows_q5_0;
+    case DType::q4_k: return Kernel::matmul_wq_rows_q4_k;
+    case DType::q6_k: return Kernel::matmul_wq_rows_q6_k;
+    default: return std::nullopt;
+  }
+}
+
 // Dispatches x * y workgroups, several dispatches where y exceeds the device's grid (rows of
 // M on small tiles); the kernels add y_base.
 void dispatch_rows(Lowering& l, Kernel kernel, DType dtype, const std::vector<Binding>& bindings,
@@ -124,23 +138,44 @@ bool use_texel(Lowering& l, DType act, Kernel kernel, const std::vector<Binding>
          (operands[1].bytes(l.value(operands[1].value)) + 15) / 16 <= texels;
 }
 
-// The mat-vec of one row (M = 1) with shaders/matmul_wq_vec.comp, fusions included; operands are
-// a, w, bias, out, residual, gamma (absent ones bound to a).
+// The mat-vec of one row (M = 1), fusions included; operands are a, w, bias, out, residual, gamma
+// (absent ones bound to a). A weight beyond the caches (texel_gemv_stream_bytes) streams through
+// shaders/matmul_wq_rows.comp (lanes on consecutive blocks: one stream per workgroup) where its
+// rounds keep few enough x blocks per lane; others take shaders/matmul_wq_vec.comp (lanes on
+// rows, texel_gemv_tn of them).
 void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
               const std::vector<Binding>& operands, const WeightMatmulPush& p) {
   const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
   const vk::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
-  uint32_t tn = operands[1].bytes(l.value(operands[1].value)) > t.texel_gemv_stream_bytes
-                    ? t.texel_gemv_tn_streamed
-                    : t.texel_gemv_tn;
+  if (sg == 0 || sg > l.info().max_workgroup_size[0]) bug(l, "mat-vec on " + std::to_string(sg) + " lanes");
+  const VecPush v{p, c.norm_eps};
+  const uint32_t has_bias = c.bias != kNoValue ? 1u : 0u, activation = static_cast<uint32_t>(c.activation),
+                 gated = c.gated ? 1u : 0u, residual = c.residual != kNoValue ? 1u : 0u,
+                 norm = c.norm != kNoValue ? 1u : 0u;
+  const DType w = l.value(operands[1].value).dtype;
+  const bool streamed = operands[1].bytes(l.value(operands[1].value)) > t.texel_gemv_stream_bytes;
+  // Rows kernel: R = sg / gcd(KB, sg) rows per group make its rounds of sg blocks whole (a gated
+  // group needs pairs of gate and up rows); each lane keeps x's block of every round.
+  const uint32_t kb = p.k / 32;
+  uint32_t r = sg / std::gcd(kb, sg);
+  if (c.gated && r % 2) r *= 2;
+  const uint64_t rounds = (uint64_t(r) * kb + sg - 1) / sg;
+  const std::optional<Kernel> rows = rows_kernel(w);
+  if (streamed && rows && rounds <= t.texel_rows_max_rounds && l.supported(*rows, act)) {
+    const uint32_t outputs = c.gated ? r / 2 : r;
+    const uint64_t groups = ceil_div(p.n, outputs);
+    // Enough groups per workgroup to share its x blocks, and workgroups for every thread.
+    const uint64_t iter = std::clamp<uint64_t>(groups / 32, 1, 16);
+    l.dispatch(*rows, act, operands, PushBlock::of(v), l.grid(ceil_div(groups, iter), 1, 1),
+               {sg, kb, r, static_cast<uint32_t>(iter), has_bias, activation, gated, residual, norm});
+    return;
+  }
+  uint32_t tn = t.texel_gemv_tn;
   if (c.gated) tn += tn % 2;  // as many up rows as gate rows
   const uint32_t columns = c.gated ? tn / 2 : tn;
-  if (sg == 0 || tn == 0 || sg > l.info().max_workgroup_size[0])
-    bug(l, "mat-vec tiling " + std::to_string(tn) + " on " + std::to_string(sg) + " lanes");
-  VecPush v{p, c.norm_eps};
+  if (tn == 0) bug(l, "mat-vec tiling of 0 rows per lane");
   l.dispatch(kernel, act, operands, PushBlock::of(v), l.grid(ceil_div(p.n, uint64_t(sg) * columns), 1, 1),
-             {sg, tn, c.bias != kNoValue ? 1u : 0u, static_cast<uint32_t>(c.activation), c.gated ? 1u : 0u,
-              c.residual != kNoValue ? 1u : 0u, c.norm != kNoValue ? 1u : 0u});
+             {sg, tn, has_bias, activation, gated, residual, norm});
 }
 
 // One product of p.m x p.n with `operands` (a, w, bias or a, out) bound whole or as windows.

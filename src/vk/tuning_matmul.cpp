@@ -218,8 +218,7 @@ uint32_t pow2_at_least(uint64_t x) {
 }
 
 // VKFORMER_MATMUL_WQ_TEXEL="TMxTN/TN": the quantized-weight texel kernel's block for M > 1 and
-// the columns per lane for M = 1, whatever the weight's size (TM*TN <= 128), for tuning
-// experiments.
+// the columns per lane for M = 1 (TM*TN <= 128), for tuning experiments.
 void weight_texel_from_env(MatmulWeightTiles* w) {
   EnvOverride env("VKFORMER_MATMUL_WQ_TEXEL");
   if (!env.set()) return;
@@ -228,12 +227,15 @@ void weight_texel_from_env(MatmulWeightTiles* w) {
   check_texel_block(env, "the block", (*v)[0], (*v)[1], 1);
   check_texel_block(env, "the mat-vec block", 1, (*v)[2], 1);
   w->texel_tm = (*v)[0], w->texel_tn = (*v)[1], w->texel_gemv_tn = (*v)[2];
-  w->texel_gemv_tn_streamed = w->texel_gemv_tn;
 }
 
 void weight_texel_limit_from_env(MatmulWeightTiles* w) {
   if (auto limit = env_number("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", 1, INT64_MAX))
     w->texel_limit = static_cast<uint64_t>(*limit);
+  // VKFORMER_MATMUL_WQ_STREAM_BYTES: the weight size from which mat-vecs stream through the rows
+  // kernel (0: every one, as tests run it).
+  if (auto bytes = env_number("VKFORMER_MATMUL_WQ_STREAM_BYTES", 0, INT64_MAX))
+    w->texel_gemv_stream_bytes = static_cast<uint64_t>(*bytes);
 }
 
 }  // namespace

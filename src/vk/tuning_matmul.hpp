@@ -95,12 +95,15 @@ struct MatmulWeightTiles {
   // blocks 4.4 to 7.0: the dequantized block and the shuffled A values serve more products. The
   // mat-vec waits on memory more than it computes (each lane's row is a stream of its own): 2 rows
   // per lane ran SmolLM2's block mat-vecs 10-25% faster than 4 or 1 (4 to 6 take the fewest
-  // instructions), and a weight larger than the caches (texel_gemv_stream_bytes, the 30 MB Q8_0
-  // output projection) 1.2-1.8x faster with 1 row per lane than with 2 or 4 (fewer streams).
+  // instructions). A weight larger than the caches (texel_gemv_stream_bytes: the 30 MB Q8_0
+  // output projection) takes shaders/matmul_wq_rows.comp instead, lanes on consecutive blocks
+  // (one stream per workgroup), where its rounds of blocks keep at most texel_rows_max_rounds
+  // blocks of x per lane: 1.6x faster than the lanes-on-rows kernel (on small weights 0.7-1x).
+  // VKFORMER_MATMUL_WQ_STREAM_BYTES overrides the size (0: the rows kernel for all).
   bool texel = false;
   uint32_t texel_tm = 16, texel_tn = 8, texel_gemv_tn = 2;
-  uint32_t texel_gemv_tn_streamed = 1;
   uint64_t texel_gemv_stream_bytes = uint64_t{8} << 20;
+  uint32_t texel_rows_max_rounds = 48;
   // Texels a view may hold, below the device's maxTexelBufferElements (0: that limit);
   // VKFORMER_MATMUL_WQ_TEXEL_LIMIT lowers it so tests reach the storage-buffer fallback.
   uint64_t texel_limit = 0;
