@@ -259,12 +259,14 @@ TEST_F(DeviceTest, LinearFusionsAtModelShapes) {
   }
 }
 
-// The same on the kernel that streams large weights (shaders/matmul_wq_rows.comp, which
-// VKFORMER_MATMUL_WQ_STREAM_BYTES=0 takes for every size): rounds that deal whole blocks to the
-// lanes (K of 3 blocks: groups of 8 rows; 18: 4 rows; 48 or 8 super-blocks: 1 row, 2 when
-// gated), rows past N, and the gate and up halves of a group.
-TEST_F(DeviceTest, LinearFusionsOnTheStreamingKernel) {
-  Device d = open_test_device_with_env({{"VKFORMER_MATMUL_WQ_STREAM_BYTES", "0"}});
+// The tests above run the mat-vec kernel that streams the weight (shaders/matmul_wq_rows.comp,
+// the default for every size): rounds that deal whole blocks to the lanes (K of 3 blocks: groups
+// of 8 rows; 18: 4 rows; 48 or 8 super-blocks: 1 row, 2 when gated), rows past N, the gate and
+// up halves of a group. These run the lanes-on-rows mat-vec (shaders/matmul_wq_vec.comp), which
+// VKFORMER_MATMUL_WQ_STREAM_BYTES above the weights' size selects (as K beyond the rows
+// kernel's rounds does).
+TEST_F(DeviceTest, LinearFusionsOnTheLanesOnRowsKernel) {
+  Device d = open_test_device_with_env({{"VKFORMER_MATMUL_WQ_STREAM_BYTES", "1000000000"}});
   for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k})
     for (DType act : {DType::f32, DType::f16})
       for (const Fusions& f : kFusionSets) {

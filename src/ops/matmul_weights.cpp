@@ -139,10 +139,10 @@ bool use_texel(Lowering& l, DType act, Kernel kernel, const std::vector<Binding>
 }
 
 // The mat-vec of one row (M = 1), fusions included; operands are a, w, bias, out, residual, gamma
-// (absent ones bound to a). A weight beyond the caches (texel_gemv_stream_bytes) streams through
+// (absent ones bound to a). Weights from texel_gemv_stream_bytes (all, by default) stream through
 // shaders/matmul_wq_rows.comp (lanes on consecutive blocks: one stream per workgroup) where its
 // rounds keep few enough x blocks per lane; others take shaders/matmul_wq_vec.comp (lanes on
-// rows, texel_gemv_tn of them).
+// rows, texel_gemv_tn of them). See vk::MatmulWeightTiles.
 void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
               const std::vector<Binding>& operands, const WeightMatmulPush& p) {
   const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
@@ -153,7 +153,7 @@ void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
                  gated = c.gated ? 1u : 0u, residual = c.residual != kNoValue ? 1u : 0u,
                  norm = c.norm != kNoValue ? 1u : 0u;
   const DType w = l.value(operands[1].value).dtype;
-  const bool streamed = operands[1].bytes(l.value(operands[1].value)) > t.texel_gemv_stream_bytes;
+  const bool streamed = operands[1].bytes(l.value(operands[1].value)) >= t.texel_gemv_stream_bytes;
   // Rows kernel: R = sg / gcd(KB, sg) rows per group make its rounds of sg blocks whole (a gated
   // group needs pairs of gate and up rows); each lane keeps x's block of every round.
   const uint32_t kb = p.k / 32;
@@ -165,7 +165,7 @@ void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
     const uint32_t outputs = c.gated ? r / 2 : r;
     const uint64_t groups = ceil_div(p.n, outputs);
     // Enough groups per workgroup to share its x blocks, and workgroups for every thread.
-    const uint64_t iter = std::clamp<uint64_t>(groups / 32, 1, 16);
+    const uint64_t iter = std::clamp<uint64_t>(groups / t.texel_rows_workgroups, 1, 16);
     l.dispatch(*rows, act, operands, PushBlock::of(v), l.grid(ceil_div(groups, iter), 1, 1),
                {sg, kb, r, static_cast<uint32_t>(iter), has_bias, activation, gated, residual, norm});
     return;
