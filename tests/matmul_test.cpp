@@ -4,15 +4,11 @@
 // the tests have: the device's own choice per shape, and the others forced through
 // VKFORMER_MATMUL_PATH / _TILES / _SPLIT_K / _TEXEL (the GPU tiling with shared memory, split-K,
 // GEMV and odd texel blocks on a CPU device). The path choice itself (vk::plan_matmul) is tested
-// as a pure function on made-up devices, cooperative matrices included; the cooperative matrix
-// kernel runs only where a device offers VK_NV_cooperative_matrix.
+// as a pure function on made-up devices, cooperative matrices included; the cooperative-matrix
+// kernel runs on the device's own cooperative matrices where it has them, and through the
+// emulation in every configuration in tests/coopmat_test.cpp.
 //
-// Tolerances. Inputs are uniform in [-1, 1); f16 references are computed from the stored
-// (rounded) inputs, so only the kernel's own arithmetic is measured. With S = |alpha| * sqrt(K) *
-// max|a| * max|b| + max|bias| (the scale of the outputs), fp32 accumulation of K products errs by
-// about sqrt(K) * 2^-24 * S (rounding errors add like a random walk); we allow 8x that, plus a
-// relative 2^-21 for alpha, bias and the activation (and erf's 1.5e-7 approximation error, which
-// the absolute term covers). f16 adds the output rounding: 2^-11 relative, 2^-25 absolute near 0.
+// Tolerances: tests/matmul_check.hpp.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +18,7 @@
 #include "device_impl.hpp"
 #include "kernel_table.hpp"
 #include "matmul.hpp"
+#include "matmul_check.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -29,159 +26,6 @@
 
 namespace vkformer::testing {
 namespace {
-
-struct MatmulCase {
-  Shape a, b;
-  bool transpose_b = false;
-  bool bias = false;
-  float alpha = 1.0f;
-  Activation act = Activation::none;
-  DType dtype = DType::f32;
-};
-
-MatmulCase tb(MatmulCase c) { return c.transpose_b = true, c; }
-MatmulCase with_bias(MatmulCase c) { return c.bias = true, c; }
-MatmulCase with(MatmulCase c, float alpha, Activation act) { return c.alpha = alpha, c.act = act, c; }
-MatmulCase f16(MatmulCase c) { return c.dtype = DType::f16, c; }
-
-std::string shape_name(const Shape& s) {
-  std::string r;
-  for (auto d : s.dims()) r += std::to_string(d) + "x";
-  r.pop_back();
-  return r;
-}
-
-std::string case_name(const MatmulCase& c) {
-  static const char* acts[] = {"", "_relu", "_gelu"};
-  std::string s = shape_name(c.a) + "_by_" + shape_name(c.b) + (c.transpose_b ? "T" : "");
-  if (c.bias) s += "_bias";
-  if (c.alpha != 1.0f) s += "_alpha";
-  s += acts[static_cast<int>(c.act)];
-  return s + "_" + std::string(dtype_name(c.dtype));
-}
-
-Shape leading(const Shape& s) {
-  auto d = s.dims();
-  d.resize(d.size() - 2);
-  return Shape(d);
-}
-
-// Index of the matrix of a tensor with batch dims `in` used by flat batch z of `out` (numpy
-// broadcasting: right-aligned, dims of 1 repeat).
-int64_t batch_source(const Shape& in, const Shape& out, int64_t z) {
-  int64_t idx = 0, stride = 1;
-  for (int d = out.rank() - 1; d >= 0; --d) {
-    int64_t c = z % out[d];
-    z /= out[d];
-    int di = d - (out.rank() - in.rank());
-    if (di < 0) continue;
-    if (in[di] != 1) idx += c * stride;
-    stride *= in[di];
-  }
-  return idx;
-}
-
-// Copies every batch's matrix out of a broadcast tensor, so the reference sees full batches.
-std::vector<double> expand(const std::vector<double>& v, const Shape& s, const Shape& batch) {
-  int64_t matrix = s[-2] * s[-1];
-  std::vector<double> out;
-  out.reserve(batch.numel() * matrix);
-  for (int64_t z = 0; z < batch.numel(); ++z) {
-    int64_t src = batch_source(leading(s), batch, z);
-    out.insert(out.end(), v.begin() + src * matrix, v.begin() + (src + 1) * matrix);
-  }
-  return out;
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-
-// The kernels the device can run for `dtype` (built and with their features enabled).
-vk::MatmulKernels kernels_on(Device& device, DType dtype) {
-  auto& pipelines = device.impl().pipelines();
-  auto ok = [&](kernels::Kernel k) {
-    const auto* v = kernels::find_variant(k, dtype);
-    return v && pipelines.supported(*v);
-  };
-  vk::MatmulKernels k;
-  k.texel = ok(kernels::Kernel::matmul_texel);
-  k.gemv = ok(kernels::Kernel::matmul_gemv);
-  k.split = ok(kernels::Kernel::matmul_split) && ok(kernels::Kernel::matmul_reduce);
-  k.coopmat = ok(kernels::Kernel::matmul_coopmat_nv);
-  k.transpose = ok(kernels::Kernel::matmul_transpose);
-  return k;
-}
-
-// The plan the lowering makes for `c` on `device`.
-vk::MatmulPlan plan_on(Device& device, const MatmulCase& c) {
-  return vk::plan_matmul(device.impl().tuning().matmul,
-                         ops::matmul_problem(c.a, c.b, c.transpose_b, c.dtype, device.info()),
-                         kernels_on(device, c.dtype));
-}
-
-std::string plan_name(const vk::MatmulPlan& plan) {
-  std::string s = vk::path_name(plan.path);
-  if (plan.splits > 1) s += " split " + std::to_string(plan.splits);
-  if (plan.vec4) s += " vec4";
-  if (plan.transpose_b_first) s += " Bt";
-  return s;
-}
-
-struct Outcome {
-  double max_error = 0;  // max abs error
-  double scale = 0;      // S above
-};
-
-// Builds and runs the matmul of `c` on `device` and compares it with the reference.
-Outcome check_matmul(Device& device, const MatmulCase& c, uint32_t seed = 1) {
-  auto av = random_values(c.a.numel(), seed), bv = random_values(c.b.numel(), seed + 1);
-  int64_t n = c.transpose_b ? c.b[-2] : c.b[-1];
-  auto biasv = random_values(n, seed + 2);
-  Graph g;
-  Tensor a = g.input("a", c.a, c.dtype), b = g.input("b", c.b, c.dtype);
-  MatmulOptions options;
-  options.transpose_b = c.transpose_b;
-  options.alpha = c.alpha;
-  options.activation = c.act;
-  if (c.bias) options.bias = g.input("bias", {n}, c.dtype);
-  Tensor o = g.matmul(a, b, options);
-  g.output("o", o);
-  Executor ex(device, g);
-  std::map<std::string, HostTensor> inputs = {{"a", make_tensor(c.a, av, c.dtype)},
-                                              {"b", make_tensor(c.b, bv, c.dtype)}};
-  if (c.bias) inputs.emplace("bias", make_tensor({n}, biasv, c.dtype));
-  auto out = ex.run(inputs);
-
-  // The reference, over full (expanded) batches.
-  Shape batch;
-  EXPECT_TRUE(broadcast_shapes(leading(c.a), leading(c.b), &batch));
-  int64_t m = c.a[-2], k = c.a[-1];
-  auto want_dims = batch.dims();
-  want_dims.push_back(m);
-  want_dims.push_back(n);
-  EXPECT_EQ(o.shape, Shape(want_dims));
-  auto as = stored(av, c.dtype), bs = stored(bv, c.dtype), biass = stored(biasv, c.dtype);
-  auto want = ref::matmul(expand(as, c.a, batch), expand(bs, c.b, batch), batch.numel(),
-                          batch.numel(), m, n, k, c.transpose_b, c.bias ? &biass : nullptr,
-                          c.alpha);
-  for (double& w : want)
-    w = c.act == Activation::relu ? ref::relu(w) : c.act == Activation::gelu ? ref::gelu(w) : w;
-
-  Outcome r;
-  r.scale = std::abs(c.alpha) * std::sqrt(double(k)) * max_abs(as) * max_abs(bs) +
-            (c.bias ? max_abs(biass) : 0.0);
-  Tolerance tol{8 * std::sqrt(double(k)) * std::ldexp(1.0, -24) * r.scale, std::ldexp(1.0, -21)};
-  if (c.dtype == DType::f16) tol = {tol.atol + std::ldexp(1.0, -25), tol.rtol + std::ldexp(1.0, -11)};
-  EXPECT_TRUE(all_close(out.at("o"), want, tol)) << case_name(c);
-  r.max_error = max_abs_error(out.at("o"), want);
-  std::printf("[ matmul   ] %-44s %-18s max abs error %.3g (%.3g of scale %.3g; atol %.3g)\n",
-              case_name(c).c_str(), plan_name(plan_on(device, c)).c_str(), r.max_error,
-              r.max_error / r.scale, r.scale, tol.atol);
-  return r;
-}
 
 class MatmulTest : public DeviceTestWithParam<MatmulCase> {};
 
@@ -432,12 +276,12 @@ TEST_F(DeviceTest, MatmulSplitKPlan) {
 TEST_F(DeviceTest, MatmulCoopmatWhereSupportedElseFallsBack) {
   Device dev = open_device_with_env({{"VKFORMER_MATMUL_PATH", "coopmat"}});
   const MatmulCase c = f16(with(with_bias(tb({{70, 96}, {40, 96}})), 0.5f, Activation::gelu));
-  const bool usable = dev.info().cooperative_matrix_nv && !dev.info().cooperative_matrix_nv_shapes.empty();
+  const bool usable = vk::coopmat_api(dev.info()) != vk::CoopmatApi::none;
   if (!usable) {
     EXPECT_NE(plan_on(dev, c).path, vk::MatmulPath::coopmat)
-        << "device '" << dev.info().name << "' has no usable VK_NV_cooperative_matrix";
-    std::printf("[ note ] '%s' has no VK_NV_cooperative_matrix: checked the fallback, not the "
-                "cooperative-matrix kernel\n", dev.info().name.c_str());
+        << "device '" << dev.info().name << "' has no usable cooperative matrices";
+    std::printf("[ note ] '%s' has no cooperative matrices: checked the fallback here (the "
+                "kernel runs through the emulation in coopmat_test)\n", dev.info().name.c_str());
   }
   check_matmul(dev, c, 9);
   check_matmul(dev, f16({{2, 33, 40}, {2, 40, 17}}), 9);

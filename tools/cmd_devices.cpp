@@ -11,6 +11,7 @@
 
 #include "cli.hpp"
 #include "format.hpp"
+#include "tuning_report.hpp"
 #include "vkformer/error.hpp"
 
 #ifndef VKFORMER_VERSION
@@ -119,9 +120,14 @@ void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
                                    : std::string("no"));
     row("cooperative matrix", std::string("NV ") + yes_no(d.cooperative_matrix_nv) + ", KHR " +
                                   yes_no(d.cooperative_matrix_khr));
-    for (const auto& c : d.cooperative_matrix_nv_shapes)
-      row("", "  NV " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
-                  ": " + c.a_type + " x " + c.b_type + " + " + c.c_type + " -> " + c.d_type);
+    auto shapes = [&](const char* api, const std::vector<CooperativeMatrixShape>& list) {
+      for (const auto& c : list)
+        row("", std::string("  ") + api + " " + std::to_string(c.m) + "x" + std::to_string(c.n) +
+                    "x" + std::to_string(c.k) + ": " + c.a_type + " x " + c.b_type + " + " +
+                    c.c_type + " -> " + c.d_type + (c.saturating ? " (saturating)" : ""));
+    };
+    shapes("KHR", d.cooperative_matrix_khr_shapes);
+    shapes("NV", d.cooperative_matrix_nv_shapes);
     auto quirks = Device::quirks(d);
     if (quirks.empty()) row("quirks", "none");
     for (size_t q = 0; q < quirks.size(); ++q) {
@@ -129,6 +135,13 @@ void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
       for (const auto& line : wrap(quirks[q].reason, 64)) row("", "  " + line);
       row("", "  " + quirks[q].link);
     }
+    for (const auto& [key, value] : tuning_rows(d)) row(key.c_str(), value);
+  }
+  // What this build lacks is the same on every device: said once, after them.
+  const auto missing = kernels_not_built();
+  if (!missing.empty()) {
+    std::printf("\nKernels not built (%zu), so not used on any device:\n", missing.size());
+    for (const auto& k : missing) std::printf("    %-26s %s\n", k.name.c_str(), k.reason.c_str());
   }
 }
 
@@ -165,10 +178,15 @@ nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
   j["timestamp_period_ns"] = d.timestamp_period_ns;
   j["cooperative_matrix_nv"] = d.cooperative_matrix_nv;
   j["cooperative_matrix_khr"] = d.cooperative_matrix_khr;
-  j["cooperative_matrix_nv_shapes"] = nlohmann::ordered_json::array();
-  for (const auto& c : d.cooperative_matrix_nv_shapes)
-    j["cooperative_matrix_nv_shapes"].push_back({{"m", c.m}, {"n", c.n}, {"k", c.k}, {"a", c.a_type},
-                                                 {"b", c.b_type}, {"c", c.c_type}, {"d", c.d_type}});
+  const std::pair<const char*, const std::vector<CooperativeMatrixShape>*> lists[] = {
+      {"cooperative_matrix_khr_shapes", &d.cooperative_matrix_khr_shapes},
+      {"cooperative_matrix_nv_shapes", &d.cooperative_matrix_nv_shapes}};
+  for (const auto& [key, list] : lists) {
+    j[key] = nlohmann::ordered_json::array();
+    for (const auto& c : *list)
+      j[key].push_back({{"m", c.m}, {"n", c.n}, {"k", c.k}, {"a", c.a_type}, {"b", c.b_type},
+                        {"c", c.c_type}, {"d", c.d_type}, {"saturating", c.saturating}});
+  }
   j["subgroup_shuffle"] = d.subgroup_shuffle;
   j["compute_units"] = d.compute_units;
   j["max_texel_buffer_elements"] = d.max_texel_buffer_elements;
@@ -176,6 +194,7 @@ nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
   j["quirks"] = nlohmann::ordered_json::array();
   for (const auto& q : Device::quirks(d))
     j["quirks"].push_back({{"id", q.id}, {"reason", q.reason}, {"link", q.link}});
+  j["tuning"] = tuning_json(d);
   return j;
 }
 
@@ -192,6 +211,9 @@ void print_json(const std::vector<DeviceInfo>& devices, const Selection& sel) {
   j["devices"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < devices.size(); ++i)
     j["devices"].push_back(device_json(devices[i], sel.position && *sel.position == i));
+  j["kernels_not_built"] = nlohmann::ordered_json::array();
+  for (const auto& k : kernels_not_built())
+    j["kernels_not_built"].push_back({{"name", k.name}, {"reason", k.reason}});
   std::cout << j.dump(2) << "\n";
 }
 

@@ -16,6 +16,7 @@ namespace vkformer {
 struct CooperativeMatrixShape {
   uint32_t m = 0, n = 0, k = 0;
   std::string a_type, b_type, c_type, d_type;
+  bool saturating = false;  // integer results saturate instead of wrapping (KHR only)
 };
 
 // What a Vulkan physical device offers, as `vkformer devices` reports it.
@@ -56,9 +57,10 @@ struct DeviceInfo {
   double timestamp_period_ns = 0;
   bool cooperative_matrix_nv = false;   // VK_NV_cooperative_matrix
   bool cooperative_matrix_khr = false;  // VK_KHR_cooperative_matrix
-  // The shapes VK_NV_cooperative_matrix supports at subgroup scope (from
-  // vkGetPhysicalDeviceCooperativeMatrixPropertiesNV); an opened device keeps them only where it
-  // could enable the feature.
+  // The shapes each extension supports at subgroup scope (from
+  // vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR / ...NV). An opened device keeps the list
+  // of the extension it enabled: KHR where it can, NV only where KHR is absent.
+  std::vector<CooperativeMatrixShape> cooperative_matrix_khr_shapes;
   std::vector<CooperativeMatrixShape> cooperative_matrix_nv_shapes;
 };
 
@@ -69,6 +71,14 @@ struct DeviceQuirk {
   std::string reason;
   std::string link;
 };
+
+// A kernel variant this build of vkformer lacks because its shader compiler could not compile
+// it (glslang older than 13 and the cooperative-matrix kernels, say), and why.
+struct KernelNotBuilt {
+  std::string name;    // "matmul_coopmat_khr_f16"
+  std::string reason;  // "the shader compiler lacks coopmat_khr"
+};
+std::vector<KernelNotBuilt> kernels_not_built();
 
 struct ValidationMessage {
   std::string severity;  // "error", "warning"

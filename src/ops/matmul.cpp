@@ -3,6 +3,8 @@
 #include "matmul.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "op_common.hpp"
 #include "windows.hpp"
@@ -250,20 +252,53 @@ void emit_gemv(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
                  1, g.batch, spec);
 }
 
-// shaders/matmul_coopmat.comp with VK_NV_cooperative_matrix (never run on a device yet: none of
-// the machines vkformer is tested on has one).
+// The specialization constants of shaders/matmul_coopmat.comp, in constant_id order.
+struct CoopmatSpec {
+  uint32_t workgroup;  // subgroup * warps_m * warps_n
+  uint32_t subgroup;
+  uint32_t m, n, k;    // the MMA shape
+  uint32_t warps_m, warps_n;
+  uint32_t tiles_m, tiles_n;
+  uint32_t bk_tiles;
+  uint32_t transpose_b;
+  uint32_t has_bias;
+  uint32_t activation;
+  uint32_t vec8;       // K, and N unless B is transposed, multiples of 8: 16-byte loads
+  std::vector<uint32_t> values() const {
+    std::vector<uint32_t> v(sizeof(*this) / 4);
+    std::memcpy(v.data(), this, sizeof(*this));
+    return v;
+  }
+};
+static_assert(sizeof(CoopmatSpec) == 14 * 4 && std::is_trivially_copyable_v<CoopmatSpec>);
+
+// shaders/matmul_coopmat.comp on the tuning's cooperative matrices: KHR, NV where only NV exists,
+// or the emulation where asked (VKFORMER_COOPMAT=emulate, the tests).
 void emit_coopmat(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning, const MatmulPush& p) {
   const vk::MatmulCoopmatTiles& t = tuning.coopmat_tiles;
   const MatmulCall& c = g.call;
-  if (t.m == 0 || t.invocations() > l.info().max_workgroup_invocations ||
-      t.shared_bytes() > l.info().shared_memory_bytes)
-    bad_tiling(l, "cooperative matrix tiling");
-  std::vector<uint32_t> spec = {t.invocations(), t.m,       t.n,        t.k,
-                                t.warps_m,       t.warps_n, t.tiles_m,  t.tiles_n,
-                                t.bk_tiles,      c.transpose_b ? 1u : 0u,
-                                c.bias != kNoValue ? 1u : 0u, act(c)};
-  dispatch_tiles(l, Kernel::matmul_coopmat_nv, g.dtype, g.operands, p,
-                 ceil_div(p.n, t.bn()), ceil_div(p.m, t.bm()), g.batch, spec);
+  const DeviceInfo& info = l.info();
+  if (!t.usable() || t.invocations() > info.max_workgroup_invocations ||
+      t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
+    bad_tiling(l, std::string(vk::coopmat_api_name(t.api)) + " cooperative-matrix tiling " +
+                      t.str());
+  const vk::CoopmatConfig& f = t.config;
+  const CoopmatSpec spec{static_cast<uint32_t>(t.invocations()),
+                         t.subgroup,
+                         t.m,
+                         t.n,
+                         t.k,
+                         f.warps_m,
+                         f.warps_n,
+                         f.tiles_m,
+                         f.tiles_n,
+                         f.bk_tiles,
+                         c.transpose_b ? 1u : 0u,
+                         c.bias != kNoValue ? 1u : 0u,
+                         act(c),
+                         p.k % 8 == 0 && (c.transpose_b || p.n % 8 == 0) ? 1u : 0u};
+  dispatch_tiles(l, vk::coopmat_matmul_kernel(t.api), g.dtype, g.operands, p,
+                 ceil_div(p.n, t.bn()), ceil_div(p.m, t.bm()), g.batch, spec.values());
 }
 
 // A matmul whose a, b or out is larger than one binding may span: the product is computed in
@@ -437,7 +472,9 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
   kernels.gemv = l.supported(Kernel::matmul_gemv, a.dtype);
   kernels.split = l.supported(Kernel::matmul_split, a.dtype) &&
                   l.supported(Kernel::matmul_reduce, a.dtype);
-  kernels.coopmat = l.supported(Kernel::matmul_coopmat_nv, a.dtype);
+  kernels.coopmat = l.tuning().matmul.coopmat_tiles.api != vk::CoopmatApi::none &&
+                    l.supported(vk::coopmat_matmul_kernel(l.tuning().matmul.coopmat_tiles.api),
+                                a.dtype);
   kernels.transpose = l.supported(Kernel::matmul_transpose, a.dtype);
   const vk::MatmulTuning& tuning = l.tuning().matmul;
   const uint64_t es = dtype_size(a.dtype);

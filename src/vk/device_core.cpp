@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "coopmat_khr.hpp"
 #include "vk_check.hpp"
 
 namespace vkformer::vk {
@@ -47,36 +48,64 @@ DeviceCore::DeviceCore(std::shared_ptr<Instance> instance, PhysicalDevice physic
     tail = &f16.pNext;
     float16 = true;
   }
+  // Cooperative matrices: VK_KHR_cooperative_matrix where the device has it, NV only where KHR
+  // is absent (the kernels ask src/vk/coopmat.cpp which one is on). GLSL's cooperative-matrix
+  // loads and stores use the Vulkan memory model (glslang declares the VulkanMemoryModel
+  // capability for both), so each needs that feature too.
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr{};
+  coop_khr.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   VkPhysicalDeviceVulkanMemoryModelFeatures memory_model{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
-  // Cooperative matrix loads and stores in GLSL use the Vulkan memory model (glslang declares
-  // the VulkanMemoryModel capability), so the kernels need both features.
-  bool has_memory_model =
+  const bool has_memory_model =
       v12 || physical_.has_extension(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
-  if (info.cooperative_matrix_nv && has_memory_model) {
+  if ((info.cooperative_matrix_khr || info.cooperative_matrix_nv) && has_memory_model) {
     VkPhysicalDeviceFeatures2 probe{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV q{
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR qk{};
+    qk.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV qn{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     VkPhysicalDeviceVulkanMemoryModelFeatures qm{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
-    probe.pNext = &q;
-    q.pNext = &qm;
+    // Only the structures of extensions the device exposes may be chained.
+    void** q_tail = &probe.pNext;
+    *q_tail = &qm;
+    q_tail = &qm.pNext;
+    if (info.cooperative_matrix_khr) {
+      *q_tail = &qk;
+      q_tail = &qk.pNext;
+    }
+    if (info.cooperative_matrix_nv) {
+      *q_tail = &qn;
+      q_tail = &qn.pNext;
+    }
     vkGetPhysicalDeviceFeatures2(physical_.handle, &probe);
-    if (q.cooperativeMatrix && qm.vulkanMemoryModel) {
-      extensions.push_back("VK_NV_cooperative_matrix");
+    if (qm.vulkanMemoryModel) {
+      if (info.cooperative_matrix_khr && qk.cooperativeMatrix &&
+          !info.cooperative_matrix_khr_shapes.empty()) {
+        extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        coop_khr.cooperativeMatrix = VK_TRUE;
+        *tail = &coop_khr;
+        tail = &coop_khr.pNext;
+        coopmat_khr = true;
+      } else if (info.cooperative_matrix_nv && qn.cooperativeMatrix) {
+        extensions.push_back("VK_NV_cooperative_matrix");
+        coop_nv.cooperativeMatrix = VK_TRUE;
+        *tail = &coop_nv;
+        tail = &coop_nv.pNext;
+        coopmat_nv = true;
+      }
+    }
+    if (coopmat_khr || coopmat_nv) {
       if (!v12) extensions.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
-      coop_nv.cooperativeMatrix = VK_TRUE;
-      *tail = &coop_nv;
-      tail = &coop_nv.pNext;
       memory_model.vulkanMemoryModel = VK_TRUE;
       *tail = &memory_model;
       tail = &memory_model.pNext;
-      coopmat_nv = true;
     }
   }
-  // Shapes are only usable where the extension could be enabled.
+  // Shapes are only usable where their extension is enabled.
+  if (!coopmat_khr) physical_.info.cooperative_matrix_khr_shapes.clear();
   if (!coopmat_nv) physical_.info.cooperative_matrix_nv_shapes.clear();
 
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};

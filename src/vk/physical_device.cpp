@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "coopmat_khr.hpp"
+
 namespace vkformer::vk {
 
 bool PhysicalDevice::has_extension(const char* name) const {
@@ -85,6 +87,31 @@ std::vector<CooperativeMatrixShape> cooperative_matrix_nv_shapes(VkInstance inst
     shapes.push_back({p.MSize, p.NSize, p.KSize, component_type_name(p.AType),
                       component_type_name(p.BType), component_type_name(p.CType),
                       component_type_name(p.DType)});
+  }
+  return shapes;
+}
+
+// The subgroup-scope shapes of VK_KHR_cooperative_matrix (same component type numbers as NV).
+std::vector<CooperativeMatrixShape> cooperative_matrix_khr_shapes(VkInstance instance,
+                                                                  VkPhysicalDevice physical) {
+  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  std::vector<CooperativeMatrixShape> shapes;
+  if (!query) return shapes;
+  uint32_t n = 0;
+  if (query(physical, &n, nullptr) != VK_SUCCESS || n == 0) return shapes;
+  VkCooperativeMatrixPropertiesKHR blank{};
+  blank.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+  std::vector<VkCooperativeMatrixPropertiesKHR> props(n, blank);
+  if (query(physical, &n, props.data()) != VK_SUCCESS) return shapes;
+  props.resize(n);
+  auto type = [](VkComponentTypeKHR t) {
+    return component_type_name(static_cast<VkComponentTypeNV>(t));
+  };
+  for (const auto& p : props) {
+    if (p.scope != VK_SCOPE_SUBGROUP_KHR) continue;
+    shapes.push_back({p.MSize, p.NSize, p.KSize, type(p.AType), type(p.BType), type(p.CType),
+                      type(p.ResultType), p.saturatingAccumulation == VK_TRUE});
   }
   return shapes;
 }
@@ -235,6 +262,8 @@ PhysicalDevice query_physical_device(VkInstance instance, VkPhysicalDevice handl
   d.cooperative_matrix_nv = pd.has_extension("VK_NV_cooperative_matrix");
   d.cooperative_matrix_khr = pd.has_extension("VK_KHR_cooperative_matrix");
   if (d.cooperative_matrix_nv) d.cooperative_matrix_nv_shapes = cooperative_matrix_nv_shapes(instance, handle);
+  if (d.cooperative_matrix_khr)
+    d.cooperative_matrix_khr_shapes = cooperative_matrix_khr_shapes(instance, handle);
 
   // maxMemoryAllocationSize lives in VkPhysicalDeviceMaintenance3Properties (core 1.1).
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};

@@ -73,30 +73,101 @@ MatmulSplitK split_k_for(const DeviceInfo& info, bool cpu_device) {
   return s;
 }
 
-// The MMA shape for f16 x f16 + f32 -> f32 at subgroup scope: 16 x 16 x 16 where offered (the
-// most common), else the largest such shape.
-MatmulCoopmatTiles coopmat_tiles(const DeviceInfo& info) {
+std::string str(uint64_t n) { return std::to_string(n); }
+
+bool coopmat_fits(const MatmulCoopmatTiles& t, const DeviceInfo& info) {
+  return t.invocations() <= info.max_workgroup_invocations &&
+         t.invocations() <= info.max_workgroup_size[0] &&
+         t.shared_bytes() <= info.shared_memory_bytes;
+}
+
+bool power_of_two(uint64_t x) { return x && !(x & (x - 1)); }
+
+// The emulation's subgroups are its own: the device's size where that is one of 4..128 (each
+// emulated subgroup then is one real subgroup), else 32.
+uint32_t emulated_subgroup(const DeviceInfo& info) {
+  const uint32_t s = info.subgroup_size;
+  return power_of_two(s) && s >= 4 && s <= 128 ? s : 32;
+}
+
+// VKFORMER_COOPMAT=auto|emulate|off: the device's own cooperative matrices (KHR, else NV), the
+// emulation on any device (tests, experiments), or none.
+CoopmatApi coopmat_api_for(const DeviceInfo& info) {
+  EnvOverride env("VKFORMER_COOPMAT");
+  const std::optional<std::vector<uint32_t>> auto_ = env.match("auto"),
+                                             emulate = env.match("emulate"), off = env.match("off");
+  if (!env.set() || auto_) return coopmat_api(info);
+  if (emulate) return CoopmatApi::emulated;
+  if (off) return CoopmatApi::none;
+  env.reject("expected auto, emulate or off");
+}
+
+// The static table: the MMA shape coopmat_mnk answers, and the first configuration of
+// coopmat_configs() that fits the device's workgroup and shared-memory limits.
+MatmulCoopmatTiles coopmat_tiles_for(const DeviceInfo& info, CoopmatApi api) {
   MatmulCoopmatTiles t;
-  if (!info.cooperative_matrix_nv) return t;
-  const CooperativeMatrixShape* best = nullptr;
-  for (const auto& s : info.cooperative_matrix_nv_shapes) {
-    if (s.a_type != "f16" || s.b_type != "f16" || s.c_type != "f32" || s.d_type != "f32")
-      continue;
-    if (s.m == 16 && s.n == 16 && s.k == 16) {
-      best = &s;
-      break;
+  if (api == CoopmatApi::none) return t;
+  const std::optional<MmaShape> shape = coopmat_mnk(info, api, kCoopmatF16F32);
+  if (!shape) return t;
+  t.m = shape->m, t.n = shape->n, t.k = shape->k;
+  t.subgroup = api == CoopmatApi::emulated ? emulated_subgroup(info) : info.subgroup_size;
+  for (const CoopmatConfig& c : coopmat_configs()) {
+    t.config = c;
+    if (coopmat_fits(t, info)) {
+      t.api = api;
+      return t;
     }
-    if (!best || s.m * s.n * s.k > best->m * best->n * best->k) best = &s;
   }
-  if (!best) return t;
-  t.m = best->m;
-  t.n = best->n;
-  t.k = best->k;
-  t.subgroup = info.subgroup_size;
-  if (t.invocations() > info.max_workgroup_invocations ||
-      t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
-    t.m = t.n = t.k = 0;
-  return t;
+  return MatmulCoopmatTiles{};
+}
+
+// VKFORMER_MATMUL_COOPMAT="MxNxK/WMxWN/TMxTN/BK[/SG]": the cooperative-matrix tiling (MMA shape,
+// subgroups, tiles per subgroup, k-steps per slice, and for the emulation its subgroup size),
+// for tests and tuning experiments. Rejected, naming the rule, unless the device's API offers
+// the shape and the tiling fits.
+bool coopmat_tiles_from_env(const DeviceInfo& info, MatmulCoopmatTiles* t) {
+  EnvOverride env("VKFORMER_MATMUL_COOPMAT");
+  if (!env.set()) return false;
+  std::optional<std::vector<uint32_t>> v = env.match("#x#x#/#x#/#x#/#/#");
+  if (!v) {
+    v = env.match("#x#x#/#x#/#x#/#");
+    if (v) v->push_back(0);
+  }
+  if (!v)
+    env.reject("expected MxNxK/WMxWN/TMxTN/BK or MxNxK/WMxWN/TMxTN/BK/SG (whole numbers: the MMA "
+               "shape, subgroups, tiles per subgroup, k-steps per slice, subgroup size)");
+  const std::vector<uint32_t>& x = *v;
+  if (t->api == CoopmatApi::none)
+    env.reject("device '" + info.name + "' has no cooperative matrices that vkformer can use " +
+               "(VKFORMER_COOPMAT=emulate runs the emulation on any device)");
+  const char* names[] = {"WM", "WN", "TM", "TN", "BK"};
+  for (size_t i = 0; i < 5; ++i) env.check_range(names[i], x[3 + i], 1, 16);
+  const MmaShape shape{x[0], x[1], x[2]};
+  const std::vector<MmaShape> offered = coopmat_shapes(info, t->api, kCoopmatF16F32);
+  if (std::find(offered.begin(), offered.end(), shape) == offered.end()) {
+    std::string list;
+    for (const MmaShape& o : offered) list += (list.empty() ? "" : ", ") + o.str();
+    env.reject("MMA shape " + shape.str() + " is not one that " + coopmat_api_name(t->api) +
+               " cooperative matrices offer for f16 x f16 + f32 here (" + list + ")");
+  }
+  MatmulCoopmatTiles n = *t;
+  n.m = shape.m, n.n = shape.n, n.k = shape.k;
+  n.config = {x[3], x[4], x[5], x[6], x[7]};
+  if (x[8] != 0) {
+    if (t->api != CoopmatApi::emulated && x[8] != info.subgroup_size)
+      env.reject("SG " + str(x[8]) + " is not the subgroup size of device '" + info.name +
+                 "' (" + str(info.subgroup_size) + "); only the emulation takes another");
+    if (!power_of_two(x[8]) || x[8] < 4 || x[8] > 128)
+      env.reject("SG " + str(x[8]) + " is not a power of two from 4 to 128");
+    n.subgroup = x[8];
+  }
+  env.check_workgroup("SG*WM*WN", n.invocations(), info);
+  if (n.shared_bytes() > info.shared_memory_bytes)
+    env.reject(str(n.shared_bytes()) + " bytes of shared memory, above " +
+               "maxComputeSharedMemorySize = " + str(info.shared_memory_bytes) + " of device '" +
+               info.name + "'");
+  *t = n;
+  return true;
 }
 
 // Weights in another dtype (shaders/matmul_wq*.comp). GPUs: 64 x 64 tiles of 4 x 4 staged in
@@ -130,8 +201,6 @@ MatmulWeightTiles weight_tiles_for(const DeviceInfo& info, bool cpu_device) {
   w.gemv_lanes = std::min(w.gemv_lanes, w.gemv_workgroup);
   return w;
 }
-
-std::string str(uint64_t n) { return std::to_string(n); }
 
 // VKFORMER_MATMUL_TILES="BMxBNxBK/TMxTN[/direct]" replaces the general tiling (for tuning
 // experiments and for tests that run the GPU tiling on a CPU device). Rejected, naming the rule
@@ -240,11 +309,32 @@ void weight_texel_limit_from_env(MatmulWeightTiles* w) {
 
 }  // namespace
 
-uint32_t MatmulCoopmatTiles::shared_bytes() const {
-  const uint32_t pad = 8;  // halves per row: keeps 16-byte rows apart in the banks
-  uint32_t a = bm() * (bk() + pad);
-  uint32_t b = std::max(bn() * (bk() + pad), bk() * (bn() + pad));
-  return (a + b) * 2 + warps_m * warps_n * m * n * 4;
+const std::vector<CoopmatConfig>& coopmat_configs() {
+  // {warps_m, warps_n, tiles_m, tiles_n, bk_tiles}. At 16x16x16: 128x128 tiles (4 subgroups of
+  // 4x4 MMA tiles, the shape of the fast cuBLAS-style kernels), 64x64 with two k-steps per slice,
+  // a tall 64x32 one, a 48x32 one with an odd tile count, and one subgroup with one tile for
+  // devices with little shared memory.
+  static const std::vector<CoopmatConfig> configs = {
+      {2, 2, 4, 4, 1}, {2, 2, 2, 2, 2}, {4, 1, 1, 2, 2}, {1, 2, 3, 1, 2}, {1, 1, 1, 1, 1},
+  };
+  return configs;
+}
+
+uint64_t MatmulCoopmatTiles::shared_bytes() const {
+  const uint64_t pad = 8;  // halves per row: keeps 16-byte rows apart in the banks
+  const uint64_t a = uint64_t(bm()) * (bk() + pad);
+  const uint64_t b = std::max(uint64_t(bn()) * (bk() + pad), uint64_t(bk()) * (bn() + pad));
+  const uint64_t warps = uint64_t(config.warps_m) * config.warps_n;
+  uint64_t bytes = 2 * (a + b) * 2 + warps * m * n * 4;
+  if (api == CoopmatApi::emulated) bytes += warps * (uint64_t(m) * k + uint64_t(k) * n) * 2;
+  return bytes;
+}
+
+std::string MatmulCoopmatTiles::str() const {
+  return MmaShape{m, n, k}.str() + "/" + std::to_string(config.warps_m) + "x" +
+         std::to_string(config.warps_n) + "/" + std::to_string(config.tiles_m) + "x" +
+         std::to_string(config.tiles_n) + "/" + std::to_string(config.bk_tiles) + "/" +
+         std::to_string(subgroup);
 }
 
 const char* path_name(MatmulPath path) {
@@ -267,7 +357,7 @@ MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
                                                info.max_workgroup_invocations,
                                                info.max_workgroup_size[0]});
   t.split_k = split_k_for(info, cpu_device);
-  t.coopmat_tiles = coopmat_tiles(info);
+  t.coopmat_tiles = coopmat_tiles_for(info, coopmat_api_for(info));
   t.weight_tiles = weight_tiles_for(info, cpu_device);
   t.weight_tiles.texel = t.weight_tiles.texel && t.texel_tiles.subgroup > 0;
   weight_texel_from_env(&t.weight_tiles);
@@ -276,6 +366,8 @@ MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
   t.forced_path = path_from_env();
   t.forced_splits = splits_from_env();
   if (matmul_tiles_from_env(info, &t.tiles) && !t.forced_path) t.forced_path = MatmulPath::general;
+  if (coopmat_tiles_from_env(info, &t.coopmat_tiles) && !t.forced_path)
+    t.forced_path = MatmulPath::coopmat;
   return t;
 }
 
@@ -288,7 +380,7 @@ bool matmul_path_fits(MatmulPath path, const MatmulTuning& t, const MatmulProble
              (p.transpose_b || p.n % 4 == 0) && p.texel_fits;
     case MatmulPath::gemv: return k.gemv && p.m <= t.gemv_tiles.max_m;
     case MatmulPath::coopmat:
-      return k.coopmat && t.coopmat_tiles.m > 0 && p.dtype == DType::f16;
+      return k.coopmat && t.coopmat_tiles.usable() && p.dtype == DType::f16;
   }
   return false;
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "coopmat.hpp"
 #include "vkformer/device.hpp"
 #include "vkformer/dtype.hpp"
 
@@ -58,20 +59,43 @@ struct MatmulSplitK {
   uint32_t min_k = 256;            // each split keeps at least this much of K
 };
 
-// shaders/matmul_coopmat.comp (VK_NV_cooperative_matrix): f16 A and B, f32 accumulators.
+// How shaders/matmul_coopmat.comp tiles the output, apart from the MMA shape and the subgroup
+// size (which come from the device): subgroups per workgroup as a grid, MMA tiles per subgroup
+// as a grid, and MMA k-steps per slice of K staged in shared memory.
+struct CoopmatConfig {
+  uint32_t warps_m = 2, warps_n = 2;
+  uint32_t tiles_m = 2, tiles_n = 2;
+  uint32_t bk_tiles = 2;
+  friend bool operator==(const CoopmatConfig&, const CoopmatConfig&) = default;
+};
+
+// Every configuration the tuning may choose, in the static table's order of preference (largest
+// output tile first; the table takes the first that fits the device). A tuner chooses among the
+// same list, and tests/coopmat_test.cpp runs each one through the emulation with every MMA shape
+// of emulated_mma_shapes(): every entry fits lavapipe's 32 KiB of shared memory with the
+// emulation's scratch, so none can be chosen untested.
+const std::vector<CoopmatConfig>& coopmat_configs();
+
+// shaders/matmul_coopmat.comp: f16 A and B, f32 accumulators, on the cooperative matrices of
+// `api` (src/vk/coopmat.hpp).
 struct MatmulCoopmatTiles {
-  uint32_t m = 0, n = 0, k = 0;  // the MMA shape, from the device's list (0: none usable)
-  uint32_t subgroup = 32;        // the device's subgroup size
-  uint32_t warps_m = 2, warps_n = 2;  // subgroups per workgroup, as a grid
-  uint32_t tiles_m = 2, tiles_n = 2;  // MMA tiles per subgroup, as a grid
-  uint32_t bk_tiles = 2;              // MMA k-steps staged in shared memory per barrier pair
-  uint32_t bm() const { return m * tiles_m * warps_m; }
-  uint32_t bn() const { return n * tiles_n * warps_n; }
-  uint32_t bk() const { return k * bk_tiles; }
-  uint32_t invocations() const { return subgroup * warps_m * warps_n; }
-  // A (bm x bk) and B (bk x bn) as f16, padded by 8 halves a row, and one m x n f32 scratch
-  // tile per subgroup for the epilogue.
-  uint32_t shared_bytes() const;
+  CoopmatApi api = CoopmatApi::none;  // none: no cooperative matrices on this device
+  uint32_t m = 0, n = 0, k = 0;       // the MMA shape (coopmat_mnk)
+  uint32_t subgroup = 32;             // invocations per subgroup: the device's (any of 4..128
+                                      // for the emulation)
+  CoopmatConfig config;
+  bool usable() const { return api != CoopmatApi::none && m > 0 && n > 0 && k > 0; }
+  uint32_t bm() const { return m * config.tiles_m * config.warps_m; }
+  uint32_t bn() const { return n * config.tiles_n * config.warps_n; }
+  uint32_t bk() const { return k * config.bk_tiles; }
+  uint64_t invocations() const {
+    return uint64_t(subgroup) * config.warps_m * config.warps_n;
+  }
+  // Two stages of A (bm rows of bk) and B (bk x bn either way round) as f16 with rows padded by
+  // 8 halves, one m x n f32 scratch tile per subgroup for the epilogue, and for the emulation its
+  // per-subgroup scratch of one A and one B fragment.
+  uint64_t shared_bytes() const;
+  std::string str() const;  // "16x16x16/2x2/4x4/1/32" as VKFORMER_MATMUL_COOPMAT writes it
 };
 
 // shaders/matmul_wq.comp and matmul_wq_gemv.comp: a Linear weight [N, K] in another dtype than
@@ -122,7 +146,7 @@ enum class MatmulPath : uint8_t {
             // direct loads on CPU devices; any shape
   texel,    // shaders/matmul_texel.comp (K, and N unless B is transposed, multiples of 4)
   gemv,     // shaders/matmul_gemv.comp (M <= gemv_tiles.max_m)
-  coopmat,  // shaders/matmul_coopmat.comp with VK_NV_cooperative_matrix (f16)
+  coopmat,  // shaders/matmul_coopmat.comp on cooperative matrices (f16)
 };
 const char* path_name(MatmulPath path);
 
@@ -136,7 +160,7 @@ struct MatmulTuning {
   MatmulGemvTiles gemv_tiles;  // any device can
   bool prefer_gemv = false;    // GPUs
   MatmulSplitK split_k;
-  MatmulCoopmatTiles coopmat_tiles;  // capable: coopmat_tiles.m > 0; preferred when capable
+  MatmulCoopmatTiles coopmat_tiles;  // capable: coopmat_tiles.usable(); preferred when capable
   MatmulWeightTiles weight_tiles;    // weights in another dtype (always their own kernels)
   // VKFORMER_MATMUL_PATH=general|texel|gemv|coopmat and VKFORMER_MATMUL_SPLIT_K=n force a path
   // or a split (tests, tuning experiments); a forced path is taken where it can run the shape.
@@ -146,8 +170,10 @@ struct MatmulTuning {
 
 // The tuning for a device: CPU devices prefer the texel kernel (where they can run it) over the
 // direct general one; GPUs get the shared-memory tiling shrunk to fit their limits, GEMV for
-// small M, split-K, and cooperative matrices where reported. VKFORMER_MATMUL_TILES replaces the
-// general tiling and, unless VKFORMER_MATMUL_PATH says otherwise, forces the general path.
+// small M, split-K, and cooperative matrices where reported (KHR, else NV). VKFORMER_MATMUL_TILES
+// replaces the general tiling and VKFORMER_MATMUL_COOPMAT the cooperative-matrix one; each
+// forces its path unless VKFORMER_MATMUL_PATH says otherwise. VKFORMER_COOPMAT=emulate runs the
+// cooperative-matrix kernels through the emulation (any device), =off never uses them.
 MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device);
 
 // One matmul as the lowering sees it, after folding a shared B's batch into M.
