@@ -48,9 +48,10 @@ void check_prompt_fits(const LanguageModel& model, size_t prompt_tokens);
 // propagate (exit status 1).
 int run_llm_command(const std::function<int()>& body);
 
-// `vkformer generate --model FILE.gguf` (cmd_generate_llm.cpp): --src must be empty.
+// `vkformer generate --model FILE.gguf` (cmd_generate_llm.cpp): --src must be empty; verbose (-v)
+// adds what each decoded token's pass executes.
 int generate_llm(const std::string& model, const std::string& prompt, bool chat, const std::string& src,
-                 LlmArgs llm, const GlobalOptions& globals);
+                 LlmArgs llm, bool verbose, const GlobalOptions& globals);
 
 // `vkformer bench --model FILE.gguf -p P -n N -r R` (cmd_bench_llm.cpp): pp<P> and tg<N>.
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,

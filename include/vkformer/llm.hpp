@@ -20,6 +20,7 @@
 
 #include "vkformer/device.hpp"
 #include "vkformer/dtype.hpp"
+#include "vkformer/executor.hpp"
 
 namespace vkformer {
 
@@ -71,6 +72,14 @@ class LanguageModel {
   std::vector<float> append_all_logits(std::span<const int32_t> tokens);
   void reset();               // position() = 0
   void truncate(int64_t n);   // forget all but the first n tokens (0 <= n <= position())
+
+  // What one decoded token's pass executes (its graph is recorded once and replayed per token):
+  // dispatches, barriers, pipeline binds and weight bytes read, counted from the recording.
+  ExecutorStats decode_step_stats() const;
+  // The same for one batched pass over a chunk of prompt tokens (prompt_chunk() of them, padding
+  // included).
+  ExecutorStats prompt_chunk_stats() const;
+  int64_t prompt_chunk() const;
 
  private:
   explicit LanguageModel(std::unique_ptr<LanguageModelImpl> impl);
