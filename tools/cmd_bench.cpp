@@ -400,7 +400,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
   sub->add_flag("--no-peak", o->no_peak,
                 "Skip the peak probes (then no % of peak is reported)");
 
-  sub->add_option("--model", o->model,
+  sub->add_option("-m,--model", o->model,
                   "Benchmark a GGUF language model instead, as llama-bench does: prompt processing "
                   "(pp, -p tokens) and generation (tg, -n tokens), tokens/s mean ± stddev over -r runs")
       ->type_name("FILE.gguf");

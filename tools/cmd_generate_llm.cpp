@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "interrupt.hpp"
 #include "llm_cli.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/chat.hpp"
@@ -15,9 +16,8 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
   return run_llm_command([&] {
     llm.model = model;
     if (!src.empty())
-      throw Error(ErrorCode::invalid_argument, "--src is for seq2seq models; a GGUF language model takes --prompt TEXT");
-    if (prompt.empty())
-      throw Error(ErrorCode::invalid_argument, "--prompt TEXT is required with a GGUF language model");
+      usage_error("--src is for seq2seq models; a GGUF language model takes --prompt TEXT");
+    if (prompt.empty()) usage_error("--prompt TEXT is required with a GGUF language model");
     check_llm_args(llm);
     // The template is read before the device is opened: a file without one fails fast.
     std::optional<ChatTemplate> chat_template;
@@ -27,21 +27,18 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
     LanguageModel lm = load_llm(device, llm);
     const std::string text = chat ? chat_template->apply({{"user", prompt}}) : prompt;
     const std::vector<int32_t> ids = lm.tokenizer().encode(text, true, true);
-    if (ids.empty()) throw Error(ErrorCode::invalid_argument, "--prompt gives no tokens");
+    if (ids.empty()) usage_error("--prompt gives no tokens");
     check_prompt_fits(lm, ids.size());
 
     TextGenerationOptions options;
     options.max_tokens = llm.max_tokens;
     options.sampling = llm.sampling;
-    const auto r = generate(lm, ids, options, [](std::string_view piece, int32_t) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    });
+    InterruptScope ctrl_c;  // Ctrl-C stops at the next token; the statistics so far are printed
+    const auto r = generate(lm, ids, options, stream_to_stdout);
     std::printf("\n");
     std::fflush(stdout);
     std::fprintf(stderr, "vkformer generate: %s\n", describe_stats(r.stats).c_str());
-    return report_validation(device) ? 1 : 0;
+    return exit_status_after(r.stats, report_validation(device) ? 1 : 0);
   });
 }
 

@@ -31,7 +31,7 @@ ModelOptions ModelArgs::options() const {
 }
 
 void add_model_options(CLI::App& sub, ModelArgs& args) {
-  sub.add_option("--model", args.dir,
+  sub.add_option("-m,--model", args.dir,
                  "Model directory: config.json and model.safetensors (see README, 'Model "
                  "directories')")
       ->required()
