@@ -108,6 +108,6 @@ fuzz:
 	./scripts/fuzz_smoke.sh
 
 # The Windows build (MinGW-w64 cross compiler) and every test under Wine on lavapipe, with its own
-# Xvfb (scripts/test_windows.sh; README, "Platforms").
+# Xvfb (scripts/test_windows.sh; docs/platforms.md).
 test-windows:
 	./scripts/test_windows.sh

@@ -2,7 +2,8 @@
 #       [-DSMOLLM2=<SmolLM2-135M-Instruct.Q4_1.gguf>] -P check_llm_cli.cmake
 # `vkformer generate --model FILE.gguf`, `vkformer chat` and `vkformer bench --model` on the tiny
 # llama (greedy output is deterministic: the same text twice, the C++ tests check its tokens),
-# SmolLM2's greedy answer when SMOLLM2 is given, and every bad input: one line, exit status 2.
+# SmolLM2's greedy answer when SMOLLM2 is given, and every bad input: one line, exit status 2
+# for the command line's mistakes, 1 for files (README, "Exit status").
 foreach(v VKFORMER TINY OUT)
   if(NOT ${v})
     message(FATAL_ERROR "check_llm_cli.cmake: -D${v}=... is required")
@@ -49,8 +50,8 @@ if(NOT last_out STREQUAL first OR first STREQUAL "\n")
 endif()
 expect(0 "generation [0-9]+ tokens" generate --model ${model} --prompt "hello" --chat -n 4 --temperature 0.8
        --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1.1 --seed 7)
-# The seq2seq form still asks for --src (its errors keep exit status 1).
-expect(1 "--src is required with a seq2seq model directory" generate --model ${OUT})
+# A directory that holds no model: named for what it is (a command-line mistake, exit status 2).
+expect(2 "--model ${OUT} is a directory that holds no model vkformer knows" generate --model ${OUT})
 
 # Chat: two user lines, two replies, the cache kept (the second turn appends fewer tokens than
 # the whole conversation has).
@@ -68,7 +69,7 @@ if(NOT test STREQUAL "tg8" OR NOT n EQUAL 2)
   message(SEND_ERROR "bench.json: llm[1] is '${test}' with ${n} samples, expected tg8 with 2")
 endif()
 
-# Bad input: one line on stderr, exit status 2, nothing loaded.
+# Bad input: one line on stderr (and the command's help named), exit status 2, nothing loaded.
 # Integers are parsed strictly by the command line (cli.hpp), with their range in the message.
 expect(2 "^vkformer: error: --max-tokens: expected a whole number from 1 to 2147483647, got '0'\n"
        generate --model ${model} --prompt hi -n 0)
@@ -85,11 +86,11 @@ expect(2 "^vkformer: error: --top-k: expected a whole number from 0 to 214748364
 string(REPEAT "hello " 40 long)
 expect(2 "^vkformer: error: the prompt has [0-9]+ tokens but the context \\(--ctx\\) holds 16: no room to generate[^\n]*\n$"
        generate --model ${model} --prompt "${long}" --ctx 16)
-expect(2 "^vkformer: error: --model: '${OUT}/missing.gguf' does not exist\n$"
+expect(1 "^vkformer: error: --model: '${OUT}/missing.gguf' does not exist\n$"
        generate --model ${OUT}/missing.gguf --prompt hi)
 file(WRITE ${OUT}/corrupt.gguf "GGUF, then not a GGUF header")
-expect(2 "^vkformer: error: [^\n]*corrupt.gguf[^\n]*\n$" generate --model ${OUT}/corrupt.gguf --prompt hi)
-expect(2 "^vkformer: error: [^\n]*\n$" chat --model ${OUT}/corrupt.gguf)
+expect(1 "^vkformer: error: [^\n]*corrupt.gguf[^\n]*\n$" generate --model ${OUT}/corrupt.gguf --prompt hi)
+expect(1 "^vkformer: error: [^\n]*\n$" chat --model ${OUT}/corrupt.gguf)
 
 if(SMOLLM2)
   # The real model answers the demo question; greedy, so the answer is fixed.

@@ -178,7 +178,7 @@ expect(1 "vkformer: error: --src-key-padding-mask .*: expected a boolean mask \\
        run --model ${enc} --input ${enc}/src.npy --src-key-padding-mask ${tr}/src_key_padding_mask.npy --output ${y})
 expect(1 "vkformer: error: --tgt-mask is for a target or memory; an encoder model has neither"
        run --model ${enc} --input ${enc}/src.npy --tgt-mask ${enc}/src.npy --output ${y})
-expect(1 "vkformer: error: --model: model directory '.*no_such_model' does not exist"
+expect(1 "vkformer: error: --model: '.*no_such_model' does not exist"
        run --model ${OUT}/no_such_model --input ${enc}/src.npy --output ${y})
 expect(1 "vkformer: error: --output: .*cannot open"
        run --model ${enc} --input ${enc}/src.npy --output ${OUT}/no_such_dir/y.npy)
@@ -197,7 +197,7 @@ expect(1 "vkformer: error: --eos 48 is outside the target vocabulary \\[0, 48\\)
 expect(1 "vkformer: error: --max-len is 129, expected 1..128" generate --model ${dir} --src 5 --max-len 129)
 expect(1 "vkformer: error: generate needs a seq2seq model; .* is an encoder"
        generate --model ${enc} --src 5,17)
-expect(1 "vkformer: error: --model: model directory '.*no_such_model' does not exist"
+expect(1 "vkformer: error: --model: '.*no_such_model' does not exist"
        generate --model ${OUT}/no_such_model --src 5)
 
 # ---------------------------------------------------------------------------- help

@@ -13,7 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // config.json's keys tell the families apart: PyTorch-shaped models have "arch" (our config,
-// README "Model directories"), Hugging Face models "model_type".
+// docs/models.md, "Model directories"), Hugging Face models "model_type".
 ModelKind directory_kind(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir / "modules.json", ec)) return ModelKind::bert;
@@ -33,8 +33,9 @@ std::string what_it_is(ModelKind kind) {
     case ModelKind::torch: return "a PyTorch-shaped model directory (config.json with \"arch\")";
     case ModelKind::other_file: return "a file that is not a model (GGUF files start with the bytes 'GGUF')";
     case ModelKind::other_directory:
-      return "a directory without a model's config.json (a BERT directory, or one of config.json and "
-             "model.safetensors as tools/export_torch.py writes)";
+      return "a directory that holds no model vkformer knows (a BERT model has modules.json or a config.json "
+             "with \"model_type\"; a PyTorch-shaped one a config.json with \"arch\", as tools/export_torch.py "
+             "writes)";
     case ModelKind::missing: break;
   }
   return "nothing";

@@ -26,9 +26,10 @@ std::vector<int32_t> ints(const Array& a, const std::string& what) {
   const T* p = static_cast<const T*>(a.data());
   std::vector<int32_t> out(a.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    if (p[i] < T(INT32_MIN) || p[i] > T(INT32_MAX))
-      bad(what + ": " + std::to_string(p[i]) + " at flat index " + std::to_string(i) + " does not fit in int32");
-    out[i] = static_cast<int32_t>(p[i]);
+    const auto v = static_cast<int64_t>(p[i]);  // every type taken here fits in int64
+    if (v < INT32_MIN || v > INT32_MAX)
+      bad(what + ": " + std::to_string(v) + " at flat index " + std::to_string(i) + " does not fit in int32");
+    out[i] = static_cast<int32_t>(v);
   }
   return out;
 }
@@ -71,17 +72,17 @@ HostTensor to_host_as(const Array& a, DType want, const std::string& what) {
 }
 
 nb::object to_numpy(HostTensor tensor) {
+  if (!is_float(tensor.dtype()) && tensor.dtype() != DType::i32)
+    bad("to_numpy: " + std::string(dtype_name(tensor.dtype())) + " tensors have no numpy type");
+  const nb::dlpack::dtype t =
+      tensor.dtype() == DType::f16   ? nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}
+      : tensor.dtype() == DType::i32 ? nb::dtype<int32_t>()
+                                     : nb::dtype<float>();
+  std::vector<size_t> shape;
+  for (int64_t d : tensor.shape().dims()) shape.push_back(static_cast<size_t>(d));
+  // The array views the tensor's bytes; the capsule frees them with the array.
   auto* owned = new HostTensor(std::move(tensor));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<HostTensor*>(p); });
-  std::vector<size_t> shape;
-  for (int64_t d : owned->shape().dims()) shape.push_back(static_cast<size_t>(d));
-  nb::dlpack::dtype t = owned->dtype() == DType::f16   ? nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}
-                        : owned->dtype() == DType::i32 ? nb::dtype<int32_t>()
-                                                       : nb::dtype<float>();
-  if (!is_float(owned->dtype()) && owned->dtype() != DType::i32) {
-    delete owned;
-    bad("to_numpy: " + std::string(dtype_name(owned->dtype())) + " tensors have no numpy type");
-  }
   nb::ndarray<nb::numpy> array(owned->data(), shape.size(), shape.data(), owner, nullptr, t);
   return nb::cast(array, nb::rv_policy::reference);
 }

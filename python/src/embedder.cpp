@@ -39,12 +39,16 @@ void bind_embedder(nb::module_& m) {
           "__init__",
           [](Embedder* self, const std::string& path, const std::string& device, const std::string& dtype,
              int64_t max_batch) {
-            new (self) Embedder();
             EmbedderOptions options;
             options.dtype = parse_float_dtype(dtype, "dtype");
             options.max_batch = max_batch;
-            nb::gil_scoped_release release;
-            self->model.emplace(SentenceEmbedder::load(shared_device(device), path, options));
+            std::optional<SentenceEmbedder> model;
+            {
+              nb::gil_scoped_release release;
+              model.emplace(SentenceEmbedder::load(shared_device(device), path, options));
+            }
+            new (self) Embedder();  // once nothing can throw
+            self->model = std::move(model);
           },
           nb::arg("path"), nb::arg("device") = "", nb::arg("dtype") = "f32", nb::arg("max_batch") = 32)
       .def(

@@ -146,11 +146,15 @@ void bind_graph(nb::module_& m) {
       .def(
           "__init__",
           [](PyExecutor* self, const Graph& graph, const std::string& device, bool profile) {
-            new (self) PyExecutor();
             CompileOptions o;
             o.profile = profile;
-            nb::gil_scoped_release release;
-            self->executor.emplace(shared_device(device), graph, o);
+            std::optional<Executor> executor;
+            {
+              nb::gil_scoped_release release;
+              executor.emplace(shared_device(device), graph, o);
+            }
+            new (self) PyExecutor();  // once nothing can throw
+            self->executor = std::move(executor);
           },
           nb::arg("graph"), nb::arg("device") = "", nb::arg("profile") = false)
       .def(

@@ -83,20 +83,30 @@ void bind_llm(nb::module_& m) {
       .def(
           "__init__",
           [](Llm* self, const std::string& path, int64_t n_ctx, const std::string& device, bool f16) {
-            new (self) Llm();
             LanguageModelOptions options;
             options.context = n_ctx;
             options.activations = f16 ? DType::f16 : DType::f32;
-            nb::gil_scoped_release release;
-            Device d = shared_device(device);
-            self->model.emplace(LanguageModel::load(d, path, options));
-            self->tokenizer.emplace(self->model->tokenizer());
-            self->device_name = d.info().name;
-            try {
-              self->chat_template.emplace(ChatTemplate::load(path));
-            } catch (const Error& e) {
-              self->chat_template_error = e.what();
+            std::optional<LanguageModel> model;
+            std::optional<ChatTemplate> chat_template;
+            std::string why_no_template, device_name;
+            {
+              nb::gil_scoped_release release;
+              Device d = shared_device(device);
+              model.emplace(LanguageModel::load(d, path, options));
+              device_name = d.info().name;
+              try {
+                chat_template.emplace(ChatTemplate::load(path));
+              } catch (const Error& e) {
+                why_no_template = e.what();
+              }
             }
+            // Constructed only once nothing can throw: nanobind frees no half-made object.
+            new (self) Llm();
+            self->tokenizer.emplace(model->tokenizer());
+            self->model = std::move(model);
+            self->chat_template = std::move(chat_template);
+            self->chat_template_error = std::move(why_no_template);
+            self->device_name = std::move(device_name);
           },
           nb::arg("path"), nb::arg("n_ctx") = 0, nb::arg("device") = "", nb::arg("f16") = false)
       .def("generate_ids", &generate_ids, nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("sampling"),

@@ -73,13 +73,17 @@ void bind_model(nb::module_& m) {
       .def(
           "__init__",
           [](PyModel* self, const std::string& path, const std::string& device, const std::string& dtype) {
-            new (self) PyModel();
             if (dtype != "f32" && dtype != "f16")
               throw Error(ErrorCode::invalid_argument, "dtype: expected 'f32' or 'f16', got '" + dtype + "'");
             ModelOptions options;
             options.dtype = dtype == "f16" ? DType::f16 : DType::f32;
-            nb::gil_scoped_release release;
-            self->model.emplace(Model::load(shared_device(device), path, options));
+            std::optional<Model> model;
+            {
+              nb::gil_scoped_release release;
+              model.emplace(Model::load(shared_device(device), path, options));
+            }
+            new (self) PyModel();  // once nothing can throw
+            self->model = std::move(model);
           },
           nb::arg("path"), nb::arg("device") = "", nb::arg("dtype") = "f32")
       .def(

@@ -12,7 +12,7 @@ def gelu(x):
 
 
 def test_graph_basics_example():
-    # examples/graph_basics.cpp, whose output the README shows.
+    # examples/graph_basics.cpp, whose output docs/api.md shows.
     g = vkformer.Graph()
     x = g.input("x", [2, 4])
     bias = g.input("bias", [4])
