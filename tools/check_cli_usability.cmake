@@ -90,7 +90,7 @@ expect(2 "--model ${tiny} is a GGUF language model; 'embed' takes a BERT.*try 'v
 expect(2 "--model ${tiny} is a GGUF language model; 'run' takes" run -m ${tiny} --input x.npy --output y.npy)
 expect(2 "--src IDS is required with a seq2seq model directory" generate -m ${seq2seq})
 expect(2 "--prompt and --chat are for GGUF language models;.*give --src IDS" generate -m ${seq2seq} -p hi)
-expect(0 "--model FILE.gguf\\|DIR +A GGUF language model file \\(with --prompt\\) or a seq2seq model directory"
+expect(0 "-m,--model FILE.gguf\\|DIR REQUIRED\n +A GGUF language model file \\(with --prompt\\) or a seq2seq model directory"
        generate --help)
 
 # Invalid UTF-8 is refused the same way everywhere: where, which byte, and how to convert.
@@ -102,7 +102,7 @@ expect(2 "^vkformer: error: text 1 ${utf8_hint}" tokenize -m ${tiny} "abc${ff}")
 expect(2 "^vkformer: error: --system ${utf8_hint}" chat -m ${tiny} --system "abc${ff}")
 file(WRITE ${OUT}/bad.txt "fine\nabc${ff}\n")
 expect(1 "^vkformer: error: line 2 of --file ${OUT}/bad.txt ${utf8_hint}" embed -m ${minilm} --file ${OUT}/bad.txt)
-expect_stdin(1 "vkformer: error: stdin line 2 ${utf8_hint}; the message is skipped" ${OUT}/bad.txt chat -m ${tiny} -n 2)
+expect_stdin(1 "vkformer: error: stdin line 2 ${utf8_hint}[^\n]*; the message is skipped" ${OUT}/bad.txt chat -m ${tiny} -n 2)
 
 # -v prints what it promises for a GGUF model too.
 expect(0 "device +[0-9]+: [^\n]+\nmodel +${tiny}: llama, [0-9]+ layers, d_model [0-9]+[^\n]*\nload +[0-9.]+ m?s"
@@ -110,7 +110,7 @@ expect(0 "device +[0-9]+: [^\n]+\nmodel +${tiny}: llama, [0-9]+ layers, d_model 
 
 # A piped chat is a transcript: each line echoed before its reply.
 file(WRITE ${OUT}/turns.txt "hello\nagain\n")
-expect_stdin(0 "^> hello\n[^>]*\n\n> again\n" ${OUT}/turns.txt chat -m ${tiny} -n 3)
+expect_stdin(0 "^> hello\n[^\n]*\n\n(vkformer chat: [^\n]*\n)?> again\n" ${OUT}/turns.txt chat -m ${tiny} -n 3)
 
 # tokenize shows each token's text beside its byte-level piece; a character split over tokens
 # as <0x..> bytes.

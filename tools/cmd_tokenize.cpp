@@ -57,12 +57,12 @@ int tokenize_gguf(const TokenizeArgs& args, const std::vector<std::string>& text
   const BpeTokenizer tok = BpeTokenizer::load(args.model);
   for (const std::string& text : texts) {
     std::vector<int32_t> ids = tok.encode(text, true, !args.no_parse_special);
-    std::vector<std::string> tokens, text;
+    std::vector<std::string> tokens, pieces;
     for (int32_t id : ids) {
       tokens.push_back(tok.id_to_token(id));
-      text.push_back(readable(tok.token_bytes(id)));
+      pieces.push_back(readable(tok.token_bytes(id)));
     }
-    std::cout << nlohmann::json{{"ids", ids}, {"tokens", tokens}, {"text", text}}.dump(
+    std::cout << nlohmann::json{{"ids", ids}, {"tokens", tokens}, {"text", pieces}}.dump(
                      -1, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";
   }

@@ -69,7 +69,15 @@ void explain_parse_error(const CLI::ParseError& e, CLI::App& app) {
   if (sub)
     for (const std::string& r : sub->remaining()) rest.push_back(r);
   const bool no_command = dynamic_cast<const CLI::RequiredError*>(&e) && !sub;
-  const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
+  // A misspelt option often surfaces as another error ("--model is required" for --modle): the
+  // unknown word is the one to report.
+  const std::vector<std::string> known = option_names(sub, app);
+  const auto unknown = std::find_if(rest.begin(), rest.end(), [&](const std::string& w) {
+    return w.starts_with("-") && w.size() > 1 &&
+           std::find(known.begin(), known.end(), w.substr(0, w.find('='))) == known.end();
+  });
+  if (unknown != rest.end()) std::rotate(rest.begin(), unknown, unknown + 1);
+  const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || unknown != rest.end();
   auto suggestion = [](const std::string& near) { return near.empty() ? "" : "; did you mean '" + near + "'?"; };
   if (no_command && !rest.empty() && !rest[0].starts_with("-")) {
     print_error("unknown command '" + rest[0] + "'" + suggestion(closest_match(rest[0], commands)));
@@ -80,7 +88,7 @@ void explain_parse_error(const CLI::ParseError& e, CLI::App& app) {
     const std::string where = sub ? " for 'vkformer " + sub->get_name() + "'" : "";
     if (word.starts_with("-"))
       print_error("unknown option '" + word + "'" + where +
-                  suggestion(closest_match(word.substr(0, word.find('=')), option_names(sub, app))));
+                  suggestion(closest_match(word.substr(0, word.find('=')), known)));
     else
       print_error("unexpected argument '" + word + "'" + where +
                   (commands.end() != std::find(commands.begin(), commands.end(), word)

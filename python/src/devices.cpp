@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
+#include "vkformer/error.hpp"
 
 namespace vkformer::py {
 

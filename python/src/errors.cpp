@@ -14,6 +14,7 @@ namespace {
 
 struct ErrorClass {
   ErrorCode code;
+  const char* code_name;  // `.code`: the enumerator's name, as a program would spell it
   const char* name;
   PyObject* extra_base;  // a builtin exception it also is, or null
   PyObject* type = nullptr;
@@ -21,16 +22,16 @@ struct ErrorClass {
 
 std::array<ErrorClass, 10>& classes() {
   static std::array<ErrorClass, 10> c = {{
-      {ErrorCode::invalid_argument, "InvalidArgumentError", PyExc_ValueError},
-      {ErrorCode::shape_mismatch, "ShapeMismatchError", PyExc_ValueError},
-      {ErrorCode::device_not_found, "DeviceNotFoundError", nullptr},
-      {ErrorCode::unsupported, "UnsupportedError", nullptr},
-      {ErrorCode::out_of_memory, "OutOfMemoryError", PyExc_MemoryError},
-      {ErrorCode::device_lost, "DeviceLostError", nullptr},
-      {ErrorCode::vulkan, "VulkanError", nullptr},
-      {ErrorCode::io, "FileError", PyExc_OSError},
-      {ErrorCode::format, "FormatError", PyExc_ValueError},
-      {ErrorCode::internal, "InternalError", nullptr},
+      {ErrorCode::invalid_argument, "invalid_argument", "InvalidArgumentError", PyExc_ValueError},
+      {ErrorCode::shape_mismatch, "shape_mismatch", "ShapeMismatchError", PyExc_ValueError},
+      {ErrorCode::device_not_found, "device_not_found", "DeviceNotFoundError", nullptr},
+      {ErrorCode::unsupported, "unsupported", "UnsupportedError", nullptr},
+      {ErrorCode::out_of_memory, "out_of_memory", "OutOfMemoryError", PyExc_MemoryError},
+      {ErrorCode::device_lost, "device_lost", "DeviceLostError", nullptr},
+      {ErrorCode::vulkan, "vulkan", "VulkanError", nullptr},
+      {ErrorCode::io, "io", "FileError", PyExc_OSError},
+      {ErrorCode::format, "format", "FormatError", PyExc_ValueError},
+      {ErrorCode::internal, "internal", "InternalError", nullptr},
   }};
   return c;
 }
@@ -39,10 +40,11 @@ PyObject* base_error = nullptr;
 
 void raise(const Error& e) {
   PyObject* type = base_error;
+  const char* code = "internal";
   for (const ErrorClass& c : classes())
-    if (c.code == e.code()) type = c.type;
+    if (c.code == e.code()) type = c.type, code = c.code_name;
   nb::object instance = nb::borrow(type)(nb::str(e.what()));
-  instance.attr("code") = nb::str(to_string(e.code()));
+  instance.attr("code") = nb::str(code);
   PyErr_SetObject(type, instance.ptr());
 }
 
