@@ -143,7 +143,7 @@ if(NOT LAUNCHER AND NOT CMAKE_HOST_WIN32)
       echo \"status $?\""
     OUTPUT_VARIABLE out ERROR_VARIABLE err)
   file(READ ${OUT}/count.err count_err)
-  if(NOT out MATCHES "status 130" OR NOT count_err MATCHES "vkformer generate: prompt [0-9]+ tokens[^\n]*generation [0-9]+ tokens[^\n]*stop: callback\nvkformer: interrupted \\(Ctrl-C\\)")
+  if(NOT out MATCHES "status 130" OR NOT count_err MATCHES "vkformer generate: prompt [0-9]+ tokens[^\n]*generation [0-9]+ tokens[^\n]*stop: stopped by the callback\nvkformer: interrupted \\(Ctrl-C\\)")
     message(SEND_ERROR "generate interrupted with SIGINT: ${out}${err}\nstderr:\n${count_err}")
   else()
     message(STATUS "generate, Ctrl-C: statistics and status 130: ok")

@@ -76,6 +76,6 @@ expect(2 "vkformer: error: --model .* is a PyTorch-shaped model directory.*'embe
        embed --model ${GOLDEN}/encoder_post_relu_b1_s1 x)
 file(MAKE_DIRECTORY ${OUT}/no_model_type)
 file(WRITE ${OUT}/no_model_type/config.json "{\"hidden_size\": 4}")
-expect(2 "vkformer: error: --model .*no_model_type is a directory that holds no model vkformer knows" embed --model ${OUT}/no_model_type x)
+expect(1 "vkformer: error: .*\"model_type\": missing" embed --model ${OUT}/no_model_type x)
 expect(1 "vkformer: error: .*no-such-file" tokenize --model ${model} --file ${OUT}/no-such-file)
 expect(2 "vkformer: error: .*--model" embed "no model")

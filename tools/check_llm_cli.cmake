@@ -50,8 +50,8 @@ if(NOT last_out STREQUAL first OR first STREQUAL "\n")
 endif()
 expect(0 "generation [0-9]+ tokens" generate --model ${model} --prompt "hello" --chat -n 4 --temperature 0.8
        --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1.1 --seed 7)
-# A directory that holds no model: named for what it is (a command-line mistake, exit status 2).
-expect(2 "--model ${OUT} is a directory that holds no model vkformer knows" generate --model ${OUT})
+# A directory that holds no model: the loader names the missing file (exit status 1).
+expect(1 "--model: ${OUT}/config.json: cannot open" generate --model ${OUT})
 
 # Chat: two user lines, two replies, the cache kept (the second turn appends fewer tokens than
 # the whole conversation has).
@@ -73,18 +73,18 @@ endif()
 # Integers are parsed strictly by the command line (cli.hpp), with their range in the message.
 expect(2 "^vkformer: error: --max-tokens: expected a whole number from 1 to 2147483647, got '0'\n"
        generate --model ${model} --prompt hi -n 0)
-expect(2 "^vkformer: error: --temperature must be a number >= 0 \\(0: greedy\\), got -1\n$"
+expect(2 "^vkformer: error: --temperature must be a number >= 0 \\(0: greedy\\), got -1\nRun 'vkformer generate --help' for its options\\.\n$"
        generate --model ${model} --prompt hi --temperature -1)
-expect(2 "^vkformer: error: --top-p must be in \\(0, 1\\] \\(1: off\\), got 1.5\n$"
+expect(2 "^vkformer: error: --top-p must be in \\(0, 1\\] \\(1: off\\), got 1.5\nRun 'vkformer generate --help' for its options\\.\n$"
        generate --model ${model} --prompt hi --top-p 1.5)
-expect(2 "^vkformer: error: --min-p must be in \\[0, 1\\] \\(0: off\\), got nan\n$"
+expect(2 "^vkformer: error: --min-p must be in \\[0, 1\\] \\(0: off\\), got nan\nRun 'vkformer generate --help' for its options\\.\n$"
        generate --model ${model} --prompt hi --min-p nan)
-expect(2 "^vkformer: error: --repeat-penalty must be a number > 0 \\(1: off\\), got 0\n$"
+expect(2 "^vkformer: error: --repeat-penalty must be a number > 0 \\(1: off\\), got 0\nRun 'vkformer chat --help' for its options\\.\n$"
        chat --model ${model} --repeat-penalty 0)
 expect(2 "^vkformer: error: --top-k: expected a whole number from 0 to 2147483647, got '-3'\n"
        generate --model ${model} --prompt hi --top-k -3)
 string(REPEAT "hello " 40 long)
-expect(2 "^vkformer: error: the prompt has [0-9]+ tokens but the context \\(--ctx\\) holds 16: no room to generate[^\n]*\n$"
+expect(2 "^vkformer: error: the prompt has [0-9]+ tokens but the context \\(--ctx\\) holds 16: no room to generate[^\n]*\nRun 'vkformer generate --help' for its options\\.\n$"
        generate --model ${model} --prompt "${long}" --ctx 16)
 expect(1 "^vkformer: error: --model: '${OUT}/missing.gguf' does not exist\n$"
        generate --model ${OUT}/missing.gguf --prompt hi)

@@ -115,12 +115,13 @@ int generate_command(const CLI::App& sub, GenerateArgs& args, const GlobalOption
                      "--repeat-last-n", "--seed"},
                "applies to GGUF language models; " + args.model.dir + " is a model directory (seq2seq: "
                "--src, --beam, --max-len, --bos, --eos, --length-penalty)");
+  // The config first: a directory that is no model is named as such, not asked for --src.
+  const ModelConfig config = args.model.config();
   if (!args.prompt.empty() || args.chat)
     bad("--prompt and --chat are for GGUF language models; " + args.model.dir +
-        " is a seq2seq model directory, which translates token ids: give --src IDS, e.g. --src 5,17,3,9");
+        " is a model directory, and a seq2seq model translates token ids: give --src IDS, e.g. --src 5,17,3,9");
   if (args.src.empty()) bad("--src IDS is required with a seq2seq model directory, e.g. --src 5,17,3,9");
   std::vector<int32_t> src = parse_ids(args.src);
-  const ModelConfig config = args.model.config();
   check(args, src, config);
 
   Device device = Device::open(globals.device_options());

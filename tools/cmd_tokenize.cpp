@@ -62,7 +62,8 @@ int tokenize_gguf(const TokenizeArgs& args, const std::vector<std::string>& text
       tokens.push_back(tok.id_to_token(id));
       pieces.push_back(readable(tok.token_bytes(id)));
     }
-    std::cout << nlohmann::json{{"ids", ids}, {"tokens", tokens}, {"text", pieces}}.dump(
+    // ordered_json: the keys in this order, "text" beside "tokens", not sorted.
+    std::cout << nlohmann::ordered_json{{"ids", ids}, {"tokens", tokens}, {"text", pieces}}.dump(
                      -1, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";
   }

@@ -1,5 +1,6 @@
 #include "model_kind.hpp"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,10 +15,16 @@ namespace fs = std::filesystem;
 
 // config.json's keys tell the families apart: PyTorch-shaped models have "arch" (our config,
 // docs/models.md, "Model directories"), Hugging Face models "model_type".
+// A config.json that is not a small regular file (a FIFO, a device, a directory, gigabytes) is
+// not read here: the loader refuses it with its own message.
 ModelKind directory_kind(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir / "modules.json", ec)) return ModelKind::bert;
-  std::ifstream in(dir / "config.json", std::ios::binary);
+  const fs::path config_path = dir / "config.json";
+  constexpr uintmax_t kMaxConfigBytes = 1 << 20;
+  if (!fs::is_regular_file(config_path, ec) || fs::file_size(config_path, ec) > kMaxConfigBytes || ec)
+    return ModelKind::other_directory;
+  std::ifstream in(config_path, std::ios::binary);
   if (!in) return ModelKind::other_directory;
   const nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
   if (!config.is_object()) return ModelKind::other_directory;
@@ -32,10 +39,7 @@ std::string what_it_is(ModelKind kind) {
     case ModelKind::bert: return "a BERT sentence-embedding model directory";
     case ModelKind::torch: return "a PyTorch-shaped model directory (config.json with \"arch\")";
     case ModelKind::other_file: return "a file that is not a model (GGUF files start with the bytes 'GGUF')";
-    case ModelKind::other_directory:
-      return "a directory that holds no model vkformer knows (a BERT model has modules.json or a config.json "
-             "with \"model_type\"; a PyTorch-shaped one a config.json with \"arch\", as tools/export_torch.py "
-             "writes)";
+    case ModelKind::other_directory: return "a directory, not a GGUF file";
     case ModelKind::missing: break;
   }
   return "nothing";
@@ -68,14 +72,16 @@ void require_model_kind(const std::string& command, const std::string& path, Mod
   if (kind == ModelKind::missing) throw Error(ErrorCode::io, "--model: '" + path + "' does not exist");
   bool ok = false;
   std::string takes;
+  // A directory that holds no model we recognize goes to the command's loader, whose message
+  // names the file that is missing or wrong.
   if (command == "generate") {
-    ok = kind == ModelKind::gguf || kind == ModelKind::torch;
+    ok = kind == ModelKind::gguf || kind == ModelKind::torch || kind == ModelKind::other_directory;
     takes = "a GGUF language model (with --prompt) or a seq2seq model directory (with --src)";
   } else if (command == "chat" || command == "bench") {
     ok = kind == ModelKind::gguf;
     takes = "a GGUF language model";
   } else if (command == "embed") {
-    ok = kind == ModelKind::bert;
+    ok = kind == ModelKind::bert || kind == ModelKind::other_directory;
     takes = "a BERT-family model directory (sentence-transformers' or Hugging Face's)";
   } else if (command == "tokenize") {
     ok = kind != ModelKind::torch;

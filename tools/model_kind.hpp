@@ -12,7 +12,7 @@ enum class ModelKind {
   bert,           // a directory with modules.json or a BERT config.json (embed, tokenize)
   torch,          // a directory whose config.json has "arch" (run; generate for seq2seq)
   other_file,     // any other file (text, a .safetensors alone, ...)
-  other_directory,
+  other_directory,  // none of those: the command's loader says what is missing
 };
 
 ModelKind model_kind(const std::string& path);

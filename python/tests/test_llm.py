@@ -77,7 +77,7 @@ def test_stop_strings_cut_the_text(smollm2):
 def test_breaking_out_of_a_stream_stops_generation(smollm2):
     for piece in smollm2.stream("Once upon a time", max_tokens=100):
         break
-    assert smollm2.last_stats["stop"] == "callback"
+    assert smollm2.last_stats["stop"] == "stopped by the callback"
     assert smollm2.last_stats["generated_tokens"] < 10
 
 
@@ -97,9 +97,10 @@ def test_errors_are_exceptions_with_the_library_message(tmp_path, smollm2, tiny_
         vkformer.LLM(tiny_llama, n_ctx=8).generate("hello " * 20)
     with pytest.raises(ValueError, match="role"):
         smollm2.chat([{"content": "no role"}])
-    # The tiny llama's file has no chat template.
-    with pytest.raises(vkformer.Error, match="chat template"):
-        vkformer.LLM(tiny_llama).chat([{"role": "user", "content": "hi"}])
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(b"GGUF, then not a GGUF header")
+    with pytest.raises(vkformer.FormatError, match="corrupt.gguf"):
+        vkformer.LLM(corrupt)
 
 
 def test_the_gil_is_released_while_generating(smollm2):
