@@ -66,6 +66,6 @@ def test_errors_are_exceptions_with_the_library_message(tmp_path, minilm):
     assert minilm.encode([]).shape == (0, 384)
     with pytest.raises(ValueError, match="batch_size"):
         minilm.encode(["x"], batch_size=0)
-    # A lone surrogate is not text: refused before the library sees it.
-    with pytest.raises(UnicodeEncodeError):
-        minilm.encode(["\ud800"])
+    # A lone surrogate is not text: refused before the library sees it, naming where.
+    with pytest.raises(ValueError, match=r"sentences\[1\] is not valid text at position 2"):
+        minilm.encode(["fine", "ab\ud800"])

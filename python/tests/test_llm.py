@@ -95,6 +95,8 @@ def test_errors_are_exceptions_with_the_library_message(tmp_path, smollm2, tiny_
         smollm2.generate("hi", temperature=-1.0)
     with pytest.raises(ValueError, match="n_ctx"):
         vkformer.LLM(tiny_llama, n_ctx=8).generate("hello " * 20)
+    with pytest.raises(ValueError, match="the prompt is not valid text"):
+        smollm2.generate("bad \udc80")
     with pytest.raises(ValueError, match="role"):
         smollm2.chat([{"content": "no role"}])
     corrupt = tmp_path / "corrupt.gguf"

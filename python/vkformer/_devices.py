@@ -27,3 +27,13 @@ def devices(device: Optional[Union[int, str]] = None) -> list[dict[str, Any]]:
     ``device``; none when it matches nothing). Without a Vulkan loader it raises
     ``DeviceNotFoundError`` naming each library it looked for."""
     return _core._devices(selector(device))
+
+
+def check_text(text: str, what: str) -> None:
+    """Text must encode as UTF-8 (a lone surrogate such as '\\ud800' does not): a ValueError
+    naming the argument and the position, as the command line names the byte."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what} is not valid text at position {e.start} ({e.reason}): "
+                         f"vkformer reads text as UTF-8") from None

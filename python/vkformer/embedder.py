@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from ._devices import selector
+from ._devices import check_text, selector
 from ._progress import Progress
 
 
@@ -42,8 +42,10 @@ class Embedder:
         """
         single = isinstance(sentences, str)
         texts = [sentences] if single else list(sentences)
-        if not all(isinstance(t, str) for t in texts):
-            raise TypeError("sentences must be a string or a sequence of strings")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"sentences[{i}] is {type(t).__name__}: expected a string or a sequence of strings")
+            check_text(t, f"sentences[{i}]")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)

@@ -7,7 +7,7 @@ import threading
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
-from ._devices import selector
+from ._devices import check_text, selector
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -130,6 +130,7 @@ class LLM:
             if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
                 raise ValueError(f"messages[{i}]: expected a dict with 'role' and 'content', got {m!r}")
             pairs.append((str(m["role"]), str(m["content"])))
+            check_text(pairs[-1][1], f"messages[{i}]['content']")
         if not pairs:
             raise ValueError("messages is empty: give at least one {'role': 'user', 'content': ...}")
         return self._model.apply_chat_template(pairs, add_generation_prompt)
@@ -141,6 +142,7 @@ class LLM:
         such as ``<|im_start|>`` parsed as those tokens (``special``), as llama-tokenize does."""
         if isinstance(text, bytes):
             text = text.decode("utf-8")
+        check_text(text, "text")
         return self._model.tokenize(text, add_bos, special)
 
     def detokenize(self, ids: Iterable[int]) -> str:
@@ -174,6 +176,7 @@ class LLM:
     def _prompt_ids(self, prompt: str) -> list[int]:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a string, got {type(prompt).__name__}")
+        check_text(prompt, "the prompt")
         ids = self._model.tokenize(prompt, True, True)
         if not ids:
             raise ValueError("the prompt gives no tokens: give some text")
