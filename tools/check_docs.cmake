@@ -6,7 +6,8 @@
 # - the README's first screen (60 lines) has the two make commands with their times and the three
 #   commands to try (chat, embed, generate) with the cached model paths; the exit-status rule is
 #   stated once, in the README;
-# - `make demo` builds only the library and the tool.
+# - `make demo` builds only the library and the tool, and quietly (no line per shader);
+# - the model downloads show pip's progress.
 if(NOT REPO)
   message(FATAL_ERROR "check_docs.cmake: -DREPO=... is required")
 endif()
@@ -111,4 +112,29 @@ if(NOT CMAKE_MATCH_1 STREQUAL "vkformer_cli")
 endif()
 if(NOT makefile MATCHES "\ndemo: configure\n[^\n]*\n\t[$][(]CMAKE[)] --build [^\n]*--target [$][(]DEMO_TARGETS[)]")
   message(SEND_ERROR "Makefile: demo does not build --target $(DEMO_TARGETS) (a plain build makes every test)")
+endif()
+
+# The model downloads show pip's progress (they ran pip -q: minutes of silence). A stand-in
+# python3 records how pip is called and fails the download, so nothing is fetched.
+if(NOT CMAKE_HOST_WIN32)
+  set(stub ${CMAKE_CURRENT_BINARY_DIR}/docs_stub)
+  file(REMOVE_RECURSE ${stub})
+  file(MAKE_DIRECTORY ${stub}/bin)
+  file(WRITE ${stub}/bin/python3 "#!/bin/sh\n[ \"$3\" = --version ] && exit 0\necho \"pip called as: $*\" >&2\nexit 1\n")
+  file(CHMOD ${stub}/bin/python3 PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+  foreach(script fetch_minilm.sh fetch_smollm2.sh)
+    execute_process(COMMAND env PATH=${stub}/bin:$ENV{PATH} VKFORMER_CACHE_DIR=${stub}/cache
+                            ${REPO}/scripts/${script}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT err MATCHES "pip called as: -m pip download " OR err MATCHES "pip called as: [^\n]* -q ")
+      message(SEND_ERROR "scripts/${script} should run pip download without -q (its progress shows):\n${err}")
+    endif()
+  endforeach()
+endif()
+
+# make demo is quiet: the shader build echoes no path per kernel (glslang prints the file it
+# compiles unless --quiet; CMake prints a COMMENT per command).
+file(READ ${REPO}/cmake/VkformerShaders.cmake shaders)
+if(NOT shaders MATCHES "COMMAND [$]{VKF_GLSLANG} --quiet -V [^)]*COMMENT \"\"")
+  message(SEND_ERROR "cmake/VkformerShaders.cmake: the kernels' glslang command should run with --quiet and COMMENT \"\"")
 endif()
