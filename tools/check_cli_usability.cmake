@@ -52,6 +52,8 @@ expect(2 "^vkformer: error: unknown option '--promt' for 'vkformer generate'; di
        generate -m ${tiny} --promt hi)
 expect(2 "unknown option '--modle' for 'vkformer embed'; did you mean '--model'\\?\nRun 'vkformer embed --help'"
        embed --modle ${minilm} x)
+expect(2 "^vkformer: error: --only 'atention.tiles': no such tunable; did you mean 'attention.tiles'\\?[^\n]*tune --list[^\n]*\nRun 'vkformer tune --help'"
+       tune --only atention.tiles --no-save)
 expect(2 "^vkformer: error: --max-tokens: expected a whole number[^\n]*\nRun 'vkformer generate --help' for its options"
        generate -m ${tiny} -p hi -n 0)
 
@@ -88,6 +90,8 @@ expect(2 "--model ${seq2seq} is a PyTorch-shaped model directory.*'chat' takes a
 expect(2 "--model ${tiny} is a GGUF language model; 'embed' takes a BERT.*try 'vkformer chat --model"
        embed -m ${tiny} x)
 expect(2 "--model ${tiny} is a GGUF language model; 'run' takes" run -m ${tiny} --input x.npy --output y.npy)
+expect(2 "--model ${minilm} is a BERT sentence-embedding model directory; 'tune' takes a GGUF language model"
+       tune -m ${minilm} --list)
 expect(2 "--src IDS is required with a seq2seq model directory" generate -m ${seq2seq})
 expect(2 "--prompt and --chat are for GGUF language models;.*give --src IDS" generate -m ${seq2seq} -p hi)
 expect(0 "-m,--model FILE.gguf\\|DIR REQUIRED\n +A GGUF language model file \\(with --prompt\\) or a seq2seq model directory"

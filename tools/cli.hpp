@@ -80,5 +80,6 @@ Command add_run_command(CLI::App& app, const GlobalOptions& globals);
 Command add_generate_command(CLI::App& app, const GlobalOptions& globals);
 Command add_demo_command(CLI::App& app, const GlobalOptions& globals);
 Command add_bench_command(CLI::App& app, const GlobalOptions& globals);  // cmd_bench.cpp, bench/
+Command add_tune_command(CLI::App& app, const GlobalOptions& globals);   // cmd_tune.cpp, tuner.cpp
 
 }  // namespace vkformer::cli

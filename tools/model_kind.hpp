@@ -18,8 +18,8 @@ enum class ModelKind {
 ModelKind model_kind(const std::string& path);
 
 // Throws a UsageError naming --model, what it is, and the command that takes it, unless `kind`
-// is one `command` ("generate", "chat", "bench", "embed", "tokenize", "run") accepts. A missing path is
-// an io error (exit status 1) naming --model.
+// is one `command` ("generate", "chat", "bench", "tune", "embed", "tokenize", "run") accepts.
+// A missing path is an io error (exit status 1) naming --model.
 void require_model_kind(const std::string& command, const std::string& path, ModelKind kind);
 
 }  // namespace vkformer::cli

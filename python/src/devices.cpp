@@ -7,11 +7,38 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
+#include "tuning_cache.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::py {
 
 namespace {
+
+// What `vkformer devices` reports on its "tuning" line (tools/tuning_report.cpp): whether
+// `vkformer tune` measured this device and which choices it kept.
+nb::dict describe_tuning(const DeviceInfo& d) {
+  using State = vk::TuningCacheState;
+  const State s = vk::tuning_cache_state(d);
+  nb::dict out;
+  switch (s.status) {
+    case State::Status::static_table: out["status"] = "static"; break;
+    case State::Status::absent: out["status"] = "not tuned"; break;
+    case State::Status::tuned: out["status"] = "tuned"; break;
+    case State::Status::ignored: out["status"] = "ignored"; break;
+  }
+  out["path"] = s.path.empty() ? nb::none() : nb::cast(s.path.string());
+  out["problem"] = s.problem.empty() ? nb::none() : nb::cast(s.problem);
+  nb::list choices;
+  for (const vk::TunedChoice& c : s.choices) {
+    nb::dict e;
+    e["tunable"] = c.tunable;
+    e["value"] = c.value;
+    e["static"] = c.static_value;
+    choices.append(e);
+  }
+  out["choices"] = choices;
+  return out;
+}
 
 nb::dict describe(const DeviceInfo& d) {
   nb::dict out;
@@ -26,6 +53,7 @@ nb::dict describe(const DeviceInfo& d) {
   out["subgroup_size"] = d.subgroup_size;
   out["fp16_arithmetic"] = d.fp16_arithmetic;
   out["cooperative_matrix"] = d.cooperative_matrix_khr || d.cooperative_matrix_nv;
+  out["tuning"] = describe_tuning(d);
   return out;
 }
 

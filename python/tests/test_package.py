@@ -1,7 +1,10 @@
 """The package as a user meets it: devices(), help(), the stubs and the error classes."""
 import ast
+import json
+import os
 import pathlib
 import pydoc
+import subprocess
 
 import pytest
 
@@ -15,6 +18,28 @@ def test_devices_lists_the_chosen_one():
     assert sum(d["chosen"] for d in devs) == 1
     assert all(d["type"] in ("discrete", "integrated", "virtual", "cpu", "other") for d in devs)
     assert not any(d["chosen"] for d in vkformer.devices("no-such-device"))
+
+
+def test_devices_report_tuning_as_the_cli_does(cli, tmp_path, monkeypatch):
+    # The CLI's `devices --json` and Python's devices() read the same tuning cache: untuned in an
+    # empty cache folder, the static table under VKFORMER_TUNING=static.
+    monkeypatch.setenv("VKFORMER_CACHE_DIR", str(tmp_path))
+    for mode, status in ((None, "not tuned"), ("static", "static")):
+        if mode is None:
+            monkeypatch.delenv("VKFORMER_TUNING", raising=False)
+        else:
+            monkeypatch.setenv("VKFORMER_TUNING", mode)
+        listed = json.loads(subprocess.run([cli, "devices", "--json"], capture_output=True, text=True,
+                                           check=True, env=dict(os.environ)).stdout)["devices"]
+        ours = vkformer.devices()
+        assert [d["uuid"] for d in ours] == [d["uuid"] for d in listed]
+        for mine, theirs in zip(ours, listed):
+            if mine["uuid"]:  # a device without a UUID has no cache file
+                assert mine["tuning"]["status"] == status
+            for key in ("status", "path", "problem"):
+                assert mine["tuning"][key] == theirs["tuning"][key], key
+            if status == "not tuned" and mine["tuning"]["path"]:
+                assert pathlib.Path(mine["tuning"]["path"]).parent == tmp_path / "tuning"
 
 
 def test_a_device_that_matches_nothing_is_an_error(repo):

@@ -23,8 +23,10 @@ def devices(device: Optional[Union[int, str]] = None) -> list[dict[str, Any]]:
     """The Vulkan devices, as ``vkformer devices`` lists them: one dict per device with ``index``,
     ``name``, ``type`` ('discrete', 'integrated', 'virtual', 'cpu'), ``vendor``, ``uuid``,
     ``driver``, ``api_version``, ``device_local_memory_bytes``, ``subgroup_size``,
-    ``fp16_arithmetic``, ``cooperative_matrix`` and ``chosen`` (the one vkformer would use for
-    ``device``; none when it matches nothing). Without a Vulkan loader it raises
+    ``fp16_arithmetic``, ``cooperative_matrix``, ``tuning`` (whether ``vkformer tune`` measured
+    the device: ``status`` 'tuned', 'not tuned', 'ignored' or 'static', the cache ``path``, the
+    ``problem`` with an ignored file, the ``choices`` kept) and ``chosen`` (the one vkformer would
+    use for ``device``; none when it matches nothing). Without a Vulkan loader it raises
     ``DeviceNotFoundError`` naming each library it looked for."""
     return _core._devices(selector(device))
 
