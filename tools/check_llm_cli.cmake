@@ -2,7 +2,8 @@
 #       [-DSMOLLM2=<SmolLM2-135M-Instruct.Q4_1.gguf>] -P check_llm_cli.cmake
 # `vkformer generate --model FILE.gguf`, `vkformer chat` and `vkformer bench --model` on the tiny
 # llama (greedy output is deterministic: the same text twice, the C++ tests check its tokens),
-# SmolLM2's greedy answer when SMOLLM2 is given, and every bad input: one line, exit status 2.
+# SmolLM2's greedy answer when SMOLLM2 is given, and every bad input: one line, exit status 2
+# for the command line's mistakes, 1 for files (README, "Exit status").
 foreach(v VKFORMER TINY OUT)
   if(NOT ${v})
     message(FATAL_ERROR "check_llm_cli.cmake: -D${v}=... is required")
@@ -58,8 +59,8 @@ expect(2 "^vkformer: error: chat template: no format named 'llama9'; the formats
        generate --model ${model} --prompt "hello" --chat --chat-template llama9)
 expect(2 "^vkformer: error: --chat-template is for --chat\n$"
        generate --model ${model} --prompt "hello" --chat-template llama3)
-# The seq2seq form still asks for --src (its errors keep exit status 1).
-expect(1 "--src is required with a seq2seq model directory" generate --model ${OUT})
+# A directory that holds no model: the loader names the missing file (exit status 1).
+expect(1 "--model: ${OUT}/config.json: cannot open" generate --model ${OUT})
 
 # Chat: two user lines, two replies, the cache kept (the second turn appends fewer tokens than
 # the whole conversation has).
@@ -77,28 +78,28 @@ if(NOT test STREQUAL "tg8" OR NOT n EQUAL 2)
   message(SEND_ERROR "bench.json: llm[1] is '${test}' with ${n} samples, expected tg8 with 2")
 endif()
 
-# Bad input: one line on stderr, exit status 2, nothing loaded.
+# Bad input: one line on stderr (and the command's help named), exit status 2, nothing loaded.
 # Integers are parsed strictly by the command line (cli.hpp), with their range in the message.
 expect(2 "^vkformer: error: --max-tokens: expected a whole number from 1 to 2147483647, got '0'\n"
        generate --model ${model} --prompt hi -n 0)
-expect(2 "^vkformer: error: --temperature must be a number >= 0 \\(0: greedy\\), got -1\n$"
+expect(2 "^vkformer: error: --temperature must be a number >= 0 \\(0: greedy\\), got -1\nRun 'vkformer generate --help' for its options\\.\n$"
        generate --model ${model} --prompt hi --temperature -1)
-expect(2 "^vkformer: error: --top-p must be in \\(0, 1\\] \\(1: off\\), got 1.5\n$"
+expect(2 "^vkformer: error: --top-p must be in \\(0, 1\\] \\(1: off\\), got 1.5\nRun 'vkformer generate --help' for its options\\.\n$"
        generate --model ${model} --prompt hi --top-p 1.5)
-expect(2 "^vkformer: error: --min-p must be in \\[0, 1\\] \\(0: off\\), got nan\n$"
+expect(2 "^vkformer: error: --min-p must be in \\[0, 1\\] \\(0: off\\), got nan\nRun 'vkformer generate --help' for its options\\.\n$"
        generate --model ${model} --prompt hi --min-p nan)
-expect(2 "^vkformer: error: --repeat-penalty must be a number > 0 \\(1: off\\), got 0\n$"
+expect(2 "^vkformer: error: --repeat-penalty must be a number > 0 \\(1: off\\), got 0\nRun 'vkformer chat --help' for its options\\.\n$"
        chat --model ${model} --repeat-penalty 0)
 expect(2 "^vkformer: error: --top-k: expected a whole number from 0 to 2147483647, got '-3'\n"
        generate --model ${model} --prompt hi --top-k -3)
 string(REPEAT "hello " 40 long)
-expect(2 "^vkformer: error: the prompt has [0-9]+ tokens but the context \\(--ctx\\) holds 16: no room to generate[^\n]*\n$"
+expect(2 "^vkformer: error: the prompt has [0-9]+ tokens but the context \\(--ctx\\) holds 16: no room to generate[^\n]*\nRun 'vkformer generate --help' for its options\\.\n$"
        generate --model ${model} --prompt "${long}" --ctx 16)
-expect(2 "^vkformer: error: --model: '${OUT}/missing.gguf' does not exist\n$"
+expect(1 "^vkformer: error: --model: '${OUT}/missing.gguf' does not exist\n$"
        generate --model ${OUT}/missing.gguf --prompt hi)
 file(WRITE ${OUT}/corrupt.gguf "GGUF, then not a GGUF header")
-expect(2 "^vkformer: error: [^\n]*corrupt.gguf[^\n]*\n$" generate --model ${OUT}/corrupt.gguf --prompt hi)
-expect(2 "^vkformer: error: [^\n]*\n$" chat --model ${OUT}/corrupt.gguf)
+expect(1 "^vkformer: error: [^\n]*corrupt.gguf[^\n]*\n$" generate --model ${OUT}/corrupt.gguf --prompt hi)
+expect(1 "^vkformer: error: [^\n]*\n$" chat --model ${OUT}/corrupt.gguf)
 
 if(SMOLLM2)
   # The real model answers the demo question; greedy, so the answer is fixed.

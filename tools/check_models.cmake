@@ -158,13 +158,13 @@ set(y "${OUT}/error.npy")
 # The summary names what each array is (an integer mask is a boolean one).
 expect(0 "mask +src_key_padding_mask boolean \\[3,7\\]"
        run --model ${enc} --input ${enc}/src.npy --src-key-padding-mask ${enc}/src_key_padding_mask.npy --output ${y})
-expect(1 "vkformer: error: a decoder model needs --memory" run --model ${dec} --input ${dec}/tgt.npy --output ${y})
-expect(1 "vkformer: error: a transformer model needs --target \\(or --memory\\)" run --model ${tr} --input ${tr}/src.npy --output ${y})
-expect(1 "vkformer: error: --target is for transformer and seq2seq models; .* is a decoder, whose target is --input"
+expect(2 "vkformer: error: a decoder model needs --memory" run --model ${dec} --input ${dec}/tgt.npy --output ${y})
+expect(2 "vkformer: error: a transformer model needs --target \\(or --memory\\)" run --model ${tr} --input ${tr}/src.npy --output ${y})
+expect(2 "vkformer: error: --target is for transformer and seq2seq models; .* is a decoder, whose target is --input"
        run --model ${dec} --input ${dec}/tgt.npy --target ${dec}/tgt.npy --output ${y})
-expect(1 "vkformer: error: --target and --memory both name the target of a transformer model"
+expect(2 "vkformer: error: --target and --memory both name the target of a transformer model"
        run --model ${tr} --input ${tr}/src.npy --target ${tr}/tgt.npy --memory ${tr}/tgt.npy --output ${y})
-expect(1 "vkformer: error: --memory is for decoder.*is an encoder"
+expect(2 "vkformer: error: --memory is for decoder.*is an encoder"
        run --model ${enc} --input ${enc}/src.npy --memory ${enc}/src.npy --output ${y})
 expect(1 "vkformer: error: --input .*no_such.npy: cannot open"
        run --model ${enc} --input ${enc}/no_such.npy --output ${y})
@@ -176,9 +176,9 @@ expect(1 "vkformer: error: --memory .*src.npy: the memory \\(encoder output\\) m
        run --model ${dec} --input ${dec}/tgt.npy --memory ${GOLDEN}/encoder_post_gelu_b1_s7_causal_eps/src.npy --output ${y})
 expect(1 "vkformer: error: --src-key-padding-mask .*: expected a boolean mask \\[3, 7\\] \\(batch, source; true = ignore\\), got integer \\[3,11\\]"
        run --model ${enc} --input ${enc}/src.npy --src-key-padding-mask ${tr}/src_key_padding_mask.npy --output ${y})
-expect(1 "vkformer: error: --tgt-mask is for a target or memory; an encoder model has neither"
+expect(2 "vkformer: error: --tgt-mask is for a target or memory; an encoder model has neither"
        run --model ${enc} --input ${enc}/src.npy --tgt-mask ${enc}/src.npy --output ${y})
-expect(1 "vkformer: error: --model: model directory '.*no_such_model' does not exist"
+expect(1 "vkformer: error: --model: '.*no_such_model' does not exist"
        run --model ${OUT}/no_such_model --input ${enc}/src.npy --output ${y})
 expect(1 "vkformer: error: --output: .*cannot open"
        run --model ${enc} --input ${enc}/src.npy --output ${OUT}/no_such_dir/y.npy)
@@ -188,21 +188,21 @@ expect(1 "vkformer: error: --input .*tgt_ids.npy: token id 4[0-7] at \\[[0-9],[0
 expect(1 "vkformer: error: --memory .*src_ids.npy: the target of a seq2seq model must be integer token ids \\[3, seq\\], got integer \\[2,6\\]"
        run --model ${dir} --input ${dec}/tgt_key_padding_mask.npy --memory ${dir}/src_ids.npy --output ${y})
 expect(2 "vkformer: error: .*--output" run --model ${enc} --input ${enc}/src.npy)
-expect(1 "vkformer: error: --src: 'x' is not a token id" generate --model ${dir} --src 5,x,3)
-expect(1 "vkformer: error: --src: an empty id" generate --model ${dir} --src 5,,3)
-expect(1 "vkformer: error: --src: token 40 at position 1 is outside the source vocabulary \\[0, 40\\)"
+expect(2 "vkformer: error: --src: 'x' is not a token id" generate --model ${dir} --src 5,x,3)
+expect(2 "vkformer: error: --src: an empty id" generate --model ${dir} --src 5,,3)
+expect(2 "vkformer: error: --src: token 40 at position 1 is outside the source vocabulary \\[0, 40\\)"
        generate --model ${dir} --src 5,40)
-expect(1 "vkformer: error: --eos 48 is outside the target vocabulary \\[0, 48\\)"
+expect(2 "vkformer: error: --eos 48 is outside the target vocabulary \\[0, 48\\)"
        generate --model ${dir} --src 5 --eos 48)
-expect(1 "vkformer: error: --max-len is 129, expected 1..128" generate --model ${dir} --src 5 --max-len 129)
-expect(1 "vkformer: error: generate needs a seq2seq model; .* is an encoder"
+expect(2 "vkformer: error: --max-len is 129, expected 1..128" generate --model ${dir} --src 5 --max-len 129)
+expect(2 "vkformer: error: generate needs a seq2seq model; .* is an encoder"
        generate --model ${enc} --src 5,17)
-expect(1 "vkformer: error: --model: model directory '.*no_such_model' does not exist"
+expect(1 "vkformer: error: --model: '.*no_such_model' does not exist"
        generate --model ${OUT}/no_such_model --src 5)
 
 # ---------------------------------------------------------------------------- help
 expect(0 "run.*generate" --help)
 expect(0 "--model DIR.*--dtype.*default: f32.*--input.*--memory.*--output.*--output-dtype.*--causal.*--src-mask.*--tgt-mask.*--memory-mask.*--src-key-padding-mask.*--tgt-key-padding-mask.*--memory-key-padding-mask.*--repeat.*default: 0"
        run --help)
-expect(0 "--model DIR.*--dtype.*--src.*--beam.*default: 1.*--max-len.*default: 32.*--bos.*default: 1.*--eos.*default: 2.*--length-penalty.*default: 0.6.*--verbose"
+expect(0 "--model FILE.gguf\\|DIR.*--dtype.*--src.*--beam.*default: 1.*--max-len.*default: 32.*--bos.*default: 1.*--eos.*default: 2.*--length-penalty.*default: 0.6.*--verbose"
        generate --help)

@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "vkformer/device.hpp"
+#include "vkformer/error.hpp"
 
 namespace vkformer::cli {
 
@@ -36,9 +39,36 @@ CLI::Validator unsigned_number_in(uint64_t lo, uint64_t hi);
 std::string check_whole_number(const std::string& text, int64_t lo, int64_t hi);
 std::string check_unsigned_number(const std::string& text, uint64_t lo, uint64_t hi);
 
+// The one exit-status rule, stated in `vkformer --help` and the README: 2 when the command line
+// is wrong (an unknown command or option, a missing or out-of-range value, options that do not go
+// together, a --model of a kind the command does not take, text that is not UTF-8 on the command
+// line); 1 for anything that goes wrong while running (a file, a model, the device, input read
+// from --file or stdin); 130 after Ctrl-C.
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitInterrupted = 130;
+
+// A mistake on the command line: main() prints it and exits with kExitUsage. The message names
+// the option and what to do instead.
+struct UsageError : Error {
+  explicit UsageError(const std::string& message) : Error(ErrorCode::invalid_argument, message) {}
+};
+[[noreturn]] void usage_error(const std::string& message);
+
+// Text must be UTF-8 everywhere the tool takes it. `where` names it ("--prompt", "line 3 of
+// --file notes.txt", "stdin line 2"); the error says at which byte it breaks and how to convert.
+// From the command line it is a UsageError, from a file or stdin an Error(invalid_argument).
+void check_utf8(std::string_view text, const std::string& where, bool command_line);
+// The same message without throwing: "" when the text is valid.
+std::string utf8_problem(std::string_view text, const std::string& where);
+
+// The closest of `candidates` to `given` when it is near enough to be a typo ("" otherwise):
+// what "did you mean" offers.
+std::string closest_match(const std::string& given, const std::vector<std::string>& candidates);
+
 // A registered subcommand: its CLI11 node and what it does once the command line has parsed.
 // `run` returns the exit status and reports failures by throwing vkformer::Error; main() turns
-// those into "vkformer: error: <message>" and status 1.
+// those into "vkformer: error: <message>" and status 1 (2 for a UsageError).
 struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;

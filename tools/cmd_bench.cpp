@@ -404,7 +404,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
                 "The peak probes of --quick (a 128 MiB copy, one pass) with any selection: the "
                 "GPU run's smoke test on lavapipe");
 
-  sub->add_option("--model", o->model,
+  sub->add_option("-m,--model", o->model,
                   "Benchmark a GGUF language model instead, as llama-bench does: prompt processing "
                   "(pp, -p tokens) and generation (tg, -n tokens), tokens/s mean ± stddev over -r runs")
       ->type_name("FILE.gguf");

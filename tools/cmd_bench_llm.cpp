@@ -93,14 +93,15 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
               const GlobalOptions& globals) {
   return run_llm_command([&] {
     if (n_prompt < 0 || n_gen < 0 || n_prompt + n_gen == 0)
-      throw Error(ErrorCode::invalid_argument, "-p and -n must be >= 0 and not both 0, got -p " + std::to_string(n_prompt) +
+      usage_error("-p and -n must be >= 0 and not both 0, got -p " + std::to_string(n_prompt) +
                                                    " -n " + std::to_string(n_gen));
-    if (repeats < 1) throw Error(ErrorCode::invalid_argument, "-r must be at least 1, got " + std::to_string(repeats));
+    if (repeats < 1) usage_error("-r must be at least 1, got " + std::to_string(repeats));
     LlmArgs args;
     args.model = model;
     args.context = std::max<int64_t>(std::max(n_prompt, n_gen), 1);
     check_llm_args(args);
     Device device = Device::open(globals.device_options());
+    std::fprintf(stderr, "vkformer bench: loading %s\n", model.c_str());  // progress: nothing else shows for seconds
     const auto t_load = Clock::now();
     LanguageModel lm = load_llm(device, args);
     const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
@@ -118,7 +119,8 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
                 d.name.c_str(), d.driver_name.c_str());
     std::printf("| %-8s | %-22s |\n|----------|------------------------|\n", "test", "t/s");
     for (auto& t : tests) {
-      time_run(lm, t, ids);  // warm-up: compiles the graphs, faults the weights in
+      std::fprintf(stderr, "%s warm-up (compiles the graphs, reads the weights in)...\n", t.name.c_str());
+      std::fprintf(stderr, "%s warm-up: %.2f s\n", t.name.c_str(), time_run(lm, t, ids));  // compiles, faults weights in
       for (int r = 0; r < repeats; ++r) {
         t.seconds.push_back(time_run(lm, t, ids));
         std::fprintf(stderr, "%s run %d/%d: %.2f s\n", t.name.c_str(), r + 1, repeats, t.seconds.back());

@@ -1,8 +1,10 @@
 // `vkformer chat --model FILE.gguf`: a conversation with a GGUF chat model. Each line on stdin is
 // a user turn; the reply streams to stdout, followed by an empty line. The KV cache is kept
 // across turns (only each new turn's tokens are run). When the context (--ctx) is full, the
-// oldest turns are forgotten; a message that does not fit even alone is skipped with an error,
-// and the chat goes on (its exit status is then 2). EOF ends the chat.
+// oldest turns are forgotten; a message that does not fit even alone, or is not UTF-8, is skipped
+// with an error, and the chat goes on (its exit status is then 1). EOF ends the chat; Ctrl-C
+// during a reply prints the statistics so far and ends it with status 130. When stdin is not a
+// terminal each line is echoed as "> line" before its reply, so a transcript shows both.
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "interrupt.hpp"
 #include "llm_cli.hpp"
 #include "terminal.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
@@ -87,32 +90,40 @@ bool make_room(Conversation& chat, const LanguageModel& lm, const std::string& l
 
 int chat_command(ChatArgs& a, const GlobalOptions& globals) {
   return run_llm_command([&] {
-    check_llm_args(a.llm);
+    check_llm_args(a.llm, "chat");
+    check_utf8(a.system, "--system", true);
     ChatTemplate chat_template = load_chat_template(a.llm);
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, a.llm);
     Conversation chat(lm, chat_template, a.has_system ? std::optional<std::string>(a.system) : std::nullopt);
     const bool tty = platform::is_terminal(stdin) && platform::is_terminal(stderr);
+    const bool echo = !platform::is_terminal(stdin);
     TextGenerationOptions options;
     options.max_tokens = a.llm.max_tokens;
     options.sampling = a.llm.sampling;
     std::string line;
     int skipped = 0;  // messages that could not be answered: the exit status says so at the end
-    for (;;) {
+    for (int64_t number = 1;; ++number) {
       if (tty) std::fprintf(stderr, "> ");
       if (!read_line(line)) break;
       if (line.empty()) continue;
+      if (const std::string problem = utf8_problem(line, "stdin line " + std::to_string(number)); !problem.empty()) {
+        std::fprintf(stderr, "vkformer: error: %s; the message is skipped\n", problem.c_str());
+        ++skipped;
+        continue;
+      }
+      if (echo) {
+        std::printf("> %s\n", line.c_str());
+        std::fflush(stdout);
+      }
       if (!make_room(chat, lm, line, options.max_tokens, a.has_system)) {
         ++skipped;
         continue;
       }
       TextGenerationResult r;
+      InterruptScope ctrl_c;  // only while replying: Ctrl-C at the prompt ends the chat as usual
       try {
-        r = chat.reply(line, options, [](std::string_view piece, int32_t) {
-          std::fwrite(piece.data(), 1, piece.size(), stdout);
-          std::fflush(stdout);
-          return true;
-        });
+        r = chat.reply(line, options, stream_to_stdout);
       } catch (const Error& e) {
         // This message's fault (the turn is forgotten, the conversation goes on); others end it.
         if (e.code() != ErrorCode::invalid_argument) throw;
@@ -129,11 +140,12 @@ int chat_command(ChatArgs& a, const GlobalOptions& globals) {
         std::fprintf(stderr, "vkformer chat: the reply filled the context (--ctx %lld tokens) and was cut short; "
                              "the oldest turns will be forgotten to make room for the next message\n",
                      static_cast<long long>(lm.context()));
+      if (const int status = exit_status_after(r.stats, 0); status != 0) return status;
     }
     if (report_validation(device)) return 1;
     if (skipped > 0) {
       std::fprintf(stderr, "vkformer chat: %d message%s skipped (see above)\n", skipped, skipped == 1 ? " was" : "s were");
-      return kExitBadInput;
+      return kExitError;
     }
     return 0;
   });
@@ -147,9 +159,10 @@ Command add_chat_command(CLI::App& app, const GlobalOptions& globals) {
       "Chat with a GGUF language model: each line on stdin is a user message, formatted with the "
       "model's chat template; the reply streams to stdout. The KV cache is kept across turns; when the "
       "context (--ctx) is full the oldest turns are forgotten, and a message too long for it is skipped "
-      "with an error (exit status 2 at the end). EOF ends.");
+      "with an error (exit status 1 at the end). EOF ends; Ctrl-C stops a reply and ends the chat (status "
+      "130). Piped input is echoed as '> line' before each reply.");
   auto args = std::make_shared<ChatArgs>();
-  sub->add_option("--model", args->llm.model, "The model: a GGUF file (llama architecture)")
+  sub->add_option("-m,--model", args->llm.model, "The model: a GGUF file (llama architecture)")
       ->required()
       ->type_name("FILE.gguf");
   sub->add_option("--system", args->system,

@@ -3,6 +3,8 @@
 // printed as JSON, or ranked by cosine similarity to a query (semantic search).
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <span>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -14,6 +16,8 @@
 
 #include "cli.hpp"
 #include "io_util.hpp"
+#include "model_kind.hpp"
+#include "progress.hpp"
 #include "vkformer/embedder.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/io.hpp"
@@ -21,21 +25,25 @@
 namespace vkformer::cli {
 
 // Texts: the positional arguments, then --file's lines (UTF-8, one text per line, "\r\n" ends
-// accepted). Shared with `vkformer tokenize` (cmd_tokenize.cpp).
+// accepted). Shared with `vkformer tokenize` (cmd_tokenize.cpp). Text that is not UTF-8 is refused
+// here, naming the argument or the line, before any model is loaded.
 std::vector<std::string> read_texts(const std::vector<std::string>& args, const std::string& file) {
   std::vector<std::string> texts = args;
+  for (size_t i = 0; i < args.size(); ++i) check_utf8(args[i], "text " + std::to_string(i + 1), true);
   if (!file.empty()) {
     io::check_regular_file(file);
     std::ifstream in(file, std::ios::binary);
     if (!in) throw Error(ErrorCode::io, "--file " + file + ": cannot be opened");
+    size_t number = 0;
     for (std::string line; std::getline(in, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
+      check_utf8(line, "line " + std::to_string(++number) + " of --file " + file, false);
       texts.push_back(std::move(line));
     }
     if (in.bad()) throw Error(ErrorCode::io, "--file " + file + ": cannot be read");
   }
   if (texts.empty())
-    throw Error(ErrorCode::invalid_argument, "no texts: give them as arguments or with --file");
+    usage_error("no texts: give them as arguments or with --file");
   return texts;
 }
 
@@ -54,7 +62,26 @@ double cosine(const float* a, const float* b, int64_t d) {
   return aa > 0 && bb > 0 ? dot / std::sqrt(aa * bb) : 0.0;
 }
 
+// Embeds in slices so long lists show progress; padding and batching never change a result
+// (tests/bert_test.cpp), so the slices give what one call would.
+HostTensor embed_with_progress(SentenceEmbedder& model, const std::vector<std::string>& texts) {
+  constexpr size_t kSlice = 64;
+  if (texts.size() <= kSlice) return model.embed(texts);
+  HostTensor all({static_cast<int64_t>(texts.size()), model.dimension()}, DType::f32);
+  Progress progress("vkformer embed: texts", static_cast<int64_t>(texts.size()));
+  for (size_t start = 0; start < texts.size(); start += kSlice) {
+    const size_t n = std::min(kSlice, texts.size() - start);
+    const HostTensor part = model.embed(std::span(texts).subspan(start, n));
+    std::memcpy(all.data() + start * model.dimension() * sizeof(float), part.data(), part.nbytes());
+    progress.advance(static_cast<int64_t>(n));
+  }
+  progress.done();
+  return all;
+}
+
 int embed_command(const EmbedArgs& args, const GlobalOptions& globals) {
+  require_model_kind("embed", args.model, model_kind(args.model));
+  check_utf8(args.query, "--query", true);
   if (!args.output.empty()) io::check_output_path(args.output, "--output");
   std::vector<std::string> texts = read_texts(args.texts, args.file);
   Device device = Device::open(globals.device_options());
@@ -64,7 +91,7 @@ int embed_command(const EmbedArgs& args, const GlobalOptions& globals) {
   auto t1 = std::chrono::steady_clock::now();
   std::vector<std::string> all = texts;
   if (!args.query.empty()) all.push_back(args.query);
-  HostTensor e = model.embed(all);
+  HostTensor e = embed_with_progress(model, all);
   auto t2 = std::chrono::steady_clock::now();
   const int64_t d = model.dimension();
   const auto values = e.to_f32();
@@ -114,7 +141,7 @@ Command add_embed_command(CLI::App& app, const GlobalOptions& globals) {
       "scripts/fetch_minilm.sh). Prints one JSON array per text, or writes [N, D] float32 to "
       "--output; with --query, prints the texts ranked by cosine similarity to the query.");
   auto args = std::make_shared<EmbedArgs>();
-  sub->add_option("--model", args->model,
+  sub->add_option("-m,--model", args->model,
                   "Model directory: sentence-transformers' layout (modules.json, 1_Pooling, ...) "
                   "or a Hugging Face BERT directory (config.json, model.safetensors, tokenizer)")
       ->required()

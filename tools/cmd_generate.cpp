@@ -14,6 +14,7 @@
 #include "cli.hpp"
 #include "llm_cli.hpp"
 #include "model_cli.hpp"
+#include "model_kind.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::cli {
@@ -31,7 +32,7 @@ struct GenerateArgs {
   bool chat = false;
 };
 
-[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
+[[noreturn]] void bad(const std::string& what) { usage_error(what); }
 
 // "5,17,3,9" or "5 17 3 9" (or both) -> ids.
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -95,23 +96,32 @@ void refuse_given(const CLI::App& sub, std::initializer_list<const char*> names,
     if (sub.get_option(name)->count() > 0) bad(std::string(name) + " " + why);
 }
 
-int generate_command(const CLI::App& sub, const GenerateArgs& args, const GlobalOptions& globals) {
-  if (is_gguf_path(args.model.dir))
-    return run_llm_command([&] {  // bad input to a language model command: exit status 2
+
+
+int generate_command(const CLI::App& sub, GenerateArgs& args, const GlobalOptions& globals) {
+  // What --model is decides which generate this is (or which command the user wanted).
+  const ModelKind kind = model_kind(args.model.dir);
+  require_model_kind("generate", args.model.dir, kind);
+  check_utf8(args.prompt, "--prompt", true);
+  if (kind == ModelKind::gguf)
+    return run_llm_command([&] {
       refuse_given(sub, {"--beam", "--max-len", "--bos", "--eos", "--length-penalty", "--dtype"},
                    "applies to seq2seq model directories, not to the GGUF language model " + args.model.dir +
                        " (its options: --prompt, --chat, -n, --ctx and the sampling options)");
-      return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, args.verbose, globals);
+      args.llm.verbose = args.verbose;
+      return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, globals);
     });
   refuse_given(sub, {"--ctx", "--max-tokens", "--temperature", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                      "--repeat-last-n", "--seed"},
                "applies to GGUF language models; " + args.model.dir + " is a model directory (seq2seq: "
                "--src, --beam, --max-len, --bos, --eos, --length-penalty)");
-  if (args.src.empty()) bad("--src is required with a seq2seq model directory (--prompt is for GGUF language models)");
-  if (!args.prompt.empty() || args.chat)
-    bad("--prompt and --chat are for GGUF language models; " + args.model.dir + " is a model directory (use --src)");
-  std::vector<int32_t> src = parse_ids(args.src);
+  // The config first: a directory that is no model is named as such, not asked for --src.
   const ModelConfig config = args.model.config();
+  if (!args.prompt.empty() || args.chat)
+    bad("--prompt and --chat are for GGUF language models; " + args.model.dir +
+        " is a model directory, and a seq2seq model translates token ids: give --src IDS, e.g. --src 5,17,3,9");
+  if (args.src.empty()) bad("--src IDS is required with a seq2seq model directory, e.g. --src 5,17,3,9");
+  std::vector<int32_t> src = parse_ids(args.src);
   check(args, src, config);
 
   Device device = Device::open(globals.device_options());
@@ -166,11 +176,15 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
       "stdout and the prompt and generation tokens/s to stderr.");
   auto args = std::make_shared<GenerateArgs>();
   add_model_options(*sub, args->model);
+  sub->get_option("--model")
+      ->description("A GGUF language model file (with --prompt) or a seq2seq model directory: config.json "
+                    "and model.safetensors (with --src)")
+      ->type_name("FILE.gguf|DIR");
   sub->add_option("--src", args->src,
                   "Source token ids, separated by commas (or spaces, quoted), e.g. 5,17,3,9 "
                   "(seq2seq models: required)")
       ->type_name("IDS");
-  sub->add_option("--prompt", args->prompt, "GGUF language models: the text to continue")->type_name("TEXT");
+  sub->add_option("-p,--prompt", args->prompt, "GGUF language models: the text to continue")->type_name("TEXT");
   sub->add_flag("--chat", args->chat,
                 "GGUF language models: --prompt is a user message, formatted with the model's chat "
                 "template (tokenizer.chat_template), and the reply is generated");
@@ -198,8 +212,8 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
                   "length) / 6)^A (default: 0.6)")
       ->type_name("A");
   sub->add_flag("-v,--verbose", args->verbose,
-                "Also print the device, the model, the search settings and the load and compile "
-                "times to stderr");
+                "Also print the device, the model and the load and compile times to stderr (and, for "
+                "seq2seq models, the search settings)");
   return {sub, [&globals, args, sub]() { return generate_command(*sub, *args, globals); }};
 }
 

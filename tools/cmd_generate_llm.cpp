@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "interrupt.hpp"
 #include "llm_cli.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/chat.hpp"
@@ -12,19 +13,18 @@
 namespace vkformer::cli {
 
 int generate_llm(const std::string& model, const std::string& prompt, bool chat, const std::string& src,
-                 LlmArgs llm, bool verbose, const GlobalOptions& globals) {
+                 LlmArgs llm, const GlobalOptions& globals) {
   return run_llm_command([&] {
     llm.model = model;
     if (!src.empty())
-      throw Error(ErrorCode::invalid_argument, "--src is for seq2seq models; a GGUF language model takes --prompt TEXT");
-    if (prompt.empty())
-      throw Error(ErrorCode::invalid_argument, "--prompt TEXT is required with a GGUF language model");
+      usage_error("--src is for seq2seq models; a GGUF language model takes --prompt TEXT");
+    if (prompt.empty()) usage_error("--prompt TEXT is required with a GGUF language model");
     check_llm_args(llm);
     // The template is read before the device is opened: a file without one fails fast.
     std::optional<ChatTemplate> chat_template;
     if (chat) chat_template = load_chat_template(llm);
     else if (!llm.chat_template.empty())
-      throw Error(ErrorCode::invalid_argument, "--chat-template is for --chat");
+      usage_error("--chat-template is for --chat");
 
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, llm);
@@ -32,21 +32,18 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
     // A template that writes the BOS token itself (Llama 3, Gemma) gets no second one.
     const bool add_bos = !(chat && chat_template->writes_bos());
     const std::vector<int32_t> ids = lm.tokenizer().encode(text, add_bos, true);
-    if (ids.empty()) throw Error(ErrorCode::invalid_argument, "--prompt gives no tokens");
+    if (ids.empty()) usage_error("--prompt gives no tokens");
     check_prompt_fits(lm, ids.size());
 
     TextGenerationOptions options;
     options.max_tokens = llm.max_tokens;
     options.sampling = llm.sampling;
-    const auto r = generate(lm, ids, options, [](std::string_view piece, int32_t) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    });
+    InterruptScope ctrl_c;  // Ctrl-C stops at the next token; the statistics so far are printed
+    const auto r = generate(lm, ids, options, stream_to_stdout);
     std::printf("\n");
     std::fflush(stdout);
     std::fprintf(stderr, "vkformer generate: %s\n", describe_stats(r.stats).c_str());
-    if (verbose) {
+    if (llm.verbose) {
       const ExecutorStats s = lm.decode_step_stats();
       const int64_t layers = lm.config().n_layers;
       std::fprintf(stderr,
@@ -56,7 +53,7 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
                    static_cast<long long>(layers), s.pipeline_barriers, s.pipeline_binds,
                    static_cast<double>(s.weight_bytes_read) / 1e6);
     }
-    return report_validation(device) ? 1 : 0;
+    return exit_status_after(r.stats, report_validation(device) ? 1 : 0);
   });
 }
 

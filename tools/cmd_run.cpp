@@ -12,6 +12,7 @@
 #include "cli.hpp"
 #include "io_util.hpp"
 #include "model_cli.hpp"
+#include "model_kind.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/io.hpp"
 
@@ -31,6 +32,8 @@ struct RunArgs {
   int repeat = 0;
 };
 
+// An input array that does not fit the model (exit status 1); options that do not fit together
+// are usage_error()s (exit status 2).
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
 
 // One array given on the command line, with the option and file it came from.
@@ -130,21 +133,21 @@ Prepared prepare(const RunArgs& args, const ModelConfig& c) {
   const char* arch = ModelConfig::arch_name(c.arch);
   // Which options apply, before any file is read.
   if (c.arch == Arch::encoder && !args.memory.empty())
-    bad("--memory is for decoder, transformer and seq2seq models; " + args.model.dir +
+    usage_error("--memory is for decoder, transformer and seq2seq models; " + args.model.dir +
         " is an encoder, which takes --input alone");
   // transformer and seq2seq: the second array is the target, so --target names it too.
   const bool takes_target = c.arch == Arch::transformer || c.arch == Arch::seq2seq;
   if (!args.target.empty() && !takes_target)
-    bad("--target is for transformer and seq2seq models; " + args.model.dir + " is " +
+    usage_error("--target is for transformer and seq2seq models; " + args.model.dir + " is " +
         (c.arch == Arch::decoder ? "a decoder, whose target is --input (and the encoder output --memory)"
                                  : "an encoder, which takes --input alone"));
   if (!args.target.empty() && !args.memory.empty())
-    bad(std::string("--target and --memory both name the target of a ") + arch +
+    usage_error(std::string("--target and --memory both name the target of a ") + arch +
         " model; give one of them");
   const std::string second_option = args.target.empty() ? "--memory" : "--target";
   const std::string& second_path = args.target.empty() ? args.memory : args.target;
   if (c.arch != Arch::encoder && second_path.empty())
-    bad(std::string("a ") + arch + " model needs " + (takes_target ? "--target (or --memory)" : "--memory") +
+    usage_error(std::string("a ") + arch + " model needs " + (takes_target ? "--target (or --memory)" : "--memory") +
         ": " + memory_help(c.arch));
   struct MaskOption {
     const char* option;
@@ -159,10 +162,10 @@ Prepared prepare(const RunArgs& args, const ModelConfig& c) {
                               MaskOption{"--memory-key-padding-mask", args.memory_kpm, false}}) {
     if (m.path.empty()) continue;
     if (m.encoder_side && c.arch == Arch::decoder)
-      bad(std::string(m.option) + " is for a source sequence; a decoder model has none (its "
+      usage_error(std::string(m.option) + " is for a source sequence; a decoder model has none (its "
                                   "--input is the target)");
     if (!m.encoder_side && c.arch == Arch::encoder)
-      bad(std::string(m.option) + " is for a target or memory; an encoder model has neither");
+      usage_error(std::string(m.option) + " is for a target or memory; an encoder model has neither");
   }
 
   Prepared p{*read_arg("--input", args.input), read_arg(second_option, second_path), {}, {}};
@@ -241,12 +244,14 @@ void check_output(const RunArgs& args) {
       {"--memory-key-padding-mask", &args.memory_kpm}};
   for (auto [option, path] : inputs)
     if (!path->empty() && io::same_file(*path, args.output))
-      bad("--output " + args.output + " is the same file as " + option + " " + *path +
+      usage_error("--output " + args.output + " is the same file as " + option + " " + *path +
           ": writing the output would overwrite that input");
 }
 
 int run_command(const RunArgs& args, const GlobalOptions& globals) {
   check_output(args);
+  // A GGUF or BERT model: name the command that fits.
+  require_model_kind("run", args.model.dir, model_kind(args.model.dir));
   const ModelConfig config = args.model.config();
   Prepared p = prepare(args, config);
 

@@ -13,6 +13,7 @@
 
 #include "cli.hpp"
 #include "io_util.hpp"
+#include "model_kind.hpp"
 #include "tune_verify.hpp"
 #include "tune_workloads.hpp"
 #include "tuner.hpp"
@@ -137,9 +138,16 @@ int run_tune(const GlobalOptions& globals, const TuneOptions& o) {
   s.budget_s = o.budget_s;
   s.margin = o.margin;
   s.only = o.only;
+  std::vector<std::string> ids;
+  for (const vk::Tunable& t : vk::all_tunables()) ids.push_back(t.id);
   for (const std::string& id : o.only)
-    if (!vk::find_tunable(id))
-      throw Error(ErrorCode::invalid_argument, "--only '" + id + "': no such tunable (see --list)");
+    if (!vk::find_tunable(id)) {
+      const std::string near = closest_match(id, ids);
+      usage_error("--only '" + id + "': no such tunable" +
+                  (near.empty() ? "" : "; did you mean '" + near + "'?") +
+                  " ('vkformer tune --list' lists them)");
+    }
+  if (!o.model.empty()) require_model_kind("tune", o.model, model_kind(o.model));
   bool cpu_device = false;
   {
     vk::ScopedTuningTrial trial({});
@@ -210,9 +218,9 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& globals) {
       "tune",
       "Time the kernel choices that can be tuned (tile shapes, mat-vec widths, attention blocks, "
       "...) on one device at a model's shapes or the standard bench set, and keep those that beat "
-      "the static table in the device's tuning cache, which later runs use (README, 'Tuning')");
+      "the static table in the device's tuning cache, which later runs use (docs/tuning.md)");
   auto o = std::make_shared<TuneOptions>();
-  sub->add_option("--model", o->model,
+  sub->add_option("-m,--model", o->model,
                   "Tune at the shapes of this GGUF language model (its linears at M = 1 and 64, "
                   "its attention and norms) instead of the standard bench set")
       ->type_name("FILE.gguf");

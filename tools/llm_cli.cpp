@@ -7,6 +7,9 @@
 #include <fstream>
 
 #include "vkformer/chat.hpp"
+#include "interrupt.hpp"
+#include "model_cli.hpp"
+#include "model_kind.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
 
@@ -14,7 +17,7 @@ namespace vkformer::cli {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::invalid_argument, what); }
+[[noreturn]] void bad(const std::string& what) { usage_error(what); }
 
 std::string show(double v) {
   char buf[32];
@@ -24,20 +27,10 @@ std::string show(double v) {
 
 }  // namespace
 
-bool is_gguf_path(const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return false;
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  return in.read(magic, 4) && std::string(magic, 4) == "GGUF";
-}
-
 void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
   // Integers are parsed strictly (cli.hpp): no wrapping, saturating or negative unsigned values.
   constexpr int64_t kInt32Max = INT32_MAX;
-  sub.add_option("--ctx", a.context,
+  sub.add_option("-c,--ctx", a.context,
                  "Tokens the KV cache holds: the prompt and everything generated (default: the "
                  "model's context length, at most 4096)")
       ->check(whole_number_in(0, kInt32Max))
@@ -46,7 +39,7 @@ void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
     sub.add_option("-n,--max-tokens", a.max_tokens, "Most tokens to generate (default: 128)")
         ->check(whole_number_in(1, kInt32Max))
         ->type_name("N");
-  sub.add_option("--temperature", a.sampling.temperature,
+  sub.add_option("--temperature,--temp", a.sampling.temperature,
                  "Sampling temperature, >= 0; 0 = greedy (default: 0)")->type_name("T");
   sub.add_option("--top-k", a.sampling.top_k, "Keep the K most likely tokens, >= 0; 0 = off (default: 0)")
       ->check(whole_number_in(0, kInt32Max))
@@ -70,7 +63,7 @@ void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
       ->type_name("S");
 }
 
-void check_llm_args(const LlmArgs& a) {
+void check_llm_args(const LlmArgs& a, const std::string& command) {
   if (a.max_tokens < 1) bad("-n must be at least 1, got " + std::to_string(a.max_tokens));
   if (a.context < 0) bad("--ctx must be at least 1 (or 0 for the model's), got " + std::to_string(a.context));
   const SamplingOptions& s = a.sampling;
@@ -84,12 +77,12 @@ void check_llm_args(const LlmArgs& a) {
   if (!(s.repeat_penalty > 0) || std::isinf(s.repeat_penalty))
     range("--repeat-penalty", "a number > 0 (1: off)", s.repeat_penalty);
   if (s.repeat_last_n < 0) range("--repeat-last-n", ">= 0", s.repeat_last_n);
-  validate(s);  // anything the library checks beyond these
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(a.model, ec))
-    throw Error(ErrorCode::io, "--model: '" + a.model + "' does not exist");
-  if (!fs::is_regular_file(a.model, ec)) throw Error(ErrorCode::io, "--model: '" + a.model + "' is not a file");
+  try {
+    validate(s);  // anything the library checks beyond these
+  } catch (const Error& e) {
+    bad(e.what());
+  }
+  require_model_kind(command, a.model, model_kind(a.model));
 }
 
 void add_chat_template_option(CLI::App& sub, LlmArgs& a) {
@@ -101,14 +94,58 @@ void add_chat_template_option(CLI::App& sub, LlmArgs& a) {
 
 ChatTemplate load_chat_template(const LlmArgs& a) {
   if (a.chat_template.empty()) return ChatTemplate::load(a.model);
-  return ChatTemplate::named(a.chat_template, GgufFile(a.model));
+  const GgufFile file(a.model);
+  try {
+    return ChatTemplate::named(a.chat_template, file);
+  } catch (const Error& e) {
+    // An unknown name is a command-line mistake (exit status 2), not the file's.
+    if (e.code() == ErrorCode::invalid_argument) usage_error(e.what());
+    throw;
+  }
 }
+
+namespace {
+
+// The file's own context length, so --ctx is checked with the options' words before a load
+// (the library's check names LanguageModel::load).
+int64_t model_context_length(const std::string& path) {
+  const GgufFile file(path);
+  const std::string arch(file.get_string_or("general.architecture", "llama"));
+  return static_cast<int64_t>(file.get_uint_or(arch + ".context_length", 0));
+}
+
+void print_verbose(const Device& device, const LanguageModel& lm, const std::string& path, double load_ms) {
+  const DeviceInfo& d = device.info();
+  const LlamaConfig& c = lm.config();
+  std::fprintf(stderr, "device      %u: %s (%s)\n", d.index, d.name.c_str(), d.driver_name.c_str());
+  std::fprintf(stderr,
+               "model       %s: %s, %lld layers, d_model %lld, %lld heads (%lld key/value), feed-forward %lld, "
+               "vocabulary %lld, context %lld of %lld\n",
+               path.c_str(), c.architecture.c_str(), static_cast<long long>(c.n_layers),
+               static_cast<long long>(c.d_model), static_cast<long long>(c.n_heads),
+               static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.d_ff),
+               static_cast<long long>(c.vocab_size), static_cast<long long>(lm.context()),
+               static_cast<long long>(c.context_length));
+  std::fprintf(stderr, "load        %s (weights to the device, graphs compiled and recorded)\n",
+               format_ms(load_ms).c_str());
+}
+
+}  // namespace
 
 LanguageModel load_llm(Device& device, const LlmArgs& a) {
   LanguageModelOptions o;
   o.context = a.context;
   try {
-    return LanguageModel::load(device, a.model, o);
+    if (const int64_t limit = model_context_length(a.model); limit > 0 && a.context > limit)
+      bad("--ctx " + std::to_string(a.context) + " is more than this model's context length (" + std::to_string(limit) +
+          " tokens): give --ctx " + std::to_string(limit) + " or less, or leave it out for " +
+          std::to_string(std::min<int64_t>(limit, 4096)));
+    const auto t0 = Clock::now();
+    LanguageModel lm = LanguageModel::load(device, a.model, o);
+    if (a.verbose) print_verbose(device, lm, a.model, ms_since(t0));
+    return lm;
+  } catch (const UsageError&) {
+    throw;
   } catch (const Error& e) {
     const std::string m = e.what();
     // The library's messages usually name the file already.
@@ -122,25 +159,19 @@ void check_prompt_fits(const LanguageModel& model, size_t prompt_tokens) {
         std::to_string(model.context()) + ": no room to generate; give a larger --ctx or a shorter prompt");
 }
 
-int run_llm_command(const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    switch (e.code()) {
-      case ErrorCode::invalid_argument:
-      case ErrorCode::io:
-      case ErrorCode::format:
-      case ErrorCode::unsupported:
-      case ErrorCode::shape_mismatch: {
-        std::string m = e.what();
-        while (!m.empty() && m.back() == '\n') m.pop_back();
-        std::fprintf(stderr, "vkformer: error: %s\n", m.c_str());
-        return kExitBadInput;
-      }
-      default:
-        throw;
-    }
-  }
+int run_llm_command(const std::function<int()>& body) { return body(); }
+
+bool stream_to_stdout(std::string_view text, int32_t) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return !InterruptScope::interrupted();
+}
+
+int exit_status_after(const TextGenerationStats& stats, int status) {
+  if (stats.stop != StopReason::callback || !InterruptScope::interrupted()) return status;
+  std::fprintf(stderr, "vkformer: interrupted (Ctrl-C) after %lld generated tokens\n",
+               static_cast<long long>(stats.generated_tokens));
+  return kExitInterrupted;
 }
 
 std::string describe_stats(const TextGenerationStats& s) {

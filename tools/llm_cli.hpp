@@ -2,7 +2,8 @@
 // What the language-model commands share (`generate` with a GGUF file, `chat`, `bench --model`):
 // the --model FILE.gguf check, --ctx, the sampling options, loading, and the rule that bad input
 // (a missing or corrupt file, an unsupported model, an out-of-range value, a prompt too long for
-// --ctx) ends with one line on stderr and exit status 2.
+// --ctx) ends with one line on stderr: exit status 2 for the command line's mistakes (UsageError),
+// 1 for the rest (cli.hpp states the rule).
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
@@ -15,43 +16,47 @@
 
 namespace vkformer::cli {
 
-constexpr int kExitBadInput = 2;
-
 struct LlmArgs {
   std::string model;     // --model FILE.gguf
   int64_t context = 0;   // --ctx N (0: the model's, at most 4096)
   int64_t max_tokens = 128;  // -n N
   SamplingOptions sampling;
   std::string chat_template;  // --chat-template NAME (empty: the file's template)
+  bool verbose = false;  // -v: load_llm prints the device, the model and the load time
 };
 
-// Whether --model names a GGUF file (a regular file starting with "GGUF", or any path ending in
-// .gguf, so a missing one is reported as a missing GGUF file).
-bool is_gguf_path(const std::string& path);
-
-// --ctx, -n and the sampling options (--temperature, --top-k, --top-p, --min-p,
-// --repeat-penalty, --repeat-last-n, --seed).
+// -c/--ctx, -n and the sampling options (--temp/--temperature, --top-k, --top-p, --min-p,
+// --repeat-penalty, --repeat-last-n, --seed): llama.cpp's names and short forms.
 void add_llm_options(CLI::App& sub, LlmArgs& args, bool with_max_tokens = true);
 // --chat-template NAME (generate --chat, chat): a prompt format by name instead of the file's
 // template, for a template vkformer does not recognize or to override one.
 void add_chat_template_option(CLI::App& sub, LlmArgs& args);
 // The named format (with the file's BOS/EOS strings) or the file's template.
 ChatTemplate load_chat_template(const LlmArgs& args);
-// The ranges, naming the options; before anything is loaded.
-void check_llm_args(const LlmArgs& args);
+// The ranges, naming the options (UsageError), and that --model is a GGUF file (`command` is
+// named in the hint otherwise); before anything is loaded.
+void check_llm_args(const LlmArgs& args, const std::string& command = "bench");
+// Loads --model after checking --ctx against the file's context length; with args.verbose,
+// prints the device, the model and the load time to stderr.
 LanguageModel load_llm(Device& device, const LlmArgs& args);
 // The prompt must leave room for a token in the cache: errors name --ctx.
 void check_prompt_fits(const LanguageModel& model, size_t prompt_tokens);
 
-// Runs `body`; an Error that is the input's fault (invalid_argument, io, format, unsupported,
-// shape_mismatch) is printed as "vkformer: error: <message>" and gives kExitBadInput, others
-// propagate (exit status 1).
+// Runs `body`. Errors propagate to main(), which applies the one exit-status rule (cli.hpp);
+// kept as the commands' common entry point.
 int run_llm_command(const std::function<int()>& body);
+
+// The token callback of generate and chat: writes the text to stdout at once and stops
+// generation after Ctrl-C (inside an InterruptScope, interrupt.hpp).
+bool stream_to_stdout(std::string_view text, int32_t token);
+// After a generation: when Ctrl-C stopped it, says so on stderr and gives kExitInterrupted,
+// else `status`.
+int exit_status_after(const TextGenerationStats& stats, int status);
 
 // `vkformer generate --model FILE.gguf` (cmd_generate_llm.cpp): --src must be empty; verbose (-v)
 // adds what each decoded token's pass executes.
 int generate_llm(const std::string& model, const std::string& prompt, bool chat, const std::string& src,
-                 LlmArgs llm, bool verbose, const GlobalOptions& globals);
+                 LlmArgs llm, const GlobalOptions& globals);
 
 // `vkformer bench --model FILE.gguf -p P -n N -r R` (cmd_bench_llm.cpp): pp<P> and tg<N>.
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,

@@ -1,5 +1,6 @@
 // The `vkformer` command-line tool: global options, the subcommands, and one place that turns
 // every failure into "vkformer: error: <message>" and an exit status.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -24,22 +25,79 @@ Command add_chat_command(CLI::App& app, const GlobalOptions& globals);
 
 namespace {
 
-constexpr int kExitError = 1;  // a vkformer::Error (or any other failure) while running
-constexpr int kExitUsage = 2;  // the command line did not parse
-
 const char* const kFooter = R"(Environment:
   VKFORMER_DEVICE=SPEC          the device when --device is not given (index, name substring
                                 or UUID)
   VKFORMER_VALIDATION=1         same as --validation
   VKFORMER_SYNC_VALIDATION=1    same as --sync-validation
 
-Exit status: 0 on success, 1 on an error, 2 on a bad command line.
+Exit status: 0 on success; 2 when the command line is wrong (an unknown command or
+option, a missing or out-of-range value, options that do not go together, a --model
+the command does not take); 1 when anything else fails (a file, a model, the device,
+input from --file or stdin); 130 after Ctrl-C.
 Run 'vkformer <command> --help' for a command's own options.)";
 
 void print_error(std::string message) {
   // Library messages may end with a listing that ends in a newline.
   while (!message.empty() && message.back() == '\n') message.pop_back();
   std::fprintf(stderr, "vkformer: error: %s\n", message.c_str());
+}
+
+// Every option name of a command and the global ones, with their dashes: what "did you mean"
+// chooses from.
+std::vector<std::string> option_names(const CLI::App* sub, const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* a : {sub, &app}) {
+    if (!a) continue;
+    for (const CLI::Option* o : a->get_options()) {
+      for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+      for (const std::string& n : o->get_snames()) names.push_back("-" + n);
+    }
+  }
+  return names;
+}
+
+// A parse error as a person can act on it: what was wrong, the likely intended word, and the
+// help that lists the right ones (the command's own, once a command was named).
+void explain_parse_error(const CLI::ParseError& e, CLI::App& app) {
+  std::vector<std::string> commands;
+  for (const CLI::App* c : app.get_subcommands({})) commands.push_back(c->get_name());
+  const std::vector<CLI::App*> chosen = app.get_subcommands();
+  const CLI::App* sub = chosen.empty() ? nullptr : chosen[0];
+  const std::string help = sub ? "vkformer " + sub->get_name() + " --help" : "vkformer --help";
+  std::vector<std::string> rest = app.remaining();
+  if (sub)
+    for (const std::string& r : sub->remaining()) rest.push_back(r);
+  const bool no_command = dynamic_cast<const CLI::RequiredError*>(&e) && !sub;
+  // A misspelt option often surfaces as another error ("--model is required" for --modle): the
+  // unknown word is the one to report.
+  const std::vector<std::string> known = option_names(sub, app);
+  const auto unknown = std::find_if(rest.begin(), rest.end(), [&](const std::string& w) {
+    return w.starts_with("-") && w.size() > 1 &&
+           std::find(known.begin(), known.end(), w.substr(0, w.find('='))) == known.end();
+  });
+  if (unknown != rest.end()) std::rotate(rest.begin(), unknown, unknown + 1);
+  const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || unknown != rest.end();
+  auto suggestion = [](const std::string& near) { return near.empty() ? "" : "; did you mean '" + near + "'?"; };
+  if (no_command && !rest.empty() && !rest[0].starts_with("-")) {
+    print_error("unknown command '" + rest[0] + "'" + suggestion(closest_match(rest[0], commands)));
+  } else if (no_command && rest.empty()) {
+    print_error("no command given");
+  } else if (extras && !rest.empty()) {
+    const std::string& word = rest[0];
+    const std::string where = sub ? " for 'vkformer " + sub->get_name() + "'" : "";
+    if (word.starts_with("-"))
+      print_error("unknown option '" + word + "'" + where +
+                  suggestion(closest_match(word.substr(0, word.find('=')), known)));
+    else
+      print_error("unexpected argument '" + word + "'" + where +
+                  (commands.end() != std::find(commands.begin(), commands.end(), word)
+                       ? " (one command at a time)"
+                       : suggestion(closest_match(word, commands))));
+  } else {
+    print_error(e.what());
+  }
+  std::fprintf(stderr, "Run '%s' for %s.\n", help.c_str(), sub ? "its options" : "the commands and options");
 }
 
 int run(int argc, char** argv) {
@@ -95,20 +153,19 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // CLI11 reports a misspelt command as a missing one; name what was given instead.
-    auto rest = app.remaining();
-    bool no_command = dynamic_cast<const CLI::RequiredError*>(&e) && app.get_subcommands().empty();
-    if (no_command && !rest.empty() && !rest[0].starts_with("-"))
-      print_error("unknown command '" + rest[0] + "'");
-    else if (no_command && rest.empty())
-      print_error("no command given");
-    else
-      print_error(e.what());
-    std::fprintf(stderr, "Run 'vkformer --help' for usage.\n");
+    explain_parse_error(e, app);
     return kExitUsage;
   }
   for (auto& c : commands)
-    if (c.app->parsed()) return c.run();
+    if (c.app->parsed()) {
+      try {
+        return c.run();
+      } catch (const UsageError& e) {
+        print_error(e.what());
+        std::fprintf(stderr, "Run 'vkformer %s --help' for its options.\n", c.app->get_name().c_str());
+        return kExitUsage;
+      }
+    }
   return kExitUsage;  // unreachable: require_subcommand(1)
 }
 

@@ -31,8 +31,8 @@ ModelOptions ModelArgs::options() const {
 }
 
 void add_model_options(CLI::App& sub, ModelArgs& args) {
-  sub.add_option("--model", args.dir,
-                 "Model directory: config.json and model.safetensors (see README, 'Model "
+  sub.add_option("-m,--model", args.dir,
+                 "Model directory: config.json and model.safetensors (see docs/models.md, 'Model "
                  "directories')")
       ->required()
       ->type_name("DIR");

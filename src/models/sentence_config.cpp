@@ -79,7 +79,8 @@ SentenceConfig SentenceConfig::load(const fs::path& dir) {
       throw Error(ErrorCode::format, modules_path.string() + ": expected a list of modules");
     bool encoder = false, pooling = false;
     for (size_t i = 0; i < modules.size(); ++i) {
-      JsonKeys m(modules[i], modules_path.string(), "[" + std::to_string(i) + "]");
+      // append(), not "[" + std::to_string(i): GCC 12 warns falsely (-Wrestrict) on that form.
+      JsonKeys m(modules[i], modules_path.string(), std::string("[").append(std::to_string(i)).append("]"));
       const std::string type = m.string("type", std::nullopt);
       const fs::path where = module_dir(dir, m);
       if (type == "sentence_transformers.models.Transformer" && !encoder) {

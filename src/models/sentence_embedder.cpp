@@ -129,7 +129,8 @@ HostTensor SentenceEmbedderImpl::run(const std::vector<Sequence>& seqs) {
         pad[r * s + t] = 0;
       }
     }
-    Executor& ex = executors.get("b" + std::to_string(b) + "s" + std::to_string(s),
+    // append(), not "b" + std::to_string(b): GCC 12 warns falsely (-Wrestrict) on that form.
+    Executor& ex = executors.get(std::string("b").append(std::to_string(b)).append("s").append(std::to_string(s)),
                                  [&] { return build(b, s); });
     const std::pair<const char*, std::vector<int32_t>*> feed[] = {
         {"input_ids", &ids}, {"token_type_ids", &types}, {"key_padding_mask", &pad}, {"attention_mask", &mask}};

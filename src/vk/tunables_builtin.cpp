@@ -17,7 +17,8 @@ std::string num(uint64_t v) { return std::to_string(v); }
 // "AxBxC" from numbers.
 std::string join(std::initializer_list<uint32_t> v, const char* sep = "x") {
   std::string s;
-  for (uint32_t x : v) s += (s.empty() ? "" : sep) + num(x);
+  // Two appends, not (sep) + num(x): GCC 12 warns falsely (-Wrestrict) on that form.
+  for (uint32_t x : v) s.append(s.empty() ? "" : sep).append(num(x));
   return s;
 }
 

@@ -1,0 +1,157 @@
+// _core.LLM: a GGUF LanguageModel with its tokenizer and chat template (include/vkformer/llm.hpp,
+// generate.hpp). The Python class LLM (python/vkformer/llm.py) adds keyword arguments, stop
+// strings, streaming as an iterator and OpenAI-style chat messages.
+//
+// Generation releases the GIL; the per-token callback takes it back only to call Python. Ctrl-C
+// (a pending KeyboardInterrupt) stops generation at the next token and is raised after it.
+#include <mutex>
+#include <optional>
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "common.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/chat.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/generate.hpp"
+#include "vkformer/llm.hpp"
+
+namespace vkformer::py {
+
+namespace {
+
+struct Llm {
+  std::optional<LanguageModel> model;
+  std::optional<BpeTokenizer> tokenizer;  // a copy: immutable, usable while another thread generates
+  std::optional<ChatTemplate> chat_template;
+  std::string chat_template_error;  // why there is none, for chat()
+  std::mutex mutex;                 // one generation at a time; others wait
+  std::string device_name;
+};
+
+nb::str decode_lossy(const std::string& bytes) {
+  // Token bytes may end inside a UTF-8 character: show it as U+FFFD rather than fail.
+  return nb::steal<nb::str>(PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace"));
+}
+
+nb::dict stats_dict(const TextGenerationStats& s) {
+  nb::dict d;
+  d["prompt_tokens"] = s.prompt_tokens;
+  d["prompt_seconds"] = s.prompt_seconds;
+  d["prompt_tokens_per_second"] = s.prompt_tokens_per_second();
+  d["generated_tokens"] = s.generated_tokens;
+  d["generation_seconds"] = s.generation_seconds;
+  d["generation_tokens_per_second"] = s.generation_tokens_per_second();
+  d["stop"] = std::string(to_string(s.stop));
+  return d;
+}
+
+// The prompt runs from an empty cache: each call is independent, as an OpenAI completion is.
+nb::tuple generate_ids(Llm& self, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                       const SamplingOptions& sampling, nb::object on_text) {
+  TextGenerationOptions options;
+  options.max_tokens = max_tokens;
+  options.sampling = sampling;
+  std::optional<nb::python_error> raised;  // from the callback, or Ctrl-C; re-raised at the end
+  TextGenerationResult result;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(self.mutex);
+    self.model->reset();
+    result = generate(*self.model, prompt, options, [&](std::string_view text, int32_t token) {
+      nb::gil_scoped_acquire acquire;
+      try {
+        if (PyErr_CheckSignals() != 0) throw nb::python_error();
+        if (on_text.is_none()) return true;
+        return nb::cast<bool>(on_text(nb::str(text.data(), text.size()), token));
+      } catch (nb::python_error& e) {
+        raised.emplace(std::move(e));
+        return false;
+      }
+    });
+  }
+  if (raised) throw std::move(*raised);
+  return nb::make_tuple(result.tokens, nb::str(result.text.data(), result.text.size()), stats_dict(result.stats));
+}
+
+}  // namespace
+
+void bind_llm(nb::module_& m) {
+  nb::class_<Llm>(m, "LLM")
+      .def(
+          "__init__",
+          [](Llm* self, const std::string& path, int64_t n_ctx, const std::string& device, bool f16) {
+            LanguageModelOptions options;
+            options.context = n_ctx;
+            options.activations = f16 ? DType::f16 : DType::f32;
+            std::optional<LanguageModel> model;
+            std::optional<ChatTemplate> chat_template;
+            std::string why_no_template, device_name;
+            {
+              nb::gil_scoped_release release;
+              Device d = shared_device(device);
+              model.emplace(LanguageModel::load(d, path, options));
+              device_name = d.info().name;
+              try {
+                chat_template.emplace(ChatTemplate::load(path));
+              } catch (const Error& e) {
+                why_no_template = e.what();
+              }
+            }
+            // Constructed only once nothing can throw: nanobind frees no half-made object.
+            new (self) Llm();
+            self->tokenizer.emplace(model->tokenizer());
+            self->model = std::move(model);
+            self->chat_template = std::move(chat_template);
+            self->chat_template_error = std::move(why_no_template);
+            self->device_name = std::move(device_name);
+          },
+          nb::arg("path"), nb::arg("n_ctx") = 0, nb::arg("device") = "", nb::arg("f16") = false)
+      .def("generate_ids", &generate_ids, nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("sampling"),
+           nb::arg("on_text").none())
+      .def(
+          "tokenize",
+          [](Llm& self, const std::string& text, bool add_special, bool parse_special) {
+            return self.tokenizer->encode(text, add_special, parse_special);
+          },
+          nb::arg("text"), nb::arg("add_special") = true, nb::arg("parse_special") = true)
+      .def(
+          "detokenize",
+          [](Llm& self, const std::vector<int32_t>& ids) { return decode_lossy(self.tokenizer->decode(ids)); },
+          nb::arg("ids"))
+      .def(
+          "token_piece", [](Llm& self, int32_t id) { return self.tokenizer->id_to_token(id); }, nb::arg("id"))
+      .def(
+          "apply_chat_template",
+          [](Llm& self, const std::vector<std::pair<std::string, std::string>>& messages, bool add_generation_prompt) {
+            if (!self.chat_template)
+              throw Error(ErrorCode::unsupported, "this model has no chat template vkformer can use: " +
+                                                      self.chat_template_error +
+                                                      "; use generate() with your own prompt text");
+            std::vector<ChatMessage> list;
+            for (const auto& [role, content] : messages) list.push_back({role, content});
+            return self.chat_template->apply(list, add_generation_prompt);
+          },
+          nb::arg("messages"), nb::arg("add_generation_prompt") = true)
+      .def_prop_ro("n_ctx", [](Llm& self) { return self.model->context(); })
+      .def_prop_ro("n_vocab", [](Llm& self) { return static_cast<int64_t>(self.tokenizer->vocab_size()); })
+      .def_prop_ro("architecture", [](Llm& self) { return self.model->config().architecture; })
+      .def_prop_ro("n_layers", [](Llm& self) { return self.model->config().n_layers; })
+      .def_prop_ro("d_model", [](Llm& self) { return self.model->config().d_model; })
+      .def_prop_ro("device_name", [](Llm& self) { return self.device_name; });
+
+  nb::class_<SamplingOptions>(m, "SamplingOptions")
+      .def(nb::init<>())
+      .def_rw("temperature", &SamplingOptions::temperature)
+      .def_rw("top_k", &SamplingOptions::top_k)
+      .def_rw("top_p", &SamplingOptions::top_p)
+      .def_rw("min_p", &SamplingOptions::min_p)
+      .def_rw("repeat_penalty", &SamplingOptions::repeat_penalty)
+      .def_rw("repeat_last_n", &SamplingOptions::repeat_last_n)
+      .def_rw("seed", &SamplingOptions::seed)
+      .def("validate", [](const SamplingOptions& s) { validate(s); });
+}
+
+}  // namespace vkformer::py

@@ -1,0 +1,161 @@
+"""LLM against the float64 reference's greedy tokens (tests/golden_llama) and the vkformer
+tool's own output for the same prompt."""
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+import vkformer
+
+
+def golden_cases(repo):
+    return json.loads((repo / "tests/golden_llama/manifest.json").read_text())["cases"]
+
+
+def cli_text(cli, *args):
+    r = subprocess.run([cli, *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_tokenize_gives_the_golden_ids(repo, smollm2):
+    for name in ("plain", "chat", "list"):
+        case = golden_cases(repo)[name]
+        assert smollm2.tokenize(case["text"]) == case["ids"], name
+    ids = smollm2.tokenize("Hello, world!")
+    assert smollm2.detokenize(ids) == "Hello, world!"
+    assert smollm2.token_piece(ids[-2]) == "Ġworld"
+
+
+def test_greedy_generation_equals_the_reference(repo, smollm2):
+    case = golden_cases(repo)["plain"]
+    text = smollm2.generate(case["text"], max_tokens=32)
+    want = case["greedy"]["ids"]
+    # The reference continues past the end-of-generation token (id 2 here); generation stops there.
+    end = want.index(2) if 2 in want else len(want)
+    assert text == smollm2.detokenize(want[:end])
+    assert text.startswith(" Paris.")
+    assert smollm2.last_stats["stop"] == "end of generation"
+
+
+def test_generate_equals_the_cli(cli, smollm2, smollm2_path):
+    prompt = "A list of the planets in the solar system:\n1. Mercury\n2."
+    want = cli_text(cli, "generate", "--model", smollm2_path, "--prompt", prompt, "-n", "24")
+    assert smollm2.generate(prompt, max_tokens=24) + "\n" == want
+
+
+def test_chat_equals_the_cli(cli, smollm2, smollm2_path):
+    question = "What is the capital of France?"
+    want = cli_text(cli, "generate", "--model", smollm2_path, "--prompt", question, "--chat", "-n", "32")
+    got = smollm2.chat([{"role": "user", "content": question}], max_tokens=32)
+    assert got + "\n" == want
+    assert "Paris" in got
+
+
+def test_stream_yields_the_same_text_in_pieces(smollm2):
+    pieces = list(smollm2.stream("The capital of France is", max_tokens=12))
+    assert len(pieces) > 2
+    assert "".join(pieces) == smollm2.generate("The capital of France is", max_tokens=12)
+
+
+def test_sampling_is_seeded(smollm2):
+    a = smollm2.generate("Once upon a time", max_tokens=12, temperature=0.9, top_p=0.95, seed=7)
+    b = smollm2.generate("Once upon a time", max_tokens=12, temperature=0.9, top_p=0.95, seed=7)
+    assert a == b
+
+
+def test_stop_strings_cut_the_text(smollm2):
+    full = smollm2.generate("The capital of France is", max_tokens=12)
+    assert "." in full
+    cut = smollm2.generate("The capital of France is", max_tokens=12, stop=".")
+    assert cut == full[:full.index(".")]
+    assert "".join(smollm2.stream("The capital of France is", max_tokens=12, stop=["."])) == cut
+
+
+def test_breaking_out_of_a_stream_stops_generation(smollm2):
+    for piece in smollm2.stream("Once upon a time", max_tokens=100):
+        break
+    assert smollm2.last_stats["stop"] == "stopped by the callback"
+    assert smollm2.last_stats["generated_tokens"] < 10
+
+
+def test_errors_are_exceptions_with_the_library_message(tmp_path, smollm2, tiny_llama):
+    with pytest.raises(vkformer.FileError, match="nope.gguf"):
+        vkformer.LLM(tmp_path / "nope.gguf")
+    not_gguf = tmp_path / "notes.txt"
+    not_gguf.write_text("hello")
+    with pytest.raises(vkformer.Error) as e:
+        vkformer.LLM(not_gguf)
+    assert "notes.txt" in str(e.value)
+    with pytest.raises(ValueError, match="max_tokens"):
+        smollm2.generate("hi", max_tokens=0)
+    with pytest.raises(vkformer.InvalidArgumentError, match="temperature"):
+        smollm2.generate("hi", temperature=-1.0)
+    with pytest.raises(ValueError, match="n_ctx"):
+        vkformer.LLM(tiny_llama, n_ctx=8).generate("hello " * 20)
+    with pytest.raises(ValueError, match="the prompt is not valid text"):
+        smollm2.generate("bad \udc80")
+    with pytest.raises(ValueError, match="role"):
+        smollm2.chat([{"content": "no role"}])
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(b"GGUF, then not a GGUF header")
+    with pytest.raises(vkformer.FormatError, match="corrupt.gguf"):
+        vkformer.LLM(corrupt)
+
+
+def test_the_gil_is_released_while_generating(smollm2):
+    done = threading.Event()
+    result = {}
+
+    def work():
+        result["text"] = smollm2.generate("The capital of France is", max_tokens=24)
+        done.set()
+
+    t = threading.Thread(target=work)
+    t.start()
+    # Python work on this thread goes on while the other one is on the device.
+    spins = 0
+    while not done.is_set():
+        spins += 1
+    t.join()
+    assert spins > 100_000
+    assert result["text"].startswith(" Paris.")
+
+
+def test_threads_calling_in_while_another_generates(smollm2, minilm):
+    prompt = "A list of the planets in the solar system:\n1. Mercury\n2."
+    alone = smollm2.generate(prompt, max_tokens=16)
+    started = threading.Event()
+    first = []
+
+    def streamer():
+        for piece in smollm2.stream(prompt, max_tokens=16):
+            started.set()
+            first.append(piece)
+
+    t = threading.Thread(target=streamer)
+    t.start()
+    assert started.wait(60)
+    # While it generates: the tokenizer answers at once, another model runs, and a second
+    # generation on the same model waits its turn and gives the same text.
+    assert smollm2.tokenize("Hello") == smollm2.tokenize("Hello")
+    assert minilm.encode("Hello").shape == (384,)
+    second = smollm2.generate(prompt, max_tokens=16)
+    t.join()
+    assert "".join(first) == alone == second
+
+
+def test_ctrl_c_stops_generation(smollm2):
+    import _thread
+
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        # Counting goes on until the context is full: far longer than the half second.
+        smollm2.generate("1, 2, 3, 4, 5, 6, 7,", max_tokens=2000)
+    assert time.monotonic() - start < 30
+    # The model is usable afterwards.
+    assert smollm2.generate("The capital of France is", max_tokens=3).startswith(" Paris")
