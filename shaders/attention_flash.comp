@@ -72,6 +72,14 @@ layout(set = 0, binding = 1) readonly buffer K4 { vec4 k4[]; };
 layout(set = 0, binding = 2) readonly buffer V4 { vec4 v4[]; };
 #endif
 
+// Loops over rows, columns and fragment elements: left to the compiler on real devices, kept as
+// loops in the emulation (lavapipe compiles it in a fraction of the time then).
+#if defined(COOPMAT_EMULATE)
+#define FLASH_LOOP [[dont_unroll]]
+#else
+#define FLASH_LOOP
+#endif
+
 const uint WG = SG * WARPS;
 const uint PAD = 8;                      // halves
 const uint KS = D_CAP + PAD;             // row stride of a staged K block (and of Q), halves
@@ -148,11 +156,11 @@ void store_block(uint cap, uint stride) {
 // partial maximum of its columns into red_s.
 void softmax_max(uint warp, uint lane, uint rt, uint c0) {
   const uint sb = warp * LM * BC, g = lane % G;
-  for (uint i = 0; i < RL; ++i) {
+  FLASH_LOOP for (uint i = 0; i < RL; ++i) {
     const uint r = lane / G + i * ROW_STEP;
     const uint row = q0 + (warp * ROW_TILES + rt) * LM + r;
     float mx = NEG_INF;
-    for (uint c = g; c < BC; c += G) {
+    FLASH_LOOP for (uint c = g; c < BC; c += G) {
       const float x = attention_logit(s_s[sb + r * BC + c], b, h, row, c0 + c, keys);
       s_s[sb + r * BC + c] = x;
       mx = max(mx, x);
@@ -165,14 +173,14 @@ void softmax_max(uint warp, uint lane, uint rt, uint c0) {
 // sums, and alpha across the row's first LN columns of s_s (the rescale tile).
 void softmax_exp(uint warp, uint lane, uint rt) {
   const uint sb = warp * LM * BC, g = lane % G;
-  for (uint i = 0; i < RL; ++i) {
+  FLASH_LOOP for (uint i = 0; i < RL; ++i) {
     const uint r = lane / G + i * ROW_STEP, ri = rt * RL + i;
     float mx = m_run[ri];
-    for (uint j = 0; j < G; ++j) mx = max(mx, red_s[(warp * LM + r) * G + j]);
+    FLASH_LOOP for (uint j = 0; j < G; ++j) mx = max(mx, red_s[(warp * LM + r) * G + j]);
     const float m_safe = mx == NEG_INF ? 0.0 : mx;  // a row that has seen nothing: all p = 0
     float sum = 0.0;
     const uint pb = warp * R * PS + (rt * LM + r) * PS;
-    for (uint c = g; c < BC; c += G) {
+    FLASH_LOOP for (uint c = g; c < BC; c += G) {
       const float x = s_s[sb + r * BC + c];
       const float16_t ph = float16_t(x == NEG_INF ? 0.0 : exp(x - m_safe));
       p_s[pb + c] = ph;
@@ -182,7 +190,7 @@ void softmax_exp(uint warp, uint lane, uint rt) {
     l_run[ri] = l_run[ri] * alpha + sum;
     m_run[ri] = mx;
     // Only this lane reads or writes these columns of row r (c = g mod G).
-    for (uint c = g; c < LN; c += G) s_s[sb + r * BC + c] = alpha;
+    FLASH_LOOP for (uint c = g; c < LN; c += G) s_s[sb + r * BC + c] = alpha;
   }
 }
 
@@ -190,12 +198,12 @@ void softmax_exp(uint warp, uint lane, uint rt) {
 // after the lanes' partial sums met in red_s.
 void final_scale(uint warp, uint lane, uint rt) {
   const uint sb = warp * LM * BC, g = lane % G;
-  for (uint i = 0; i < RL; ++i) {
+  FLASH_LOOP for (uint i = 0; i < RL; ++i) {
     const uint r = lane / G + i * ROW_STEP;
     float l = 0.0;
-    for (uint j = 0; j < G; ++j) l += red_s[(warp * LM + r) * G + j];
+    FLASH_LOOP for (uint j = 0; j < G; ++j) l += red_s[(warp * LM + r) * G + j];
     const float inv = l > 0.0 ? 1.0 / l : 0.0;
-    for (uint c = g; c < LN; c += G) s_s[sb + r * BC + c] = inv;
+    FLASH_LOOP for (uint c = g; c < LN; c += G) s_s[sb + r * BC + c] = inv;
   }
 }
 
@@ -214,7 +222,7 @@ void main() {
   const uint kv = bh / p.group;
   const uint q_base = bh * p.sq * p.d, k_base = kv * p.sk * p.d, v_base = kv * p.sk * p.dv;
 
-  for (uint i = 0; i < ROW_TILES * RL; ++i) {
+  FLASH_LOOP for (uint i = 0; i < ROW_TILES * RL; ++i) {
     m_run[i] = NEG_INF;
     l_run[i] = 0.0;
   }
@@ -224,8 +232,8 @@ void main() {
   // Q into registers, BC rows at a time through the staging buffer (BC is a multiple of LM, so
   // each row tile lies in one pass).
   coopmat_a qf[ROW_TILES * D_TILES];
-  for (uint r0 = 0; r0 < BR; r0 += BC) {
-    for (uint c = gl_LocalInvocationIndex; c < BC * D_CAP / 8; c += WG) {
+  FLASH_LOOP for (uint r0 = 0; r0 < BR; r0 += BC) {
+    FLASH_LOOP for (uint c = gl_LocalInvocationIndex; c < BC * D_CAP / 8; c += WG) {
       const uint r = c / (D_CAP / 8), col = (c % (D_CAP / 8)) * 8;
       kv_s[(r * KS + col) / 8] =
           r0 + r < BR ? load8(0, q_base, q0 + r0 + r, col, p.sq, p.d) : uvec4(0);
@@ -242,7 +250,7 @@ void main() {
   }
 
   if (blocks > 0) load_block(1, k_base, 0, p.d, D_CAP);
-  for (uint j = 0; j < blocks; ++j) {
+  FLASH_LOOP for (uint j = 0; j < blocks; ++j) {
     const uint c0 = j * BC;
     store_block(D_CAP, KS);  // K of block j
     barrier();
@@ -269,7 +277,7 @@ void main() {
       coopmat_acc alpha;
       coopmat_load(alpha, s_s, warp * LM * BC, BC, COOPMAT_ROW_MAJOR);
       COOPMAT_UNROLL for (uint dt = 0; dt < O_TILES; ++dt)
-        for (uint e = 0; e < coopmat_length(alpha); ++e)
+        FLASH_LOOP for (uint e = 0; e < coopmat_length(alpha); ++e)
           coopmat_elem(acc[rt * O_TILES + dt], e) *= coopmat_elem(alpha, e);
       coopmat_barrier();  // s_s takes the next row tile's scores
     }
@@ -295,7 +303,7 @@ void main() {
   // out = acc / l, tile by tile through s_s, within bounds.
   const uint sb = warp * LM * BC;
   COOPMAT_UNROLL for (uint rt = 0; rt < ROW_TILES; ++rt) {
-    for (uint i = 0; i < RL; ++i)
+    FLASH_LOOP for (uint i = 0; i < RL; ++i)
       red_s[(warp * LM + lane / G + i * ROW_STEP) * G + lane % G] = l_run[rt * RL + i];
     coopmat_barrier();
     final_scale(warp, lane, rt);
@@ -303,13 +311,13 @@ void main() {
     coopmat_acc scale;
     coopmat_load(scale, s_s, sb, BC, COOPMAT_ROW_MAJOR);
     COOPMAT_UNROLL for (uint dt = 0; dt < O_TILES; ++dt)
-      for (uint e = 0; e < coopmat_length(scale); ++e)
+      FLASH_LOOP for (uint e = 0; e < coopmat_length(scale); ++e)
         coopmat_elem(acc[rt * O_TILES + dt], e) *= coopmat_elem(scale, e);
     coopmat_barrier();
     COOPMAT_UNROLL for (uint dt = 0; dt < O_TILES; ++dt) {
       coopmat_store(acc[rt * O_TILES + dt], s_s, sb, LN, COOPMAT_ROW_MAJOR);
       coopmat_barrier();
-      for (uint e = lane; e < LM * LN; e += SG) {
+      FLASH_LOOP for (uint e = lane; e < LM * LN; e += SG) {
         const uint row = q0 + (warp * ROW_TILES + rt) * LM + e / LN, col = dt * LN + e % LN;
         if (row < p.sq && col < p.dv) o[(bh * p.sq + row) * p.dv + col] = T(s_s[sb + e]);
       }
