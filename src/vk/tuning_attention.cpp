@@ -161,6 +161,10 @@ FlashTiles flash_tiles_for(const DeviceInfo& info, CoopmatApi api) {
   t.api = api;
   t.shape = *shape;
   t.subgroup = api == CoopmatApi::emulated ? emulated_subgroup(info) : info.subgroup_size;
+  // Two workgroups per compute unit; drivers that do not report their units: by device type.
+  const uint32_t units = info.compute_units ? info.compute_units
+                         : info.type == "discrete" ? 64 : 16;
+  t.target_workgroups = 2 * units;
   return t;
 }
 
@@ -411,14 +415,19 @@ bool flash_launch_for(const FlashTiles& t, const DeviceInfo& info, const Attenti
   l.dv_cap = round_up(pr.dv, std::max(16u, t.shape.n));
   const std::vector<FlashConfig> forced = t.forced ? std::vector<FlashConfig>{*t.forced}
                                                    : std::vector<FlashConfig>{};
+  std::optional<FlashLaunch> first;
   for (const FlashConfig& c : t.forced ? forced : flash_configs()) {
     l.config = c;
-    if (flash_config_fits(l, info, nullptr)) {
+    if (!flash_config_fits(l, info, nullptr)) continue;
+    if (!first) first = l;
+    const uint64_t workgroups = static_cast<uint64_t>(pr.b * pr.h) * ((pr.sq + l.br() - 1) / l.br());
+    if (workgroups >= t.target_workgroups) {
       *out = l;
       return true;
     }
   }
-  return false;
+  if (first) *out = *first;
+  return first.has_value();
 }
 
 const std::vector<DecodeConfig>& decode_configs() {

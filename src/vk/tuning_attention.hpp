@@ -42,6 +42,10 @@ struct FlashTiles {
   // f32 storage is staged as f16 (inputs rounded to 11 bits, accumulation in fp32): taken only
   // where asked (VKFORMER_ATTENTION_FLASH set), since f32 callers expect f32 accuracy.
   bool f32_storage = false;
+  // The table passes over a configuration whose problem has fewer workgroups than this (about
+  // two per compute unit) while a later one that fits has enough: few large workgroups leave
+  // multiprocessors idle. 0: the first that fits.
+  uint32_t target_workgroups = 0;
   bool usable() const { return api != CoopmatApi::none && shape.m > 0; }
 };
 
@@ -65,6 +69,8 @@ struct FlashLaunch {
 // where flash attention cannot take it: no cooperative matrices, f32 storage not asked for,
 // head dims beyond kFlashMaxHeadDim, or no configuration fits the device (workgroup size,
 // shared memory, registers: row_tiles > 1 only while row_tiles * (d_cap + dv_cap) <= 256).
+// The static table: the first configuration that fits and gives the problem at least
+// target_workgroups workgroups, else the first that fits.
 struct AttentionProblem;
 bool flash_launch_for(const FlashTiles& tiles, const DeviceInfo& info,
                       const AttentionProblem& problem, DType dtype, FlashLaunch* out);
