@@ -1,62 +1,344 @@
 #!/usr/bin/env python3
-"""Puts `vkformer bench --json` results next to bench/torch_bench.py results taken on the same
-GPU (ideally in one command), joined by benchmark id, and checks the GPU targets of the
-performance issue. Prints Markdown for bench/RESULTS.md.
+"""One table for a GPU run: a row per figure the GPU measurement issue (issue 22) asks for,
+each with vkformer's number, the reference (PyTorch on the same GPU, the copy bandwidth vkformer
+measured, ggml-vulkan), the ratio and whether the target holds, or "not measured: why". Inputs
+are the JSON files of one run (scripts/gpu_run.sh runs them all in one command):
 
-  python3 bench/compare.py vkformer.json torch.json [--device NAME_SUBSTRING]
+  python3 bench/compare.py --vkformer vkformer.json --torch torch.json \\
+      [--smollm2 llm.json] [--llama1b llm.json --llama1b-bytes N] [--tests tests.json] \\
+      [--tune tune.json] [--ggml llama-bench.json] [--steps steps.tsv] \\
+      [--markdown summary.md] [--json results.json] [--smoke]
+  python3 bench/compare.py vkformer.json torch.json        # the same, as before
+
+--smoke reads the small shapes the lavapipe smoke run measures instead of the GPU sizes (the
+rows, their order and their targets stay those of the issue). --json writes the rows and every
+input file in one document. Exit status 1 if a row is missing or malformed (never for a target
+missed: that is what the table reports).
 """
 import argparse
 import json
+import os
+import sys
 
-# (what, vkformer id, how to judge): "throughput" = torch time / vkformer time must reach the
-# bound; "latency" = vkformer time / torch time must stay at or below it.
-TARGETS = [
-    ("f16 matmul 4096^3 >= 70% of torch.matmul", "matmul/square/f16/m=4096,n=4096,k=4096", "throughput", 0.70),
-    ("fused attention >= 100% of SDPA, seq 2048, d_k 64, f16", "attention/fused/f16/batch=1,heads=8,seq=2048,d_k=64", "throughput", 1.0),
-    ("fused attention >= 100% of SDPA, seq 2048, d_k 128, f16", "attention/fused/f16/batch=1,heads=16,seq=2048,d_k=128", "throughput", 1.0),
-    ("fused attention >= 100% of SDPA, seq 2048, d_k 64, f32", "attention/fused/f32/batch=1,heads=8,seq=2048,d_k=64", "throughput", 1.0),
-    ("fused attention >= 100% of SDPA, seq 2048, d_k 128, f32", "attention/fused/f32/batch=1,heads=16,seq=2048,d_k=128", "throughput", 1.0),
-    ("BERT-base encoder layer b8 s512 f16 >= 100% of eager", "encoder_layer/bert-base/f16/batch=8,seq=512,d_model=768,heads=12,ff=3072", "throughput", 1.0),
-    ("KV-cached decoder step, context 1024, <= 70% of eager latency (f16)", "decoder_step/d512.kv-cache/f16/batch=1,context=1024,src=128,d_model=512,layers=6", "latency", 0.70),
-    ("KV-cached decoder step, context 1024, <= 70% of eager latency (f32)", "decoder_step/d512.kv-cache/f32/batch=1,context=1024,src=128,d_model=512,layers=6", "latency", 0.70),
-]
+# ggml-vulkan's SmolLM2-135M Q4_1 on the H100 (issue 22's table), for runs without ggml.
+GGML_H100 = {"pp512": 34923.0, "tg128": 233.0}
+
+
+def mm(dt, m, n, k, variant="square"):
+    return f"matmul/{variant}/{dt}/m={m},n={n},k={k}"
+
+
+def att(dt, b, h, s, d, causal):
+    return f"attention/fused{'.causal' if causal else ''}/{dt}/batch={b},heads={h},seq={s},d_k={d}"
+
+
+# The transformer matmul shapes of vkformer bench (f16 >= 50% of PyTorch, not slower than f32).
+TRANSFORMER = [("bert-base.qkv", 1024, 2304, 768), ("bert-base.out", 1024, 768, 768),
+               ("bert-base.ffn1", 1024, 3072, 768), ("bert-base.ffn2", 1024, 768, 3072),
+               ("bert-base.qkv", 4096, 2304, 768), ("bert-base.ffn1", 4096, 3072, 768),
+               ("bert-base.ffn2", 4096, 768, 3072), ("d512.qkv", 1024, 1536, 512),
+               ("d512.ffn1", 1024, 2048, 512), ("d512.ffn2", 1024, 512, 2048),
+               ("minilm.qkv", 4096, 1152, 384), ("minilm.out", 4096, 384, 384),
+               ("minilm.ffn1", 4096, 1536, 384), ("minilm.ffn2", 4096, 384, 1536)]
+
+
+def figures(smoke):
+    """(figure, kind, args): `kind` says how the row is computed; in smoke runs the ids are the
+    small shapes the smoke measures (same rows, same targets)."""
+    f = []
+    s = smoke
+    f.append(("Every test passes on the driver, validation + sync validation", "tests", {}))
+    f.append(("f16 matmul 4096^3 >= 70% of torch.matmul", "torch_speed",
+              {"id": mm("f16", *(256,) * 3) if s else mm("f16", 4096, 4096, 4096), "bound": 0.70}))
+    f.append(("f32 matmul 4096^3 (reported)", "torch_speed",
+              {"id": mm("f32", *(256,) * 3) if s else mm("f32", 4096, 4096, 4096), "bound": None}))
+    for v, m, n, k in TRANSFORMER:
+        f.append((f"f16 {v} {m}x{n}x{k} >= 50% of PyTorch", "torch_speed",
+                  {"id": mm("f16", m, n, k, v), "bound": 0.50}))
+        f.append((f"f16 {v} {m}x{n}x{k} not slower than vkformer's f32", "f16_vs_f32",
+                  {"f16": mm("f16", m, n, k, v), "f32": mm("f32", m, n, k, v)}))
+    for wt in ("q4_0", "q4_k"):
+        qid = ("matmul_q/smollm2.ffn_up/q4_1/m=1,n=1536,k=576" if s
+               else f"matmul_q/ffn-large/{wt}/m=512,n=4096,k=14336")
+        f.append((f"{wt.upper()} prompt GEMM 4096x512x14336 >= 2x ggml-vulkan", "ggml_op", {"id": qid, "bound": 2.0}))
+        f.append((f"{wt.upper()} prompt GEMM 4096x512x14336 vs PyTorch f16 F.linear (reported)", "torch_speed",
+                  {"id": qid, "bound": None}))
+    for b, h, d in ((1, 8, 64), (1, 16, 128)):
+        for causal in (False, True):
+            if s:
+                aid = att("f32", 1, 8, 128, 64, False)
+            else:
+                aid = att("f16", b, h, 2048, d, causal)
+            f.append((f"fused attention f16 b{b} h{h} d{d} seq 2048{' causal' if causal else ''} >= 70% of SDPA",
+                      "torch_speed", {"id": aid, "bound": 0.70}))
+    rows = {"softmax": ("softmax/masked/{dt}/rows=24576,length=2048", "softmax/masked/f32/rows=12288,length=128"),
+            "layer norm": ("layer_norm/affine/{dt}/rows=8192,d=4096", "layer_norm/affine/f32/rows=1024,d=512"),
+            "RMS norm": ("rms_norm/weight/{dt}/rows=8192,d=4096", "rms_norm/weight/f32/rows=4096,d=4096")}
+    for op, (full, small) in rows.items():
+        for dt in ("f32", "f16"):
+            f.append((f"{op} {dt} >= 64 MiB >= 70% of the measured copy bandwidth", "copy_share",
+                      {"id": small if s else full.format(dt=dt), "bound": 0.70}))
+    f.append(("BERT-base encoder layer f16 b8 s512 >= 70% of PyTorch eager", "torch_speed",
+              {"id": "encoder_layer/bert-base/f32/batch=1,seq=128,d_model=768,heads=12,ff=3072" if s else
+               "encoder_layer/bert-base/f16/batch=8,seq=512,d_model=768,heads=12,ff=3072", "bound": 0.70}))
+    f.append(("all-MiniLM-L6-v2 batch 32x128 >= 70% of sentence-transformers", "torch_speed",
+              {"id": "sentence_embedding/all-MiniLM-L6-v2/f32/batch=1,seq=16" if s else
+               "sentence_embedding/all-MiniLM-L6-v2/f16/batch=32,seq=128", "bound": 0.70}))
+    for dt in ("f16", "f32"):
+        f.append((f"KV-cached decoder step d512 6 layers ctx 1024 {dt} <= 50% of eager latency", "torch_latency",
+                  {"id": ("decoder_step/d512.kv-cache/f32/batch=1,context=128,src=128,d_model=512,layers=6" if s else
+                          f"decoder_step/d512.kv-cache/{dt}/batch=1,context=1024,src=128,d_model=512,layers=6"),
+                   "bound": 0.50}))
+    f.append(("SmolLM2-135M Q4_1 generation >= 2x ggml-vulkan (233 t/s on the H100)", "llm_vs_ggml",
+              {"model": "smollm2", "test": "tg", "bound": 2.0}))
+    f.append(("SmolLM2-135M Q4_1 pp512 >= 1.5x ggml-vulkan (34,923 t/s on the H100)", "llm_vs_ggml",
+              {"model": "smollm2", "test": "pp", "bound": 1.5}))
+    f.append(("Llama-3.2-1B-shaped Q4_K generation >= 60% of the copy-bandwidth bound", "llm_vs_bound",
+              {"model": "llama1b", "bound": 0.60}))
+    return f
+
+
+def load(path):
+    if not path:
+        return None
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as e:
+        return {"_error": f"{path}: {e}"}
+
+
+class Inputs:
+    def __init__(self, a):
+        self.a = a
+        self.vk_doc = load(a.vkformer)
+        self.th_doc = load(a.torch)
+        self.vk, self.peak, self.vk_device = {}, {}, {}
+        if self.vk_doc and "devices" in self.vk_doc and self.vk_doc["devices"]:
+            dev = self.vk_doc["devices"][0]
+            self.vk = {r["id"]: r for r in dev.get("results", []) if r.get("status") == "ok"}
+            self.vk_all = {r["id"]: r for r in dev.get("results", [])}
+            self.peak = dev.get("peak", {})
+            self.vk_device = dev.get("device", {})
+        else:
+            self.vk_all = {}
+        self.th = {}
+        self.th_info = {}
+        if self.th_doc and "results" in self.th_doc:
+            self.th = {r["id"]: r for r in self.th_doc["results"] if r.get("status") == "ok"}
+            self.th_all = {r["id"]: r for r in self.th_doc["results"]}
+            self.th_info = self.th_doc.get("device", {})
+        else:
+            self.th_all = {}
+        self.tests = load(a.tests)
+        self.llm = {"smollm2": load(a.smollm2), "llama1b": load(a.llama1b)}
+        self.ggml = load(a.ggml)
+
+    def vk_missing(self, bid):
+        if not self.vk_doc:
+            return "no vkformer bench results (the bench step did not run or failed)"
+        r = self.vk_all.get(bid)
+        if r is None:
+            return f"vkformer bench has no {bid}"
+        return f"vkformer {r.get('status')}: {(r.get('reason') or '')[:90]}"
+
+    def torch_missing(self, bid):
+        if not self.th_doc:
+            return "no PyTorch results (no torch here, or the step failed)"
+        if not self.th_info.get("cuda_available"):
+            cuda = "no CUDA"
+        else:
+            cuda = ""
+        r = self.th_all.get(bid)
+        if r is None:
+            return (cuda + ": " if cuda else "") + f"PyTorch has no {bid}"
+        return (cuda + ": " if cuda else "") + f"PyTorch {r.get('status')}: {(r.get('reason') or '')[:80]}"
+
+
+def fmt_us(us):
+    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def row_for(inp, kind, args):
+    """(vkformer, reference, ratio, holds) as texts; holds is 'yes', 'no', '-' or 'not measured: why'."""
+    vk, th = inp.vk, inp.th
+    torch_label = "PyTorch" + ("" if inp.th_info.get("cuda_available") else " (CPU, no CUDA)")
+    if kind == "tests":
+        t = inp.tests
+        if not t or "_error" in t:
+            return "-", "-", "-", "not measured: the tests step did not finish"
+        n, bad = len(t["suites"]), t["failed"]
+        return f"{n - len(bad)} of {n} suites pass", "-", "-", "yes" if not bad else "no: " + ", ".join(bad)
+    if kind in ("torch_speed", "torch_latency"):
+        bid, bound = args["id"], args["bound"]
+        if bid not in vk:
+            return "-", "-", "-", "not measured: " + inp.vk_missing(bid)
+        if bid not in th:
+            return fmt_us(vk[bid]["median_us"]), "-", "-", "not measured: " + inp.torch_missing(bid)
+        v, t = vk[bid]["median_us"], th[bid]["median_us"]
+        ref = f"{fmt_us(t)} ({torch_label})"
+        if kind == "torch_speed":
+            ratio = t / v
+            holds = "-" if bound is None else ("yes" if ratio >= bound else "no")
+            return fmt_us(v), ref, f"{ratio * 100:.0f}% of PyTorch's speed", holds
+        ratio = v / t
+        return fmt_us(v), ref, f"{ratio * 100:.0f}% of PyTorch's latency", "yes" if ratio <= args["bound"] else "no"
+    if kind == "f16_vs_f32":
+        a, b = args["f16"], args["f32"]
+        if a not in vk or b not in vk:
+            miss = a if a not in vk else b
+            return "-", "-", "-", "not measured: " + inp.vk_missing(miss)
+        v16, v32 = vk[a]["median_us"], vk[b]["median_us"]
+        return fmt_us(v16), f"{fmt_us(v32)} (vkformer f32)", f"{v32 / v16:.2f}x f32's speed", \
+            "yes" if v16 <= v32 else "no"
+    if kind == "copy_share":
+        bid = args["id"]
+        if bid not in vk:
+            return "-", "-", "-", "not measured: " + inp.vk_missing(bid)
+        copy = inp.peak.get("copy_gbps") or 0
+        gbps = vk[bid]["gbps"]
+        if copy <= 0:
+            return f"{gbps:.1f} GB/s", "-", "-", "not measured: no copy bandwidth (bench ran with --no-peak)"
+        share = gbps / copy
+        return f"{gbps:.1f} GB/s", f"{copy:.1f} GB/s (vkformer's copy probe)", f"{share * 100:.0f}% of copy", \
+            "yes" if share >= args["bound"] else "no"
+    if kind == "ggml_op":
+        bid = args["id"]
+        if bid not in vk:
+            return "-", "-", "-", "not measured: " + inp.vk_missing(bid)
+        return fmt_us(vk[bid]["median_us"]), "-", "-", \
+            "not measured: ggml-vulkan's test-backend-ops was not carried"
+    if kind == "llm_vs_ggml":
+        doc = inp.llm.get(args["model"])
+        if not doc or "llm" not in doc:
+            return "-", "-", "-", "not measured: no vkformer bench --model result for " + args["model"]
+        tests = {t["test"][:2]: t for t in doc["llm"]}
+        t = tests.get(args["test"])
+        if not t:
+            return "-", "-", "-", f"not measured: no {args['test']} test in the run"
+        ref, src = ggml_reference(inp.ggml, t["test"])
+        ratio = t["avg_ts"] / ref
+        return f"{t['avg_ts']:.1f} t/s ({t['test']})", f"{ref:.1f} t/s ({src})", f"{ratio:.2f}x", \
+            "yes" if ratio >= args["bound"] else "no"
+    if kind == "llm_vs_bound":
+        doc = inp.llm.get(args["model"])
+        if not doc or "llm" not in doc:
+            return "-", "-", "-", "not measured: no vkformer bench --model result for " + args["model"]
+        tg = [t for t in doc["llm"] if t["test"].startswith("tg")]
+        copy = inp.peak.get("copy_gbps") or 0
+        if not tg or copy <= 0 or not inp.a.llama1b_bytes:
+            return "-", "-", "-", "not measured: needs a tg result, the copy bandwidth and the file size"
+        bound_ts = copy * 1e9 / inp.a.llama1b_bytes
+        share = tg[0]["avg_ts"] / bound_ts
+        return f"{tg[0]['avg_ts']:.1f} t/s", f"{bound_ts:.1f} t/s ({copy:.0f} GB/s / {inp.a.llama1b_bytes / 2**20:.0f} MiB)", \
+            f"{share * 100:.0f}% of the bound", "yes" if share >= args["bound"] else "no"
+    return "-", "-", "-", f"not measured: unknown row kind {kind}"
+
+
+def ggml_reference(ggml, test):
+    """ggml-vulkan's t/s for `test` (pp512/tg128) from llama-bench -o json, else the issue's H100 figure."""
+    if isinstance(ggml, list):
+        for r in ggml:
+            n_p, n_g = r.get("n_prompt", 0), r.get("n_gen", 0)
+            name = f"pp{n_p}" if n_p and not n_g else f"tg{n_g}"
+            if name == test and "avg_ts" in r:
+                return r["avg_ts"], "ggml-vulkan, same run"
+    key = "pp512" if test.startswith("pp") else "tg128"
+    return GGML_H100[key], "ggml-vulkan on the H100, issue 22"
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("vkformer_json")
-    p.add_argument("torch_json")
-    p.add_argument("--device", default="", help="which device of the vkformer file (name substring)")
+    p.add_argument("positional", nargs="*", help="vkformer.json torch.json (older form)")
+    for name in ("vkformer", "torch", "smollm2", "llama1b", "tests", "tune", "ggml", "devices", "steps",
+                 "markdown", "json"):
+        p.add_argument("--" + name)
+    p.add_argument("--llama1b-bytes", type=int, default=0, help="the Llama-3.2-1B-shaped file's size")
+    p.add_argument("--elapsed", type=float, default=0)
+    p.add_argument("--smoke", action="store_true")
     a = p.parse_args()
-    vk_file = json.load(open(a.vkformer_json))
-    devices = [d for d in vk_file["devices"] if a.device.lower() in d["device"]["name"].lower()]
-    if not devices:
-        raise SystemExit(f"no device matching '{a.device}' in {a.vkformer_json}")
-    dev = devices[0]
-    vk = {r["id"]: r for r in dev["results"] if r.get("status") == "ok"}
-    th_file = json.load(open(a.torch_json))
-    th = {r["id"]: r for r in th_file["results"] if r.get("status") == "ok"}
+    if a.positional:
+        a.vkformer = a.vkformer or a.positional[0]
+        if len(a.positional) > 1:
+            a.torch = a.torch or a.positional[1]
+    inp = Inputs(a)
 
-    d = dev["device"]
-    print(f"vkformer on {d['name']} ({d.get('driver_name', d.get('driver', ''))} {d.get('driver_info', '')}), "
-          f"PyTorch {th_file['device']['torch']} (CUDA {th_file['device']['cuda']}) on {th_file['device']['name']}\n")
-    print("| target | vkformer us | PyTorch us | ratio | holds |\n|---|---|---|---|---|")
-    for what, bid, kind, bound in TARGETS:
-        if bid not in vk or bid not in th:
-            print(f"| {what} | {'-' if bid not in vk else round(vk[bid]['median_us'], 1)} | "
-                  f"{'-' if bid not in th else round(th[bid]['median_us'], 1)} | - | not measured |")
-            continue
-        v, t = vk[bid]["median_us"], th[bid]["median_us"]
-        ratio = t / v if kind == "throughput" else v / t
-        holds = ratio >= bound if kind == "throughput" else ratio <= bound
-        label = f"{ratio * 100:.0f}% of PyTorch" + (" throughput" if kind == "throughput" else " latency")
-        print(f"| {what} | {v:.1f} | {t:.1f} | {label} | {'yes' if holds else 'no'} |")
+    lines = []
+    d = inp.vk_device
+    th = inp.th_info
+    lines.append(f"# vkformer GPU run{' (smoke, small sizes)' if a.smoke else ''}\n")
+    lines.append(f"- vkformer device: {d.get('name', '-')} ({d.get('driver', '')} {d.get('driver_version', '')}, "
+                 f"Vulkan {d.get('api_version', '-')})")
+    if th:
+        lines.append(f"- PyTorch {th.get('torch')} on {th.get('name')}"
+                     f"{'' if th.get('cuda_available') else ' (no CUDA: CPU timings)'}")
+    else:
+        lines.append("- PyTorch: not run (no torch here, or its step failed): no CUDA figures")
+    if inp.peak:
+        lines.append(f"- peaks: FMA {inp.peak.get('fma_gflops', 0):.0f} GFLOP/s, copy {inp.peak.get('copy_gbps', 0):.1f} GB/s")
+    if a.elapsed:
+        lines.append(f"- whole run: {a.elapsed:.0f} s")
+    lines.append("")
+    lines.append("| figure (issue 22) | vkformer | reference | ratio | holds | measured at |")
+    lines.append("|---|---|---|---|---|---|")
+    rows = []
+    problems = 0
+    for what, kind, args in figures(a.smoke):
+        try:
+            v, ref, ratio, holds = row_for(inp, kind, args)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+            v, ref, ratio, holds = "-", "-", "-", f"not measured: malformed input ({type(e).__name__}: {e})"
+            problems += 1
+        rows.append({"figure": what, "kind": kind, "args": args, "vkformer": v, "reference": ref,
+                     "ratio": ratio, "holds": holds})
+        at = args.get("id") or args.get("f16") or (args.get("model", "") + " " + args.get("test", "")).strip() or "-"
+        lines.append(f"| {what} | {v} | {ref} | {ratio} | {holds} | `{at}` |")
 
-    print("\n| benchmark | vkformer us | PyTorch us | vkformer speed vs PyTorch |\n|---|---|---|---|")
-    for bid in sorted(set(vk) & set(th)):
-        v, t = vk[bid]["median_us"], th[bid]["median_us"]
-        print(f"| `{bid}` | {v:.1f} | {t:.1f} | {t / v:.2f}x |")
+    tune = load(a.tune)
+    if tune and "tunables" in tune:
+        lines.append("\n## vkformer tune\n")
+        lines.append(f"{tune.get('took_s', 0):.1f} s of a {tune['settings']['budget_s']:.0f} s budget.\n")
+        lines.append("| tunable | static | kept | static ms | kept ms | result |\n|---|---|---|---|---|---|")
+        for t in tune["tunables"]:
+            static = t["candidates"][0]["value"] if t.get("candidates") else "-"
+            lines.append(f"| {t['id']} | {static} | {t.get('winner') or '-'} | {t['static_us'] / 1000:.3f} | "
+                         f"{t['winner_us'] / 1000:.3f} | {t['status']}: {t['note']} |")
+
+    steps = []
+    if a.steps and os.path.exists(a.steps):
+        for line in open(a.steps):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) == 3:
+                steps.append({"step": parts[0], "status": parts[1], "seconds": int(parts[2])})
+        lines.append("\n## Steps\n\n| step | status | seconds |\n|---|---|---|")
+        lines += [f"| {s['step']} | {s['status']} | {s['seconds']} |" for s in steps]
+
+    # Everything joined by id, for bench/RESULTS.md.
+    both = sorted(set(inp.vk) & set(inp.th))
+    if both:
+        lines.append("\n## Every benchmark measured by both\n\n| benchmark | vkformer | PyTorch | speed vs PyTorch |\n|---|---|---|---|")
+        for bid in both:
+            v, t = inp.vk[bid]["median_us"], inp.th[bid]["median_us"]
+            lines.append(f"| `{bid}` | {fmt_us(v)} | {fmt_us(t)} | {t / v:.2f}x |")
+
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.markdown:
+        with open(a.markdown, "w") as fh:
+            fh.write(text)
+    if a.json:
+        doc = {"rows": rows, "steps": steps, "smoke": a.smoke, "elapsed_s": a.elapsed,
+               "inputs": {"vkformer": inp.vk_doc, "torch": inp.th_doc, "tests": inp.tests, "tune": tune,
+                          "devices": load(a.devices), "smollm2": inp.llm["smollm2"],
+                          "llama1b": inp.llm["llama1b"], "ggml": inp.ggml}}
+        with open(a.json, "w") as fh:
+            json.dump(doc, fh, indent=1)
+    expected = len(figures(a.smoke))
+    if len(rows) != expected or problems:
+        print(f"compare.py: {len(rows)} rows of {expected}, {problems} malformed", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,8 +12,6 @@
 
 namespace vkformer::bench {
 
-namespace {
-
 // Random blocks with sane scales: random quantized values, then every block's fp16 scales set to
 // small random numbers (d, and q4_1's m or q4_k's dmin; q6_k's d sits at the end of its
 // super-block), so the weights look like a model's (|w| up to ~0.1).
@@ -41,6 +39,8 @@ HostTensor random_quantized(const Shape& shape, DType dt, uint64_t seed) {
   }
   return HostTensor::from_bytes(shape, dt, raw);
 }
+
+namespace {
 
 Benchmark quantized_linear(const std::string& variant, int64_t m, int64_t n, int64_t k, DType wt,
                            bool quick = false) {
@@ -93,6 +93,10 @@ std::vector<Benchmark> quant_benchmarks() {
     list.push_back(quantized_linear("llama1b.ffn_up", tokens, 8192, 2048, DType::q4_1));
   }
   list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q5_0));
+  // The GPU issue's quantized prompt GEMM: 512 tokens through a [4096, 14336] weight (ggml's
+  // MUL_MAT 4096 x 512 x 14336, the f16 matmul/ffn-large's work).
+  for (DType wt : {DType::q4_0, DType::q4_k})
+    list.push_back(quantized_linear("ffn-large", 512, 4096, 14336, wt));
   // The same shapes with f32 weights, through the f32 kernels.
   for (int64_t tokens : {1, 128, 512}) {
     list.push_back(linear_matmul("smollm2.ffn_up", tokens, 1536, 576, DType::f32));

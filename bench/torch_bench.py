@@ -7,8 +7,14 @@ median, min and max over repeats. PyTorch runs "eager": modules in eval mode und
 torch.inference_mode(), which allows its fused fast paths (as a user would run them).
 
   python3 bench/torch_bench.py --json torch.json            # CUDA if available, else CPU
-  python3 bench/torch_bench.py --quick --device cpu         # a smoke test without a GPU
+  python3 bench/torch_bench.py --quick --device cpu         # a smaller set
+  python3 bench/torch_bench.py --smoke                      # tiny shapes: the smoke run's
+  python3 bench/torch_bench.py --issue22 --json torch.json  # what bench/compare.py's GPU table needs
   python3 bench/torch_bench.py --filter 'minilm|sentence_embedding' --warmup 1 --repeats 3
+
+Row ops (softmax, layer norm, RMS norm) are also timed at >= 64 MiB next to a plain copy of the
+same bytes (`copy/...`), and the quantized-weight shapes of `vkformer bench` (`matmul_q/...`) as
+f16 F.linear: PyTorch has no ggml blocks, so that is the dense equivalent.
 """
 import argparse
 import json
@@ -51,6 +57,12 @@ def timer(device, fn, warmup, repeats, budget_s):
 
 def shape_id(name, variant, dtype, shape):
     return f"{name}/{variant}/{dtype}/" + ",".join(f"{k}={v}" for k, v in shape)
+
+
+def rms_norm(x, w, eps=1e-5):
+    if hasattr(F, "rms_norm"):  # PyTorch >= 2.4
+        return F.rms_norm(x, (x.shape[-1],), w, eps)
+    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(x.dtype) * w
 
 
 def sdpa(q, k, v, causal):
@@ -241,7 +253,106 @@ def benchmarks(device, quick):
                 return lambda: dec(x)
             add("decoder_step", "d512.kv-cache", dt,
                 [("batch", 1), ("context", context), ("src", 128), ("d_model", 512), ("layers", 6)], make)
+        # Row ops as vkformer bench runs them: masked softmax over attention scores, layer norm
+        # and RMS norm, at the sizes of >= 64 MiB the GPU issue asks for, and a copy of the same
+        # bytes (what "% of the copy bandwidth" is measured against here).
+        for bh, s in ([(96, 128)] if quick else [(96, 128), (12, 2048), (12, 4096)]):
+            def make(bh=bh, s=s, t=t):
+                x = torch.randn(bh, s, s, dtype=t, device=device)
+                mask = torch.triu(torch.full((s, s), float("-inf"), device=device), 1).to(t)
+                return lambda: torch.softmax(x * 0.125 + mask, -1)
+            add("softmax", "masked", dt, [("rows", bh * s), ("length", s)], make)
+        norms = [(1024, 512)] if quick else [(1024, 512), (4096, 4096), (8192, 4096)]
+        for rows, d in norms:
+            def make(rows=rows, d=d, t=t):
+                x = torch.randn(rows, d, dtype=t, device=device)
+                g, b = torch.ones(d, dtype=t, device=device), torch.zeros(d, dtype=t, device=device)
+                return lambda: F.layer_norm(x, (d,), g, b)
+            add("layer_norm", "affine", dt, [("rows", rows), ("d", d)], make)
+            def make(rows=rows, d=d, t=t):
+                x = torch.randn(rows, d, dtype=t, device=device)
+                w = torch.ones(d, dtype=t, device=device)
+                return lambda: rms_norm(x, w)
+            add("rms_norm", "weight", dt, [("rows", rows), ("d", d)], make)
+        for mib in ([8] if quick else [64, 256]):
+            def make(mib=mib, t=t):
+                n = mib * 2**20 // torch.tensor([], dtype=t).element_size()
+                x, y = torch.randn(n, dtype=t, device=device), torch.empty(n, dtype=t, device=device)
+                return lambda: y.copy_(x)
+            add("copy", "plain", dt, [("mib", mib)], make)
+
+    # vkformer bench's quantized-weight linears (matmul_q) as dense f16 (f32 on a CPU) F.linear.
+    qt = DTYPES["f16" if device.type == "cuda" else "f32"]
+    quant = [("smollm2.ffn_up", "q4_1", 1, 1536, 576), ("smollm2.ffn_up", "q4_1", 128, 1536, 576)]
+    if not quick:
+        quant += [("smollm2.ffn_up", "q4_1", 512, 1536, 576), ("smollm2.ffn_down", "q4_1", 512, 576, 1536),
+                  ("llama1b.ffn_up", "q4_k", 1, 8192, 2048), ("llama1b.ffn_up", "q4_k", 128, 8192, 2048),
+                  ("ffn-large", "q4_0", 512, 4096, 14336), ("ffn-large", "q4_k", 512, 4096, 14336)]
+    for variant, wt, m, n, k in quant:
+        def make(m=m, n=n, k=k):
+            x = torch.randn(m, k, dtype=qt, device=device)
+            w = torch.randn(n, k, dtype=qt, device=device) * 0.05
+            return lambda: F.linear(x, w)
+        add("matmul_q", variant, wt, [("m", m), ("n", n), ("k", k)], make)
     return out
+
+
+def smoke_benchmarks(device):
+    """Tiny shapes with the smoke run's vkformer ids (bench --quick), any device, in seconds."""
+    out = []
+
+    def add(name, variant, dtype, shape, make):
+        out.append((shape_id(name, variant, dtype, shape), make))
+
+    t = torch.float32
+    def mm(n=256):
+        a, b = torch.randn(n, n, dtype=t, device=device), torch.randn(n, n, dtype=t, device=device)
+        return lambda: torch.matmul(a, b)
+    add("matmul", "square", "f32", [("m", 256), ("n", 256), ("k", 256)], mm)
+    def att():
+        q, k, v = (torch.randn(1, 8, 128, 64, dtype=t, device=device) for _ in range(3))
+        return lambda: sdpa(q, k, v, False)
+    add("attention", "fused", "f32", [("batch", 1), ("heads", 8), ("seq", 128), ("d_k", 64)], att)
+    def sm():
+        x = torch.randn(96, 128, 128, dtype=t, device=device)
+        mask = torch.triu(torch.full((128, 128), float("-inf"), device=device), 1)
+        return lambda: torch.softmax(x * 0.125 + mask, -1)
+    add("softmax", "masked", "f32", [("rows", 96 * 128), ("length", 128)], sm)
+    def ln():
+        x = torch.randn(1024, 512, dtype=t, device=device)
+        return lambda: F.layer_norm(x, (512,))
+    add("layer_norm", "affine", "f32", [("rows", 1024), ("d", 512)], ln)
+    def q():
+        x, w = torch.randn(1, 576, device=device), torch.randn(1536, 576, device=device)
+        return lambda: F.linear(x, w)
+    add("matmul_q", "smollm2.ffn_up", "q4_1", [("m", 1), ("n", 1536), ("k", 576)], q)
+    def rms():
+        x, w = torch.randn(4096, 4096, device=device), torch.ones(4096, device=device)
+        return lambda: rms_norm(x, w)
+    add("rms_norm", "weight", "f32", [("rows", 4096), ("d", 4096)], rms)
+    def enc():
+        layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu",
+                                           batch_first=True).to(device).eval()
+        x = torch.randn(1, 128, 768, device=device)
+        return lambda: layer(x)
+    add("encoder_layer", "bert-base", "f32",
+        [("batch", 1), ("seq", 128), ("d_model", 768), ("heads", 12), ("ff", 3072)], enc)
+    def dec():
+        layers = nn.ModuleList(nn.TransformerDecoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
+                               for _ in range(6)).to(device).eval()
+        d = CachedDecoder(layers, 8, 128, 128, 1, t, device)
+        x = torch.randn(1, 1, 512, device=device)
+        return lambda: d(x)
+    add("decoder_step", "d512.kv-cache", "f32",
+        [("batch", 1), ("context", 128), ("src", 128), ("d_model", 512), ("layers", 6)], dec)
+    return out
+
+
+# What bench/compare.py's table for the GPU issue (issue 22) reads: --issue22 keeps these ids.
+ISSUE22 = (r"^(matmul/(square/f(16|32)/m=4096|bert-base|d512|minilm|ffn-large)|matmul_q/|"
+           r"attention/fused.*seq=2048|softmax/masked/.*length=(2048|4096)|layer_norm/affine/.*d=4096|"
+           r"rms_norm/|copy/|encoder_layer/bert-base/.*batch=8,seq=512|"
+           r"decoder_step/d512.kv-cache/.*context=1024|sentence_embedding/.*batch=32)")
 
 
 def main():
@@ -249,6 +360,8 @@ def main():
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--quick", action="store_true", help="a small subset")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes (the lavapipe smoke run)")
+    p.add_argument("--issue22", action="store_true", help="only what the GPU issue's table needs")
     p.add_argument("--filter", default="", help="only ids matching this regular expression (re.search)")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
@@ -256,18 +369,23 @@ def main():
     a = p.parse_args()
     device = torch.device(a.device)
     info = {"name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-            "torch": torch.__version__, "cuda": torch.version.cuda}
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cuda_available": torch.cuda.is_available(), "device": device.type,
+            "timer": "CUDA events per run, median" if device.type == "cuda" else "wall clock per run, median"}
     print(f"PyTorch {torch.__version__} on {info['name']}")
     results = []
     with torch.inference_mode():
-        for bench_id, make in benchmarks(device, a.quick):
+        chosen = smoke_benchmarks(device) if a.smoke else benchmarks(device, a.quick)
+        for bench_id, make in chosen:
             if a.filter and not re.search(a.filter, bench_id):
+                continue
+            if a.issue22 and not re.search(ISSUE22, bench_id):
                 continue
             try:
                 r = timer(device, make(), a.warmup, a.repeats, a.budget)
                 r.update(id=bench_id, status="ok")
                 print(f"{bench_id:80s} {r['median_us']:12.1f} us")
-            except RuntimeError as e:  # out of memory, unsupported dtype on this device, ...
+            except (RuntimeError, OSError, ImportError) as e:  # out of memory, no model, ...
                 r = {"id": bench_id, "status": "skipped", "reason": str(e).splitlines()[0]}
                 print(f"{bench_id:80s} skipped: {r['reason']}")
             results.append(r)

@@ -147,5 +147,87 @@ TEST_F(CapiLlm, FailuresAreStatusesWithMessages) {
   vkf_llm_release(nullptr);
 }
 
+// What a token callback that calls back into its own vkf_llm saw.
+struct Reentry {
+  vkf_llm* llm = nullptr;
+  enum Call { generate, chat, reset, release } call = generate;
+  int calls = 0;
+  std::vector<vkf_status> statuses;
+  std::vector<std::string> messages;
+  std::vector<int64_t> positions;
+};
+
+int32_t call_back_in(const char*, size_t, int32_t, void* user) {
+  auto* r = static_cast<Reentry*>(user);
+  r->positions.push_back(vkf_llm_position(r->llm));  // reading is allowed
+  if (r->calls++ >= 2) return 1;
+  vkf_status s = VKF_OK;
+  switch (r->call) {
+    case Reentry::generate: s = vkf_llm_generate(r->llm, "nested", 4, nullptr, nullptr, nullptr, nullptr); break;
+    case Reentry::chat: s = vkf_llm_chat(r->llm, "nested", 4, nullptr, nullptr, nullptr, nullptr); break;
+    case Reentry::reset: s = vkf_llm_reset(r->llm, nullptr); break;
+    case Reentry::release: vkf_llm_release(r->llm); return 1;
+  }
+  r->statuses.push_back(s);
+  r->messages.push_back(vkf_last_error());
+  return 1;
+}
+
+// Calls from inside a token callback that would change the same vkf_llm are refused with
+// VKF_ERROR_BUSY, and the outer call generates exactly what it generates alone: nested
+// generate's tokens once landed in the outer cache (position 15 instead of 11) and a nested
+// reset emptied it mid-reply, while the outer call returned VKF_OK.
+TEST_F(CapiLlm, CallsFromInsideATokenCallbackOnTheSameModelAreRefused) {
+  Collected alone;
+  ASSERT_EQ(vkf_llm_generate(llm_, "hello", 6, nullptr, collect, &alone, nullptr), VKF_OK) << vkf_last_error();
+  const int64_t want_position = vkf_llm_position(llm_);
+  ASSERT_EQ(alone.tokens.size(), 6u);
+
+  const char* outer[] = {"vkf_llm_generate", "vkf_llm_generate", "vkf_llm_generate"};
+  const char* inner[] = {"vkf_llm_generate", "vkf_llm_chat", "vkf_llm_reset"};
+  for (Reentry::Call call : {Reentry::generate, Reentry::chat, Reentry::reset}) {
+    SCOPED_TRACE(inner[call]);
+    ASSERT_EQ(vkf_llm_reset(llm_, nullptr), VKF_OK);
+    Reentry r{llm_, call};
+    vkf_generation_stats stats{};
+    ASSERT_EQ(vkf_llm_generate(llm_, "hello", 6, nullptr, call_back_in, &r, &stats), VKF_OK) << vkf_last_error();
+    EXPECT_EQ(stats.generated_tokens, 6);
+    EXPECT_EQ(vkf_llm_position(llm_), want_position);
+    ASSERT_EQ(r.statuses.size(), 2u);
+    for (size_t i = 0; i < r.statuses.size(); ++i) {
+      EXPECT_EQ(r.statuses[i], VKF_ERROR_BUSY);
+      EXPECT_EQ(r.messages[i], std::string(inner[call]) + ": called from inside a token callback of " +
+                                   outer[call] + " on the same vkf_llm; it would change the cache that call is "
+                                   "generating into. Call it after " + outer[call] +
+                                   " returns (or return 0 from the callback to stop it)");
+    }
+    // The cache grew by one token per callback, as without the nested calls.
+    ASSERT_EQ(r.positions.size(), 6u);
+    for (size_t i = 1; i < r.positions.size(); ++i) EXPECT_EQ(r.positions[i], r.positions[i - 1] + 1);
+  }
+  // Inside a chat turn too.
+  ASSERT_EQ(vkf_llm_reset(llm_, nullptr), VKF_OK);
+  Reentry r{llm_, Reentry::reset};
+  ASSERT_EQ(vkf_llm_chat(llm_, "hi", 4, nullptr, call_back_in, &r, nullptr), VKF_OK) << vkf_last_error();
+  ASSERT_FALSE(r.statuses.empty());
+  EXPECT_EQ(r.statuses[0], VKF_ERROR_BUSY);
+  EXPECT_NE(r.messages[0].find("vkf_llm_reset: called from inside a token callback of vkf_llm_chat"),
+            std::string::npos) << r.messages[0];
+  // After the call returns, the same calls work.
+  EXPECT_EQ(vkf_llm_reset(llm_, nullptr), VKF_OK);
+  EXPECT_EQ(vkf_llm_position(llm_), 0);
+}
+
+// vkf_llm_release from inside a callback is carried out when the running call returns, which
+// still returns its status (ASan would report a use after free).
+TEST_F(CapiLlm, ReleaseFromInsideATokenCallbackWaitsForTheCall) {
+  vkf_llm* other = nullptr;
+  ASSERT_EQ(vkf_llm_load(dev_, kTiny.c_str(), 64, &other), VKF_OK) << vkf_last_error();
+  Reentry r{other, Reentry::release};
+  vkf_generation_stats stats{};
+  EXPECT_EQ(vkf_llm_generate(other, "hello", 5, nullptr, call_back_in, &r, &stats), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(stats.generated_tokens, 5);
+}
+
 }  // namespace
 }  // namespace vkformer::testing

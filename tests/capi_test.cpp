@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <latch>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "latch.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 
@@ -133,7 +133,7 @@ TEST_F(CApiTest, ErrorsAreStatusesWithMessages) {
 TEST_F(CApiTest, LastErrorIsPerThread) {
   vkf_device* none = nullptr;
   ASSERT_EQ(vkf_device_open("no-such-gpu-main", &none), VKF_ERROR_DEVICE_NOT_FOUND);
-  std::latch failed(3);
+  Latch failed(3);
   std::string seen[3];
   auto fail_then_read = [&](int t, const std::string& dir) {
     vkf_model* model = nullptr;

@@ -1,12 +1,12 @@
 // Device enumeration and selection, device tensors and the block allocator.
 #include <gtest/gtest.h>
 
-#include <latch>
 #include <thread>
 
 #include "device_impl.hpp"
 #include "device_select.hpp"
 #include "instance.hpp"
+#include "latch.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "tuning.hpp"
@@ -218,7 +218,7 @@ TEST_F(DeviceTest, ThreadsThatFindTheDeviceLostFailAndTearDownSafely) {
     }
     return "no run failed";
   };
-  std::latch start(kThreads);
+  Latch start(kThreads);
   std::vector<std::string> outcomes(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)

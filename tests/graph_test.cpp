@@ -2,11 +2,11 @@
 // barriers, pruning, externals, errors for bad use, and executors on one device in threads.
 #include <cmath>
 #include <cstring>
-#include <latch>
 #include <functional>
 #include <limits>
 #include <thread>
 
+#include "latch.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -557,7 +557,7 @@ std::string run_thread_case(Device& device, int t, int runs) {
 // layer's thread-safety checks (DeviceTest::TearDown) must stay silent.
 TEST_F(DeviceTest, ThreadsSharingADeviceCompileAndRunTheirOwnExecutors) {
   constexpr int kThreads = 4, kRuns = 20;
-  std::latch start(kThreads);
+  Latch start(kThreads);
   std::vector<std::string> failures(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <latch>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "latch.hpp"
 #include "synthetic_weights.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -183,7 +183,7 @@ TEST_F(DeviceTest, ModelsInTwoThreadsGeneratePyTorchTokensAtOnce) {
   const json& d = meta["decoding"];
   std::vector<json> results(d["results"].begin(), d["results"].end());
   constexpr int kThreads = 2;
-  std::latch start(kThreads);
+  Latch start(kThreads);
   std::vector<std::string> failures(kThreads);
   auto work = [&](int t) {
     Model model = Model::load(device(), dir.string());

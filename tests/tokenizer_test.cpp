@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -26,6 +27,8 @@
 
 #include "special_files.hpp"
 #include "test_util.hpp"
+#include "utf8.hpp"
+#include "wordpiece_model.hpp"
 
 namespace vkformer {
 namespace {
@@ -223,6 +226,113 @@ TEST(Tokenizer, MaxInputCharsPerWord) {
   config.strip_accents = false;  // counted in characters, not bytes (é is 2)
   EXPECT_EQ(pieces(tiny(config), "ééééé"), (Tokens{"é", "##é", "##é", "##é", "##é"}));
   EXPECT_EQ(pieces(tiny(config), "éééééé"), (Tokens{"[UNK]"}));
+}
+
+// ------------------------------------------------------------------------------- WordPiece cost
+
+// tokenizers' WordPiece loop as it was here before issue 26: every end of the rest of the word,
+// longest first. The reference the bounded loop must agree with; `lookups` counts its lookups.
+std::vector<int32_t> reference_word(const text::WordPieceModel& m, std::u32string_view word, size_t* lookups) {
+  std::vector<int32_t> ids;
+  std::string utf8;
+  std::vector<size_t> at;
+  for (char32_t c : word) {
+    at.push_back(utf8.size());
+    text::append_utf8(utf8, c);
+  }
+  at.push_back(utf8.size());
+  for (size_t start = 0; start < word.size();) {
+    std::optional<int32_t> piece;
+    size_t end = word.size();
+    for (; end > start; --end) {
+      ++*lookups;
+      const std::string bytes = (start ? "##" : "") + utf8.substr(at[start], at[end] - at[start]);
+      if ((piece = m.find(bytes))) break;
+    }
+    if (!piece) return {m.unk_id()};
+    ids.push_back(*piece);
+    start = end;
+  }
+  return ids;
+}
+
+// A 100,000-character word once took minutes (5k characters 1.8 s, 20k 90 s: cubic). Now each
+// position looks up at most as many candidates as the longest entry has bytes.
+TEST(WordPiece, LookupsAreBoundedByTheWordTimesTheLongestEntry) {
+  std::vector<std::string> vocab = tiny_vocab();
+  vocab.push_back("##ab");
+  vocab.push_back("abababab");
+  const text::WordPieceModel m(vocab, 1, "##", 100000);
+  std::u32string word;
+  for (int i = 0; i < 50000; ++i) word += U"ab";
+  std::vector<int32_t> ids;
+  size_t lookups = 0;
+  m.tokenize_word(word, ids, &lookups);
+  ASSERT_EQ(ids.size(), 1u + (100000 - 8) / 2);
+  EXPECT_EQ(m.tokens()[static_cast<size_t>(ids[0])], "abababab");
+  for (size_t i = 1; i < ids.size(); ++i) ASSERT_EQ(m.tokens()[static_cast<size_t>(ids[i])], "##ab") << i;
+  // The bound: 9 (the longest entry, "##stanbul", in bytes) per character. Exactly: 2 candidates
+  // at the start (9 and 8 bytes), then 6 at each later piece (7 bytes, "stanbul" without its
+  // prefix, down to "##ab"), fewer for the last three, where less of the word is left.
+  EXPECT_LE(lookups, word.size() * 9);
+  EXPECT_EQ(lookups, 2u + 49993u * 6u + 5u + 3u + 1u);
+  // A word that fails at its end: every position is tried, still within the bound.
+  word += U"z";
+  ids.clear();
+  lookups = 0;
+  m.tokenize_word(word, ids, &lookups);
+  EXPECT_EQ(ids, std::vector<int32_t>{1});
+  EXPECT_LE(lookups, word.size() * 9);
+  // The old loop on only 2,000 characters: close to a million lookups, of up to 2,000 bytes each.
+  const std::u32string short_word(word.substr(0, 2000));
+  size_t old = 0;
+  const std::vector<int32_t> want = reference_word(m, short_word, &old);
+  EXPECT_EQ(old, 994009u);
+  lookups = 0;
+  ids.clear();
+  m.tokenize_word(short_word, ids, &lookups);
+  EXPECT_EQ(ids, want);
+  EXPECT_LE(lookups, short_word.size() * 9);
+}
+
+// The bounded loop gives the reference's ids: random words over letters the vocabulary's
+// entries use (and some they do not), with entries of one to eight characters.
+TEST(WordPiece, BoundedLoopMatchesTheReferenceOnRandomWords) {
+  const std::u32string letters = U"abcé中x";
+  std::mt19937 rng(26);
+  auto random_word = [&](size_t n) {
+    std::u32string w;
+    for (size_t i = 0; i < n; ++i) w += letters[rng() % letters.size()];
+    return w;
+  };
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]"};
+  std::set<std::string> seen;
+  for (int i = 0; i < 300; ++i) {
+    std::string t;
+    for (char32_t c : random_word(1 + rng() % 8)) text::append_utf8(t, c);
+    if (rng() % 2) t = "##" + t;
+    if (seen.insert(t).second) vocab.push_back(t);
+  }
+  for (char32_t c : letters) {
+    std::string t;
+    text::append_utf8(t, c);
+    if (c != U'x') vocab.push_back(t), vocab.push_back("##" + t);
+  }
+  const text::WordPieceModel m(vocab, 1, "##", 100000);
+  size_t unknown = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::u32string w = random_word(1 + rng() % 60);
+    std::vector<int32_t> got;
+    size_t a = 0, b = 0;
+    m.tokenize_word(w, got, &a);
+    const std::vector<int32_t> want = reference_word(m, w, &b);
+    ASSERT_EQ(got, want) << "word " << i;
+    EXPECT_LE(a, b);
+    unknown += want == std::vector<int32_t>{1};
+  }
+  // Both kinds of words were tried: covered ones and unknown ones.
+  EXPECT_GT(unknown, 100u);
+  EXPECT_LT(unknown, 2900u);
 }
 
 TEST(Tokenizer, EmptyAndBlankTextsAreClsSep) {
@@ -469,6 +579,32 @@ fs::path write_tokenizer_json(const std::string& name, const json& j) {
   fs::path path = scratch() / name / "tokenizer.json";
   write_file(path, j.dump(2));
   return path;
+}
+
+TEST(WordPiece, MaxInputCharsPerWordIsCapped) {
+  WordPieceConfig config;
+  config.max_input_chars_per_word = 1048576;  // once accepted, with a cubic loop behind it
+  EXPECT_TRUE(fails_with([&] { tiny(config); }, ErrorCode::invalid_argument,
+                         "WordPieceTokenizer::from_vocab: max_input_chars_per_word is 1048576, more than the 100000 "
+                         "vkformer allows"));
+  json j = tiny_tokenizer_json();
+  const size_t next_id = j["model"]["vocab"].size();
+  j["model"]["vocab"]["##ab"] = next_id;
+  j["model"]["max_input_chars_per_word"] = 1048576;
+  const fs::path path = write_tokenizer_json("max_chars", j);
+  EXPECT_TRUE(fails_with([&] { WordPieceTokenizer::load(path); }, ErrorCode::format,
+                         path.string() + ": max_input_chars_per_word is 1048576, more than the 100000"));
+  // At the cap, a 100,000-character word is split, through the whole tokenizer.
+  j["model"]["max_input_chars_per_word"] = 100000;
+  write_tokenizer_json("max_chars", j);
+  const WordPieceTokenizer tok = WordPieceTokenizer::load(path);
+  std::string word;
+  for (int i = 0; i < 50000; ++i) word += "ab";
+  const Encoding e = tok.encode(word);
+  ASSERT_EQ(e.ids.size(), 50002u);
+  EXPECT_EQ(e.tokens[1], "ab");
+  EXPECT_EQ(e.tokens[50000], "##ab");
+  EXPECT_EQ(tok.tokenize(word + "b"), Tokens{"[UNK]"});  // 100,001 characters
 }
 
 TEST(TokenizerFiles, TokenizerJsonAndVocabTxtGiveTheSameResult) {

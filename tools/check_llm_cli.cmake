@@ -69,7 +69,9 @@ if(NOT test STREQUAL "tg8" OR NOT n EQUAL 2)
 endif()
 
 # Bad input: one line on stderr, exit status 2, nothing loaded.
-expect(2 "^vkformer: error: -n must be at least 1, got 0\n$" generate --model ${model} --prompt hi -n 0)
+# Integers are parsed strictly by the command line (cli.hpp), with their range in the message.
+expect(2 "^vkformer: error: --max-tokens: expected a whole number from 1 to 2147483647, got '0'\n"
+       generate --model ${model} --prompt hi -n 0)
 expect(2 "^vkformer: error: --temperature must be a number >= 0 \\(0: greedy\\), got -1\n$"
        generate --model ${model} --prompt hi --temperature -1)
 expect(2 "^vkformer: error: --top-p must be in \\(0, 1\\] \\(1: off\\), got 1.5\n$"
@@ -78,7 +80,7 @@ expect(2 "^vkformer: error: --min-p must be in \\[0, 1\\] \\(0: off\\), got nan\
        generate --model ${model} --prompt hi --min-p nan)
 expect(2 "^vkformer: error: --repeat-penalty must be a number > 0 \\(1: off\\), got 0\n$"
        chat --model ${model} --repeat-penalty 0)
-expect(2 "^vkformer: error: --top-k must be >= 0 \\(0: off\\), got -3\n$"
+expect(2 "^vkformer: error: --top-k: expected a whole number from 0 to 2147483647, got '-3'\n"
        generate --model ${model} --prompt hi --top-k -3)
 string(REPEAT "hello " 40 long)
 expect(2 "^vkformer: error: the prompt has [0-9]+ tokens but the context \\(--ctx\\) holds 16: no room to generate[^\n]*\n$"

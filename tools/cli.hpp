@@ -2,6 +2,7 @@
 // What every subcommand of the `vkformer` tool shares: the global options and how a command is
 // registered. A command lives in its own cmd_<name>.cpp and is added in main.cpp.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -24,6 +25,17 @@ struct GlobalOptions {
 // `return report_validation(device) ? 1 : 0;` so --validation can fail a run.
 size_t report_validation(Device& device);
 
+// Integer options parsed strictly: an optional '-' (only where lo < 0) and decimal digits, nothing
+// else, within [lo, hi]; anything else is "expected a whole number from LO to HI, got 'TEXT'"
+// (CLI11 alone saturated 9223372036854775808, wrapped 18446744073709551616 and took -1 for an
+// unsigned option). Use as add_option(...)->check(whole_number_in(lo, hi)), or unsigned_number_in for
+// uint64_t options.
+CLI::Validator whole_number_in(int64_t lo, int64_t hi);
+CLI::Validator unsigned_number_in(uint64_t lo, uint64_t hi);
+// The same check on its own: "" when `text` is a whole number in range, else the message.
+std::string check_whole_number(const std::string& text, int64_t lo, int64_t hi);
+std::string check_unsigned_number(const std::string& text, uint64_t lo, uint64_t hi);
+
 // A registered subcommand: its CLI11 node and what it does once the command line has parsed.
 // `run` returns the exit status and reports failures by throwing vkformer::Error; main() turns
 // those into "vkformer: error: <message>" and status 1.
@@ -38,5 +50,6 @@ Command add_run_command(CLI::App& app, const GlobalOptions& globals);
 Command add_generate_command(CLI::App& app, const GlobalOptions& globals);
 Command add_demo_command(CLI::App& app, const GlobalOptions& globals);
 Command add_bench_command(CLI::App& app, const GlobalOptions& globals);  // cmd_bench.cpp, bench/
+Command add_tune_command(CLI::App& app, const GlobalOptions& globals);   // cmd_tune.cpp, tuner.cpp
 
 }  // namespace vkformer::cli

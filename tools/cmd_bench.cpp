@@ -47,6 +47,7 @@ struct BenchOptions {
   bool quick = false;
   bool list = false;
   bool no_peak = false;
+  bool quick_peak = false;
   double budget_s = 2.0;
   double max_run_s = 5.0;
   // A GGUF language model instead of the op benchmarks (cmd_bench_llm.cpp).
@@ -306,8 +307,8 @@ json bench_device(Device& device, const std::vector<const Benchmark*>& list, con
     progress.begin(0, 1, "peak probes (fma, copy)");
     progress.stage("measuring");
     bench::PeakOptions po;
-    po.quick = o.quick;
-    po.repeats = o.quick ? 3 : 5;
+    po.quick = o.quick || o.quick_peak;
+    po.repeats = po.quick ? 3 : 5;
     peak = bench::measure_peak(device, po);
     progress.clear();
     auto best = [](const std::vector<bench::PeakTrial>& v, double value) {
@@ -399,16 +400,23 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
   sub->add_flag("--list", o->list, "List the benchmark ids (after --quick and --filter) and exit");
   sub->add_flag("--no-peak", o->no_peak,
                 "Skip the peak probes (then no % of peak is reported)");
+  sub->add_flag("--quick-peak", o->quick_peak,
+                "The peak probes of --quick (a 128 MiB copy, one pass) with any selection: the "
+                "GPU run's smoke test on lavapipe");
 
   sub->add_option("--model", o->model,
                   "Benchmark a GGUF language model instead, as llama-bench does: prompt processing "
                   "(pp, -p tokens) and generation (tg, -n tokens), tokens/s mean ± stddev over -r runs")
       ->type_name("FILE.gguf");
   sub->add_option("-p", o->n_prompt, "With --model: prompt tokens for the pp test; 0 = none (default 512)")
+      ->check(whole_number_in(0, INT32_MAX))
       ->type_name("N");
   sub->add_option("-n", o->n_gen, "With --model: generated tokens for the tg test; 0 = none (default 128)")
+      ->check(whole_number_in(0, INT32_MAX))
       ->type_name("N");
-  sub->add_option("-r", o->llm_repeats, "With --model: timed runs of each test (default 3)")->type_name("N");
+  sub->add_option("-r", o->llm_repeats, "With --model: timed runs of each test (default 3)")
+      ->check(whole_number_in(1, 1000000))
+      ->type_name("N");
 
   return {sub, [&globals, o]() {
             if (!o->model.empty())

@@ -1,13 +1,19 @@
 // `vkformer chat --model FILE.gguf`: a conversation with a GGUF chat model. Each line on stdin is
 // a user turn; the reply streams to stdout, followed by an empty line. The KV cache is kept
-// across turns (only each new turn's tokens are run). EOF ends the chat.
+// across turns (only each new turn's tokens are run). When the context (--ctx) is full, the
+// oldest turns are forgotten; a message that does not fit even alone is skipped with an error,
+// and the chat goes on (its exit status is then 2). EOF ends the chat.
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <iostream>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "llm_cli.hpp"
 #include "terminal.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/error.hpp"
 
@@ -21,6 +27,63 @@ struct ChatArgs {
   bool has_system = false;
 };
 
+// One line of stdin without its "\n" (and a "\r" before it); false at the end. A read error
+// (stdin a directory, a device that fails) is an io error: it once ended the chat as an EOF,
+// with status 0 and no output.
+bool read_line(std::string& line) {
+  line.clear();
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, stdin)) {
+    line += buf;
+    if (!line.empty() && line.back() == '\n') {
+      line.pop_back();
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      return true;
+    }
+  }
+  if (std::ferror(stdin))
+    throw Error(ErrorCode::io, std::string("cannot read the chat from stdin: ") + std::strerror(errno));
+  return !line.empty();  // a last line without "\n"
+}
+
+// Tokens the conversation takes with `text` as the next user message, run from its messages
+// (what reply() appends, give or take how a reply's text tokenizes again); with `alone`, from its
+// system message only.
+int64_t tokens_with(const Conversation& chat, const LanguageModel& lm, const std::string& text, bool alone) {
+  std::vector<ChatMessage> messages = chat.messages();
+  if (alone) messages.erase(std::remove_if(messages.begin(), messages.end(),
+                                           [](const ChatMessage& m) { return m.role != "system"; }),
+                            messages.end());
+  messages.push_back({"user", text});
+  return static_cast<int64_t>(lm.tokenizer().encode(chat.chat_template().apply(messages, true), true, true).size());
+}
+
+// Makes room for `line` and its reply (up to -n tokens, or half the context) by forgetting the
+// oldest turns; false, with the reason on stderr, when the system message and the line alone
+// leave no room for a reply. A full context once ended the chat with "LanguageModel::append: ...
+// truncate() or reset() first".
+bool make_room(Conversation& chat, const LanguageModel& lm, const std::string& line, int64_t max_tokens,
+               bool has_system) {
+  const int64_t context = lm.context();
+  if (const int64_t alone = tokens_with(chat, lm, line, true); alone >= context) {
+    std::fprintf(stderr,
+                 "vkformer: error: this message takes %lld tokens with the system message, but the context "
+                 "(--ctx) holds %lld and needs room for the reply: the message is skipped; give a shorter "
+                 "message%s or a larger --ctx\n",
+                 static_cast<long long>(alone), static_cast<long long>(context),
+                 has_system ? " or --system" : "");
+    return false;
+  }
+  int dropped = 0;
+  while (tokens_with(chat, lm, line, false) + std::min(max_tokens, context / 2) > context &&
+         chat.forget_oldest_turn())
+    ++dropped;
+  if (dropped > 0)
+    std::fprintf(stderr, "vkformer chat: the context (--ctx %lld tokens) is full: forgot the oldest %d turn%s\n",
+                 static_cast<long long>(context), dropped, dropped == 1 ? "" : "s");
+  return true;
+}
+
 int chat_command(ChatArgs& a, const GlobalOptions& globals) {
   return run_llm_command([&] {
     check_llm_args(a.llm);
@@ -33,23 +96,45 @@ int chat_command(ChatArgs& a, const GlobalOptions& globals) {
     options.max_tokens = a.llm.max_tokens;
     options.sampling = a.llm.sampling;
     std::string line;
+    int skipped = 0;  // messages that could not be answered: the exit status says so at the end
     for (;;) {
       if (tty) std::fprintf(stderr, "> ");
-      if (!std::getline(std::cin, line)) break;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!read_line(line)) break;
       if (line.empty()) continue;
-      const auto r = chat.reply(line, options, [](std::string_view piece, int32_t) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      });
+      if (!make_room(chat, lm, line, options.max_tokens, a.has_system)) {
+        ++skipped;
+        continue;
+      }
+      TextGenerationResult r;
+      try {
+        r = chat.reply(line, options, [](std::string_view piece, int32_t) {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+          return true;
+        });
+      } catch (const Error& e) {
+        // This message's fault (the turn is forgotten, the conversation goes on); others end it.
+        if (e.code() != ErrorCode::invalid_argument) throw;
+        std::fprintf(stderr, "vkformer: error: %s; the message is skipped\n", e.what());
+        ++skipped;
+        continue;
+      }
       std::printf("\n\n");
       std::fflush(stdout);
       std::fprintf(stderr, "vkformer chat: turn %lld tokens, cache %lld of %lld; %s\n",
                    static_cast<long long>(chat.last_turn_tokens()), static_cast<long long>(lm.position()),
                    static_cast<long long>(lm.context()), describe_stats(r.stats).c_str());
+      if (r.stats.stop == StopReason::context_full)
+        std::fprintf(stderr, "vkformer chat: the reply filled the context (--ctx %lld tokens) and was cut short; "
+                             "the oldest turns will be forgotten to make room for the next message\n",
+                     static_cast<long long>(lm.context()));
     }
-    return report_validation(device) ? 1 : 0;
+    if (report_validation(device)) return 1;
+    if (skipped > 0) {
+      std::fprintf(stderr, "vkformer chat: %d message%s skipped (see above)\n", skipped, skipped == 1 ? " was" : "s were");
+      return kExitBadInput;
+    }
+    return 0;
   });
 }
 
@@ -59,7 +144,9 @@ Command add_chat_command(CLI::App& app, const GlobalOptions& globals) {
   auto* sub = app.add_subcommand(
       "chat",
       "Chat with a GGUF language model: each line on stdin is a user message, formatted with the "
-      "model's chat template; the reply streams to stdout. The KV cache is kept across turns. EOF ends.");
+      "model's chat template; the reply streams to stdout. The KV cache is kept across turns; when the "
+      "context (--ctx) is full the oldest turns are forgotten, and a message too long for it is skipped "
+      "with an error (exit status 2 at the end). EOF ends.");
   auto args = std::make_shared<ChatArgs>();
   sub->add_option("--model", args->llm.model, "The model: a GGUF file (llama architecture)")
       ->required()

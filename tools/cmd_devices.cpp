@@ -11,6 +11,7 @@
 
 #include "cli.hpp"
 #include "format.hpp"
+#include "tuning_report.hpp"
 #include "vkformer/error.hpp"
 
 #ifndef VKFORMER_VERSION
@@ -134,6 +135,7 @@ void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
       for (const auto& line : wrap(quirks[q].reason, 64)) row("", "  " + line);
       row("", "  " + quirks[q].link);
     }
+    for (const auto& [key, value] : tuning_rows(d)) row(key.c_str(), value);
   }
   // What this build lacks is the same on every device: said once, after them.
   const auto missing = kernels_not_built();
@@ -192,6 +194,7 @@ nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
   j["quirks"] = nlohmann::ordered_json::array();
   for (const auto& q : Device::quirks(d))
     j["quirks"].push_back({{"id", q.id}, {"reason", q.reason}, {"link", q.link}});
+  j["tuning"] = tuning_json(d);
   return j;
 }
 

@@ -126,10 +126,16 @@ Command add_embed_command(CLI::App& app, const GlobalOptions& globals) {
   sub->add_flag("--json", args->json,
                 "Print JSON even with --output (with --query: one array of {index, score, text})");
   sub->add_option("--query", args->query, "Rank the texts by cosine similarity to this text")
-      ->type_name("Q");
+      ->type_name("Q")
+      // An empty query (--query "$UNSET") was silently no query at all.
+      ->check(CLI::Validator(
+          [](std::string& q) -> std::string {
+            return q.empty() ? "the query is empty: give the text to rank the others by" : "";
+          },
+          ""));
   sub->add_option("--top", args->top, "With --query: print only the best K (default: all)")
       ->type_name("K")
-      ->check(CLI::Range(1, 1 << 30));
+      ->check(whole_number_in(1, int64_t{1} << 30));
   sub->add_option("--dtype", args->dtype, "Weights and activations: f32 or f16 (default: f32)")
       ->check(CLI::IsMember({"f32", "f16"}));
   return {sub, [&globals, args]() { return embed_command(*args, globals); }};

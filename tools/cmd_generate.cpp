@@ -4,7 +4,9 @@
 // With a GGUF language model (--model FILE.gguf) it generates text from --prompt instead
 // (cmd_generate_llm.cpp).
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,9 +88,25 @@ void check(const GenerateArgs& a, const std::vector<int32_t>& src, const ModelCo
     bad("--eos " + std::to_string(o.eos) + " is outside " + vocab + " (-1: no end token)");
 }
 
-int generate_command(const GenerateArgs& args, const GlobalOptions& globals) {
+// Options of the other kind of model are errors naming the first one given, not ignored (--beam
+// and --dtype once were, with a GGUF model).
+void refuse_given(const CLI::App& sub, std::initializer_list<const char*> names, const std::string& why) {
+  for (const char* name : names)
+    if (sub.get_option(name)->count() > 0) bad(std::string(name) + " " + why);
+}
+
+int generate_command(const CLI::App& sub, const GenerateArgs& args, const GlobalOptions& globals) {
   if (is_gguf_path(args.model.dir))
-    return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, globals);
+    return run_llm_command([&] {  // bad input to a language model command: exit status 2
+      refuse_given(sub, {"--beam", "--max-len", "--bos", "--eos", "--length-penalty", "--dtype"},
+                   "applies to seq2seq model directories, not to the GGUF language model " + args.model.dir +
+                       " (its options: --prompt, --chat, -n, --ctx and the sampling options)");
+      return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, globals);
+    });
+  refuse_given(sub, {"--ctx", "--max-tokens", "--temperature", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                     "--repeat-last-n", "--seed"},
+               "applies to GGUF language models; " + args.model.dir + " is a model directory (seq2seq: "
+               "--src, --beam, --max-len, --bos, --eos, --length-penalty)");
   if (args.src.empty()) bad("--src is required with a seq2seq model directory (--prompt is for GGUF language models)");
   if (!args.prompt.empty() || args.chat)
     bad("--prompt and --chat are for GGUF language models; " + args.model.dir + " is a model directory (use --src)");
@@ -159,16 +177,20 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
   add_llm_options(*sub, args->llm);
   sub->add_option("--beam", args->options.beam,
                   "Beam width, 1..64; 1 = greedy (default: 1)")
+      ->check(whole_number_in(1, 64))
       ->type_name("K");
   sub->add_option("--max-len", args->options.max_new_tokens,
                   "Most tokens to generate after bos, eos included; at most the model's max_len "
                   "(default: 32)")
+      ->check(whole_number_in(1, INT32_MAX))
       ->type_name("N");
   sub->add_option("--bos", args->options.bos, "Start token id fed first (default: 1)")
+      ->check(whole_number_in(0, INT32_MAX))
       ->type_name("ID");
   sub->add_option("--eos", args->options.eos,
                   "End token id: a hypothesis ends when it produces it; -1 = none, always "
                   "generate --max-len tokens (default: 2)")
+      ->check(whole_number_in(-1, INT32_MAX))
       ->type_name("ID");
   sub->add_option("--length-penalty", args->options.length_penalty,
                   "Beam search: finished hypotheses are ranked by log-probability / ((5 + "
@@ -177,7 +199,7 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
   sub->add_flag("-v,--verbose", args->verbose,
                 "Also print the device, the model, the search settings and the load and compile "
                 "times to stderr");
-  return {sub, [&globals, args]() { return generate_command(*args, globals); }};
+  return {sub, [&globals, args, sub]() { return generate_command(*sub, *args, globals); }};
 }
 
 }  // namespace vkformer::cli

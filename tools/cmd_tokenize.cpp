@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "llm_cli.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/tokenizer.hpp"
@@ -43,12 +44,10 @@ int tokenize_gguf(const TokenizeArgs& args, const std::vector<std::string>& text
   return 0;
 }
 
-bool is_gguf_path(const std::string& model) {
-  return model.size() >= 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
-}
-
 int tokenize_command(const TokenizeArgs& args) {
   const std::vector<std::string> texts = read_texts(args.texts, args.file);
+  // By the file's first bytes, as generate decides (llm_cli.hpp): a GGUF named model.bin was
+  // read as a vocab.txt.
   if (is_gguf_path(args.model)) return tokenize_gguf(args, texts);
   if (args.no_parse_special)
     throw Error(ErrorCode::invalid_argument,
@@ -73,7 +72,7 @@ Command add_tokenize_command(CLI::App& app, const GlobalOptions&) {
   auto* sub = app.add_subcommand(
       "tokenize",
       "Tokenize texts with a model directory's WordPiece tokenizer (tokenizer.json, or vocab.txt "
-      "+ tokenizer_config.json; [CLS] and [SEP] included) or a .gguf file's byte-level BPE "
+      "+ tokenizer_config.json; [CLS] and [SEP] included) or a GGUF file's byte-level BPE "
       "tokenizer (as llama.cpp: BOS/EOS where the file asks, special tokens like <|im_start|> "
       "parsed). Prints one JSON object per text: {\"ids\": [...], \"tokens\": [...]}. Needs "
       "no Vulkan device.");
@@ -85,6 +84,7 @@ Command add_tokenize_command(CLI::App& app, const GlobalOptions&) {
   sub->add_option("--file", args->file, "Also tokenize each line of this UTF-8 file")->type_name("F");
   sub->add_option("--max-length", args->max_length,
                   "Keep at most N tokens, [CLS] and [SEP] included (default: 0 = all)")
+      ->check(whole_number_in(0, INT32_MAX))
       ->type_name("N");
   sub->add_flag("--no-parse-special", args->no_parse_special,
                 "GGUF: read special-token text like <|im_start|> as plain text");

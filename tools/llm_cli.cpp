@@ -1,6 +1,7 @@
 #include "llm_cli.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,15 +33,21 @@ bool is_gguf_path(const std::string& path) {
 }
 
 void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
+  // Integers are parsed strictly (cli.hpp): no wrapping, saturating or negative unsigned values.
+  constexpr int64_t kInt32Max = INT32_MAX;
   sub.add_option("--ctx", a.context,
                  "Tokens the KV cache holds: the prompt and everything generated (default: the "
                  "model's context length, at most 4096)")
+      ->check(whole_number_in(0, kInt32Max))
       ->type_name("N");
   if (with_max_tokens)
-    sub.add_option("-n,--max-tokens", a.max_tokens, "Most tokens to generate (default: 128)")->type_name("N");
+    sub.add_option("-n,--max-tokens", a.max_tokens, "Most tokens to generate (default: 128)")
+        ->check(whole_number_in(1, kInt32Max))
+        ->type_name("N");
   sub.add_option("--temperature", a.sampling.temperature,
                  "Sampling temperature, >= 0; 0 = greedy (default: 0)")->type_name("T");
   sub.add_option("--top-k", a.sampling.top_k, "Keep the K most likely tokens, >= 0; 0 = off (default: 0)")
+      ->check(whole_number_in(0, kInt32Max))
       ->type_name("K");
   sub.add_option("--top-p", a.sampling.top_p,
                  "Keep the most likely tokens up to probability P, in (0, 1]; 1 = off (default: 1)")
@@ -54,8 +61,11 @@ void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
       ->type_name("R");
   sub.add_option("--repeat-last-n", a.sampling.repeat_last_n,
                  "How many recent tokens the penalty looks at, >= 0 (default: 64)")
+      ->check(whole_number_in(0, kInt32Max))
       ->type_name("N");
-  sub.add_option("--seed", a.sampling.seed, "Random seed for sampling (default: 0)")->type_name("S");
+  sub.add_option("--seed", a.sampling.seed, "Random seed for sampling, 0 to 2^64 - 1 (default: 0)")
+      ->check(unsigned_number_in(0, UINT64_MAX))
+      ->type_name("S");
 }
 
 void check_llm_args(const LlmArgs& a) {

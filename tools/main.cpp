@@ -78,6 +78,7 @@ int run(int argc, char** argv) {
       add_chat_command(app, globals),
       add_demo_command(app, globals),
       add_bench_command(app, globals),
+      add_tune_command(app, globals),
       add_embed_command(app, globals),
       add_tokenize_command(app, globals),
   };

@@ -96,6 +96,10 @@ class Conversation {
   int64_t last_turn_tokens() const { return last_turn_tokens_; }
   // Forgets the messages (keeps the system prompt) and empties the model's cache.
   void reset();
+  // Forgets the oldest user turn and the reply to it (the system prompt stays), to make room in
+  // a full context; the next reply() runs the conversation again from its messages. False when
+  // there is no turn left to forget.
+  bool forget_oldest_turn();
 
  private:
   LanguageModel* model_;

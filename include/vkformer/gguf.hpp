@@ -147,7 +147,10 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // As SafetensorsFile::Access: map the file (falls back to reading it), or read it.
+  // As SafetensorsFile::Access: map the file (falls back to reading it), or read it. A mapped
+  // file's header is read into memory and its tensors are copied out of the file by read_f32,
+  // read_raw and dequantize_rows: a file truncated meanwhile is an io error ("changed while
+  // loading"), never a fault; only tensor_bytes() views the mapping.
   enum class Access { map, read };
   // Opens the file and validates the header, every key and value, and every tensor info: a
   // known ggml type, 1..4 dims, none 0, no overflowing element count, a row length that is a
@@ -192,7 +195,8 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const;
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // nullptr if absent
   const GgufTensorInfo& tensor(std::string_view name) const;  // throws format naming it
-  // The tensor's bytes as stored, valid while this object lives.
+  // The tensor's bytes as stored, valid while this object lives (for Access::map, a view of the
+  // mapping, which faults if the file is truncated in place).
   std::span<const std::byte> tensor_bytes(const GgufTensorInfo& t) const;
   // Rows [first, first + count) of the tensor (ne[0] elements each) as f32. A type
   // dequantize_row cannot convert throws format naming the tensor and its type.

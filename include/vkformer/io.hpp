@@ -39,10 +39,12 @@ struct SafetensorsEntry {
 
 class SafetensorsFile {
  public:
-  // map: memory-map the file (falls back to reading it where mapping fails). Another program
-  // truncating the file in place while it is mapped makes reads fault (SIGBUS), as with any
-  // mapping; replacing it (a new file renamed over it, as write_safetensors does) is safe.
-  // read: read the whole file into memory, immune to that.
+  // map: memory-map the file (falls back to reading it where mapping fails); the header and
+  // read() copy from the file itself, so another program truncating it in place meanwhile gives
+  // an io error naming it ("changed while loading"), never a fault. Only the views bytes()
+  // returns read the mapping, and fault (SIGBUS) on such a file, as any mapping does; replacing
+  // it (a new file renamed over it, as write_safetensors does) is safe.
+  // read: read the whole file into memory, immune to both.
   enum class Access { map, read };
 
   // Opens the file and validates the whole header: every field, dtype, shape (rank <= 4,
@@ -67,7 +69,8 @@ class SafetensorsFile {
   const SafetensorsEntry* find(std::string_view name) const;   // nullptr if absent
   const SafetensorsEntry& entry(std::string_view name) const;  // throws invalid_argument
 
-  // The tensor's raw little-endian bytes, valid while this object lives.
+  // The tensor's raw little-endian bytes, valid while this object lives (a view of the mapping
+  // for Access::map: see above).
   std::span<const std::byte> bytes(const SafetensorsEntry& entry) const;
 
   // The tensor converted to `target`: float dtypes (F32, F16, BF16, F64) to f32 or f16 (rounded

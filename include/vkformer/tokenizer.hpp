@@ -57,7 +57,7 @@ struct WordPieceConfig {
   bool lowercase = true;
   std::optional<bool> strip_accents;  // unset: strip them when lower-casing (BERT's rule)
   std::string continuing_subword_prefix = "##";
-  size_t max_input_chars_per_word = 100;  // longer words become the unknown token
+  size_t max_input_chars_per_word = 100;  // longer words become the unknown token; at most 100000
   std::string unk_token = "[UNK]";
   std::string cls_token = "[CLS]";
   std::string sep_token = "[SEP]";

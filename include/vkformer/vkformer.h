@@ -24,7 +24,11 @@ typedef enum vkf_status {
   VKF_ERROR_VULKAN = 7,
   VKF_ERROR_IO = 8,
   VKF_ERROR_FORMAT = 9,
-  VKF_ERROR_INTERNAL = 10
+  VKF_ERROR_INTERNAL = 10,
+  /* The object is inside another call that changes it: vkf_llm_generate, vkf_llm_chat or
+   * vkf_llm_reset called from a token callback on the same vkf_llm (or from another thread
+   * meanwhile). The object is unchanged; call again after the running call returns. */
+  VKF_ERROR_BUSY = 11
 } vkf_status;
 
 typedef enum vkf_dtype { VKF_F32 = 0, VKF_F16 = 1, VKF_I32 = 2 } vkf_dtype;
@@ -168,7 +172,11 @@ typedef struct vkf_generation_stats {
 } vkf_generation_stats;
 
 /* Called once per generated token with the text it completes (whole UTF-8 characters; may be
- * empty), `length` bytes at `text` (not NUL-terminated). Return nonzero to go on, 0 to stop. */
+ * empty), `length` bytes at `text` (not NUL-terminated). Return nonzero to go on, 0 to stop.
+ * From inside the callback, the vkf_llm it reports on may be read (vkf_llm_position,
+ * vkf_llm_tokenize, vkf_llm_detokenize, ...) but not changed: vkf_llm_generate, vkf_llm_chat and
+ * vkf_llm_reset on it return VKF_ERROR_BUSY (the running call goes on unharmed), and
+ * vkf_llm_release on it is carried out when the running call returns. Other objects may be used. */
 typedef int32_t (*vkf_token_callback)(const char* text, size_t length, int32_t token, void* user_data);
 
 /* context: tokens the KV cache holds; 0 for the model's context length capped at 4096. */

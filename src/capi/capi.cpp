@@ -1,10 +1,12 @@
 // The C API: thin wrappers that turn C views into HostTensors, call the C++ API, and turn every
 // exception into a status and a per-thread message. Nothing escapes as an exception.
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "vkformer/bpe_tokenizer.hpp"
@@ -33,6 +35,13 @@ struct vkf_llm {
   std::string template_error;  // why the file's chat template cannot be used, if it cannot
   std::optional<std::string> system_prompt;
   std::optional<vkformer::Conversation> conversation;  // from the first vkf_llm_chat
+  // The call that changes the model now (vkf_llm_generate, vkf_llm_chat, vkf_llm_reset) and its
+  // thread: another such call meanwhile, from its token callback or another thread, is refused
+  // (VKF_ERROR_BUSY). Nested ones once ran: their tokens landed in the outer call's cache.
+  std::atomic<const char*> busy{nullptr};
+  std::atomic<std::thread::id> busy_thread{};
+  // vkf_llm_release from inside a callback: done when the outer call returns.
+  bool release_pending = false;
 };
 
 namespace {
@@ -61,6 +70,11 @@ vkf_status fail(vkf_status status, std::string message) {
   return status;
 }
 
+// Thrown for VKF_ERROR_BUSY, which has no vkformer::ErrorCode.
+struct Busy {
+  std::string message;
+};
+
 // Runs `body`, mapping exceptions to statuses.
 template <class Body>
 vkf_status guarded(Body&& body) {
@@ -69,6 +83,8 @@ vkf_status guarded(Body&& body) {
     return VKF_OK;
   } catch (const vkformer::Error& e) {
     return fail(status_of(e.code()), e.what());
+  } catch (const Busy& e) {
+    return fail(VKF_ERROR_BUSY, e.message);
   } catch (const std::bad_alloc&) {
     return fail(VKF_ERROR_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::exception& e) {
@@ -333,6 +349,45 @@ vkformer::TextGenerationOptions generation_options(int32_t max_tokens, const vkf
   return o;
 }
 
+// Holds an llm for one call that changes it; the constructor throws Busy when a call holds it.
+class LlmCall {
+ public:
+  LlmCall(vkf_llm& llm, const char* name) : llm_(llm) {
+    const char* running = nullptr;
+    if (!llm.busy.compare_exchange_strong(running, name)) {
+      if (llm.busy_thread.load() == std::this_thread::get_id())
+        throw Busy{std::string(name) + ": called from inside a token callback of " + running +
+                   " on the same vkf_llm; it would change the cache that call is generating into. "
+                   "Call it after " + running + " returns (or return 0 from the callback to stop it)"};
+      throw Busy{std::string(name) + ": the vkf_llm is in " + running +
+                 " on another thread; a vkf_llm is used by one thread at a time"};
+    }
+    llm.busy_thread.store(std::this_thread::get_id());
+  }
+  ~LlmCall() {
+    llm_.busy_thread.store(std::thread::id());
+    llm_.busy.store(nullptr);
+  }
+  LlmCall(const LlmCall&) = delete;
+  LlmCall& operator=(const LlmCall&) = delete;
+
+ private:
+  vkf_llm& llm_;
+};
+
+// guarded(body) holding `llm` for the call; an llm released from inside a callback meanwhile is
+// deleted once the call is over.
+template <class Body>
+vkf_status llm_call(vkf_llm* llm, const char* name, Body&& body) {
+  const vkf_status status = guarded([&] {
+    require(llm != nullptr, std::string(name) + ": llm must not be NULL");
+    LlmCall hold(*llm, name);
+    body();
+  });
+  if (llm && llm->release_pending && llm->busy.load() == nullptr) delete llm;
+  return status;
+}
+
 vkformer::TokenCallback token_callback(vkf_token_callback callback, void* user_data) {
   if (!callback) return {};
   return [callback, user_data](std::string_view text, int32_t token) {
@@ -374,7 +429,15 @@ vkf_status vkf_llm_load(vkf_device* device, const char* gguf_path, int64_t conte
   });
 }
 
-void vkf_llm_release(vkf_llm* llm) { delete llm; }
+void vkf_llm_release(vkf_llm* llm) {
+  if (!llm) return;
+  // From inside a token callback: the running call still uses it and deletes it when it returns.
+  if (llm->busy.load() != nullptr && llm->busy_thread.load() == std::this_thread::get_id()) {
+    llm->release_pending = true;
+    return;
+  }
+  delete llm;
+}
 
 int64_t vkf_llm_vocab_size(const vkf_llm* llm) { return llm ? llm->model.config().vocab_size : 0; }
 int64_t vkf_llm_context(const vkf_llm* llm) { return llm ? llm->model.context() : 0; }
@@ -411,8 +474,8 @@ vkf_status vkf_llm_detokenize(const vkf_llm* llm, const int32_t* tokens, size_t 
 vkf_status vkf_llm_generate(vkf_llm* llm, const char* prompt, int32_t max_tokens,
                             const vkf_sampling_options* sampling, vkf_token_callback callback,
                             void* user_data, vkf_generation_stats* stats) {
-  return guarded([&] {
-    require(llm && prompt, "llm and prompt must not be NULL");
+  return llm_call(llm, "vkf_llm_generate", [&] {
+    require(prompt != nullptr, "prompt must not be NULL");
     const auto o = generation_options(max_tokens, sampling);
     const auto ids = llm->model.tokenizer().encode(prompt, llm->model.position() == 0, true);
     const auto r = vkformer::generate(llm->model, ids, o, token_callback(callback, user_data));
@@ -423,8 +486,8 @@ vkf_status vkf_llm_generate(vkf_llm* llm, const char* prompt, int32_t max_tokens
 vkf_status vkf_llm_chat(vkf_llm* llm, const char* user_message, int32_t max_tokens,
                         const vkf_sampling_options* sampling, vkf_token_callback callback,
                         void* user_data, vkf_generation_stats* stats) {
-  return guarded([&] {
-    require(llm && user_message, "llm and user_message must not be NULL");
+  return llm_call(llm, "vkf_llm_chat", [&] {
+    require(user_message != nullptr, "user_message must not be NULL");
     if (!llm->template_error.empty()) throw vkformer::Error(vkformer::ErrorCode::unsupported, llm->template_error);
     const auto o = generation_options(max_tokens, sampling);
     if (!llm->conversation) llm->conversation.emplace(llm->model, llm->chat_template, llm->system_prompt);
@@ -434,8 +497,7 @@ vkf_status vkf_llm_chat(vkf_llm* llm, const char* user_message, int32_t max_toke
 }
 
 vkf_status vkf_llm_reset(vkf_llm* llm, const char* system_prompt) {
-  return guarded([&] {
-    require(llm != nullptr, "llm must not be NULL");
+  return llm_call(llm, "vkf_llm_reset", [&] {
     llm->system_prompt = system_prompt ? std::optional<std::string>(system_prompt) : std::nullopt;
     llm->conversation.reset();
     llm->model.reset();

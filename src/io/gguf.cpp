@@ -1,5 +1,6 @@
 // GGUF reading: the whole header (metadata and tensor infos) is parsed and validated when the
-// file is opened; values and tensor data stay views into the mapped (or read) bytes.
+// file is opened; values stay views into the header's bytes (read into memory, or the whole file
+// read), and tensors are copied out of the file when asked for (FileBytes::read_at).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -260,7 +261,14 @@ Shape GgufTensorInfo::shape() const {
 
 class GgufParser {
  public:
-  GgufParser(std::span<const std::byte> bytes, const std::string& label) : b_(bytes), label_(label) {}
+  // `bytes` are the file's first bytes, `file_size` of them or fewer: a parse that needs more
+  // throws NeedMore with how many (GgufFile reads a mapped file's header into memory in steps).
+  GgufParser(std::span<const std::byte> bytes, uint64_t file_size, const std::string& label)
+      : b_(bytes), size_(file_size), label_(label) {}
+
+  struct NeedMore {
+    uint64_t bytes;
+  };
 
   uint32_t version = 0;
   uint64_t alignment = kDefaultAlignment;
@@ -313,13 +321,14 @@ class GgufParser {
     return label_ + ": tensor " + quote_name(name);
   }
 
-  uint64_t remaining() const { return b_.size() - pos_; }
+  uint64_t remaining() const { return size_ - pos_; }
 
   const std::byte* take(uint64_t n, const char* what) {
     if (n > remaining())
       fail(ErrorCode::format,
-           label_ + ": truncated at byte " + std::to_string(b_.size()) + where() + ": " + what +
+           label_ + ": truncated at byte " + std::to_string(size_) + where() + ": " + what +
                " needs " + std::to_string(n) + " bytes, " + std::to_string(remaining()) + " left");
+    if (n > b_.size() - pos_) throw NeedMore{pos_ + n};
     const std::byte* p = b_.data() + pos_;
     pos_ += n;
     return p;
@@ -340,6 +349,7 @@ class GgufParser {
 
   void parse_header() {
     context_ = Ctx::header;
+    if (b_.size() < std::min<uint64_t>(size_, 4)) throw NeedMore{4};
     if (b_.size() < 4 || std::memcmp(b_.data(), "GGUF", 4) != 0) {
       std::string_view start(reinterpret_cast<const char*>(b_.data()), std::min<size_t>(b_.size(), 4));
       fail(ErrorCode::format, label_ + ": not a GGUF file (it starts with " + quote_name(start) +
@@ -515,7 +525,7 @@ class GgufParser {
   }
 
   void check_tensor_data() {
-    const uint64_t size = b_.size();
+    const uint64_t size = size_;
     for (const GgufTensorInfo& t : tensors) {
       const std::string ctx = tensor_context(t.name);
       if (t.offset % alignment != 0)
@@ -546,6 +556,7 @@ class GgufParser {
   }
 
   std::span<const std::byte> b_;
+  uint64_t size_;
   const std::string& label_;
   uint64_t pos_ = 0;
   uint64_t n_tensors_ = 0, n_kv_ = 0;
@@ -559,6 +570,9 @@ class GgufParser {
 struct GgufFile::Impl {
   std::string label;
   io::FileBytes file;
+  // A mapped file's header (metadata and tensor infos), read into memory: the parsed values view
+  // these bytes, and tensors are read with read_at, so nothing reads through the mapping.
+  std::vector<std::byte> header;
   uint32_t version = 0;
   uint64_t alignment = kDefaultAlignment;
   uint64_t data_offset = 0;
@@ -568,7 +582,22 @@ struct GgufFile::Impl {
   std::unordered_map<std::string_view, size_t> tensor_index;  // views into tensors' names
 
   void parse() {
-    GgufParser p(file.bytes(), label);
+    if (!file.mapped()) return parse_from(file.bytes());
+    // The header's size is known only once it is parsed: read 1 MiB, then twice as much as the
+    // parser asked for, until it is complete (SmolLM2's, with its vocabulary, is 1.8 MB).
+    uint64_t want = std::min<uint64_t>(file.size(), 1u << 20);
+    for (;;) {
+      header = file.read_at(0, want, label);
+      try {
+        return parse_from(header);
+      } catch (const GgufParser::NeedMore& more) {
+        want = std::min(file.size(), std::max(more.bytes, 2 * want));
+      }
+    }
+  }
+
+  void parse_from(std::span<const std::byte> bytes) {
+    GgufParser p(bytes, file.size(), label);
     p.parse();
     version = p.version;
     alignment = p.alignment;
@@ -588,6 +617,7 @@ GgufFile::GgufFile(const std::filesystem::path& path, Access access)
   impl_->label = path.string();
   impl_->file = io::FileBytes::open(path, access == Access::map);
   impl_->parse();
+  io::run_opened_hook(path);
 }
 
 GgufFile::GgufFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -691,7 +721,7 @@ std::span<const std::byte> GgufFile::tensor_bytes(const GgufTensorInfo& t) const
 
 std::vector<float> GgufFile::dequantize_rows(const GgufTensorInfo& t, uint64_t first,
                                              uint64_t count) const {
-  const std::span<const std::byte> bytes = tensor_bytes(t);
+  tensor_bytes(t);  // checks that t is this file's
   const std::string ctx = impl().label + ": tensor " + quote_name(t.name);
   if (first > t.rows() || count > t.rows() - first)
     fail(ErrorCode::invalid_argument, ctx + ": rows [" + std::to_string(first) + ", " +
@@ -702,9 +732,12 @@ std::vector<float> GgufFile::dequantize_rows(const GgufTensorInfo& t, uint64_t f
     fail(ErrorCode::format, ctx + " is " + std::string(info.name) +
                                 ", which vkformer cannot convert to f32");
   const uint64_t row_bytes = ggml_row_bytes(t.type, t.row_length());
+  // Copied out of the file (io_util.hpp, FileBytes::read_at), never read through a mapping.
+  const std::vector<std::byte> bytes =
+      impl().file.read_at(impl().data_offset + t.offset + first * row_bytes, count * row_bytes, impl().label);
   std::vector<float> out(count * t.row_length());
   for (uint64_t r = 0; r < count; ++r)
-    dequantize_row(t.type, bytes.subspan((first + r) * row_bytes, row_bytes),
+    dequantize_row(t.type, std::span<const std::byte>(bytes).subspan(r * row_bytes, row_bytes),
                    std::span<float>(out).subspan(r * t.row_length(), t.row_length()));
   return out;
 }
@@ -723,7 +756,15 @@ HostTensor GgufFile::read_raw(std::string_view name) const {
   } catch (const Error& e) {
     fail(ErrorCode::format, impl().label + ": tensor " + quote_name(t.name) + ": " + e.what());
   }
-  return HostTensor::from_bytes(t.shape(), dtype, tensor_bytes(t));
+  tensor_bytes(t);  // checks that t is this file's
+  HostTensor out(t.shape(), dtype);
+  if (out.nbytes() != t.nbytes)
+    fail(ErrorCode::internal, impl().label + ": tensor " + quote_name(t.name) + " has " +
+                                  std::to_string(t.nbytes) + " bytes but its dtype needs " +
+                                  std::to_string(out.nbytes()));
+  impl().file.read_at(impl().data_offset + t.offset, std::span<std::byte>(out.data(), out.nbytes()),
+                      impl().label);
+  return out;
 }
 
 }  // namespace vkformer

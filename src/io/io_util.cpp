@@ -160,6 +160,7 @@ FileBytes FileBytes::open(const std::filesystem::path& path, bool try_map, uint6
     if (const void* p = f.map(size)) {
       out.map_ = p;
       out.map_size_ = size;
+      out.file_ = std::make_unique<platform::ReadOnlyFile>(std::move(f));
       return out;
     }
     // Mapping fails on some file systems and for some special files: read instead.
@@ -188,17 +189,77 @@ FileBytes FileBytes::from_vector(std::vector<std::byte> bytes) {
   return out;
 }
 
+FileBytes::FileBytes() = default;
+FileBytes::FileBytes(FileBytes&& o) noexcept { *this = std::move(o); }
+
 FileBytes& FileBytes::operator=(FileBytes&& o) noexcept {
   if (this != &o) {
     platform::ReadOnlyFile::unmap(map_, map_size_);
     map_ = std::exchange(o.map_, nullptr);
     map_size_ = std::exchange(o.map_size_, 0);
     owned_ = std::move(o.owned_);
+    file_ = std::move(o.file_);
   }
   return *this;
 }
 
 FileBytes::~FileBytes() { platform::ReadOnlyFile::unmap(map_, map_size_); }
+
+void FileBytes::read_at(uint64_t offset, std::span<std::byte> out, const std::string& label) const {
+  const uint64_t n = out.size();
+  if (offset > size() || n > size() - offset)
+    fail(ErrorCode::internal, label + ": a read of " + std::to_string(n) + " bytes at byte " +
+                                  std::to_string(offset) + " is beyond the file's " +
+                                  std::to_string(size()) + " bytes");
+  if (n == 0) return;
+  if (!file_) {
+    std::memcpy(out.data(), owned_.data() + offset, n);
+    return;
+  }
+  uint64_t done = 0;
+  std::string why;
+  while (done < n) {
+    const int64_t r = file_->read_at(out.data() + done, n - done, offset + done, &why);
+    if (r < 0) fail(ErrorCode::io, label + ": read failed at byte " + std::to_string(offset + done) + ": " + why);
+    if (r == 0) {
+      FileKind kind = FileKind::other;
+      uint64_t now = offset + done;
+      file_->status(&kind, &now, &why);
+      fail(ErrorCode::io, label + ": the file changed while loading: it now has " + std::to_string(now) +
+                              " bytes but had " + std::to_string(size()) + " when it was opened (reading " +
+                              std::to_string(n) + " bytes at byte " + std::to_string(offset) +
+                              "); was it truncated or rewritten in place? Write a new file and rename it "
+                              "over the old one instead");
+    }
+    done += static_cast<uint64_t>(r);
+  }
+}
+
+std::vector<std::byte> FileBytes::read_at(uint64_t offset, uint64_t n, const std::string& label) const {
+  std::vector<std::byte> out;
+  try {
+    out.resize(n);
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::out_of_memory, label + ": cannot allocate " + std::to_string(n) + " bytes to read");
+  }
+  read_at(offset, out, label);
+  return out;
+}
+
+namespace {
+std::function<void(const std::filesystem::path&)>& opened_hook() {
+  static std::function<void(const std::filesystem::path&)> hook;
+  return hook;
+}
+}  // namespace
+
+void set_opened_hook_for_tests(std::function<void(const std::filesystem::path&)> hook) {
+  opened_hook() = std::move(hook);
+}
+
+void run_opened_hook(const std::filesystem::path& path) {
+  if (opened_hook()) opened_hook()(path);
+}
 
 // ------------------------------------------------------------------------------- OutputFile
 

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +17,10 @@
 #include "vkformer/error.hpp"
 #include "vkformer/host_tensor.hpp"
 #include "vkformer/shape.hpp"
+
+namespace vkformer::platform {
+class ReadOnlyFile;
+}
 
 namespace vkformer::io {
 
@@ -79,6 +85,12 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 
 // The bytes of a whole file: memory-mapped where possible (and asked for), read otherwise, or
 // taken over from a vector. Move-only.
+//
+// A mapping faults (SIGBUS) when another program truncates the file in place, so the readers of
+// model files (GGUF, safetensors) never read through one: they copy what they need with
+// read_at(), which reads a mapped file through its still open handle, and a file that shrank
+// since it was opened is an io error naming it ("changed while loading"), not a signal. bytes()
+// views the mapping itself, for callers that want to read without copying and accept that.
 class FileBytes {
  public:
   static constexpr uint64_t kNoLimit = UINT64_MAX;
@@ -88,8 +100,8 @@ class FileBytes {
                         uint64_t max_bytes = kNoLimit);
   static FileBytes from_vector(std::vector<std::byte> bytes);
 
-  FileBytes() = default;
-  FileBytes(FileBytes&& o) noexcept { *this = std::move(o); }
+  FileBytes();
+  FileBytes(FileBytes&& o) noexcept;
   FileBytes& operator=(FileBytes&& o) noexcept;
   FileBytes(const FileBytes&) = delete;
   FileBytes& operator=(const FileBytes&) = delete;
@@ -100,12 +112,26 @@ class FileBytes {
                 : std::span<const std::byte>(owned_);
   }
   bool mapped() const { return map_ != nullptr; }
+  // The file's size when it was opened.
+  uint64_t size() const { return map_ ? map_size_ : owned_.size(); }
+
+  // Copies out.size() bytes at `offset` (within size()) into `out`. For a mapped file they are
+  // read from the file, not the mapping: a file that has shrunk throws io naming `label` and
+  // saying it changed while loading, where the mapping would have faulted.
+  void read_at(uint64_t offset, std::span<std::byte> out, const std::string& label) const;
+  std::vector<std::byte> read_at(uint64_t offset, uint64_t n, const std::string& label) const;
 
  private:
   const void* map_ = nullptr;
   size_t map_size_ = 0;
   std::vector<std::byte> owned_;
+  std::unique_ptr<platform::ReadOnlyFile> file_;  // open while mapped, for read_at
 };
+
+// Tests only: called with the path each time a GgufFile or SafetensorsFile has opened a file and
+// read its header, before any tensor is read (a test truncates the file there). Empty: none.
+void set_opened_hook_for_tests(std::function<void(const std::filesystem::path&)> hook);
+void run_opened_hook(const std::filesystem::path& path);
 
 // A file being written: the bytes go to a temporary file beside it, renamed over `path` by
 // close(). So a failed write leaves no partial file, and a file that a SafetensorsFile still maps

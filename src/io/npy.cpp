@@ -275,7 +275,9 @@ HostTensor parse_npy(std::span<const std::byte> bytes, std::string_view label_vi
 }
 
 HostTensor read_npy(const std::filesystem::path& path) {
-  io::FileBytes file = io::FileBytes::open(path, /*try_map=*/true);
+  // Read, not mapped: parsing reads the bytes in place, and a mapped file truncated meanwhile
+  // would fault (SIGBUS) instead of failing with a message.
+  io::FileBytes file = io::FileBytes::open(path, /*try_map=*/false);
   return parse_npy(file.bytes(), path.string());
 }
 

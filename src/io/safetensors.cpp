@@ -34,19 +34,23 @@ uint64_t load_u64_le(const std::byte* p) {
 struct SafetensorsFile::Impl {
   std::string label;
   io::FileBytes file;
-  std::span<const std::byte> data;  // the data buffer, after the header
+  uint64_t data_offset = 0, data_size = 0;  // the data buffer, after the header
   std::vector<SafetensorsEntry> entries;
   std::map<std::string, std::string> metadata;
   std::unordered_map<std::string_view, size_t> index;  // views into entries' names
 
+  // A mapped file's header and tensors are copied out with read_at, never read through the
+  // mapping, so a file truncated meanwhile is an error rather than a SIGBUS (io_util.hpp).
   void parse() {
-    auto bytes = file.bytes();
-    if (bytes.size() < 8)
-      fail(ErrorCode::format, label + ": " + std::to_string(bytes.size()) +
+    const uint64_t size = file.size();
+    if (size < 8)
+      fail(ErrorCode::format, label + ": " + std::to_string(size) +
                                   " bytes is too short for a safetensors file (it starts with an "
                                   "8-byte header length)");
-    const uint64_t n = load_u64_le(bytes.data());
-    const uint64_t rest = bytes.size() - 8;
+    std::byte length[8];
+    file.read_at(0, length, label);
+    const uint64_t n = load_u64_le(length);
+    const uint64_t rest = size - 8;
     if (n > rest)
       fail(ErrorCode::format, label + ": header length " + std::to_string(n) +
                                   " is larger than the rest of the file (" + std::to_string(rest) +
@@ -54,9 +58,13 @@ struct SafetensorsFile::Impl {
     if (n > kMaxHeaderBytes)
       fail(ErrorCode::format, label + ": header length " + std::to_string(n) + " exceeds the limit of " +
                                   std::to_string(kMaxHeaderBytes) + " bytes");
-    std::string_view header(reinterpret_cast<const char*>(bytes.data() + 8), n);
-    data = bytes.subspan(8 + n);
-    io::parse_header(header, label, data.size(), &entries, &metadata);
+    std::vector<std::byte> copy;
+    std::span<const std::byte> bytes = file.bytes().subspan(8, n);
+    if (file.mapped()) bytes = copy = file.read_at(8, n, label);
+    std::string_view header(reinterpret_cast<const char*>(bytes.data()), n);
+    data_offset = 8 + n;
+    data_size = size - data_offset;
+    io::parse_header(header, label, data_size, &entries, &metadata);
     index.reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].name, i);
   }
@@ -67,6 +75,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, Access acces
   impl_->label = path.string();
   impl_->file = io::FileBytes::open(path, access == Access::map);
   impl_->parse();
+  io::run_opened_hook(path);
 }
 
 SafetensorsFile::SafetensorsFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -112,10 +121,10 @@ const SafetensorsEntry& SafetensorsFile::entry(std::string_view name) const {
 
 std::span<const std::byte> SafetensorsFile::bytes(const SafetensorsEntry& e) const {
   const Impl& file = impl();
-  if (e.begin > e.end || e.end > file.data.size())
+  if (e.begin > e.end || e.end > file.data_size)
     fail(ErrorCode::invalid_argument,
          file.label + ": the entry " + quote_name(e.name) + " does not belong to this file");
-  return file.data.subspan(e.begin, e.end - e.begin);
+  return file.file.bytes().subspan(file.data_offset + e.begin, e.end - e.begin);
 }
 
 HostTensor SafetensorsFile::read(std::string_view name, DType target) const {
@@ -130,7 +139,10 @@ HostTensor SafetensorsFile::read(std::string_view name, DType target) const {
     fail(ErrorCode::invalid_argument,
          context + " is " + e.dtype + " and cannot be read as " + std::string(dtype_name(target)) +
              (io::elem_is_float(*info->elem) ? " (read it as f32 or f16)" : " (read it as i32)"));
-  return io::decode_elements(bytes(e), *info->elem, e.shape, target, context);
+  std::span<const std::byte> src = bytes(e);
+  std::vector<std::byte> copy;
+  if (impl().file.mapped()) src = copy = impl().file.read_at(impl().data_offset + e.begin, e.nbytes(), impl().label);
+  return io::decode_elements(src, *info->elem, e.shape, target, context);
 }
 
 HostTensor SafetensorsFile::read(std::string_view name) const {

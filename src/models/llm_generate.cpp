@@ -1,5 +1,7 @@
 // The generation loop and chat conversations of vkformer/generate.hpp.
 #include <chrono>
+#include <cmath>
+#include <span>
 #include <string>
 
 #include "vkformer/bpe_tokenizer.hpp"
@@ -14,6 +16,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Logits with a NaN or an infinity sample garbage (NaN compares false with everything) that
+// streams as text with success: an error instead, naming where the position was.
+void check_logits(std::span<const float> logits, int64_t position) {
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!std::isfinite(logits[i]))
+      throw Error(ErrorCode::unsupported,
+                  "generate: the logits after position " + std::to_string(position) + " hold " +
+                      (std::isnan(logits[i]) ? "NaN" : "an infinity") + " (token " + std::to_string(i) +
+                      "): the model's weights hold NaN or infinities, or its arithmetic overflowed "
+                      "(with f16 activations, try f32)");
 }
 
 }  // namespace
@@ -46,6 +60,7 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
 
   const auto t0 = Clock::now();
   std::vector<float> logits = model.append(prompt);
+  check_logits(logits, model.position());
   r.stats.prompt_seconds = seconds_since(t0);
   r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   sampler.accept(prompt);
@@ -70,6 +85,7 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
     r.text += piece;
     const bool go_on = !on_token || on_token(piece, token);
     logits = model.append(std::span<const int32_t>(&token, 1));
+    check_logits(logits, model.position());
     if (!go_on) {
       r.stats.stop = StopReason::callback;
       break;
@@ -113,6 +129,15 @@ void Conversation::reset() {
   sampler_.reset();
   last_turn_tokens_ = 0;
   model_->reset();
+}
+
+bool Conversation::forget_oldest_turn() {
+  if (messages_.size() <= first_turn_) return false;
+  auto first = messages_.begin() + static_cast<ptrdiff_t>(first_turn_), last = first + 1;
+  if (last != messages_.end() && last->role == "assistant") ++last;
+  messages_.erase(first, last);
+  cached_text_.clear();  // the cache no longer holds a prefix of the conversation's text
+  return true;
 }
 
 TextGenerationResult Conversation::reply(std::string_view user_text, const TextGenerationOptions& options,

@@ -1,6 +1,7 @@
 // SentenceEmbedder: a BERT encoder, pooling and normalization compiled per shape bucket; the
 // host only tokenizes, sorts by length, pads and scatters the rows back.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -72,6 +73,18 @@ class SentenceEmbedderImpl {
 
  private:
   Graph build(int64_t batch, int64_t length) const;
+
+  // The weights are checked at load (bert_weights.cpp), so a NaN or an infinity here comes from
+  // the arithmetic: an error, never a row of NaN that a JSON writer prints as null.
+  void check_finite(const float* row, size_t text) const {
+    for (int64_t j = 0; j < bert.hidden_size; ++j)
+      if (!std::isfinite(row[j]))
+        throw Error(ErrorCode::unsupported,
+                    "SentenceEmbedder::embed: the embedding of text " + std::to_string(text) + " has " +
+                        (std::isnan(row[j]) ? "NaN" : "an infinity") + " at dimension " + std::to_string(j) +
+                        (options.dtype == DType::f16 ? ": the model overflows float16; load it with dtype f32"
+                                                     : ": the model's arithmetic overflowed"));
+  }
 };
 
 // The whole pipeline for one bucket: ids -> encoder -> pool -> (normalize) -> f32 [B, D].
@@ -127,8 +140,10 @@ HostTensor SentenceEmbedderImpl::run(const std::vector<Sequence>& seqs) {
     ex.run();
     HostTensor e = ex.output("embedding");
     const auto* src = reinterpret_cast<const float*>(e.data());
-    for (int64_t r = 0; r < count; ++r)
+    for (int64_t r = 0; r < count; ++r) {
+      check_finite(src + r * d, order[first + r]);
       std::memcpy(dst + order[first + r] * d, src + r * d, sizeof(float) * d);
+    }
   }
   return out;
 }

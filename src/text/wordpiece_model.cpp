@@ -1,5 +1,7 @@
 #include "wordpiece_model.hpp"
 
+#include <algorithm>
+
 #include "utf8.hpp"
 #include "vkformer/error.hpp"
 
@@ -15,8 +17,13 @@ WordPieceModel::WordPieceModel(std::vector<std::string> vocab, int32_t unk_id,
   if (unk_id < 0 || static_cast<size_t>(unk_id) >= id_to_token_.size())
     throw Error(ErrorCode::internal, "WordPieceModel: unk_id outside the vocabulary");
   token_to_id_.reserve(id_to_token_.size());
-  for (size_t i = 0; i < id_to_token_.size(); ++i)
-    token_to_id_.insert_or_assign(id_to_token_[i], static_cast<int32_t>(i));
+  for (size_t i = 0; i < id_to_token_.size(); ++i) {
+    const std::string& t = id_to_token_[i];
+    token_to_id_.insert_or_assign(t, static_cast<int32_t>(i));
+    max_first_bytes_ = std::max(max_first_bytes_, t.size());
+    if (t.size() > prefix_.size() && t.starts_with(prefix_))
+      max_continuing_bytes_ = std::max(max_continuing_bytes_, t.size() - prefix_.size());
+  }
 }
 
 std::optional<int32_t> WordPieceModel::find(std::string_view token) const {
@@ -25,7 +32,8 @@ std::optional<int32_t> WordPieceModel::find(std::string_view token) const {
   return it->second;
 }
 
-void WordPieceModel::tokenize_word(std::u32string_view word, std::vector<int32_t>& ids) const {
+void WordPieceModel::tokenize_word(std::u32string_view word, std::vector<int32_t>& ids,
+                                   size_t* lookups) const {
   if (word.size() > max_chars_) {
     ids.push_back(unk_id_);
     return;
@@ -42,10 +50,16 @@ void WordPieceModel::tokenize_word(std::u32string_view word, std::vector<int32_t
 
   size_t first_id = ids.size();
   std::string candidate;
+  size_t looked_up = 0;
   for (size_t start = 0; start < word.size();) {
     std::optional<int32_t> piece;
-    size_t end = word.size();
+    // The last end whose piece is no longer than the longest entry that could match it.
+    const size_t limit = char_start[start] + (start == 0 ? max_first_bytes_ : max_continuing_bytes_);
+    size_t end = static_cast<size_t>(std::upper_bound(char_start.begin() + static_cast<ptrdiff_t>(start),
+                                                      char_start.end(), limit) -
+                                     char_start.begin()) - 1;
     for (; end > start; --end) {
+      ++looked_up;
       std::string_view bytes(utf8.data() + char_start[start], char_start[end] - char_start[start]);
       if (start == 0) {
         piece = find(bytes);
@@ -59,11 +73,12 @@ void WordPieceModel::tokenize_word(std::u32string_view word, std::vector<int32_t
     if (!piece) {  // some rest of the word matches nothing: the whole word is unknown
       ids.resize(first_id);
       ids.push_back(unk_id_);
-      return;
+      break;
     }
     ids.push_back(*piece);
     start = end;
   }
+  if (lookups) *lookups += looked_up;
 }
 
 }  // namespace vkformer::text

@@ -44,6 +44,10 @@ struct WordPieceTokenizer::Impl {
 
 namespace {
 
+// A word longer than this is one [UNK] in every tokenizer seen (they say 100 or 200); the limit
+// bounds what a hostile tokenizer.json can make one word cost (wordpiece_model.hpp).
+constexpr size_t kMaxInputCharsPerWord = 100000;
+
 // The id of `token`, which the tokenizer needs: its last line in the vocabulary, as the model's
 // map has it. Throws `code` naming `source` and the token's role when it is missing.
 int32_t required_id(const std::vector<std::string>& vocab, const std::string& token,
@@ -77,6 +81,11 @@ std::shared_ptr<const WordPieceTokenizer::Impl> WordPieceTokenizer::build(
   }
   std::string prefix = config.continuing_subword_prefix;
   size_t max_chars = config.max_input_chars_per_word;
+  if (max_chars > kMaxInputCharsPerWord)
+    throw Error(code, source + ": max_input_chars_per_word is " + std::to_string(max_chars) +
+                          ", more than the " + std::to_string(kMaxInputCharsPerWord) +
+                          " vkformer allows (Hugging Face's default is 100; longer words become the "
+                          "unknown token)");
   return std::make_shared<const Impl>(Impl{
       std::move(config), text::WordPieceModel(std::move(vocab), unk, std::move(prefix), max_chars),
       std::move(added), cls, sep, pad});

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "instance.hpp"
+#include "tuning_cache.hpp"
 #include "tuning_env.hpp"
 #include "vkformer/error.hpp"
 
@@ -35,7 +36,7 @@ const QuirkRule kQuirkRules[] = {
 
 }  // namespace
 
-Tuning tuning_for(const DeviceInfo& info) {
+Tuning tuning_for(const DeviceInfo& info, bool tuned) {
   Tuning t;
   t.reduction_workgroup = std::min<uint32_t>(256, info.max_workgroup_invocations);
   t.use_subgroup_reductions = info.subgroup_arithmetic && !env_flag("VKFORMER_NO_SUBGROUP_OPS");
@@ -52,6 +53,7 @@ Tuning tuning_for(const DeviceInfo& info) {
   // At least 4 KiB: every op's smallest window (one row, aligned) must still fit.
   if (auto limit = env_number("VKFORMER_MAX_BINDING_BYTES", 4096, INT64_MAX))
     t.max_binding_bytes = std::min<uint64_t>(t.max_binding_bytes, static_cast<uint64_t>(*limit));
+  if (tuned) apply_tuned_choices(info, &t);
   return t;
 }
 

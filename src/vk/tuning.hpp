@@ -32,6 +32,8 @@ struct Tuning {
   uint64_t max_binding_bytes = 0;
 };
 
-Tuning tuning_for(const DeviceInfo& info);
+// The static table for the device, with the environment overrides and, unless `tuned` is false,
+// the choices `vkformer tune` measured there (tuning_cache.hpp).
+Tuning tuning_for(const DeviceInfo& info, bool tuned = true);
 
 }  // namespace vkformer::vk

@@ -1,7 +1,10 @@
 #include "bert/bert_weights.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "../io/io_util.hpp"
@@ -24,6 +27,24 @@ class Checkpoint {
       if (file_.contains(std::string(p) + "embeddings.word_embeddings.weight")) prefix_ = p;
   }
 
+  // How many encoder layers the checkpoint holds: one past the highest i of
+  // "[bert.]encoder.layer.<i>.*".
+  int64_t layers() const {
+    const std::string stem = prefix_ + "encoder.layer.";
+    int64_t n = 0;
+    for (const SafetensorsEntry& e : file_.entries()) {
+      std::string_view rest(e.name);
+      if (!rest.starts_with(stem)) continue;
+      rest.remove_prefix(stem.size());
+      int64_t i = -1;
+      const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), i);
+      if (ec == std::errc() && end < rest.data() + rest.size() && *end == '.' && i >= 0) n = std::max(n, i + 1);
+    }
+    return n;
+  }
+
+  const std::string& label() const { return file_.label(); }
+
   // The tensor `name` (without prefix) as f32, checked to be `shape`.
   HostTensor read(const std::string& name, const Shape& shape) const {
     const std::string full = prefix_ + name;
@@ -39,7 +60,16 @@ class Checkpoint {
     if (!float_dtype(e->dtype))
       throw Error(ErrorCode::format, file_.label() + ": tensor '" + full + "' has dtype " +
                                          e->dtype + ", expected a float type (F32, F16, BF16)");
-    return file_.read(full, DType::f32);
+    HostTensor t = file_.read(full, DType::f32);
+    // A NaN or an infinity in a weight reaches every output it touches: embeddings of null.
+    const auto* v = reinterpret_cast<const float*>(t.data());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(v[i]))
+        throw Error(ErrorCode::format, file_.label() + ": tensor '" + full + "' holds " +
+                                           (std::isnan(v[i]) ? "NaN" : v[i] > 0 ? "+inf" : "-inf") +
+                                           " at index " + std::to_string(i) + " of " +
+                                           std::to_string(t.numel()) + "; weights must be finite");
+    return t;
   }
 
   // An f16 model keeps its weights in f16: a weight beyond f16's range would become infinite.
@@ -85,6 +115,14 @@ WeightStore load_weights(Device& device, const BertConfig& c, const std::filesys
   if (!is_float(dtype)) throw Error(ErrorCode::invalid_argument, "BERT weights must be f32 or f16");
   io::check_regular_file(path);
   Checkpoint ckpt(path, dtype);
+  // Before anything is read: a config that names fewer layers than the checkpoint has would
+  // silently run a truncated model, one that names more would fail only at the first missing one.
+  if (const int64_t layers = ckpt.layers(); layers != c.num_hidden_layers)
+    throw Error(ErrorCode::format,
+                ckpt.label() + ": holds " + std::to_string(layers) + " encoder layers" +
+                    (layers > 0 ? " (encoder.layer.0 .. encoder.layer." + std::to_string(layers - 1) + ")"
+                                : std::string()) +
+                    " but config.json's num_hidden_layers is " + std::to_string(c.num_hidden_layers));
   WeightStore w;
   const int64_t h = c.hidden_size, f = c.intermediate_size;
   auto put = [&](const std::string& name, const Shape& shape) {

@@ -1,6 +1,10 @@
 #include "llama/llama_config.hpp"
 
+#include <algorithm>
+#include <array>
+#include <charconv>
 #include <string>
+#include <string_view>
 
 #include "vkformer/error.hpp"
 
@@ -21,6 +25,72 @@ int64_t positive(const GgufFile& f, const std::string& key, int64_t fallback = -
   const int64_t v = f.get_int(key);
   if (v < 1 || v > (int64_t{1} << 31)) bad(f, key, "is " + std::to_string(v) + ", expected 1..2^31");
   return v;
+}
+
+// The tensors a llama block has (llama_weights.cpp reads each), and those outside the blocks.
+constexpr std::array<std::string_view, 9> kBlockTensors = {
+    "attn_norm.weight", "attn_q.weight",   "attn_k.weight", "attn_v.weight", "attn_output.weight",
+    "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+constexpr std::array<std::string_view, 3> kModelTensors = {"token_embd.weight", "output_norm.weight",
+                                                           "output.weight"};
+
+// The block index of "blk.<i>.<suffix>" (digits without a leading zero), or -1 with `suffix`
+// untouched for another name.
+int64_t block_of(std::string_view name, std::string_view* suffix) {
+  if (!name.starts_with("blk.")) return -1;
+  name.remove_prefix(4);
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos || dot == 0 || (dot > 1 && name[0] == '0')) return -1;
+  int64_t i = -1;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + dot, i);
+  if (ec != std::errc() || end != name.data() + dot) return -1;
+  *suffix = name.substr(dot + 1);
+  return i;
+}
+
+// What the tensors say against what the metadata says, before anything is sized by the metadata
+// (a block_count of 10^9 once planned 9 * 10^9 tensors and ran out of memory): the blocks are
+// blk.0 .. blk.<block_count - 1>, each complete, every tensor is one this architecture uses (one
+// it does not would be silently ignored, computing another model), and the tokenizer has one
+// token per row of token_embd.weight, as llama.cpp requires (its n_vocab sizes that tensor).
+// Shapes and types are llama_weights.cpp's to check.
+void check_tensors(const GgufFile& f, const LlamaConfig& c) {
+  int64_t blocks = 0;
+  const GgufTensorInfo* unknown = nullptr;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    std::string_view suffix;
+    const int64_t i = block_of(t.name, &suffix);
+    const bool known = i >= 0 ? std::find(kBlockTensors.begin(), kBlockTensors.end(), suffix) != kBlockTensors.end()
+                              : std::find(kModelTensors.begin(), kModelTensors.end(), t.name) != kModelTensors.end();
+    if (!known && !unknown) unknown = &t;
+    if (i >= 0) blocks = std::max(blocks, i + 1);
+  }
+  if (c.n_layers != blocks)
+    bad(f, c.architecture + ".block_count",
+        "is " + std::to_string(c.n_layers) + " but the file's tensors are those of " + std::to_string(blocks) +
+            (blocks == 1 ? " block" : " blocks") +
+            (blocks > 0 ? " (blk.0 .. blk." + std::to_string(blocks - 1) + ")" : std::string()));
+  // A missing tensor first: a misspelt one is also an unknown one, and missing says more.
+  for (int64_t i = 0; i < blocks; ++i)
+    for (std::string_view suffix : kBlockTensors) {
+      const std::string name = "blk." + std::to_string(i) + "." + std::string(suffix);
+      if (!f.find_tensor(name))
+        throw Error(ErrorCode::format, f.label() + ": tensor " + name + " is missing (the file has blocks blk.0 .. blk." +
+                                           std::to_string(blocks - 1) + ")");
+    }
+  if (unknown)
+    throw Error(ErrorCode::unsupported,
+                f.label() + ": tensor " + unknown->name + " is not one a " + c.architecture +
+                    " model uses (blocks hold blk.N." + std::string(kBlockTensors[0]) + " ... blk.N." +
+                    std::string(kBlockTensors.back()) +
+                    "; besides them token_embd, output_norm and output); vkformer would ignore it");
+  if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens"); tokens && tokens->is_array()) {
+    const uint64_t n = tokens->size();
+    if (n != static_cast<uint64_t>(c.vocab_size))
+      bad(f, "tokenizer.ggml.tokens",
+          "has " + std::to_string(n) + " tokens but token_embd.weight has " + std::to_string(c.vocab_size) +
+              " rows, one per token: the tokenizer and the weights are of different models");
+  }
 }
 
 }  // namespace
@@ -80,6 +150,7 @@ LlamaConfig read_config(const GgufFile& f) {
     bad(f, a + "vocab_size", "is " + std::to_string(f.get_int(a + "vocab_size")) +
                                  " but token_embd.weight has " + std::to_string(c.vocab_size) + " rows");
   c.tied_output = f.find_tensor("output.weight") == nullptr;
+  check_tensors(f, c);
   return c;
 }
 

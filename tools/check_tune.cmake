@@ -1,0 +1,108 @@
+# cmake -DVKFORMER=<the vkformer tool> -DOUT=<scratch folder> [-DTINY=tests/golden_llama/tiny]
+#       -P check_tune.cmake
+# `vkformer tune` writes the device's tuning cache within its budget, and other processes use it:
+# `vkformer devices` reports the measured choices (and a value changed in the file), a corrupt
+# file is one warning and the static table for `devices` and `bench`, VKFORMER_TUNING=static
+# ignores it. Any device with timestamps will do; about 20 s on lavapipe.
+if(NOT VKFORMER OR NOT OUT)
+  message(FATAL_ERROR "check_tune.cmake: -DVKFORMER=<tool> and -DOUT=<folder> are required")
+endif()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
+set(VKFORMER ${LAUNCHER} ${VKFORMER})
+unset(ENV{VKFORMER_DEVICE})
+unset(ENV{VKFORMER_TUNING})
+unset(ENV{VKFORMER_TUNING_AS_GPU})
+file(REMOVE_RECURSE ${OUT})
+file(MAKE_DIRECTORY ${OUT})
+set(ENV{VKFORMER_CACHE_DIR} ${OUT}/cache)
+
+# Paths print with either separator (a Windows build under Wine mixes them).
+set(sep "[/\\\\]")
+expect(0 "tuning +static table: not tuned \\(run 'vkformer tune'; cache [^\n]*${sep}cache${sep}tuning${sep}[0-9a-f]+\\.json\\)"
+       devices)
+
+# A budget too short for the whole set: it stops in time, says so, and --no-save writes nothing.
+expect(0 "Took ([0-9.]+) s of a 3 s budget \\(spent" tune --budget 3 --no-save)
+string(REGEX MATCH "Took ([0-9.]+) s of a 3 s budget" m "${last_output}")
+if(CMAKE_MATCH_1 GREATER 4.5)
+  message(SEND_ERROR "vkformer tune --budget 3 took ${CMAKE_MATCH_1} s:\n${last_output}")
+endif()
+file(GLOB_RECURSE written ${OUT}/cache/*)
+if(written)
+  message(SEND_ERROR "vkformer tune --no-save wrote ${written}")
+endif()
+
+# Two tunables that apply to CPU devices and GPUs alike (attention.tiles) or are cheap where
+# they apply (one mat-vec shape); the others are left alone by --only.
+set(budget 15)
+expect(0 "Tuning cache: [^\n]*${sep}cache${sep}tuning${sep}[0-9a-f]+\\.json" tune --budget ${budget}
+       --only attention.tiles --only matmul.wq_texel.gemv --json ${OUT}/tune.json)
+set(tune_output "${last_output}")
+if(NOT tune_output MATCHES "Took ([0-9.]+) s of a ${budget} s budget")
+  message(FATAL_ERROR "vkformer tune: no 'Took N s of a ${budget} s budget' line:\n${tune_output}")
+endif()
+set(took ${CMAKE_MATCH_1})
+# The sweep stops at its budget; what follows (writing the file) is quick.
+if(took GREATER 17)
+  message(SEND_ERROR "vkformer tune --budget ${budget} took ${took} s")
+endif()
+file(GLOB cache_files ${OUT}/cache/tuning/*.json)
+list(LENGTH cache_files n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "expected one cache file in ${OUT}/cache/tuning, found: ${cache_files}")
+endif()
+file(READ ${cache_files} cache)
+string(JSON n_choices LENGTH "${cache}" choices)
+if(n_choices LESS 1)
+  message(FATAL_ERROR "${cache_files}: no choice measured within ${budget} s:\n${tune_output}")
+endif()
+string(JSON tunable GET "${cache}" choices 0 tunable)
+string(JSON static GET "${cache}" choices 0 static)
+file(READ ${OUT}/tune.json report)
+string(JSON took_json GET "${report}" took_s)
+string(JSON first_status GET "${report}" tunables 0 status)
+
+# Another process uses the file: it reports the measured choices...
+expect(0 "tuning +tuned: [0-9]+ of ${n_choices} measured choices differ from the static table" devices)
+expect(0 "\"tuning\": {[^}]*\"status\": \"tuned\"" devices --json)
+
+# ...and a value changed in the file, once it is checked against the candidates of the device.
+expect(0 "${tunable}: [^\n]*\n  candidates: ([^\n]*)" tune --list)
+string(REGEX MATCH "${tunable}: [^\n]*\n  candidates: ([^\n]*)" m "${last_output}")
+string(REPLACE " " ";" candidates "${CMAKE_MATCH_1}")
+list(GET candidates 0 first)
+if(NOT first STREQUAL static)
+  message(SEND_ERROR "tune --list starts ${tunable} with '${first}', the cache's static choice is '${static}'")
+endif()
+list(GET candidates 1 other)
+string(JSON cache SET "${cache}" choices 0 value "\"${other}\"")
+file(WRITE ${cache_files} "${cache}")
+string(REPLACE "+" "\\+" other_re "${other}")
+string(REPLACE "+" "\\+" static_re "${static}")
+expect(0 "  ${tunable} = ${other_re} \\(static ${static_re}\\)" devices)
+
+# A GGUF model's shapes: its linears at M = 1 and 64 in their stored types, its attention with
+# grouped KV heads (the tiny llama: width 64, 4 query and 2 KV heads of 16).
+if(TINY)
+  expect(0 "shape: linear_q f32 w=q4_1 m=64 n=64 k=64.*shape: attention f32 b=1 h=4 hkv=2 sq=64 sk=512 d=16"
+         tune --model ${TINY}/tiny_llama_tied.gguf --list)
+  expect(0 "shapes \\([^)]*tiny_llama_tied.gguf\\)" tune --model ${TINY}/tiny_llama_tied.gguf --budget 3
+         --no-save --only attention.tiles)
+endif()
+
+set(ENV{VKFORMER_TUNING} static)
+expect(0 "tuning +static table \\(VKFORMER_TUNING=static\\)" devices)
+unset(ENV{VKFORMER_TUNING})
+
+# A corrupt file: one warning, the static table, and the commands still work.
+file(WRITE ${cache_files} "{\"format\": \"vkformer tuning cache 1\", \"device\": ")
+expect(0 "tuning +static table: the tuning cache [^\n]* is ignored: corrupt" devices)
+foreach(args "devices" "bench;--quick;--filter;layer_norm/affine/f32;--repeats;1;--warmup;0;--no-peak")
+  expect(0 "" ${args})
+  string(REGEX MATCHALL "vkformer: warning: ignoring the tuning cache" warnings "${last_output}")
+  list(LENGTH warnings n_warnings)
+  if(NOT n_warnings EQUAL 1)
+    message(SEND_ERROR "vkformer ${args}: ${n_warnings} warnings about the corrupt cache, expected 1:\n${last_output}")
+  endif()
+endforeach()
+message(STATUS "tune took ${took} s (${took_json} in its JSON) of a ${budget} s budget; first tunable ${first_status}")
