@@ -415,6 +415,13 @@ bool flash_launch_for(const FlashTiles& t, const DeviceInfo& info, const Attenti
   l.dv_cap = round_up(pr.dv, std::max(16u, t.shape.n));
   const std::vector<FlashConfig> forced = t.forced ? std::vector<FlashConfig>{*t.forced}
                                                    : std::vector<FlashConfig>{};
+  if (t.preferred && !t.forced) {
+    l.config = *t.preferred;
+    if (flash_config_fits(l, info, nullptr)) {
+      *out = l;
+      return true;
+    }
+  }
   std::optional<FlashLaunch> first;
   for (const FlashConfig& c : t.forced ? forced : flash_configs()) {
     l.config = c;
@@ -453,6 +460,12 @@ std::string DecodeLaunch::str() const {
          std::to_string(d_cap) + " dv" + std::to_string(dv_cap);
 }
 
+bool decode_config_fits(const DecodeLaunch& l, const DeviceInfo& info) {
+  const DecodeConfig& c = l.config;
+  return c.workgroup >= 1 && c.tile_keys >= 1 && c.workgroup <= info.max_workgroup_invocations &&
+         c.workgroup <= info.max_workgroup_size[0] && l.shared_bytes() <= info.shared_memory_bytes;
+}
+
 bool decode_launch_for(const DecodeTiles& t, const DeviceInfo& info, const AttentionProblem& pr,
                        DecodeLaunch* out) {
   if (!t.enabled || pr.d > kFusedAttentionMaxHeadDim || pr.dv > kFusedAttentionMaxHeadDim)
@@ -465,12 +478,16 @@ bool decode_launch_for(const DecodeTiles& t, const DeviceInfo& info, const Atten
   l.d_cap = round_up(pr.d, 32);
   l.dv_cap = round_up(pr.dv, 32);
   bool found = false;
-  const std::vector<DecodeConfig> forced = t.forced ? std::vector<DecodeConfig>{*t.forced}
-                                                    : std::vector<DecodeConfig>{};
-  for (const DecodeConfig& c : t.forced ? forced : decode_configs()) {
+  // The forced configuration alone; else the preferred one, then the table's list.
+  std::vector<DecodeConfig> order;
+  if (t.forced) order.push_back(*t.forced);
+  else {
+    if (t.preferred) order.push_back(*t.preferred);
+    order.insert(order.end(), decode_configs().begin(), decode_configs().end());
+  }
+  for (const DecodeConfig& c : order) {
     l.config = c;
-    if (c.workgroup >= 1 && c.tile_keys >= 1 && c.workgroup <= info.max_workgroup_invocations &&
-        c.workgroup <= info.max_workgroup_size[0] && l.shared_bytes() <= info.shared_memory_bytes) {
+    if (decode_config_fits(l, info)) {
       found = true;
       break;
     }

@@ -39,6 +39,9 @@ struct FlashTiles {
   // VKFORMER_ATTENTION_FLASH=WxRxBC[/MxNxK[/SG]]: this configuration (and MMA shape, subgroup
   // size) for every problem instead of the table's choice (tests, tuning experiments).
   std::optional<FlashConfig> forced;
+  // A configuration `vkformer tune` measured faster here (the tuning cache, tunable
+  // attention.flash): taken for every problem it fits, the table's choice elsewhere.
+  std::optional<FlashConfig> preferred;
   // f32 storage is staged as f16 (inputs rounded to 11 bits, accumulation in fp32): taken only
   // where asked (VKFORMER_ATTENTION_FLASH set), since f32 callers expect f32 accuracy.
   bool f32_storage = false;
@@ -70,7 +73,7 @@ struct FlashLaunch {
 // head dims beyond kFlashMaxHeadDim, or no configuration fits the device (workgroup size,
 // shared memory, registers: row_tiles > 1 only while row_tiles * (d_cap + dv_cap) <= 256).
 // The static table: the first configuration that fits and gives the problem at least
-// target_workgroups workgroups, else the first that fits.
+// target_workgroups workgroups, else the first that fits; `preferred` before both where it fits.
 struct AttentionProblem;
 bool flash_launch_for(const FlashTiles& tiles, const DeviceInfo& info,
                       const AttentionProblem& problem, DType dtype, FlashLaunch* out);
@@ -105,6 +108,9 @@ struct DecodeTiles {
   // VKFORMER_ATTENTION_DECODE=WGxTK[/SPLITS]: this configuration (and split count) everywhere.
   std::optional<DecodeConfig> forced;
   uint32_t forced_splits = 0;
+  // A configuration `vkformer tune` measured faster here (tunable attention.decode): taken
+  // where it fits shared memory, the table's choice elsewhere.
+  std::optional<DecodeConfig> preferred;
 };
 
 struct DecodeLaunch {
@@ -118,6 +124,12 @@ struct DecodeLaunch {
   std::string str() const;  // "128x32/4 rows 8 d64 dv64"
 };
 
+// Whether the launch's configuration fits the device's workgroup and shared-memory limits.
+bool decode_config_fits(const DecodeLaunch& launch, const DeviceInfo& info);
+
+// The launch for a problem with at most max_rows query rows per (batch, KV head): `preferred`
+// where it fits, else the first of decode_configs() that does (or `forced` alone), split as
+// DecodeTiles says. False where none fits or the problem has too many rows.
 bool decode_launch_for(const DecodeTiles& tiles, const DeviceInfo& info,
                        const AttentionProblem& problem, DecodeLaunch* out);
 
