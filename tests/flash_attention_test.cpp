@@ -27,6 +27,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,7 +37,9 @@
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
+#include "tunables.hpp"
 #include "tuning.hpp"
+#include "tuning_cache.hpp"
 
 namespace vkformer::testing {
 namespace {
@@ -495,6 +498,145 @@ TEST_F(DeviceTest, DecodeEmptyRangesAndExtremes) {
   ASSERT_TRUE(vk::decode_launch_for(dev.impl().tuning().attention.decode, dev.info(),
                                     problem_of(c), &l));
   check_decode(dev, c, l.splits);
+}
+
+// ---- Tuned choices (src/vk/tunables_coopmat.cpp) ----
+
+// What `vkformer tune` may keep for flash attention, split-K decoding and the cooperative-matrix
+// matmul is applied: under a tuning trial (what the tuning cache does in every later process) a
+// newly opened device's executor creates the pipeline of the tuned configuration, which the
+// static table would not have taken for the same problem, and matches the reference. The
+// device is taken as a GPU (VKFORMER_TUNING_AS_GPU: split-K decoding on) with emulated
+// cooperative matrices (the emulation's subgroups are lavapipe's 8 here). The correctness of
+// every candidate is the configuration sweeps' above (and coopmat_test's for matmul).
+class TunedChoiceTest : public DeviceTest {
+ protected:
+  void SetUp() override {
+    DeviceTest::SetUp();
+    for (const char* name : {"VKFORMER_ATTENTION_FLASH", "VKFORMER_ATTENTION_DECODE",
+                             "VKFORMER_ATTENTION_TILES", "VKFORMER_MATMUL_COOPMAT",
+                             "VKFORMER_MATMUL_PATH"})
+      env_.push_back(std::make_unique<ScopedEnv>(name, ""));
+    env_.push_back(std::make_unique<ScopedEnv>("VKFORMER_TUNING_AS_GPU", "1"));
+    env_.push_back(std::make_unique<ScopedEnv>("VKFORMER_COOPMAT", "emulate"));
+    base_ = vk::tuning_for(device().info(), /*tuned=*/false);
+  }
+
+  // The candidate `text` of tunable `id` on this device (the test fails where it is not one).
+  std::string candidate(const std::string& id, const std::string& text) {
+    const vk::Tunable* t = vk::find_tunable(id);
+    if (!t) {
+      ADD_FAILURE() << "no tunable " << id;
+      return text;
+    }
+    std::string all;
+    for (const vk::TunableValue& v : t->candidates(device().info(), base_)) {
+      if (v.text == text) return text;
+      all += " " + v.text;
+    }
+    ADD_FAILURE() << id << " = " << text << " is not a candidate here; candidates:" << all;
+    return text;
+  }
+
+  // A device opened under the trial {id = value}, as the tuning cache would open it.
+  Device open_tuned(const std::string& id, const std::string& value) {
+    vk::ScopedTuningTrial trial({{id, value}});
+    return open_test_device_with_env({});
+  }
+
+  // The specialization constants of every pipeline of `variant` that `dev` created.
+  static std::vector<std::vector<uint32_t>> specs(Device& dev, const std::string& variant) {
+    std::vector<std::vector<uint32_t>> out;
+    for (const auto& p : dev.impl().pipelines().created())
+      if (p.variant == variant) out.push_back(p.spec);
+    return out;
+  }
+
+  vk::Tuning base_;
+  std::vector<std::unique_ptr<ScopedEnv>> env_;
+};
+
+// attention.flash = 1x1x16 (one subgroup, one MMA step of keys), where the table takes a larger
+// workgroup: shaders/attention_flash.comp specialized with WARPS 1, ROW_TILES 1, BC 16.
+TEST_F(TunedChoiceTest, FlashConfiguration) {
+  const Case c{"tuned_flash", 1, 4, 37, 45, 64, 64, DType::f16, true, std::nullopt, false, -1, 2};
+  const FlashConfig want{1, 1, 16};
+  vk::FlashLaunch table;
+  ASSERT_TRUE(vk::flash_launch_for(base_.attention.flash, device().info(), problem_of(c),
+                                   c.dtype, &table));
+  ASSERT_NE(table.config, want) << "the table takes " << table.str() << " already";
+  Device dev = open_tuned("attention.flash", candidate("attention.flash", want.str()));
+  const Outcome r = run_case(dev, c);
+  expect_no_validation_messages(dev);
+  EXPECT_TRUE(all_close(r.got, r.want, kFlashTolerance));
+  const auto got = specs(dev, "attention_flash_emu_f16");
+  ASSERT_EQ(got.size(), 1u) << "one flash pipeline";
+  EXPECT_EQ((std::vector<uint32_t>{got[0][5], got[0][6], got[0][7]}),
+            (std::vector<uint32_t>{want.warps, want.row_tiles, want.bc}));
+}
+
+// attention.decode = 64x16 where the table takes 128x32 at head dim 64: the decoding kernel
+// specialized with 64 invocations and tiles of 16 keys.
+TEST_F(TunedChoiceTest, DecodeConfiguration) {
+  const Case c{"tuned_decode", 1, 4, 1, 300, 64, 64, DType::f32, false, std::nullopt, false, 290, 1};
+  const DecodeConfig want{64, 16};
+  vk::DecodeLaunch table;
+  ASSERT_TRUE(vk::decode_launch_for(base_.attention.decode, device().info(), problem_of(c), &table));
+  ASSERT_NE(table.config, want) << "the table takes " << table.str() << " already";
+  Device dev = open_tuned("attention.decode", candidate("attention.decode", want.str()));
+  const Outcome r = run_case(dev, c);
+  expect_no_validation_messages(dev);
+  EXPECT_TRUE(all_close(r.got, r.want, kDecodeF32Tolerance));
+  std::vector<std::vector<uint32_t>> got = specs(dev, "attention_flash_decode_f32");
+  for (auto& s : specs(dev, "attention_flash_decode_split_f32")) got.push_back(s);
+  ASSERT_EQ(got.size(), 1u) << "one decoding pipeline";
+  EXPECT_EQ(got[0][0], want.workgroup);
+  EXPECT_EQ(got[0][2], want.tile_keys);
+}
+
+// attention.decode.split = 0 (never split) where the table splits 300 keys of one KV head in
+// two: one dispatch of the unsplit kernel instead of the split one and the combine.
+TEST_F(TunedChoiceTest, DecodeSplits) {
+  const Case c{"tuned_splits", 1, 4, 1, 300, 64, 64, DType::f32, false, std::nullopt, false, -1, 1};
+  vk::DecodeLaunch table;
+  ASSERT_TRUE(vk::decode_launch_for(base_.attention.decode, device().info(), problem_of(c), &table));
+  ASSERT_GT(table.splits, 1u) << table.str();
+  Device dev = open_tuned("attention.decode.split", candidate("attention.decode.split", "0"));
+  const Outcome r = run_case(dev, c);
+  expect_no_validation_messages(dev);
+  EXPECT_TRUE(all_close(r.got, r.want, kDecodeF32Tolerance));
+  EXPECT_EQ(r.dispatches, 1u);
+  EXPECT_EQ(specs(dev, "attention_flash_decode_f32").size(), 1u);
+  EXPECT_TRUE(specs(dev, "attention_flash_decode_split_f32").empty());
+}
+
+// matmul.coopmat = the last configuration of the list with the table's MMA shape, where the
+// table takes the first: shaders/matmul_coopmat.comp specialized with its subgroups and tiles.
+TEST_F(TunedChoiceTest, CoopmatMatmulConfiguration) {
+  vk::MatmulCoopmatTiles want = base_.matmul.coopmat_tiles;
+  ASSERT_TRUE(want.usable());
+  ASSERT_NE(want.config, vk::coopmat_configs().back());
+  want.config = vk::coopmat_configs().back();
+  Device dev = open_tuned("matmul.coopmat", candidate("matmul.coopmat", want.str()));
+  const int64_t m = 40, n = 48, k = 40;
+  const auto av = random_values(m * k, 11), bv = random_values(k * n, 12);
+  Graph g;
+  Tensor a = g.input("a", {m, k}, DType::f16), b = g.input("b", {k, n}, DType::f16);
+  g.output("y", g.matmul(a, b));
+  Executor ex(dev, g);
+  const HostTensor y = ex.run({{"a", make_tensor({m, k}, av, DType::f16)},
+                               {"b", make_tensor({k, n}, bv, DType::f16)}})
+                           .at("y");
+  expect_no_validation_messages(dev);
+  EXPECT_TRUE(all_close(y, ref::matmul(stored(av, DType::f16), stored(bv, DType::f16), 1, 1, m, n,
+                                       k, false, nullptr, 1.0),
+                        Tolerance{1e-3, 1e-3}));
+  const auto got = specs(dev, "matmul_coopmat_emu_f16");
+  ASSERT_EQ(got.size(), 1u) << "one cooperative-matrix pipeline";
+  const vk::CoopmatConfig& f = want.config;
+  EXPECT_EQ((std::vector<uint32_t>(got[0].begin() + 2, got[0].begin() + 10)),
+            (std::vector<uint32_t>{want.m, want.n, want.k, f.warps_m, f.warps_n, f.tiles_m,
+                                   f.tiles_n, f.bk_tiles}));
 }
 
 // ---- The static tables (pure functions of made-up devices) ----
