@@ -197,6 +197,31 @@ Benchmark attention(int64_t batch, int64_t heads, int64_t seq, int64_t dk, bool 
   return b;
 }
 
+// One decoding step of grouped-query attention: one query per head against a KV cache of
+// `context` keys (split-K flash decoding on GPUs). Memory-bound: the cache is read once.
+Benchmark attention_decode(int64_t heads, int64_t kv_heads, int64_t context, int64_t dk, DType dt) {
+  Benchmark b;
+  b.name = "attention";
+  b.variant = "decode";
+  b.shape = {{"batch", 1}, {"heads", heads}, {"kv_heads", kv_heads}, {"context", context},
+             {"d_k", dk}};
+  b.params = {{"path", "automatic"}};
+  b.dtype = dt;
+  b.flops = 4.0 * heads * context * dk;
+  const Shape qs{1, heads, 1, dk}, ks{1, kv_heads, context, dk};
+  b.bytes = bytes_of({qs, ks, ks, qs}, dt);
+  b.bound = Bound::memory;
+  b.check = [=](Device& d) { require_bindable(d, ks, dt, "the KV cache"); };
+  b.prepare = [=](Device& d) {
+    Graph g;
+    Tensor q = g.external("q", random_device(d, qs, dt, 34));
+    Tensor k = g.external("k", random_device(d, ks, dt, 35));
+    Tensor v = g.external("v", random_device(d, ks, dt, 36));
+    return compile(d, g, g.attention(q, k, v));
+  };
+  return b;
+}
+
 }  // namespace
 
 Benchmark linear_matmul(const std::string& variant, int64_t m, int64_t n, int64_t k, DType dt, bool quick) {
@@ -259,6 +284,13 @@ std::vector<Benchmark> all_benchmarks() {
             add(attention(c.batch, c.heads, seq, c.dk, causal, fused, dt, quick && !causal));
           }
         }
+
+  // A decoding step's attention over a long cache: Llama-3.2-1B's heads (32 on 8, d_k 64) and
+  // Llama-3-8B's (32 on 8, d_k 128).
+  for (DType dt : kDtypes) {
+    add(attention_decode(32, 8, 4096, 64, dt));
+    add(attention_decode(32, 8, 8192, 128, dt));
+  }
 
   for (auto& b : block_benchmarks()) add(std::move(b));
   for (auto& b : embedding_benchmarks()) add(std::move(b));

@@ -189,6 +189,26 @@ def benchmarks(device, quick):
                     add("attention", variant, dt,
                         [("batch", bsz), ("heads", heads), ("seq", s), ("d_k", dk)], make)
 
+        # A decoding step's attention over a long cache (grouped-query heads), as vkformer's
+        # attention/decode benchmarks.
+        if not quick:
+            for heads, kv_heads, context, dk in [(32, 8, 4096, 64), (32, 8, 8192, 128)]:
+                def make(heads=heads, kv_heads=kv_heads, context=context, dk=dk, t=t):
+                    q = torch.randn(1, heads, 1, dk, dtype=t, device=device)
+                    k, v = (torch.randn(1, kv_heads, context, dk, dtype=t, device=device)
+                            for _ in range(2))
+                    try:  # PyTorch >= 2.5 reads K/V per group in place
+                        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                        return lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                    except (TypeError, AttributeError):
+                        pass
+                    g = heads // kv_heads
+                    return lambda: sdpa(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1),
+                                        False)
+                add("attention", "decode", dt, [("batch", 1), ("heads", heads),
+                                                ("kv_heads", kv_heads), ("context", context),
+                                                ("d_k", dk)], make)
+
         enc = [(1, 128), (8, 128)] if quick else [(1, 128), (1, 512), (8, 128), (8, 512)]
         for bsz, s in enc:
             def make(bsz=bsz, s=s, t=t):

@@ -102,3 +102,11 @@ vkf_kernel(embedding_wq_q6_k embedding_wq.comp DTYPES f32 f16 DEFINES W_Q6_K=1)
 vkf_kernel(rms_norm_rows  layer_norm_rows.comp DTYPES f32 f16 DEFINES RMS=1)
 vkf_kernel(rms_norm_rows_subgroup layer_norm_rows.comp DTYPES f32 f16 DEFINES RMS=1 USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
 vkf_kernel(linear_epilogue linear_epilogue.comp DTYPES f32 f16)
+# Flash attention on cooperative matrices (attention_flash.comp: KHR, NV where only NV exists,
+# and the emulation, chosen only when asked), and split-K flash decoding (scalar fp32, GPUs).
+vkf_kernel(attention_flash_khr attention_flash.comp DTYPES f32 f16 DEFINES COOPMAT_KHR=1 REQUIRES coopmat_khr fp16_arith)
+vkf_kernel(attention_flash_nv  attention_flash.comp DTYPES f32 f16 DEFINES COOPMAT_NV=1 REQUIRES coopmat_nv fp16_arith)
+vkf_kernel(attention_flash_emu attention_flash.comp DTYPES f32 f16 DEFINES COOPMAT_EMULATE=1 REQUIRES fp16_arith)
+vkf_kernel(attention_flash_decode attention_flash_decode.comp DTYPES f32 f16)
+vkf_kernel(attention_flash_decode_split attention_flash_decode.comp DTYPES f32 f16 DEFINES SPLIT=1)
+vkf_kernel(attention_flash_combine attention_flash_combine.comp DTYPES f32 f16)

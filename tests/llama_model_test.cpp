@@ -20,10 +20,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "device_impl.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
@@ -267,6 +269,45 @@ TEST_F(TinyLlama, AllLogitsMatchTheDoubleReference) {
     EXPECT_LE(err, act == DType::f32 ? 1e-4 : 1e-2) << dtype_name(act);
     RecordProperty(std::string("max_rel_err_") + std::string(dtype_name(act)), sci(err));
   }
+}
+
+// The fused attention paths of GPUs inside the model: with emulated cooperative matrices, f16
+// activations take flash attention for the prompt chunks (causal mask over the cache,
+// key_length, 4 query heads on 2 KV heads read in place), as the automatic path chooses it; and
+// with split-K decoding asked for (GPUs take it by themselves; two key ranges here) and the
+// unfused chain's preference for single queries turned off, single tokens take split-K
+// decoding. Both against the double reference as the other paths are. (The matmuls keep
+// lavapipe's texel kernel: emulated cooperative-matrix matmuls would only add compile time.)
+TEST_F(TinyLlama, FlashAttentionPathsMatchTheDoubleReference) {
+  Device dev = open_test_device_with_env({{"VKFORMER_COOPMAT", "emulate"},
+                                          {"VKFORMER_MATMUL_PATH", "texel"},
+                                          {"VKFORMER_ATTENTION_DECODE", "128x32/2"},
+                                          {"VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", "0"},
+                                          {"VKFORMER_ATTENTION_FLASH", ""},
+                                          {"VKFORMER_ATTENTION_TILES", ""}});
+  LanguageModelOptions o;
+  o.activations = DType::f16;
+  LanguageModel lm = LanguageModel::load(dev, tiny_model(), o);
+  const int64_t vocab = lm.config().vocab_size;
+  const std::vector<int32_t> ids = some_ids(100, vocab, 9);
+  const std::vector<double> want = reference().logits(ids);
+  const double all = worst_relative_error(lm.append_all_logits(ids), want, vocab);
+  EXPECT_LE(all, 1e-2);
+  lm.reset();
+  double one = 0;
+  for (size_t t = 0; t < 6; ++t)
+    one = std::max(one, worst_relative_error(lm.append(std::span(ids).subspan(t, 1)), want, vocab,
+                                             static_cast<int64_t>(t)));
+  EXPECT_LE(one, 1e-2) << "one token at a time";
+  std::set<std::string> kernels;
+  for (const auto& p : dev.impl().pipelines().created()) kernels.insert(p.variant);
+  EXPECT_TRUE(kernels.count("attention_flash_emu_f16")) << "the prompt chunks take flash attention";
+  EXPECT_TRUE(kernels.count("attention_flash_decode_split_f16") &&
+              kernels.count("attention_flash_combine_f16"))
+      << "single tokens take split-K decoding";
+  for (const auto& m : dev.take_validation_messages())
+    ADD_FAILURE() << "Vulkan validation " << m.severity << ": " << m.text;
+  std::printf("tiny f16 flash: max |dlogit| / max|logit| %.2e at once, %.2e one at a time\n", all, one);
 }
 
 // The decode graph (one token per pass) and prompt chunks of every length agree with the

@@ -44,7 +44,11 @@ std::string describe(const vk::Tuning& t) {
     << "/" << m.weight_tiles.texel_gemv_tn << " attention " << int(t.attention.kernel) << " "
     << t.attention.invocations << "x" << t.attention.br << "x" << t.attention.bc << " "
     << t.attention.lanes << "x" << t.attention.rows_per_lane << t.attention.shuffle
-    << t.attention.texel << " reduction " << t.reduction_workgroup;
+    << t.attention.texel << " flash "
+    << (t.attention.flash.preferred ? t.attention.flash.preferred->str() : "table") << " decode "
+    << (t.attention.decode.preferred ? t.attention.decode.preferred->str() : "table") << "/"
+    << t.attention.decode.target_workgroups << " coopmat " << m.coopmat_tiles.str()
+    << " reduction " << t.reduction_workgroup;
   return s.str();
 }
 

@@ -88,6 +88,14 @@ if(TINY)
          tune --model ${TINY}/tiny_llama_tied.gguf --list)
   expect(0 "shapes \\([^)]*tiny_llama_tied.gguf\\)" tune --model ${TINY}/tiny_llama_tied.gguf --budget 3
          --no-save --only attention.tiles)
+  # Flash attention is timed at the f16 prompt chunk, split-K decoding at one query (here
+  # through the emulated cooperative matrices on a device taken as a GPU).
+  set(ENV{VKFORMER_COOPMAT} emulate)
+  set(ENV{VKFORMER_TUNING_AS_GPU} 1)
+  expect(0 "attention.flash: [^\n]*\n  candidates: table [^\n]*1x1x16\r?\n  shape: attention f16 b=1 h=4 hkv=2 sq=64 sk=512 d=16\r?\n.*attention.decode: [^\n]*\n  candidates: table 128x32 64x64 64x16\r?\n  shape: attention f32 b=1 h=4 hkv=2 sq=1 sk=512 d=16\r?\n"
+         tune --model ${TINY}/tiny_llama_tied.gguf --list)
+  unset(ENV{VKFORMER_COOPMAT})
+  unset(ENV{VKFORMER_TUNING_AS_GPU})
 endif()
 
 set(ENV{VKFORMER_TUNING} static)

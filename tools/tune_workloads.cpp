@@ -52,6 +52,11 @@ TuneShape attention(int64_t heads, int64_t kv_heads, int64_t sq, int64_t sk, int
   return s;
 }
 
+TuneShape causal(TuneShape s) {
+  s.causal = true;
+  return s;
+}
+
 TuneShape rows(TuneOp op, int64_t m, int64_t n, DType dt = DType::f32) {
   TuneShape s;
   s.op = op;
@@ -91,7 +96,11 @@ std::vector<TuneShape> standard_tune_shapes(bool cpu_device) {
                       quantized(512, 14336, 4096, DType::q4_k), quantized(1, 14336, 4096, DType::q4_k),
                       quantized(512, 14336, 4096, DType::q4_0),
                       attention(8, 8, 2048, 2048, 64, DType::f16),
+                      causal(attention(8, 8, 2048, 2048, 64, DType::f16)),
                       attention(16, 16, 2048, 2048, 128, DType::f16),
+                      // decoding steps over long caches (bench's attention/decode): split-K
+                      attention(32, 8, 1, 4096, 64, DType::f16),
+                      attention(32, 8, 1, 8192, 128, DType::f16),
                       rows(TuneOp::softmax, 12 * 2048, 2048), rows(TuneOp::layer_norm, 4096, 4096),
                       rows(TuneOp::rms_norm, 4096, 4096)})
     v.push_back(s);
@@ -136,7 +145,12 @@ std::vector<TuneShape> model_tune_shapes(const std::string& gguf_path) {
     add_linear(*out, false);
   else if (const GgufTensorInfo* emb = f.find_tensor("token_embd.weight"))
     add_linear(*emb, false);
+  // The prompt chunk's attention with f32 and f16 activations (LanguageModelOptions: f16 takes
+  // flash attention where the device has cooperative matrices), and a decoding step's (split-K
+  // decoding on GPUs) at the same position.
   add_unique(v, attention(heads, kv_heads, kPromptChunk, kModelKeys, head_dim));
+  add_unique(v, attention(heads, kv_heads, kPromptChunk, kModelKeys, head_dim, DType::f16));
+  add_unique(v, attention(heads, kv_heads, 1, kModelKeys, head_dim));
   add_unique(v, rows(TuneOp::rms_norm, kPromptChunk, d));
   if (v.size() <= 2)
     throw Error(ErrorCode::format, f.label() + ": no 2-D weights in blk.0 to tune for");

@@ -1,6 +1,8 @@
-// Scaled dot-product attention: a fused flash-attention kernel (shaders/attention.comp on GPUs,
-// shaders/attention_rows.comp on CPU devices; vk::AttentionTiles picks), or the
-// unfused chain matmul(q, kᵀ) -> masked softmax -> matmul(p, v) through temporaries.
+// Scaled dot-product attention: fused kernels, or the unfused chain matmul(q, kᵀ) -> masked
+// softmax -> matmul(p, v) through temporaries. The fused paths, in order: split-K flash decoding
+// for few query rows and flash attention on cooperative matrices where they fit
+// (src/ops/attention_flash.cpp), else the scalar flash-attention kernels (shaders/attention.comp
+// on GPUs, shaders/attention_rows.comp on CPU devices; vk::AttentionTiles picks).
 // Grouped-query attention (k and v with Hkv heads, H % Hkv == 0): query head h reads KV head
 // h / (H / Hkv) in place, never through copies of K and V. The fused kernels map the head; the
 // unfused chain views the group's query heads, which are consecutive, as one matrix per KV head.
@@ -8,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention_flash.hpp"
 #include "matmul.hpp"
 #include "op_common.hpp"
 #include "softmax.hpp"
@@ -48,11 +51,7 @@ Kernel fused_kernel(const AttentionLaunch& t) {
   return t.shuffle ? Kernel::attention_rows_shuffle : Kernel::attention_rows;
 }
 
-struct Operands {
-  uint32_t q, k, v, mask = kNoValue, key_padding = kNoValue, key_length = kNoValue;
-  uint32_t out = kNoValue;
-  bool causal = false;
-};
+using Operands = ops::AttentionOperands;
 
 Operands operands(const Lowering& l) {
   const auto& a = attrs<AttentionAttrs>(l);
@@ -213,18 +212,25 @@ void lower_attention(Lowering& l) {
                           "key_length counts keys of the " + std::to_string(l.value(in.k).shape[2]) +
                               " that k holds");
   const vk::AttentionTiles& tuned = l.tuning().attention;
-  AttentionLaunch launch;
-  const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
-  bool fused_ok = vk::attention_launch_for(tuned, l.info(), problem, &launch) &&
-                  l.supported(fused_kernel(launch), l.value(in.q).dtype);
   const uint64_t score_bytes = static_cast<uint64_t>(qs[0] * qs[1] * qs[2]) *
                                static_cast<uint64_t>(l.value(in.k).shape[2]) *
                                dtype_size(l.value(in.q).dtype);
   const bool unfused_fits = score_bytes <= l.tuning().max_binding_bytes;
-  if (a.path == Path::unfused ||
-      (a.path == Path::automatic &&
-       (!fused_ok || qs[2] <= tuned.automatic_unfused_max_queries ||
-        (tuned.automatic_unfused_where_it_fits && unfused_fits)))) {
+  // What the tuning leaves to the unfused chain whatever fused kernel there is.
+  const bool tuned_unfused = a.path == Path::automatic &&
+                             (qs[2] <= tuned.automatic_unfused_max_queries ||
+                              (tuned.automatic_unfused_where_it_fits && unfused_fits));
+  if (a.path == Path::unfused || tuned_unfused) {
+    lower_unfused(l, in);
+    return;
+  }
+  // Split-K decoding or flash attention where the device takes them for this problem.
+  if (ops::emit_flash_paths(l, in)) return;
+  AttentionLaunch launch;
+  const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
+  bool fused_ok = vk::attention_launch_for(tuned, l.info(), problem, &launch) &&
+                  l.supported(fused_kernel(launch), l.value(in.q).dtype);
+  if (a.path == Path::automatic && !fused_ok) {
     lower_unfused(l, in);
     return;
   }

@@ -93,6 +93,13 @@ const PipelineCache::Module& PipelineCache::module_for(const kernels::VariantEnt
   return modules_.emplace(&v, m).first->second;
 }
 
+std::vector<PipelineCache::Created> PipelineCache::created() {
+  std::lock_guard lock(mutex_);
+  std::vector<Created> out;
+  for (const auto& [key, pipeline] : pipelines_) out.push_back({key.first->name, key.second});
+  return out;
+}
+
 const Pipeline& PipelineCache::get(const kernels::VariantEntry& v,
                                    std::span<const uint32_t> spec) {
   std::lock_guard lock(mutex_);

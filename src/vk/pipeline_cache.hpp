@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "device_core.hpp"
@@ -38,6 +39,14 @@ class PipelineCache {
   // Throws unsupported if the device or the shader compiler cannot run this variant.
   void check_supported(const kernels::VariantEntry& variant) const;
   bool supported(const kernels::VariantEntry& variant) const;
+
+  // Every pipeline created so far: its variant's name ("attention_flash_emu_f16") and its
+  // specialization constants. Tests read which configuration an executor took from these.
+  struct Created {
+    std::string variant;
+    std::vector<uint32_t> spec;
+  };
+  std::vector<Created> created();
 
  private:
   struct Module {

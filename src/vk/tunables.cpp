@@ -41,6 +41,7 @@ const std::vector<Tunable>& all_tunables() {
   static const std::vector<Tunable> list = [] {
     std::vector<Tunable> v;
     add_builtin_tunables(v);
+    add_coopmat_tunables(v);
     // A new kernel path: add_<path>_tunables(v); here, defined beside its tuning code.
     return v;
   }();

@@ -84,5 +84,8 @@ const TunableValue* find_candidate(const std::vector<TunableValue>& candidates,
 // Registration, one function per kernel family (tunables_builtin.cpp: the paths of
 // tuning_matmul.cpp and tuning_attention.cpp, and the row reductions).
 void add_builtin_tunables(std::vector<Tunable>& list);
+// The cooperative-matrix paths (matmul, flash attention) and split-K flash decoding
+// (tunables_coopmat.cpp).
+void add_coopmat_tunables(std::vector<Tunable>& list);
 
 }  // namespace vkformer::vk

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 
 #include "tuning_env.hpp"
@@ -127,11 +128,150 @@ bool attention_tiles_from_env(const DeviceInfo& info, bool subgroup_ops, Attenti
              "tiles/WGxBRxBC (whole numbers)");
 }
 
+
+// ---- Flash attention and split-K decoding ----
+
+bool power_of_two(uint64_t x) { return x && !(x & (x - 1)); }
+
+uint32_t round_up(int64_t x, uint32_t to) { return static_cast<uint32_t>((x + to - 1) / to * to); }
+
+// VKFORMER_COOPMAT=auto|emulate|off, read as src/vk/tuning_matmul.cpp reads it for matmul (one
+// setting for every cooperative-matrix kernel): the device's own (KHR, else NV), the emulation
+// on any device, or none.
+CoopmatApi flash_api_for(const DeviceInfo& info) {
+  EnvOverride env("VKFORMER_COOPMAT");
+  if (!env.set() || env.match("auto")) return coopmat_api(info);
+  if (env.match("emulate")) return CoopmatApi::emulated;
+  if (env.match("off")) return CoopmatApi::none;
+  env.reject("expected auto, emulate or off");
+}
+
+// The emulation's subgroups are its own: the device's size where that is one of 4..128, else 32
+// (as for matmul).
+uint32_t emulated_subgroup(const DeviceInfo& info) {
+  const uint32_t s = info.subgroup_size;
+  return power_of_two(s) && s >= 4 && s <= 128 ? s : 32;
+}
+
+FlashTiles flash_tiles_for(const DeviceInfo& info, CoopmatApi api) {
+  FlashTiles t;
+  if (api == CoopmatApi::none) return t;
+  const std::optional<MmaShape> shape = coopmat_mnk(info, api, kCoopmatF16F32);
+  if (!shape) return t;
+  t.api = api;
+  t.shape = *shape;
+  t.subgroup = api == CoopmatApi::emulated ? emulated_subgroup(info) : info.subgroup_size;
+  // Two workgroups per compute unit; drivers that do not report their units: by device type.
+  const uint32_t units = info.compute_units ? info.compute_units
+                         : info.type == "discrete" ? 64 : 16;
+  t.target_workgroups = 2 * units;
+  return t;
+}
+
+// VKFORMER_ATTENTION_FLASH=off, or WxRxBC[/MxNxK[/SG]]: subgroups, row tiles per subgroup and
+// keys per block for every problem; the MMA shape among those the API offers; the subgroup size
+// (only the emulation takes another than the device's). Also takes f32 storage through flash.
+// Returns whether the variable was set.
+bool flash_from_env(const DeviceInfo& info, CoopmatApi api, FlashTiles* t) {
+  EnvOverride env("VKFORMER_ATTENTION_FLASH");
+  if (!env.set()) return false;
+  if (env.match("off")) {
+    *t = FlashTiles{};
+    return true;
+  }
+  std::optional<std::vector<uint32_t>> v = env.match("#x#x#/#x#x#/#");
+  if (!v && (v = env.match("#x#x#/#x#x#"))) v->push_back(0);
+  if (!v && (v = env.match("#x#x#"))) v->insert(v->end(), {0, 0, 0, 0});
+  if (!v)
+    env.reject("expected off, WxRxBC, WxRxBC/MxNxK or WxRxBC/MxNxK/SG (whole numbers: subgroups, "
+               "row tiles per subgroup, keys per block, the MMA shape, the subgroup size)");
+  const std::vector<uint32_t>& x = *v;
+  if (api == CoopmatApi::none)
+    env.reject("device '" + info.name + "' has no cooperative matrices that vkformer can use " +
+               "(VKFORMER_COOPMAT=emulate runs the emulation on any device)");
+  *t = flash_tiles_for(info, api);
+  if (!t->usable())
+    env.reject("device '" + info.name + "' offers no f16 x f16 + f32 MMA shape");
+  env.check_range("W", x[0], 1, 16);
+  env.check_range("R", x[1], 1, 8);
+  env.check_range("BC", x[2], 1, 1024);
+  if (x[3] != 0) {
+    const MmaShape shape{x[3], x[4], x[5]};
+    const std::vector<MmaShape> offered = coopmat_shapes(info, api, kCoopmatF16F32);
+    if (std::find(offered.begin(), offered.end(), shape) == offered.end()) {
+      std::string list;
+      for (const MmaShape& o : offered) list += (list.empty() ? "" : ", ") + o.str();
+      env.reject("MMA shape " + shape.str() + " is not one that " + coopmat_api_name(api) +
+                 " cooperative matrices offer for f16 x f16 + f32 here (" + list + ")");
+    }
+    t->shape = shape;
+  }
+  if (x[6] != 0) {
+    if (api != CoopmatApi::emulated && x[6] != info.subgroup_size)
+      env.reject("SG " + str(x[6]) + " is not the subgroup size of device '" + info.name + "' (" +
+                 str(info.subgroup_size) + "); only the emulation takes another");
+    if (!power_of_two(x[6]) || x[6] < 4 || x[6] > 128)
+      env.reject("SG " + str(x[6]) + " is not a power of two from 4 to 128");
+    t->subgroup = x[6];
+  }
+  t->forced = FlashConfig{x[0], x[1], x[2]};
+  t->f32_storage = true;
+  // The rules that do not depend on the head dims, checked now with the smallest ones.
+  FlashLaunch l;
+  l.api = t->api, l.shape = t->shape, l.subgroup = t->subgroup, l.config = *t->forced;
+  l.d_cap = l.dv_cap = 16;
+  std::string why;
+  if (!flash_config_fits(l, info, &why)) env.reject(why);
+  return true;
+}
+
+// Split the keys of a decoding step until the device has about two workgroups per compute unit
+// (drivers that do not report their units get a guess by device type).
+DecodeTiles decode_tiles_for(const DeviceInfo& info, bool cpu_device) {
+  DecodeTiles t;
+  t.enabled = !cpu_device;
+  uint32_t units = info.compute_units;
+  if (units == 0) units = info.type == "discrete" ? 64 : cpu_device ? 2 : 16;
+  t.target_workgroups = 2 * units;
+  return t;
+}
+
+// VKFORMER_ATTENTION_DECODE=off, or WGxTK[/SPLITS]: split-K decoding with this configuration
+// (and split count; 0 or none: the device's) on any device. Returns whether it was set.
+bool decode_from_env(const DeviceInfo& info, DecodeTiles* t) {
+  EnvOverride env("VKFORMER_ATTENTION_DECODE");
+  if (!env.set()) return false;
+  if (env.match("off")) {
+    t->enabled = false;
+    return true;
+  }
+  std::optional<std::vector<uint32_t>> v = env.match("#x#/#");
+  if (!v && (v = env.match("#x#"))) v->push_back(0);
+  if (!v)
+    env.reject("expected off, WGxTK or WGxTK/SPLITS (whole numbers: invocations per workgroup, "
+               "keys per tile, key ranges)");
+  const std::vector<uint32_t>& x = *v;
+  env.check_range("WG", x[0], 1, kMaxTileSide);
+  env.check_range("TK", x[1], 1, 1024);
+  env.check_range("SPLITS", x[2], 0, 1024);
+  env.check_workgroup("WG", x[0], info);
+  t->enabled = true;
+  t->forced = DecodeConfig{x[0], x[1]};
+  t->forced_splits = x[2];
+  return true;
+}
+
 }  // namespace
 
 AttentionTiles attention_tiles_for(const DeviceInfo& info, bool cpu_device, bool subgroup_ops) {
   AttentionTiles t = cpu_device ? cpu_attention_tiles(info, subgroup_ops) : gpu_attention_tiles(info);
-  attention_tiles_from_env(info, subgroup_ops, &t);
+  const bool tiles_forced = attention_tiles_from_env(info, subgroup_ops, &t);
+  const CoopmatApi api = flash_api_for(info);
+  t.flash = flash_tiles_for(info, api);
+  t.decode = decode_tiles_for(info, cpu_device);
+  // A forced scalar tiling is what runs, unless flash or decoding are forced too.
+  if (!flash_from_env(info, api, &t.flash) && tiles_forced) t.flash = FlashTiles{};
+  if (!decode_from_env(info, &t.decode) && tiles_forced) t.decode.enabled = false;
   // Path::automatic takes the unfused chain for up to N queries: to time both paths of a decode.
   if (auto n = env_number("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", 0, INT32_MAX))
     t.automatic_unfused_max_queries = *n;
@@ -189,6 +329,179 @@ bool attention_launch_for(const AttentionTiles& tiles, const DeviceInfo& info,
   l.or_ = 4;
   while (l.or_ > 1 && (l.rows % l.or_ != 0 || (l.rows / l.or_) * (l.dv_cap / l.od) < l.invocations))
     l.or_ /= 2;
+  *out = l;
+  return true;
+}
+
+const std::vector<FlashConfig>& flash_configs() {
+  // {warps, row_tiles, bc}; rows per workgroup at M = 16 in the comments. Every entry fits
+  // lavapipe's 32 KiB with the emulation's scratch at head dims up to 64 (most up to 128), so the
+  // tests run each one. Two row tiles per subgroup only for head dims up to 64 (registers).
+  static const std::vector<FlashConfig> configs = {
+      {4, 2, 32},  // 128 rows, 32 keys: D <= 64
+      {2, 2, 64},  // 64 rows, 64 keys: D <= 64
+      {4, 1, 32},  // 64 rows, 32 keys: D = 128 (and 256 on 48 KiB devices)
+      {2, 1, 64},  // 32 rows, 64 keys
+      {2, 1, 32},  // 32 rows: D = 256 within 32 KiB
+      {1, 1, 16},  // one subgroup, one MMA step of keys: little shared memory
+  };
+  return configs;
+}
+
+std::string FlashConfig::str() const {
+  return std::to_string(warps) + "x" + std::to_string(row_tiles) + "x" + std::to_string(bc);
+}
+
+uint64_t FlashLaunch::shared_bytes() const {
+  // As declared in shaders/attention_flash.comp.
+  const uint64_t pad = 8, m = shape.m, w = config.warps, bc = config.bc;
+  const uint64_t kv = bc * (std::max(d_cap, dv_cap) + pad) * 2;
+  const uint64_t scores = w * m * bc * 4;
+  const uint64_t probs = w * m * config.row_tiles * (bc + pad) * 2;
+  const uint64_t lanes_per_row = subgroup > m ? subgroup / m : 1;
+  const uint64_t partial = w * m * lanes_per_row * 4;
+  const uint64_t emulation =
+      api == CoopmatApi::emulated ? w * (uint64_t(shape.m) * shape.k + uint64_t(shape.k) * shape.n) * 2 : 0;
+  return kv + scores + probs + partial + emulation;
+}
+
+std::string FlashLaunch::str() const {
+  return shape.str() + "/" + config.str() + "/" + std::to_string(subgroup) + " d" +
+         std::to_string(d_cap) + " dv" + std::to_string(dv_cap);
+}
+
+bool flash_config_fits(const FlashLaunch& l, const DeviceInfo& info, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const FlashConfig& c = l.config;
+  const MmaShape& s = l.shape;
+  if (c.warps == 0 || c.row_tiles == 0 || c.bc == 0) return fail("W, R and BC must be at least 1");
+  if (!power_of_two(l.subgroup) || !power_of_two(s.m))
+    return fail("the subgroup size " + str(l.subgroup) + " and M " + str(s.m) +
+                " must be powers of two");
+  const uint32_t step = std::lcm(std::lcm(std::lcm(s.m, s.n), s.k), 16u);
+  if (c.bc % step != 0)
+    return fail("BC " + str(c.bc) + " is not a multiple of " + str(step) +
+                " (the MMA's M, N and K, and 16 halves per staged row)");
+  if (c.row_tiles > 1 && uint64_t(c.row_tiles) * (l.d_cap + l.dv_cap) > 256)
+    return fail("R " + str(c.row_tiles) + " row tiles of D " + str(l.d_cap) + " + Dv " +
+                str(l.dv_cap) + " take too many registers (at most 256 columns in all)");
+  const uint64_t inv = l.invocations();
+  if (inv > info.max_workgroup_invocations || inv > info.max_workgroup_size[0])
+    return fail("SG*W = " + str(inv) + " invocations, above maxComputeWorkGroupInvocations = " +
+                str(info.max_workgroup_invocations) + " or maxComputeWorkGroupSize[0] = " +
+                str(info.max_workgroup_size[0]) + " of device '" + info.name + "'");
+  if (l.shared_bytes() > info.shared_memory_bytes)
+    return fail(str(l.shared_bytes()) + " bytes of shared memory for " + l.str() +
+                ", above maxComputeSharedMemorySize = " + str(info.shared_memory_bytes) +
+                " of device '" + info.name + "'");
+  return true;
+}
+
+bool flash_launch_for(const FlashTiles& t, const DeviceInfo& info, const AttentionProblem& pr,
+                      DType dtype, FlashLaunch* out) {
+  if (!t.usable() || (dtype == DType::f32 && !t.f32_storage) ||
+      (dtype != DType::f32 && dtype != DType::f16))
+    return false;
+  if (pr.d > kFlashMaxHeadDim || pr.dv > kFlashMaxHeadDim || pr.d < 1 || pr.dv < 1) return false;
+  FlashLaunch l;
+  l.api = t.api;
+  l.shape = t.shape;
+  l.subgroup = t.subgroup;
+  // Whole MMA steps of the head dims, and whole 16-byte rows when staged as f16.
+  l.d_cap = round_up(pr.d, std::max(16u, t.shape.k));
+  l.dv_cap = round_up(pr.dv, std::max(16u, t.shape.n));
+  const std::vector<FlashConfig> forced = t.forced ? std::vector<FlashConfig>{*t.forced}
+                                                   : std::vector<FlashConfig>{};
+  if (t.preferred && !t.forced) {
+    l.config = *t.preferred;
+    if (flash_config_fits(l, info, nullptr)) {
+      *out = l;
+      return true;
+    }
+  }
+  std::optional<FlashLaunch> first;
+  for (const FlashConfig& c : t.forced ? forced : flash_configs()) {
+    l.config = c;
+    if (!flash_config_fits(l, info, nullptr)) continue;
+    if (!first) first = l;
+    const uint64_t workgroups = static_cast<uint64_t>(pr.b * pr.h) * ((pr.sq + l.br() - 1) / l.br());
+    if (workgroups >= t.target_workgroups) {
+      *out = l;
+      return true;
+    }
+  }
+  if (first) *out = *first;
+  return first.has_value();
+}
+
+const std::vector<DecodeConfig>& decode_configs() {
+  // {workgroup, tile_keys}: 128 invocations over 32 keys (D up to 128 in 48 KiB with 16 rows),
+  // 64 over 64 keys (fewer tiles and barriers per split), 64 over 16 keys (D = 256).
+  static const std::vector<DecodeConfig> configs = {{128, 32}, {64, 64}, {64, 16}};
+  return configs;
+}
+
+std::string DecodeConfig::str() const {
+  return std::to_string(workgroup) + "x" + std::to_string(tile_keys);
+}
+
+uint64_t DecodeLaunch::shared_bytes() const {
+  // As declared in shaders/attention_flash_decode.comp.
+  const uint64_t tk = config.tile_keys;
+  return 4 * (uint64_t(rows) * d_cap + tk * (std::max(d_cap, dv_cap) + 1ull) + rows * tk +
+              3ull * rows);
+}
+
+std::string DecodeLaunch::str() const {
+  return config.str() + "/" + std::to_string(splits) + " rows " + std::to_string(rows) + " d" +
+         std::to_string(d_cap) + " dv" + std::to_string(dv_cap);
+}
+
+bool decode_config_fits(const DecodeLaunch& l, const DeviceInfo& info) {
+  const DecodeConfig& c = l.config;
+  return c.workgroup >= 1 && c.tile_keys >= 1 && c.workgroup <= info.max_workgroup_invocations &&
+         c.workgroup <= info.max_workgroup_size[0] && l.shared_bytes() <= info.shared_memory_bytes;
+}
+
+bool decode_launch_for(const DecodeTiles& t, const DeviceInfo& info, const AttentionProblem& pr,
+                       DecodeLaunch* out) {
+  if (!t.enabled || pr.d > kFusedAttentionMaxHeadDim || pr.dv > kFusedAttentionMaxHeadDim)
+    return false;
+  const int64_t hkv = pr.kv_heads();
+  const int64_t rows = pr.h / hkv * pr.sq;
+  if (rows > t.max_rows || rows < 1) return false;
+  DecodeLaunch l;
+  l.rows = static_cast<uint32_t>(rows);
+  l.d_cap = round_up(pr.d, 32);
+  l.dv_cap = round_up(pr.dv, 32);
+  bool found = false;
+  // The forced configuration alone; else the preferred one, then the table's list.
+  std::vector<DecodeConfig> order;
+  if (t.forced) order.push_back(*t.forced);
+  else {
+    if (t.preferred) order.push_back(*t.preferred);
+    order.insert(order.end(), decode_configs().begin(), decode_configs().end());
+  }
+  for (const DecodeConfig& c : order) {
+    l.config = c;
+    if (decode_config_fits(l, info)) {
+      found = true;
+      break;
+    }
+  }
+  if (!found) return false;
+  uint64_t splits = t.forced_splits;
+  if (splits == 0) {
+    const uint64_t pairs = static_cast<uint64_t>(pr.b * hkv);
+    splits = pairs < t.target_workgroups ? (t.target_workgroups + pairs - 1) / pairs : 1;
+    const uint64_t by_keys = t.min_keys_per_split
+                                 ? static_cast<uint64_t>(pr.sk) / t.min_keys_per_split : splits;
+    splits = std::max<uint64_t>(1, std::min<uint64_t>({splits, t.max_splits, by_keys}));
+  }
+  l.splits = static_cast<uint32_t>(splits);
   *out = l;
   return true;
 }

@@ -1,0 +1,58 @@
+// What flash attention (attention_flash.comp) and split-K flash decoding
+// (attention_flash_decode.comp) share: the inputs, the push block, and which keys a query row
+// sees with which logit. The kernel defines the boolean constants HAS_MASK, HAS_KEY_PADDING,
+// HAS_KEY_LENGTH and CAUSAL before including this, and declares its own output.
+#ifndef VKF_ATTENTION_FLASH_GLSL
+#define VKF_ATTENTION_FLASH_GLSL
+
+// Absent optional inputs are bound to q and never read. q, k, v and the output are bound as
+// windows of whole (batch, KV head) slices when they exceed one binding (src/ops/windows.hpp):
+// bh_base says where the window starts; the mask and key padding are bound whole.
+layout(set = 0, binding = 0) readonly buffer Q { T q[]; };    // [B, H, Sq, D]
+layout(set = 0, binding = 1) readonly buffer K { T k[]; };    // [B, Hkv, Sk, D]
+layout(set = 0, binding = 2) readonly buffer V { T v[]; };    // [B, Hkv, Sk, DV]
+layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };  // additive, broadcast
+layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
+layout(set = 0, binding = 5) readonly buffer KeyLength { int key_length[]; };    // [1]
+
+layout(push_constant) uniform Push {  // FlashPush in src/ops/attention_flash.cpp
+  uint sq;
+  uint sk;
+  uint heads;
+  uint q_blocks;        // flash: ceil(sq / BR) query blocks per (b, h)
+  uint groups;          // workgroups of this dispatch that have work
+  float scale;
+  uint d;               // head dim of q and k
+  uint dv;              // head dim of v
+  uint mask_stride[4];  // over [B, H, Sq, Sk]; 0 where the mask broadcasts
+  uint bh_base;         // the first (b, h) of the window
+  uint group;           // query heads per KV head (H / Hkv)
+  uint splits;          // decode: key ranges per (b, KV head)
+} p;
+
+// How many keys rows up to `last_row` (of sq) may see: key_length, read at run time so that a
+// KV cache can grow between replays, and the causal limit (row i sees keys j <= i + sk - sq).
+// Keys at or past it are never loaded.
+uint attention_keys(uint last_row) {
+  int end = int(p.sk);
+  if (HAS_KEY_LENGTH) end = min(end, key_length[0]);
+  if (CAUSAL) end = min(end, int(last_row) + int(p.sk) - int(p.sq) + 1);
+  return uint(max(end, 0));
+}
+
+// The logit of query row `row` of head (b, h) for key j, fp32, from the dot product s: s * scale
+// plus the additive mask, or -inf where the key is hidden (past `keys`, the causal limit, key
+// padding) or the row is past sq. A mask entry of -inf hides a key too.
+float attention_logit(float s, uint b, uint h, uint row, uint j, uint keys) {
+  bool visible = j < keys && row < p.sq;
+  if (CAUSAL) visible = visible && int(j) <= int(row) + int(p.sk) - int(p.sq);
+  if (HAS_KEY_PADDING && visible) visible = key_padding[b * p.sk + j] == 0;
+  if (!visible) return NEG_INF;
+  float x = s * p.scale;
+  if (HAS_MASK)
+    x += float(mask[b * p.mask_stride[0] + h * p.mask_stride[1] + row * p.mask_stride[2] +
+                    j * p.mask_stride[3]]);
+  return x;
+}
+
+#endif

@@ -1,0 +1,292 @@
+// Split-K flash decoding (shaders/attention_flash_decode.comp + attention_flash_combine.comp)
+// and flash attention on cooperative matrices (shaders/attention_flash.comp): when each fits a
+// problem and how it is emitted. The tuning (src/vk/tuning_attention.cpp) says whether a device
+// takes them and with which configuration; this file checks what the problem and the device's
+// kernels allow, and records the dispatches.
+#include "attention_flash.hpp"
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "op_common.hpp"
+#include "windows.hpp"
+
+namespace vkformer::ops {
+
+using kernels::Kernel;
+
+namespace {
+
+// Push constants of both kernels (shaders/attention_flash.glsl).
+struct FlashPush {
+  uint32_t sq;
+  uint32_t sk;
+  uint32_t heads;
+  uint32_t q_blocks;
+  uint32_t groups;
+  float scale;
+  uint32_t d;
+  uint32_t dv;
+  uint32_t mask_stride[4];
+  uint32_t bh_base;
+  uint32_t group;
+  uint32_t splits;
+};
+
+// shaders/attention_flash_combine.comp.
+struct CombinePush {
+  uint32_t total_rows;
+  uint32_t rows;
+  uint32_t splits;
+  uint32_t dv;
+};
+
+template <class Spec>
+std::vector<uint32_t> spec_values(const Spec& s) {
+  static_assert(sizeof(Spec) % 4 == 0 && std::is_trivially_copyable_v<Spec>);
+  std::vector<uint32_t> v(sizeof(Spec) / 4);
+  std::memcpy(v.data(), &s, sizeof(Spec));
+  return v;
+}
+
+// The specialization constants of shaders/attention_flash.comp, in constant_id order.
+struct FlashSpec {
+  uint32_t workgroup;  // subgroup * warps
+  uint32_t subgroup;
+  uint32_t m, n, k;    // the MMA shape
+  uint32_t warps, row_tiles, bc;
+  uint32_t d_cap, dv_cap;
+  uint32_t has_mask, has_key_padding, has_key_length, causal;
+  uint32_t vec8;       // d and dv multiples of 8: 8 elements per load
+};
+static_assert(sizeof(FlashSpec) == 15 * 4);
+
+// The specialization constants of shaders/attention_flash_decode.comp, in constant_id order.
+struct DecodeSpec {
+  uint32_t workgroup;
+  uint32_t rows;
+  uint32_t tile_keys;
+  uint32_t d_cap, dv_cap;
+  uint32_t has_mask, has_key_padding, has_key_length, causal;
+};
+static_assert(sizeof(DecodeSpec) == 9 * 4);
+
+constexpr uint32_t kCombineWorkgroup = 64;
+
+Kernel flash_kernel(vk::CoopmatApi api) {
+  switch (api) {
+    case vk::CoopmatApi::khr: return Kernel::attention_flash_khr;
+    case vk::CoopmatApi::nv: return Kernel::attention_flash_nv;
+    case vk::CoopmatApi::emulated: return Kernel::attention_flash_emu;
+    case vk::CoopmatApi::none: break;
+  }
+  throw Error(ErrorCode::internal, "flash_kernel: no kernel for cooperative matrices 'none'");
+}
+
+// What both kernels read, with their sizes per (b, KV head).
+struct Shapes {
+  int64_t B, H, Sq, D, Hkv, Sk, Dv, group;
+  DType dtype;
+};
+
+Shapes shapes(const Lowering& l, const AttentionOperands& in) {
+  const Shape& qs = l.value(in.q).shape;
+  const int64_t Hkv = l.value(in.k).shape[1];
+  return {qs[0], qs[1], qs[2], qs[3], Hkv, l.value(in.k).shape[2], l.value(in.v).shape[3],
+          qs[1] / Hkv, l.value(in.q).dtype};
+}
+
+FlashPush push_for(const Lowering& l, const AttentionOperands& in, const Shapes& s) {
+  FlashPush p{};
+  p.sq = static_cast<uint32_t>(s.Sq);
+  p.sk = static_cast<uint32_t>(s.Sk);
+  p.heads = static_cast<uint32_t>(s.H);
+  p.scale = ops::attrs<AttentionAttrs>(l).scale;
+  p.d = static_cast<uint32_t>(s.D);
+  p.dv = static_cast<uint32_t>(s.Dv);
+  p.group = static_cast<uint32_t>(s.group);
+  if (in.mask != kNoValue)
+    broadcast_strides4(l.value(in.mask).shape, {s.B, s.H, s.Sq, s.Sk}, p.mask_stride);
+  return p;
+}
+
+// q, k, v, mask, key padding, key_length (absent ones bound to q, never read) and `out`.
+std::vector<Binding> input_bindings(const AttentionOperands& in) {
+  auto or_q = [&](uint32_t v) { return Binding{v != kNoValue ? v : in.q}; };
+  return {{in.q}, {in.k}, {in.v}, or_q(in.mask), or_q(in.key_padding), or_q(in.key_length)};
+}
+
+// Calls emit(first, count, bindings) per window of whole (b, KV head) slices of q, k, v and
+// `out` (binding 6): one call where everything fits one binding (src/ops/windows.hpp).
+template <class Emit>
+void for_kv_windows(Lowering& l, const Shapes& s, std::vector<Binding> whole, Emit&& emit) {
+  const uint64_t es = dtype_size(s.dtype);
+  const uint64_t item[4] = {uint64_t(s.group * s.Sq * s.D) * es, uint64_t(s.Sk * s.D) * es,
+                            uint64_t(s.Sk * s.Dv) * es, uint64_t(s.group * s.Sq * s.Dv) * es};
+  const std::vector<Span> spans =
+      split_spans(uint64_t(s.B * s.Hkv), {item[0], item[1], item[2], item[3]},
+                  l.tuning().max_binding_bytes, window_alignment(l.info()),
+                  l.node().label + ": heads of q, k, v");
+  for (const Span& span : spans) {
+    std::vector<Binding> bindings = whole;
+    if (spans.size() > 1) {
+      const size_t at[4] = {0, 1, 2, 6};
+      for (size_t i = 0; i < 4; ++i)
+        bindings[at[i]] = window(whole[at[i]].value, whole[at[i]].write,
+                                 span.first * item[i], span.count * item[i]);
+    }
+    emit(span, std::move(bindings));
+  }
+}
+
+// ---- Split-K flash decoding ----
+
+bool decode_fits(const Lowering& l, const AttentionOperands& in, vk::DecodeLaunch* launch) {
+  const DType dtype = l.value(in.q).dtype;
+  if (!vk::decode_launch_for(l.tuning().attention.decode, l.info(), attention_problem(l, in),
+                             launch))
+    return false;
+  if (launch->splits == 1) return l.supported(Kernel::attention_flash_decode, dtype);
+  // The partial results and the output are bound whole by the second dispatch.
+  const Shapes s = shapes(l, in);
+  const uint64_t rows = uint64_t(s.B * s.H * s.Sq);
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  return l.supported(Kernel::attention_flash_decode_split, dtype) &&
+         l.supported(Kernel::attention_flash_combine, dtype) &&
+         rows * launch->splits * uint64_t(s.Dv) * 4 <= limit &&
+         rows * uint64_t(s.Dv) * dtype_size(dtype) <= limit;
+}
+
+void emit_decode(Lowering& l, const AttentionOperands& in, const vk::DecodeLaunch& t) {
+  const Shapes s = shapes(l, in);
+  FlashPush p = push_for(l, in, s);
+  p.splits = t.splits;
+  p.q_blocks = 1;
+  const DecodeSpec spec{t.config.workgroup, t.rows, t.config.tile_keys, t.d_cap, t.dv_cap,
+                        in.mask != kNoValue, in.key_padding != kNoValue,
+                        in.key_length != kNoValue, in.causal};
+  std::vector<Binding> whole = input_bindings(in);
+  const bool split = t.splits > 1;
+  uint32_t part_o = kNoValue, part_ml = kNoValue;
+  const int64_t pairs = s.B * s.Hkv;
+  if (split) {
+    part_o = l.temp({pairs, t.splits, t.rows, s.Dv}, DType::f32);
+    part_ml = l.temp({pairs, t.splits, t.rows, 2}, DType::f32);
+    whole.push_back({part_o, true});
+    whole.push_back({part_ml, true});
+  } else {
+    whole.push_back({in.out, true});
+  }
+  const Kernel kernel = split ? Kernel::attention_flash_decode_split : Kernel::attention_flash_decode;
+  for_kv_windows(l, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {
+    if (split) bindings[6] = {part_o, true};  // partials stay whole: indexed by global pair
+    const uint64_t groups = span.count * t.splits;
+    p.groups = static_cast<uint32_t>(groups);
+    p.bh_base = static_cast<uint32_t>(span.first * s.group);
+    l.dispatch(kernel, s.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
+               spec_values(spec));
+  });
+  if (!split) return;
+  CombinePush c{};
+  c.total_rows = static_cast<uint32_t>(pairs * t.rows);
+  c.rows = t.rows;
+  c.splits = t.splits;
+  c.dv = static_cast<uint32_t>(s.Dv);
+  l.dispatch(Kernel::attention_flash_combine, s.dtype, {{part_o}, {part_ml}, {in.out, true}},
+             PushBlock::of(c), l.rows_grid(c.total_rows), {kCombineWorkgroup});
+}
+
+// ---- Flash attention on cooperative matrices ----
+
+bool flash_fits(const Lowering& l, const AttentionOperands& in, vk::FlashLaunch* launch) {
+  const DType dtype = l.value(in.q).dtype;
+  return vk::flash_launch_for(l.tuning().attention.flash, l.info(), attention_problem(l, in),
+                              dtype, launch) &&
+         l.supported(flash_kernel(launch->api), dtype);
+}
+
+void emit_flash(Lowering& l, const AttentionOperands& in, const vk::FlashLaunch& t) {
+  const Shapes s = shapes(l, in);
+  FlashPush p = push_for(l, in, s);
+  const uint32_t q_blocks = ceil_div(s.Sq, t.br());
+  p.q_blocks = q_blocks;
+  p.splits = 1;
+  const FlashSpec spec{t.invocations(),
+                       t.subgroup,
+                       t.shape.m,
+                       t.shape.n,
+                       t.shape.k,
+                       t.config.warps,
+                       t.config.row_tiles,
+                       t.config.bc,
+                       t.d_cap,
+                       t.dv_cap,
+                       in.mask != kNoValue,
+                       in.key_padding != kNoValue,
+                       in.key_length != kNoValue,
+                       in.causal,
+                       s.D % 8 == 0 && s.Dv % 8 == 0};
+  std::vector<Binding> whole = input_bindings(in);
+  whole.push_back({in.out, true});
+  for_kv_windows(l, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {
+    const uint64_t groups = span.count * uint64_t(s.group) * q_blocks;
+    p.groups = static_cast<uint32_t>(groups);
+    p.bh_base = static_cast<uint32_t>(span.first * s.group);
+    l.dispatch(flash_kernel(t.api), s.dtype, std::move(bindings), PushBlock::of(p),
+               l.rows_grid(groups), spec_values(spec));
+  });
+}
+
+// ---- The table ----
+
+// One fused path: its name, when it fits (the tuning's launch and kernels the device can run)
+// and how it is emitted. In order of preference: the first that fits is taken.
+struct FlashPath {
+  const char* name;
+  bool (*fits)(const Lowering&, const AttentionOperands&);
+  void (*emit)(Lowering&, const AttentionOperands&);
+};
+
+const FlashPath kFlashPaths[] = {
+    {"decode",
+     [](const Lowering& l, const AttentionOperands& in) {
+       vk::DecodeLaunch t;
+       return decode_fits(l, in, &t);
+     },
+     [](Lowering& l, const AttentionOperands& in) {
+       vk::DecodeLaunch t;
+       decode_fits(l, in, &t);
+       emit_decode(l, in, t);
+     }},
+    {"flash",
+     [](const Lowering& l, const AttentionOperands& in) {
+       vk::FlashLaunch t;
+       return flash_fits(l, in, &t);
+     },
+     [](Lowering& l, const AttentionOperands& in) {
+       vk::FlashLaunch t;
+       flash_fits(l, in, &t);
+       emit_flash(l, in, t);
+     }},
+};
+
+}  // namespace
+
+vk::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in) {
+  const Shape& qs = l.value(in.q).shape;
+  const Shape& ks = l.value(in.k).shape;
+  return {qs[0], qs[1], qs[2], ks[2], qs[3], l.value(in.v).shape[3], ks[1]};
+}
+
+const char* emit_flash_paths(Lowering& l, const AttentionOperands& in) {
+  for (const FlashPath& path : kFlashPaths)
+    if (path.fits(l, in)) {
+      path.emit(l, in);
+      return path.name;
+    }
+  return nullptr;
+}
+
+}  // namespace vkformer::ops

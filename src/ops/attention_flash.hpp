@@ -1,0 +1,30 @@
+#pragma once
+// The fused attention paths that are taken before today's scalar kernels where they fit:
+// split-K flash decoding (few query rows against a long cache) and flash attention on
+// cooperative matrices. Each declares, in one place (attention_flash.cpp's table), its kernels,
+// when it fits a problem on the device (the tuning's launch, and kernels the device can run)
+// and how it is emitted.
+#include <cstdint>
+
+#include "lowering.hpp"
+#include "tuning.hpp"
+
+namespace vkformer::ops {
+
+// The operands of one attention node as its lowering sees them (a grouped decoding step may
+// have been restacked: src/ops/attention.cpp).
+struct AttentionOperands {
+  uint32_t q = kNoValue, k = kNoValue, v = kNoValue;
+  uint32_t mask = kNoValue, key_padding = kNoValue, key_length = kNoValue;
+  uint32_t out = kNoValue;
+  bool causal = false;
+};
+
+// The problem the tuning sees for these operands.
+vk::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in);
+
+// Emits the first path of the table that fits and returns its name ("decode" or "flash"), or
+// returns nullptr where none does (then the scalar kernels or the unfused chain run).
+const char* emit_flash_paths(Lowering& l, const AttentionOperands& in);
+
+}  // namespace vkformer::ops
