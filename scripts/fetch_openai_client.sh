@@ -28,6 +28,14 @@ if works "$dest"; then
   exit 0
 fi
 mkdir -p "$cache" || die "cannot create the cache directory $cache"
+# ctest runs the server tests in parallel: one makes the venv, the others wait for it (a second
+# maker would replace the venv under the first one's running python).
+exec 9> "$cache/.openai-client.lock"
+flock -w 900 9 || die "another fetch_openai_client.sh held $cache/.openai-client.lock for 15 minutes"
+if works "$dest"; then
+  echo "$dest/bin/python"
+  exit 0
+fi
 tmp=$(mktemp -d "$cache/.openai-client.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # The venv is made where it will stay (a venv's scripts name their own path), under a temporary
