@@ -68,6 +68,33 @@ Benchmark quantized_linear(const std::string& variant, int64_t m, int64_t n, int
   return b;
 }
 
+// A decoding step's linear with the fusions of Graph::LinearOptions (pre-norm, gated gate/up
+// pair, residual), as the language model runs them: `n` output columns (the weight has 2n rows
+// when gated).
+Benchmark fused_linear(const std::string& variant, int64_t n, int64_t k, DType wt, bool norm,
+                       bool gated, bool residual) {
+  Benchmark b = quantized_linear(variant, 1, gated ? 2 * n : n, k, wt);
+  b.shape = {{"m", 1}, {"n", n}, {"k", k}};
+  b.params.push_back({"fused", std::string(norm ? "norm " : "") + (gated ? "gated " : "") +
+                                   (residual ? "residual" : "")});
+  b.bytes += (norm ? 4.0 * k : 0.0) + (residual ? 4.0 * n : 0.0) - (gated ? 4.0 * n : 0.0);
+  const Shape xs{1, k}, ws{gated ? 2 * n : n, k};
+  b.prepare = [=](Device& d) {
+    Graph g;
+    Tensor x = g.external("x", random_device(d, xs, DType::f32, 41));
+    Tensor w = g.external("w", d.upload(random_quantized(ws, wt, 42)));
+    LinearOptions o;
+    if (norm) o.norm = g.external("gamma", random_device(d, {k}, DType::f32, 43));
+    if (gated) {
+      o.gated = true;
+      o.activation = Activation::silu;
+    }
+    if (residual) o.residual = g.external("r", random_device(d, {1, n}, DType::f32, 44));
+    return compile(d, g, g.linear(x, w, o));
+  };
+  return b;
+}
+
 }  // namespace
 
 std::vector<Benchmark> quant_benchmarks() {
@@ -93,6 +120,12 @@ std::vector<Benchmark> quant_benchmarks() {
     list.push_back(quantized_linear("llama1b.ffn_up", tokens, 8192, 2048, DType::q4_1));
   }
   list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q5_0));
+  // A SmolLM2 decoding step's four linears per block and its head, fused as the model runs them.
+  list.push_back(fused_linear("smollm2.attn_qkv+norm", 960, 576, DType::q4_1, true, false, false));
+  list.push_back(fused_linear("smollm2.attn_output+residual", 576, 576, DType::q4_1, false, false, true));
+  list.push_back(fused_linear("smollm2.ffn_gate_up+norm+swiglu", 1536, 576, DType::q4_1, true, true, false));
+  list.push_back(fused_linear("smollm2.ffn_down+residual", 576, 1536, DType::q4_1, false, false, true));
+  list.push_back(fused_linear("smollm2.output+norm", 49152, 576, DType::q8_0, true, false, false));
   // The GPU issue's quantized prompt GEMM: 512 tokens through a [4096, 14336] weight (ggml's
   // MUL_MAT 4096 x 512 x 14336, the f16 matmul/ffn-large's work).
   for (DType wt : {DType::q4_0, DType::q4_k})

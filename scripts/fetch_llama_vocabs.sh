@@ -1,25 +1,22 @@
 #!/usr/bin/env bash
-# Fetches llama.cpp's vocabulary-only GGUF files for the gpt-2, llama-bpe (Llama 3), qwen2 and
-# falcon tokenizers once into a cache, and prints the directory holding them as the last line of
-# its output. They are not in the repository: they come from the llama-cpp-python sdist on PyPI
-# (76 MB, the llama.cpp sources it vendors, models/ggml-vocab-*.gguf), through pip. The BPE
-# tokenizer test compares vkformer with llama.cpp's ids for them (tests/golden_bpe).
+# Fetches llama.cpp's vocabulary-only GGUF files (models/ggml-vocab-*.gguf, with llama.cpp's own
+# test vectors, the .inp/.out files) and its chat templates (models/templates/*.jinja) once into
+# a cache, and prints the directory holding them as the last line of its output. They are not in
+# the repository: they come from the llama-cpp-python sdist on PyPI (76 MB, the llama.cpp sources
+# it vendors), through pip. The tokenizer tests compare vkformer with llama.cpp's ids for them
+# (tests/golden_bpe, the .out files); the chat template test renders the templates
+# (tests/golden_chat).
 #
 #   scripts/fetch_llama_vocabs.sh     # -> ~/.cache/vkformer/llama-vocabs
 #
 # The cache is ${VKFORMER_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/vkformer}. A second run finds
 # the files and does nothing. Exits non-zero with the reason when it cannot fetch, or when a
-# file is not the one the committed expectations were made from.
+# file is not the one the committed expectations were made from (scripts/llama_vocabs.sha256).
 set -euo pipefail
 
 SDIST=llama-cpp-python==0.3.36
 MEMBER_DIR=llama_cpp_python-0.3.36/vendor/llama.cpp/models
-FILES=(
-  "ggml-vocab-gpt-2.gguf cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac"
-  "ggml-vocab-llama-bpe.gguf 97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e"
-  "ggml-vocab-qwen2.gguf 44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c"
-  "ggml-vocab-falcon.gguf 9f0bf8b0733680398b72e652e90f260f43782f326e75545fc0e49611a5ba35ad"
-)
+MANIFEST="$(cd "$(dirname "$0")" && pwd)/llama_vocabs.sha256"
 
 cache="${VKFORMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vkformer}"
 dest="$cache/llama-vocabs"
@@ -27,12 +24,8 @@ dest="$cache/llama-vocabs"
 die() { echo "fetch_llama_vocabs: error: $*" >&2; exit 1; }
 say() { echo "fetch_llama_vocabs: $*" >&2; }
 
-all_present() {  # every file there with its expected hash
-  local dir="$1" entry
-  for entry in "${FILES[@]}"; do
-    set -- $entry
-    [[ -f "$dir/$1" ]] && echo "$2  $dir/$1" | sha256sum --check --status || return 1
-  done
+all_present() {  # every file of the manifest there with its expected hash
+  [[ -d "$1" ]] && (cd "$1" && sha256sum --check --status --strict "$MANIFEST") 2>/dev/null
 }
 
 if all_present "$dest"; then
@@ -54,18 +47,9 @@ python3 -m pip download --no-deps --no-binary :all: --disable-pip-version-check 
 archive=$(ls "$tmp"/sdist/*.tar.gz 2>/dev/null | head -n1)
 [[ -n "$archive" ]] || die "pip download left no source archive in $tmp/sdist"
 
-members=()
-for entry in "${FILES[@]}"; do
-  set -- $entry
-  members+=("$MEMBER_DIR/$1")
-done
-tar xzf "$archive" -C "$tmp" "${members[@]}" || die "cannot unpack the vocabularies from $archive"
-mkdir -p "$tmp/final"
-for entry in "${FILES[@]}"; do
-  set -- $entry
-  mv "$tmp/$MEMBER_DIR/$1" "$tmp/final/$1"
-done
-all_present "$tmp/final" || die "the archive's vocabularies are not the expected ones"
+tar xzf "$archive" -C "$tmp" "$MEMBER_DIR" || die "cannot unpack the vocabularies from $archive"
+mv "$tmp/$MEMBER_DIR" "$tmp/final"
+all_present "$tmp/final" || die "the archive's vocabularies are not the expected ones ($MANIFEST)"
 
 # Into place in one rename, so a concurrent run sees all of it or nothing.
 rm -rf "$dest.old"

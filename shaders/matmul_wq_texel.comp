@@ -5,11 +5,11 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "activations.glsl"
-// out = act(alpha * A·Wᵀ + bias) for a quantized Linear weight W [N, K] (ggml q8_0, q4_0, q4_1
-// blocks; one of W_Q8_0, W_Q4_0, W_Q4_1), for CPU devices, shaped like matmul_texel.comp: there
-// storage-buffer loads with per-lane addresses become lane loops, while texel fetches are
-// gathers, so A is read as 4-element texels and W as R32_UINT texels (32-bit words of its
-// blocks, which are only 2-byte aligned for q4_0, q5_0, q8_0 and q6_k).
+// out = act(alpha * A·Wᵀ + bias) for a quantized Linear weight W [N, K] (ggml blocks: one of
+// W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K), for CPU devices, shaped like
+// matmul_texel.comp: there storage-buffer loads with per-lane addresses become lane loops, while
+// texel fetches are vector loads, so A is read as 4-element texels and W as 16-byte texels of
+// its raw bytes (wq_texel.glsl). The decoding step (M = 1) takes matmul_wq_vec.comp instead.
 //
 // A workgroup is one subgroup of SG lanes and computes TM rows x (SG * TN) columns; lane l owns
 // columns n0 + l + SG * j, j < TN. Per 32-element block of K each lane
@@ -18,7 +18,6 @@
 //   - fetches its share of the TM x 8 texels of A (texel t = r * SG + lane is row t / 8, quad
 //     t % 8) and takes every row's 32 values from the lanes holding them by shuffles with
 //     constant indices (one permute each), as matmul_texel does.
-// The decoding step (M = 1) is TM = 1: each block of W is then read exactly once.
 // All loops over registers are unrolled so no array is indexed dynamically (lavapipe would keep
 // it in memory). Rows past M and columns past N are clamped for loading and not stored. fp32
 // accumulation whatever T is.
@@ -31,35 +30,6 @@ layout(constant_id = 4) const uint ACT = 0;  // see activations.glsl
 
 const uint SG = gl_WorkGroupSize.x;
 const uint NA = (TM * 8 + SG - 1) / SG;  // A fetches per block and lane
-
-// Block layouts as in weights.glsl. A block is BLOCK_HW halfwords; BW words starting at the one
-// holding its first halfword cover it at either halfword parity. NQ words of quantized values
-// follow the header. The k-quants are read a 32-element sub-block at a time (block b is
-// sub-block b % 8 of super-block b / 8, SUPER_HW halfwords).
-#if defined(W_Q8_0)
-#define BLOCK_HW 17u
-#define BW 9u
-#define NQ 8u
-#elif defined(W_Q4_0)
-#define BLOCK_HW 9u
-#define BW 5u
-#define NQ 4u
-#elif defined(W_Q4_1)
-#define BLOCK_HW 10u  // always word aligned: rows are whole words
-#define BW 5u
-#define NQ 4u
-#elif defined(W_Q5_0)
-#define BLOCK_HW 11u
-#define BW 6u
-#elif defined(W_Q4_K)
-#define SUPER_HW 72u  // always word aligned
-#define W_K_QUANT 1
-#elif defined(W_Q6_K)
-#define SUPER_HW 105u
-#define W_K_QUANT 1
-#else
-#error "define one of W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K"
-#endif
 
 layout(set = 0, binding = 0) uniform samplerBuffer A;
 layout(set = 0, binding = 1) uniform usamplerBuffer W;
@@ -78,6 +48,8 @@ layout(push_constant) uniform Push {  // matmul.comp's block
   uint ldo;
 } p;
 
+#include "wq_texel.glsl"
+
 float acc[TM * TN];
 uint a_idx[NA];  // texel of this lane's (row, quad) in block 0
 uint w_row[TN];  // first halfword of this lane's row j
@@ -85,31 +57,14 @@ uint w_row[TN];  // first halfword of this lane's row j
 // passed as an `inout` array sized by specialization constants it read back as zeros on lavapipe.
 float wq[TN * 32];
 
-#ifdef W_K_QUANT
-uint row_hw(uint k) { return (k / 256u) * SUPER_HW; }
-#else
-uint row_hw(uint k) { return (k / 32u) * BLOCK_HW; }
-#endif
-
-// The halfword at `h` (any parity).
-uint fetch_half(uint h) { return (texelFetch(W, int(h >> 1)).x >> ((h & 1u) << 4)) & 0xffffu; }
-
-// The 8 words of 32 bytes starting at halfword h (any parity), into q8.
-uint q8[8];
-void fetch_32_bytes(uint h) {
-  uint f[9];
-  [[unroll]] for (uint i = 0; i < 9u; ++i) f[i] = texelFetch(W, int((h >> 1) + i)).x;
-  const bool odd = (h & 1u) != 0u;
-  [[unroll]] for (uint g = 0; g < 8u; ++g) q8[g] = odd ? (f[g] >> 16) | (f[g + 1] << 16) : f[g];
-}
-
 // Block b of column j's row (starting at halfword `row`), dequantized into wq[j * 32 .. + 31].
 void dequantize(uint j, uint row, uint b) {
 #if defined(W_Q4_K)
-  const uint sb = (row + (b / 8u) * SUPER_HW) >> 1, s = b % 8u;
-  const vec2 dm = unpackHalf2x16(texelFetch(W, int(sb)).x);
-  const uint s0 = texelFetch(W, int(sb + 1u)).x, s1 = texelFetch(W, int(sb + 2u)).x,
-             s2 = texelFetch(W, int(sb + 3u)).x;
+  // Super-blocks are 9 whole texels: the header, then 8 of nibbles.
+  const uint sb = (row + (b / 8u) * SUPER_HW) >> 3, s = b % 8u;
+  const uvec4 header = texelFetch(W, int(sb));
+  const vec2 dm = unpackHalf2x16(header.x);
+  const uint s0 = header.y, s1 = header.z, s2 = header.w;
   // ggml's get_scale_min_k4 on the 12 scale bytes s0..s2, for sub-block s (uniform).
   uint sc, mn;
   if (s < 4u) {
@@ -121,8 +76,8 @@ void dequantize(uint j, uint row, uint b) {
     mn = (hi >> 4) | (((s1 >> (8u * (s - 4u))) >> 6 & 3u) << 4);
   }
   const float d = dm.x * float(sc), m = -(dm.y * float(mn));
-  uint q[8];
-  [[unroll]] for (uint g = 0; g < 8u; ++g) q[g] = texelFetch(W, int(sb + 4u + 8u * (s / 2u) + g)).x;
+  const uvec4 q0 = texelFetch(W, int(sb + 1u + 2u * (s / 2u))), q1 = texelFetch(W, int(sb + 2u + 2u * (s / 2u)));
+  const uint q[8] = uint[8](q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w);
   const uint shift = 4u * (s & 1u);
   [[unroll]] for (uint e = 0; e < 32u; ++e)
     wq[j * 32 + e] = fma(d, float((q[e / 4] >> (8 * (e % 4) + shift)) & 0xfu), m);
@@ -144,8 +99,9 @@ void dequantize(uint j, uint row, uint b) {
   }
 #else
   const uint h = row + b * BLOCK_HW;
+  fetch_words(h >> 1);
   uint f[BW];
-  [[unroll]] for (uint i = 0; i < BW; ++i) f[i] = texelFetch(W, int((h >> 1) + i)).x;
+  [[unroll]] for (uint i = 0; i < BW; ++i) f[i] = fw[i];
 #if defined(W_Q5_0)
   // Halfwords 0..10 of the block: d, the 32 high bits, then 16 bytes of nibbles.
   const bool odd = (h & 1u) != 0u;

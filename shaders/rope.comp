@@ -1,19 +1,14 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "rope.glsl"
 // Rotary position embedding on rows of D elements (x [.., S, D]): row s has position
 // pos = base + offset_tensor[0] (DYNAMIC) + s, and pair i < dims / 2 is rotated by
 // theta_i = pos * inv_freq[i]:
 //   (x_a, x_b) -> (x_a cos - x_b sin, x_a sin + x_b cos),
 // with (a, b) = (2i, 2i + 1) (NEOX = 0, GGUF's "normal" mode) or (i, i + dims / 2) (NEOX = 1).
 // Columns dims..D-1 are copied. One invocation per pair or copied column, grid-stride loop.
-//
-// inv_freq = freq_base^(-2i / dims) comes from the host (computed in double, rounded to fp32:
-// GLSL's pow is only specified to a few ulp). The angle is the fp32 product pos * inv_freq[i], as
-// llama.cpp and PyTorch compute it (at pos ~ 8000 its rounding moves the angle by ~5e-4, the
-// same in every implementation). Before cos/sin it is reduced to [-pi, pi] by Cody-Waite with a
-// 2 pi split in two (C1 = 6.28125 has 8 significant bits, so k * C1 is exact for k < 2^16, i.e.
-// angles up to ~4e5), because GPUs' sin/cos lose accuracy far outside that range.
+// The angle and its reduction: rope.glsl.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NEOX = 0;
@@ -33,8 +28,6 @@ layout(push_constant) uniform Push {
   int base;      // the static offset
 } p;
 
-const int kMaxPosition = 16777215;  // 2^24 - 1: positions stay exact in fp32
-
 void main() {
   int shift = p.base;
   if (DYNAMIC != 0) shift += clamp(offset_tensor[0], -kMaxPosition, kMaxPosition);
@@ -49,11 +42,8 @@ void main() {
       continue;
     }
     const int pos = clamp(shift + int(row % p.s), 0, kMaxPosition);
-    precise float angle = float(pos) * inv_freq[j];
-    precise float q = floor(angle * 0.15915494309189535 + 0.5);
-    precise float r = angle - q * 6.28125;
-    r = r - q * 1.9353071795864769e-3;
-    const float c = cos(r), sn = sin(r);
+    const vec2 cs = rope_cos_sin(pos, inv_freq[j]);
+    const float c = cs.x, sn = cs.y;
     const uint ia = first + (NEOX != 0 ? j : 2 * j);
     const uint ib = ia + (NEOX != 0 ? p.half_dims : 1);
     const float xa = float(x[ia]), xb = float(x[ib]);

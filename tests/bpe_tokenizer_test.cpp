@@ -345,6 +345,81 @@ TEST(BpeTokenizer, SyntheticVocabularyFollowsLlamaCppsRules) {
   EXPECT_EQ(BpeTokenizer::from_gguf(gguf(gpt2)).encode("abc", false), (V{256, 'c'}));
 }
 
+Value f32s(const std::vector<float>& items) {
+  Value v{9, {}};
+  put(v.bytes, 6, 4);
+  put(v.bytes, items.size(), 8);
+  for (float x : items) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    put(v.bytes, bits, 4);
+  }
+  return v;
+}
+
+// A SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens <0x00>..<0xFF> (ids 3..258),
+// then "\u2581", "a", "b", "ab", "\u2581a", "\u2581ab" (ids 259..264) scored so that "\u2581a"
+// merges before "ab".
+Metadata tiny_spm() {
+  const std::string s = "\xE2\x96\x81";
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  std::vector<float> scores = {0, 0, 0};
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    tokens.push_back(hex);
+    types.push_back(6);
+    scores.push_back(0);
+  }
+  for (auto [t, score] : std::vector<std::pair<std::string, float>>{
+           {s, -1}, {"a", -2}, {"b", -3}, {"ab", -5}, {s + "a", -4}, {s + "ab", -6}}) {
+    tokens.push_back(t);
+    types.push_back(1);
+    scores.push_back(score);
+  }
+  return {{"tokenizer.ggml.model", str("llama")},
+          {"tokenizer.ggml.tokens", strings(tokens)},
+          {"tokenizer.ggml.token_type", i32s(types)},
+          {"tokenizer.ggml.scores", f32s(scores)}};
+}
+
+// llama.cpp's SentencePiece rules: a space (U+2581) before text at the start and after a special
+// token, merges by the merged token's score, bytes without a token as <0xNN>, BOS by default.
+TEST(BpeTokenizer, SentencePieceFollowsLlamaCppsRules) {
+  using V = std::vector<int32_t>;
+  const BpeTokenizer tok = BpeTokenizer::from_gguf(gguf(tiny_spm()));
+  EXPECT_EQ(tok.bos_id(), 1);  // llama.cpp's defaults for SentencePiece: BOS 1, EOS 2, BOS added
+  EXPECT_EQ(tok.eos_id(), 2);
+  EXPECT_TRUE(tok.add_bos());
+  // "\u2581ab": \u2581+a (score -4) before a+b (-5), then \u2581a+b.
+  EXPECT_EQ(tok.encode("ab", false), (V{264}));
+  EXPECT_EQ(tok.encode("ab", true), (V{1, 264}));
+  // "\u2581b\u2581a": no merge makes "\u2581b"; the second space starts "\u2581a".
+  EXPECT_EQ(tok.encode("b a", false), (V{259, 261, 263}));
+  // é has no token: its two bytes.
+  EXPECT_EQ(tok.encode("\xC3\xA9", false), (V{259, 3 + 0xC3, 3 + 0xA9}));
+  // After a special token the text gets its space again; without parse_special </s> is text.
+  EXPECT_EQ(tok.encode("a</s>b", false), (V{263, 2, 259, 261}));
+  EXPECT_EQ(tok.encode("a</s>", false, false).front(), 263);
+  EXPECT_EQ(tok.token_bytes(263), " a");
+  EXPECT_EQ(tok.token_bytes(3 + 0xC3), "\xC3");
+  // decode drops the space prefix from the first token only, as llama.cpp's detokenizer does.
+  EXPECT_EQ(tok.decode(tok.encode("ab b \xC3\xA9", true)), "<s> ab b \xC3\xA9");
+  EXPECT_EQ(tok.decode(tok.encode("ab b", false)), "ab b");
+  // add_space_prefix = false: no space before the text.
+  Metadata no_prefix = tiny_spm();
+  no_prefix["tokenizer.ggml.add_space_prefix"] = boolean(false);
+  const BpeTokenizer raw = BpeTokenizer::from_gguf(gguf(no_prefix));
+  EXPECT_EQ(raw.encode("ab", false), (V{262}));
+  EXPECT_EQ(raw.decode(raw.encode(" ab", false)), " ab");
+  // Scores must be one per token.
+  Metadata bad = tiny_spm();
+  bad["tokenizer.ggml.scores"] = f32s({1.0f});
+  EXPECT_TRUE(fails_with([&] { BpeTokenizer::from_gguf(gguf(bad)); }, ErrorCode::format,
+                         "tokenizer.ggml.scores: 1 scores for 265 tokens"));
+}
+
 // Each mistake in the metadata is a format error naming the key.
 TEST(BpeTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
   auto fails = [](Metadata m, std::string_view needle) {
@@ -360,10 +435,15 @@ TEST(BpeTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
     m.erase(key);
     return m;
   };
-  EXPECT_TRUE(fails(with("tokenizer.ggml.model", str("llama")), "tokenizer.ggml.model: 'llama' is not supported"));
-  EXPECT_TRUE(fails(with("tokenizer.ggml.model", str("llama")), "'gpt2'"));
-  EXPECT_TRUE(fails(with("tokenizer.ggml.pre", str("qwen99")), "tokenizer.ggml.pre: pre-tokenizer 'qwen99'"));
-  EXPECT_TRUE(fails(with("tokenizer.ggml.pre", str("qwen99")), "smollm, starcoder"));
+  // A kind of vocabulary or a pre-tokenizer vkformer does not have is unsupported, named.
+  auto unsupported = [](Metadata m, std::string_view needle) {
+    return fails_with([&] { BpeTokenizer::from_gguf(gguf(m)); }, ErrorCode::unsupported, needle);
+  };
+  EXPECT_TRUE(unsupported(with("tokenizer.ggml.model", str("rwkv")),
+                          "tokenizer.ggml.model: unsupported vocabulary kind 'rwkv' (RWKV)"));
+  EXPECT_TRUE(unsupported(with("tokenizer.ggml.model", str("plamo2")), "'gpt2' (byte-level BPE), 'llama'"));
+  EXPECT_TRUE(unsupported(with("tokenizer.ggml.pre", str("qwen99")), "tokenizer.ggml.pre: pre-tokenizer 'qwen99'"));
+  EXPECT_TRUE(unsupported(with("tokenizer.ggml.pre", str("qwen99")), "smollm, starcoder"));
   EXPECT_TRUE(fails(without("tokenizer.ggml.model"), "tokenizer.ggml.model"));
   EXPECT_TRUE(fails(without("tokenizer.ggml.tokens"), "tokenizer.ggml.tokens"));
   EXPECT_TRUE(fails(without("tokenizer.ggml.merges"), "tokenizer.ggml.merges"));
@@ -413,6 +493,17 @@ TEST(Utf8StreamDecoder, HoldsBackSplitCharacters) {
   EXPECT_EQ(d.push("\xA9"), "\xC3\xA9");
   EXPECT_EQ(d.flush(), "");
   EXPECT_EQ(d.push("plain"), "plain");
+}
+
+TEST(Utf8StreamDecoder, DiscardDropsAHeldBackCharacter) {
+  Utf8StreamDecoder d;
+  EXPECT_EQ(d.push("a\xF0\x9F"), "a");
+  EXPECT_TRUE(d.holds_back());
+  EXPECT_EQ(d.discard(), 2u);
+  EXPECT_FALSE(d.holds_back());
+  EXPECT_EQ(d.flush(), "");       // nothing left to replace
+  EXPECT_EQ(d.push("\x98"), "\xEF\xBF\xBD");  // a continuation byte alone: it started over
+  EXPECT_EQ(d.discard(), 0u);
 }
 
 TEST(Utf8StreamDecoder, InvalidBytesBecomeReplacementCharacters) {

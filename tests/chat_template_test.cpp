@@ -1,12 +1,16 @@
 // Chat templates (vkformer/chat.hpp): SmolLM2's ChatML template against the exact strings its
 // Jinja source yields (written out by hand from the template; jinja2 3.1 renders the same, see
-// tools/render_chat_template.py), its spelling variants, the real GGUF, and templates that are
-// refused.
+// tools/render_chat_template.py), its spelling variants, the real GGUF, templates that are
+// refused, formats by name, and every recognized template of llama.cpp's collection against
+// jinja2's renderings (tests/golden_chat, tools/make_chat_golden.py).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "test_util.hpp"
@@ -83,9 +87,12 @@ TEST(ChatTemplate, OtherTemplatesAreRefusedNamingWhatWasFound) {
       "{% for message in messages %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + "
       "message['content'] + ' [/INST]' }}{% endif %}{% endfor %}";
   EXPECT_TRUE(fails_with([&] { ChatTemplate::from_text(llama2); }, ErrorCode::unsupported,
-                         "chat template: no ChatML markers (<|im_start|>) in '{% for message in messages %}"));
+                         "chat template: not a known template, and no ChatML markers (<|im_start|>) in "
+                         "'{% for message in messages %}"));
   EXPECT_TRUE(fails_with([&] { ChatTemplate::from_text(llama2); }, ErrorCode::unsupported,
-                         "...' (" + std::to_string(llama2.size()) + " characters); supported: ChatML"));
+                         "...' (" + std::to_string(llama2.size()) + " characters); supported: the known templates"));
+  EXPECT_TRUE(fails_with([&] { ChatTemplate::from_text(llama2); }, ErrorCode::unsupported,
+                         "--chat-template NAME): chatml, llama3, llama3.1"));
   // ChatML markers, but laid out differently.
   EXPECT_TRUE(fails_with(
       [&] { ChatTemplate::from_text("{{ '<|im_start|>' + message['content'] + '<|im_end|>' }}"); },
@@ -131,6 +138,109 @@ TEST(ChatTemplate, FromGguf) {
   EXPECT_EQ(t.apply({{"user", "Hi"}}), kSystem + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_TRUE(fails_with([&] { ChatTemplate::from_gguf(gguf_with({{"general.name", "x"}})); },
                          ErrorCode::format, "chat.gguf: no tokenizer.chat_template"));
+}
+
+TEST(ChatTemplate, FormatsByName) {
+  const auto t = ChatTemplate::named("llama3", "<|begin_of_text|>");
+  EXPECT_EQ(t.name(), "llama3");
+  EXPECT_TRUE(t.writes_bos());
+  EXPECT_EQ(t.apply({{"user", " Hi "}}),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_FALSE(ChatTemplate::chatml().writes_bos());
+  EXPECT_TRUE(fails_with([&] { ChatTemplate::named("llama9"); }, ErrorCode::invalid_argument,
+                         "chat template: no format named 'llama9'; the formats: chatml, llama3"));
+  EXPECT_TRUE(fails_with([&] { ChatTemplate::named("gemma").apply({{"system", "x"}, {"user", "y"}}); },
+                         ErrorCode::invalid_argument, "chat template gemma: the template has no system role"));
+  EXPECT_TRUE(fails_with([&] { ChatTemplate::named("gemma").apply({{"user", "x"}, {"user", "y"}}); },
+                         ErrorCode::invalid_argument, "roles must alternate"));
+}
+
+// Every template of llama.cpp's collection (its models/templates, the templates of its
+// test-chat-template.cpp and of its vocabulary files) that vkformer recognizes renders exactly as
+// jinja2 renders it the way Hugging Face's apply_chat_template does (tools/make_chat_golden.py),
+// for every conversation; where jinja2 raised an error (a system role Gemma has not, roles that
+// do not alternate), apply() refuses too. The others are refused with the unsupported message.
+TEST(ChatTemplate, RecognizedTemplatesRenderAsHuggingFaceDoes) {
+  FetchedModel dir;
+  if (const char* env = std::getenv("VKFORMER_LLAMA_VOCABS_DIR"); env && *env)
+    dir.path = env;
+  else
+    dir = run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_llama_vocabs.sh",
+                           "it takes llama.cpp's templates from the llama-cpp-python sdist; set "
+                           "VKFORMER_LLAMA_VOCABS_DIR to the folder it printed to use one you have");
+  ASSERT_TRUE(dir.error.empty()) << dir.error;
+  std::ifstream in(std::string(VKF_SOURCE_DIR) + "/tests/golden_chat/renderings.json", std::ios::binary);
+  const auto golden = nlohmann::json::parse(in);
+  std::vector<std::vector<ChatMessage>> conversations;
+  std::vector<bool> prompts;
+  for (const auto& c : golden.at("conversations")) {
+    std::vector<ChatMessage> m;
+    for (const auto& x : c.at("messages")) m.push_back({x.at("role"), x.at("content")});
+    conversations.push_back(std::move(m));
+    prompts.push_back(c.at("add_generation_prompt"));
+  }
+  std::vector<std::string> recognized;
+  size_t compared = 0, refused = 0;
+  for (const auto& e : golden.at("templates")) {
+    const std::string source = e.at("source");
+    std::string text;
+    if (source.starts_with("templates/")) {
+      std::ifstream t(dir.path / source, std::ios::binary);
+      text.assign(std::istreambuf_iterator<char>(t), {});
+    } else if (source.starts_with("gguf:")) {
+      text = GgufFile(dir.path / source.substr(5)).get_string("tokenizer.chat_template");
+    } else {
+      text = e.at("template");
+    }
+    ASSERT_FALSE(text.empty()) << source;
+    std::optional<ChatTemplate> t;
+    try {
+      t = ChatTemplate::from_text(text, e.at("bos_token").get<std::string>(), e.at("eos_token").get<std::string>());
+    } catch (const Error& err) {
+      EXPECT_EQ(err.code(), ErrorCode::unsupported) << source << ": " << err.what();
+      ++refused;
+      continue;
+    }
+    recognized.push_back(source + " -> " + std::string(t->name()));
+    ASSERT_TRUE(e.contains("renderings")) << source << " is recognized but jinja2 could not compile it";
+    for (size_t i = 0; i < conversations.size(); ++i) {
+      const auto& want = e.at("renderings")[i];
+      if (want.contains("error")) {
+        EXPECT_TRUE(fails_with([&] { t->apply(conversations[i], prompts[i]); }, ErrorCode::invalid_argument, ""))
+            << source << " conversation " << i << ": jinja2 raised " << want.at("error");
+      } else {
+        EXPECT_EQ(t->apply(conversations[i], prompts[i]), want.at("text").get<std::string>())
+            << source << " conversation " << i;
+      }
+      ++compared;
+    }
+  }
+  // Which templates are recognized, and as what.
+  EXPECT_EQ(recognized, (std::vector<std::string>{
+      "templates/Qwen-Qwen2.5-7B-Instruct.jinja -> chatml",
+      "templates/google-gemma-2-2b-it.jinja -> gemma",
+      "templates/meta-llama-Llama-3.1-8B-Instruct.jinja -> llama3.1",
+      "templates/meta-llama-Llama-3.3-70B-Instruct.jinja -> llama3.1",
+      "templates/microsoft-Phi-3.5-mini-instruct.jinja -> phi3.5",
+      "templates/mistralai-Mistral-Nemo-Instruct-2407.jinja -> mistral-v3-tekken",
+      "test-chat-template:teknium/OpenHermes-2.5-Mistral-7B -> chatml",
+      "test-chat-template:mistralai/Mistral-7B-Instruct-v0.2 (NOTE: Old pre-v1 without a system prompt) -> mistral-v0",
+      "test-chat-template:google/gemma-7b-it -> gemma",
+      "test-chat-template:Llama-3 -> llama3-always-prompt",
+      "test-chat-template:Phi-3-mini -> phi3-mini",
+      "test-chat-template:Phi-3-small -> phi3-bos",
+      "test-chat-template:Phi-3-medium -> phi3-medium",
+      "test-chat-template:Phi-3-vision -> phi3",
+      "test-chat-template:mistralai/Mistral-7B-Instruct-v0.2 (mistralai 'v1' template with a system prompt) -> mistral-v1",
+      "test-chat-template:Mistral-Large-Instruct-2407 (mistralai 'v3' template; modified to have system prompt at start) -> mistral-v3",
+      "test-chat-template:Mistral-Nemo-Instruct-2407 (mistralai 'v3-tekken' template; modified to have system prompt at start) -> mistral-v3-tekken",
+      "test-chat-template:mistralai/Mistral-Large-Instruct-2411 (mistralai 'v7' template) -> mistral-v7",
+      "gguf:ggml-vocab-phi-3.gguf -> phi3-mini",
+      "gguf:ggml-vocab-qwen2.gguf -> chatml",
+      "gguf:ggml-vocab-qwen35.gguf -> chatml"}));
+  RecordProperty("renderings_compared", static_cast<int>(compared));
+  RecordProperty("templates_refused", static_cast<int>(refused));
 }
 
 TEST(ChatTemplate, SmolLM2GgufCarriesThisTemplate) {

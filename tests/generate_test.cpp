@@ -93,6 +93,46 @@ TEST_F(Generate, GreedyTokensAreTheArgmaxOfTheWholeSequence) {
   }
 }
 
+// A generation cut off by max_tokens inside a multi-byte character shows nothing of that
+// character: its text and its streamed pieces are the complete characters only (no U+FFFD).
+// The tiny model's vocabulary is mostly single bytes, so hot seeded sampling soon stops inside
+// one; the seed and length where it does are found first, then generated again.
+TEST_F(Generate, StoppingInsideACharacterShowsNothingOfIt) {
+  LanguageModel lm = LanguageModel::load(device(), tiny("untied"));
+  const std::vector<int32_t> prompt = tiny_ids("untied", "hello");
+  const BpeTokenizer& tok = lm.tokenizer();
+  TextGenerationOptions options{.max_tokens = 24, .sampling = {.temperature = 3.0f}};
+  size_t cut = 0;
+  std::vector<int32_t> tokens;
+  for (uint64_t seed = 1; seed <= 20 && cut == 0; ++seed) {
+    options.sampling.seed = seed;
+    lm.reset();
+    tokens = generate(lm, prompt, options).tokens;
+    Utf8StreamDecoder d;
+    for (size_t k = 0; k < tokens.size() && cut == 0; ++k) {
+      if (!tok.is_control(tokens[k])) d.push(tok.token_bytes(tokens[k]));
+      if (d.holds_back()) cut = k + 1;
+    }
+  }
+  ASSERT_GT(cut, 0u) << "no seed in 1..20 stopped inside a character";
+  options.max_tokens = static_cast<int64_t>(cut);
+  lm.reset();
+  std::string streamed;
+  const auto r = generate(lm, prompt, options, [&](std::string_view piece, int32_t) {
+    streamed += piece;
+    return true;
+  });
+  ASSERT_EQ(r.tokens, std::vector<int32_t>(tokens.begin(), tokens.begin() + cut));
+  EXPECT_EQ(r.stats.stop, StopReason::max_tokens);
+  Utf8StreamDecoder complete;
+  std::string want;
+  for (int32_t t : r.tokens)
+    if (!tok.is_control(t)) want += complete.push(tok.token_bytes(t));
+  EXPECT_TRUE(complete.holds_back());
+  EXPECT_EQ(r.text, want);
+  EXPECT_EQ(streamed, want);
+}
+
 TEST_F(Generate, StopsAtEachReason) {
   LanguageModel lm = LanguageModel::load(device(), tiny("untied"), {.context = 40});
   const std::vector<int32_t> prompt = tiny_ids("untied", "chat");  // 24 tokens

@@ -244,11 +244,12 @@ TEST_F(DeviceTest, QuantizedLinearEpilogues) {
       }
 }
 
-// On CPU devices the quantized types run shaders/matmul_wq_texel.comp (A and W through texel
-// views) at every size above, which all fit the device's texel views; forcing the general or
-// gemv matmul path, or a texel limit below the operands' size, sends them to the storage-buffer
-// kernels instead (both tunings: the GPU one has no texel path). M = 1, tiles of 8 rows and one
-// past, columns past one subgroup's.
+// On CPU devices the quantized types run shaders/matmul_wq_texel.comp (M > 1) and
+// matmul_wq_rows.comp or matmul_wq_vec.comp (M = 1), A and W through texel views, at every size above, which all fit
+// the device's texel views; forcing the general or gemv matmul path, or a texel limit below the
+// operands' size, sends them to the storage-buffer kernels instead (both tunings: the GPU one has
+// no texel path). M = 1, 9 (within a tile of 16 rows), 17 (one past), columns past one
+// subgroup's; the overridden blocks 3 x 2 take 9 and 17 in several tiles.
 TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
   const vk::MatmulTuning& tuning = device().impl().tuning().matmul;
   const bool texel_tuned = device().impl().tuning().cpu_device;
@@ -262,6 +263,7 @@ TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
       {{"VKFORMER_MATMUL_PATH", "gemv"}},
       {{"VKFORMER_MATMUL_WQ_TEXEL_LIMIT", "100"}},  // a [1, 576] is 144 texels, W more
       {{"VKFORMER_MATMUL_WQ_TEXEL", "3x2/3"}},      // texel blocks that do not divide the shapes
+      {{"VKFORMER_MATMUL_WQ_STREAM_BYTES", "1000000000"}},  // mat-vecs with lanes on rows
   };
   for (const auto& env : variants) {
     SCOPED_TRACE(std::string(env[0].first) + "=" + env[0].second);

@@ -49,6 +49,15 @@ if(NOT last_out STREQUAL first OR first STREQUAL "\n")
 endif()
 expect(0 "generation [0-9]+ tokens" generate --model ${model} --prompt "hello" --chat -n 4 --temperature 0.8
        --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1.1 --seed 7)
+# --chat-template NAME: a prompt format by name overrides the file's template; an unknown name
+# lists the names; without --chat it is refused.
+expect(0 "generation [0-9]+ tokens" generate --model ${model} --prompt "hello" --chat --chat-template llama3 -n 2)
+file(WRITE ${OUT}/hello.txt "hello\n")
+expect(0 "vkformer chat: turn [0-9]+ tokens" STDIN ${OUT}/hello.txt chat --model ${model} -n 2 --chat-template phi3)
+expect(2 "^vkformer: error: chat template: no format named 'llama9'; the formats: chatml, llama3[^\n]*\n$"
+       generate --model ${model} --prompt "hello" --chat --chat-template llama9)
+expect(2 "^vkformer: error: --chat-template is for --chat\n$"
+       generate --model ${model} --prompt "hello" --chat-template llama3)
 # The seq2seq form still asks for --src (its errors keep exit status 1).
 expect(1 "--src is required with a seq2seq model directory" generate --model ${OUT})
 

@@ -4,6 +4,8 @@
 //   tg<N>  N random tokens run one at a time (one decode pass each) from an empty cache;
 // each repeated -r times after one untimed warm-up run; tokens/s of every run, then mean and
 // sample standard deviation over the runs. Wall-clock time on the host, as llama-bench takes it.
+// Then what one decoded token's pass and one prompt chunk's pass execute, from the executors'
+// recordings: dispatches, pipeline barriers, pipeline binds and weight bytes read.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -62,6 +64,21 @@ double stddev(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
+json pass_json(const ExecutorStats& s, int64_t layers, int64_t tokens) {
+  return {{"tokens", tokens},
+          {"dispatches", s.dispatches},
+          {"dispatches_per_layer", static_cast<double>(s.dispatches) / static_cast<double>(layers)},
+          {"barriers", s.pipeline_barriers},
+          {"pipeline_binds", s.pipeline_binds},
+          {"weight_bytes_read", s.weight_bytes_read}};
+}
+
+void print_pass(const char* name, const ExecutorStats& s, int64_t layers) {
+  std::printf("| %-18s | %10zu | %9.2f | %8zu | %14zu | %15.1f |\n", name, s.dispatches,
+              static_cast<double>(s.dispatches) / static_cast<double>(layers), s.pipeline_barriers,
+              s.pipeline_binds, static_cast<double>(s.weight_bytes_read) / 1e6);
+}
+
 double time_run(LanguageModel& lm, const Test& t, const std::vector<int32_t>& ids) {
   lm.reset();
   const auto t0 = Clock::now();
@@ -111,6 +128,15 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
       std::fflush(stdout);
     }
     lm.reset();
+    const ExecutorStats decode = lm.decode_step_stats(), chunk = lm.prompt_chunk_stats();
+    const std::string chunk_name = "prompt chunk (" + std::to_string(lm.prompt_chunk()) + ")";
+    std::printf("\nper pass (counted from the recording; every token or chunk replays it):\n");
+    std::printf("| %-18s | %10s | %9s | %8s | %14s | %15s |\n", "pass", "dispatches", "per layer",
+                "barriers", "pipeline binds", "weight MB read");
+    std::printf("|--------------------|------------|-----------|----------|----------------|-----------------|\n");
+    print_pass("decoded token", decode, c.n_layers);
+    print_pass(chunk_name.c_str(), chunk, c.n_layers);
+    std::fflush(stdout);
 
     if (!json_path.empty()) {
       json doc;
@@ -123,6 +149,8 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
       doc["device"] = {{"name", d.name}, {"driver", d.driver_name}, {"driver_version", d.driver_version}};
       doc["timer"] = "host wall clock per run, as llama-bench";
       doc["load_s"] = load_s;
+      doc["per_decoded_token"] = pass_json(decode, c.n_layers, 1);
+      doc["per_prompt_chunk"] = pass_json(chunk, c.n_layers, lm.prompt_chunk());
       doc["llm"] = json::array();
       for (const auto& t : tests) {
         const auto v = t.tps();

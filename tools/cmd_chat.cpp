@@ -55,7 +55,8 @@ int64_t tokens_with(const Conversation& chat, const LanguageModel& lm, const std
                                            [](const ChatMessage& m) { return m.role != "system"; }),
                             messages.end());
   messages.push_back({"user", text});
-  return static_cast<int64_t>(lm.tokenizer().encode(chat.chat_template().apply(messages, true), true, true).size());
+  const ChatTemplate& t = chat.chat_template();
+  return static_cast<int64_t>(lm.tokenizer().encode(t.apply(messages, true), !t.writes_bos(), true).size());
 }
 
 // Makes room for `line` and its reply (up to -n tokens, or half the context) by forgetting the
@@ -87,7 +88,7 @@ bool make_room(Conversation& chat, const LanguageModel& lm, const std::string& l
 int chat_command(ChatArgs& a, const GlobalOptions& globals) {
   return run_llm_command([&] {
     check_llm_args(a.llm);
-    ChatTemplate chat_template = ChatTemplate::load(a.llm.model);
+    ChatTemplate chat_template = load_chat_template(a.llm);
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, a.llm);
     Conversation chat(lm, chat_template, a.has_system ? std::optional<std::string>(a.system) : std::nullopt);
@@ -156,6 +157,7 @@ Command add_chat_command(CLI::App& app, const GlobalOptions& globals) {
       ->type_name("TEXT")
       ->each([args](const std::string&) { args->has_system = true; });
   add_llm_options(*sub, args->llm);
+  add_chat_template_option(*sub, args->llm);
   return {sub, [&globals, args]() { return chat_command(*args, globals); }};
 }
 

@@ -101,7 +101,7 @@ int generate_command(const CLI::App& sub, const GenerateArgs& args, const Global
       refuse_given(sub, {"--beam", "--max-len", "--bos", "--eos", "--length-penalty", "--dtype"},
                    "applies to seq2seq model directories, not to the GGUF language model " + args.model.dir +
                        " (its options: --prompt, --chat, -n, --ctx and the sampling options)");
-      return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, globals);
+      return generate_llm(args.model.dir, args.prompt, args.chat, args.src, args.llm, args.verbose, globals);
     });
   refuse_given(sub, {"--ctx", "--max-tokens", "--temperature", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                      "--repeat-last-n", "--seed"},
@@ -175,6 +175,7 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
                 "GGUF language models: --prompt is a user message, formatted with the model's chat "
                 "template (tokenizer.chat_template), and the reply is generated");
   add_llm_options(*sub, args->llm);
+  add_chat_template_option(*sub, args->llm);
   sub->add_option("--beam", args->options.beam,
                   "Beam width, 1..64; 1 = greedy (default: 1)")
       ->check(whole_number_in(1, 64))

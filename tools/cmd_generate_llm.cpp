@@ -1,5 +1,6 @@
 // `vkformer generate --model FILE.gguf --prompt TEXT`: text from a GGUF language model, streamed
-// to stdout token by token; the prompt and generation speeds go to stderr.
+// to stdout token by token; the prompt and generation speeds go to stderr, and with -v what each
+// decoded token's pass executes (dispatches, barriers, pipeline binds, weight bytes read).
 #include <cstdio>
 #include <string>
 
@@ -11,7 +12,7 @@
 namespace vkformer::cli {
 
 int generate_llm(const std::string& model, const std::string& prompt, bool chat, const std::string& src,
-                 LlmArgs llm, const GlobalOptions& globals) {
+                 LlmArgs llm, bool verbose, const GlobalOptions& globals) {
   return run_llm_command([&] {
     llm.model = model;
     if (!src.empty())
@@ -21,12 +22,16 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
     check_llm_args(llm);
     // The template is read before the device is opened: a file without one fails fast.
     std::optional<ChatTemplate> chat_template;
-    if (chat) chat_template = ChatTemplate::load(model);
+    if (chat) chat_template = load_chat_template(llm);
+    else if (!llm.chat_template.empty())
+      throw Error(ErrorCode::invalid_argument, "--chat-template is for --chat");
 
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, llm);
     const std::string text = chat ? chat_template->apply({{"user", prompt}}) : prompt;
-    const std::vector<int32_t> ids = lm.tokenizer().encode(text, true, true);
+    // A template that writes the BOS token itself (Llama 3, Gemma) gets no second one.
+    const bool add_bos = !(chat && chat_template->writes_bos());
+    const std::vector<int32_t> ids = lm.tokenizer().encode(text, add_bos, true);
     if (ids.empty()) throw Error(ErrorCode::invalid_argument, "--prompt gives no tokens");
     check_prompt_fits(lm, ids.size());
 
@@ -41,6 +46,16 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
     std::printf("\n");
     std::fflush(stdout);
     std::fprintf(stderr, "vkformer generate: %s\n", describe_stats(r.stats).c_str());
+    if (verbose) {
+      const ExecutorStats s = lm.decode_step_stats();
+      const int64_t layers = lm.config().n_layers;
+      std::fprintf(stderr,
+                   "vkformer generate: per decoded token %zu dispatches (%.2f per layer of %lld), %zu "
+                   "barriers, %zu pipeline binds, %.1f MB of weights read\n",
+                   s.dispatches, static_cast<double>(s.dispatches) / static_cast<double>(layers),
+                   static_cast<long long>(layers), s.pipeline_barriers, s.pipeline_binds,
+                   static_cast<double>(s.weight_bytes_read) / 1e6);
+    }
     return report_validation(device) ? 1 : 0;
   });
 }

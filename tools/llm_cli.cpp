@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "vkformer/chat.hpp"
 #include "vkformer/error.hpp"
+#include "vkformer/gguf.hpp"
 
 namespace vkformer::cli {
 
@@ -88,6 +90,18 @@ void check_llm_args(const LlmArgs& a) {
   if (!fs::exists(a.model, ec))
     throw Error(ErrorCode::io, "--model: '" + a.model + "' does not exist");
   if (!fs::is_regular_file(a.model, ec)) throw Error(ErrorCode::io, "--model: '" + a.model + "' is not a file");
+}
+
+void add_chat_template_option(CLI::App& sub, LlmArgs& a) {
+  sub.add_option("--chat-template", a.chat_template,
+                 "The prompt format by name instead of the model's tokenizer.chat_template (for a "
+                 "template vkformer does not recognize): " + ChatTemplate::names())
+      ->type_name("NAME");
+}
+
+ChatTemplate load_chat_template(const LlmArgs& a) {
+  if (a.chat_template.empty()) return ChatTemplate::load(a.model);
+  return ChatTemplate::named(a.chat_template, GgufFile(a.model));
 }
 
 LanguageModel load_llm(Device& device, const LlmArgs& a) {

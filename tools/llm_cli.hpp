@@ -22,6 +22,7 @@ struct LlmArgs {
   int64_t context = 0;   // --ctx N (0: the model's, at most 4096)
   int64_t max_tokens = 128;  // -n N
   SamplingOptions sampling;
+  std::string chat_template;  // --chat-template NAME (empty: the file's template)
 };
 
 // Whether --model names a GGUF file (a regular file starting with "GGUF", or any path ending in
@@ -31,6 +32,11 @@ bool is_gguf_path(const std::string& path);
 // --ctx, -n and the sampling options (--temperature, --top-k, --top-p, --min-p,
 // --repeat-penalty, --repeat-last-n, --seed).
 void add_llm_options(CLI::App& sub, LlmArgs& args, bool with_max_tokens = true);
+// --chat-template NAME (generate --chat, chat): a prompt format by name instead of the file's
+// template, for a template vkformer does not recognize or to override one.
+void add_chat_template_option(CLI::App& sub, LlmArgs& args);
+// The named format (with the file's BOS/EOS strings) or the file's template.
+ChatTemplate load_chat_template(const LlmArgs& args);
 // The ranges, naming the options; before anything is loaded.
 void check_llm_args(const LlmArgs& args);
 LanguageModel load_llm(Device& device, const LlmArgs& args);
@@ -42,9 +48,10 @@ void check_prompt_fits(const LanguageModel& model, size_t prompt_tokens);
 // propagate (exit status 1).
 int run_llm_command(const std::function<int()>& body);
 
-// `vkformer generate --model FILE.gguf` (cmd_generate_llm.cpp): --src must be empty.
+// `vkformer generate --model FILE.gguf` (cmd_generate_llm.cpp): --src must be empty; verbose (-v)
+// adds what each decoded token's pass executes.
 int generate_llm(const std::string& model, const std::string& prompt, bool chat, const std::string& src,
-                 LlmArgs llm, const GlobalOptions& globals);
+                 LlmArgs llm, bool verbose, const GlobalOptions& globals);
 
 // `vkformer bench --model FILE.gguf -p P -n N -r R` (cmd_bench_llm.cpp): pp<P> and tg<N>.
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,

@@ -1,7 +1,11 @@
 #pragma once
-// Byte-level BPE (GPT-2 style) tokenizers from a GGUF file's metadata, giving the same ids as
-// llama.cpp's tokenizer for the same text: the tokenizer of Llama 3, SmolLM2, Qwen2, GPT-2 and
-// the other models whose tokenizer.ggml.model is "gpt2".
+// Tokenizers from a GGUF file's metadata, giving the same ids as llama.cpp's tokenizer for the
+// same text. Three kinds of tokenizer.ggml.model:
+//   "gpt2"   byte-level BPE: Llama 3, SmolLM2, Qwen2/2.5/3, GPT-2, DeepSeek, Falcon, ...
+//   "llama"  SentencePiece BPE: Llama 2, Mistral, TinyLlama, Phi-3, Baichuan, ...
+//   "gemma4" SentencePiece-style BPE (merges over UTF-8 with U+2581 for spaces): Gemma 4.
+// Every vocabulary-only GGUF llama.cpp ships with test vectors gives llama.cpp's ids for all
+// of them (tests/llama_vocab_test.cpp). (The class keeps its first name, BpeTokenizer.)
 //
 //   vkformer::GgufFile file("SmolLM2-135M-Instruct.Q4_1.gguf");
 //   auto tok = vkformer::BpeTokenizer::from_gguf(file);
@@ -11,22 +15,30 @@
 //   1. special tokens: the vocabulary's control tokens (token type 3, and the end-of-turn
 //      tokens llama.cpp recognizes by name), user-defined (4) and unknown (2) ones are found in
 //      the raw text, longest token first, and become one id each; control and unknown tokens
-//      only with parse_special, user-defined ones always;
-//   2. the text between them is decoded from UTF-8 leniently (an invalid byte is U+FFFD), cut
-//      into words by the pre-tokenizer tokenizer.ggml.pre names (see supported_pre_tokenizers),
-//      each word's bytes mapped to GPT-2's printable characters and merged by
-//      tokenizer.ggml.merges, lowest rank first;
+//      only with parse_special, user-defined ones always; Phi-3's (by general.name) take the
+//      spaces after them, as llama.cpp's per-model rule says;
+//   2. BPE: the text between them is decoded from UTF-8 leniently (an invalid byte is U+FFFD),
+//      cut into words by the pre-tokenizer tokenizer.ggml.pre names (see
+//      supported_pre_tokenizers; llama.cpp's hand-written scanners ported, its other regexes run
+//      through std::regex as llama.cpp runs them), each word's bytes mapped to GPT-2's printable
+//      characters and merged by tokenizer.ggml.merges, lowest rank first;
+//      SentencePiece: the text, with a space before it when it starts the input or follows a
+//      special token (tokenizer.ggml.add_space_prefix, default true) and every space written
+//      U+2581, merged pair by pair, the pair whose joined text is the token with the highest
+//      tokenizer.ggml.scores first; what forms no token falls back to its bytes' <0xNN> tokens;
 //   3. with add_special, BOS first and EOS last where the file's add_bos_token / add_eos_token
-//      say (or llama.cpp's default for the pre-tokenizer: BOS for the llama3 family).
+//      say (or llama.cpp's default: BOS for SentencePiece and the llama3 family).
 //
 // Unicode categories come from utf8proc, with what Unicode 15.1 added filled in: the classes of
 // all 0x110000 code points equal llama.cpp's table (checked against the llama.cpp that
-// tools/build_llama_cpp_peer.sh builds). Not supported: llama.cpp's per-model strip rules for
-// special tokens keyed on general.name (phi-3, jina-v2, modern-bert), and the pre-tokenizers
-// not named by supported_pre_tokenizers(). Sequences that decode past U+10FFFF, on which
-// llama.cpp throws, are read as invalid bytes (U+FFFD each).
+// tools/build_llama_cpp_peer.sh builds). Not supported: WordPiece ("bert"), Unigram ("t5"),
+// RWKV and the other kinds (an unsupported-kind error names them), llama.cpp's per-model strip
+// rules for jina-v2 and nomic-bert-moe masks, and the pre-tokenizers not named by
+// supported_pre_tokenizers(). Sequences that decode past U+10FFFF, on which llama.cpp throws,
+// are read as invalid bytes (U+FFFD each). Where wchar_t has 16 bits (Windows) the regex-run
+// pre-tokenizers see code points above U+FFFF cut to 16 bits, as llama.cpp's do there.
 //
-// Errors are vkformer::Error: a file whose tokenizer is not of this kind (another
+// Errors are vkformer::Error: a file whose tokenizer is not of these kinds (another
 // tokenizer.ggml.model, an unknown tokenizer.ggml.pre) is unsupported, naming the value and the
 // supported ones; inconsistent metadata (arrays of different lengths, a merge naming a missing
 // token, ids out of range, duplicate tokens) is format, naming the key.
@@ -61,10 +73,12 @@ class BpeTokenizer {
   // token gives its own text ("<|im_end|>"). Unlike llama.cpp's detokenizer it does not tidy
   // spaces before punctuation, so decode(encode(text, false)) == text for valid UTF-8 text
   // without special tokens, and streaming token_bytes through a Utf8StreamDecoder gives the
-  // same text. Throws invalid_argument for an id outside the vocabulary.
+  // same text. For SentencePiece, as llama.cpp, one leading space of the first token's bytes
+  // is dropped (the space encode() put before the text). Throws invalid_argument for an id
+  // outside the vocabulary.
   std::string decode(std::span<const int32_t> ids) const;
   // What one token stands for: its bytes (a normal token's characters mapped back through
-  // GPT-2's byte map), the text of a control, user-defined or unknown token, the byte of a
+  // GPT-2's byte map, or with U+2581 as a space for SentencePiece), the text of a control, user-defined or unknown token, the byte of a
   // <0xNN> byte token, nothing for an unused one. Possibly part of a UTF-8 character.
   const std::string& token_bytes(int32_t id) const;
 
@@ -98,11 +112,14 @@ class BpeTokenizer {
 // UTF-8: push() returns the complete characters so far and holds back the start of a character
 // split across pushes; bytes that cannot become valid UTF-8 come out as U+FFFD right away (one
 // per maximal invalid subsequence, as the WHATWG decoder counts them). flush() returns what is
-// held back, as U+FFFD, and starts over.
+// held back, as U+FFFD, and starts over; discard() drops it instead (a stream cut off inside a
+// character shows nothing of it) and says how many bytes it dropped.
 class Utf8StreamDecoder {
  public:
   std::string push(std::string_view bytes);
   std::string flush();
+  size_t discard();
+  bool holds_back() const { return needed_ > 0; }  // the start of a character is held back
 
  private:
   std::string pending_;      // the bytes of an incomplete character

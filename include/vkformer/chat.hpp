@@ -2,16 +2,20 @@
 // Chat templates: a list of messages turned into the prompt text a chat model was trained on.
 //
 // GGUF files carry the template as Jinja source (tokenizer.chat_template). vkformer runs no Jinja
-// engine: it recognizes the templates it knows by their distinctive parts and formats messages
-// with its own code, giving the same text as the Jinja template. Known today:
-//
-//   ChatML  "<|im_start|>" + role + "\n" + content + "<|im_end|>\n" per message, and
-//           "<|im_start|>assistant\n" as the generation prompt (SmolLM2, Qwen2 and others).
-//           When the template inserts a default system message before a first message that is
-//           not a system one (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by
-//           Hugging Face"), that text is taken from the template and inserted the same way.
-//
-// Any other template is ErrorCode::unsupported, naming what was found and what is supported.
+// engine: it recognizes the templates it knows and formats messages with its own code (one table
+// of formats, src/models/chat_formats.cpp), giving the same text as Hugging Face's
+// apply_chat_template renders from the template (checked for every recognized template in
+// tests/golden_chat). Recognized:
+//   - by their exact text, the templates of Llama 3 / 3.1 / 3.3, Qwen2 / Qwen2.5, Gemma / Gemma 2,
+//     Phi-3 / Phi-3.5, Mistral v0.2 / v1 / v3 / v3-tekken (Nemo) / v7 and others of llama.cpp's
+//     collection (models/templates, tests/test-chat-template.cpp);
+//   - by their parts, ChatML templates: "<|im_start|>" + role + "\n" + content + "<|im_end|>\n"
+//     per message and "<|im_start|>assistant\n" as the generation prompt (SmolLM2 and others),
+//     with the default system message the template inserts before a first message that is not a
+//     system one (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging
+//     Face") taken from the template.
+// Any other template is ErrorCode::unsupported, naming what was found and the format names
+// that named() takes (the CLI's --chat-template NAME) to choose one by hand.
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -22,6 +26,9 @@
 namespace vkformer {
 
 class GgufFile;
+namespace chat {
+struct ChatFormat;
+}
 
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant"
@@ -30,26 +37,43 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
-  // Recognizes Jinja source such as a GGUF's tokenizer.chat_template.
-  static ChatTemplate from_text(std::string_view jinja);
-  // The GGUF's tokenizer.chat_template; a file without one is ErrorCode::format naming the key.
+  // Recognizes Jinja source such as a GGUF's tokenizer.chat_template; bos_token / eos_token are
+  // the strings the template writes for {{ bos_token }} / {{ eos_token }}.
+  static ChatTemplate from_text(std::string_view jinja, std::string_view bos_token = "",
+                                std::string_view eos_token = "");
+  // The GGUF's tokenizer.chat_template, with its BOS and EOS tokens' strings; a file without a
+  // template is ErrorCode::format naming the key.
   static ChatTemplate from_gguf(const GgufFile& file);
   static ChatTemplate load(const std::filesystem::path& gguf);  // from_gguf(GgufFile(gguf))
+  // A format by name (names()): for a template vkformer does not recognize, or to override it.
+  // An unknown name is invalid_argument listing the names.
+  static ChatTemplate named(std::string_view name, std::string_view bos_token = "",
+                            std::string_view eos_token = "");
+  static ChatTemplate named(std::string_view name, const GgufFile& file);  // the file's tokens
+  static std::string names();  // comma-separated
   // Plain ChatML without a default system message.
   static ChatTemplate chatml();
 
   // The prompt text for these messages; with add_generation_prompt, the text that opens the
-  // assistant's reply follows. An empty role is invalid_argument.
+  // assistant's reply follows. An empty role, a system message the template refuses (Gemma) or
+  // roles that do not alternate where the template requires it are invalid_argument.
   std::string apply(std::span<const ChatMessage> messages, bool add_generation_prompt = true) const;
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const {
     return apply(std::span<const ChatMessage>(messages), add_generation_prompt);
   }
 
-  std::string_view name() const { return "chatml"; }
+  std::string_view name() const;
   // The system message inserted when the first message is not a system one, if the template has one.
   const std::optional<std::string>& default_system_prompt() const { return default_system_; }
+  // Whether apply()'s text starts with the BOS token's string (Llama 3, Gemma, ...): then it is
+  // tokenized without adding another BOS.
+  bool writes_bos() const;
 
  private:
+  ChatTemplate(const chat::ChatFormat* format, std::string_view bos, std::string_view eos)
+      : format_(format), bos_(bos), eos_(eos) {}
+  const chat::ChatFormat* format_;
+  std::string bos_, eos_;
   std::optional<std::string> default_system_;
 };
 

@@ -25,9 +25,21 @@ struct OpTime {
   double microseconds = 0;
 };
 
+// What one run() executes, counted from the recording (every run replays it). dispatches,
+// pipeline_barriers and pipeline_binds are the vkCmdDispatch, vkCmdPipelineBarrier and
+// vkCmdBindPipeline calls in the command buffer, so a Vulkan layer counting commands (such as
+// ../shared/tools/vkcount) sees the same numbers per run.
 struct ExecutorStats {
   size_t dispatches = 0;
   size_t barriers = 0;             // pipeline barriers between commands (more when profiling)
+  size_t pipeline_barriers = 0;    // all of them: barriers + the one after earlier submissions
+                                   // + the one before the host reads the outputs
+  size_t pipeline_binds = 0;       // a pipeline is bound only where it changes
+  // Bytes of tensors that no op of the graph writes (weights, tables, constants) that the
+  // dispatches read: each dispatch counts its read-only bindings of them, with gathers (an
+  // embedding's rows) counted by the rows they fetch. Weights that several dispatches bind count
+  // once per dispatch.
+  uint64_t weight_bytes_read = 0;
   size_t recordings = 0;           // how many times the command buffer was recorded
   size_t runs = 0;
   uint64_t activation_bytes = 0;   // size of the planned activation arena

@@ -9,7 +9,9 @@
 //
 // Streaming: each token's bytes (BpeTokenizer::token_bytes) pass through a Utf8StreamDecoder, so
 // the callback only ever sees whole UTF-8 characters; a character split over tokens arrives with
-// the token that completes it (that token's call carries it, earlier ones carry ""). The token
+// the token that completes it (that token's call carries it, earlier ones carry ""); one that
+// generation stops inside (max_tokens, the callback, a full context) is not shown at all, and
+// one the model ends generation inside is shown as U+FFFD (its bytes are no UTF-8). The token
 // that ends generation (BpeTokenizer::is_end_of_generation) is neither shown nor kept.
 //
 // Every generated token except that last one is run through the model before generate()

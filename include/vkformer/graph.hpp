@@ -36,6 +36,24 @@ struct MatmulOptions {
   Activation activation = Activation::none;  // applied last (fused into the matmul)
 };
 
+// Graph::linear's fusions around a projection, as transformer blocks use them: computed inside
+// the matmul kernel where the device's kernel takes them (quantized weights on CPU devices, one
+// row: a decoding step) and by separate kernels otherwise, with the same values up to fp32
+// rounding.
+struct LinearOptions {
+  std::optional<Tensor> bias;                // [N] ([2N] when gated: the gate's, then the up's)
+  Activation activation = Activation::none;  // applied last, or to the gate when gated
+  // Pre-norm: the projection reads rms_norm(x, *norm, norm_eps) instead of x (Llama's RMSNorm;
+  // norm is [K] in x's dtype). Fused, the normalized row is never stored.
+  std::optional<Tensor> norm;
+  float norm_eps = 1e-5f;
+  // Gated pair (GLU): weight is [2N, K], rows [0, N) the gate and [N, 2N) the up projection, and
+  // out [..., N] = activation(x·gateᵀ + bias[:N]) * (x·upᵀ + bias[N:]) (SwiGLU with silu).
+  bool gated = false;
+  // Residual: out = residual + the above (residual has out's shape and dtype).
+  std::optional<Tensor> residual;
+};
+
 struct SoftmaxOptions {
   float scale = 1.0f;    // logits are multiplied by it before masks are applied
   bool causal = false;   // key j is masked for query i when j > i + (Sk - Sq) (bottom-right aligned)
@@ -71,6 +89,12 @@ struct RopeOptions {
   // i32 [1]: a position offset read at run time (decoding). A graph input or constant must keep
   // every position in [0, 2^24) (exact in fp32; Executor::set_input checks an input).
   std::optional<Tensor> offset_tensor;
+};
+
+// Graph::rope_kv_cache's results: the rotated queries [B, H, S, D] and the two caches after the
+// write (ops that read them see the new rows).
+struct RopeKvCache {
+  Tensor q, k_cache, v_cache;
 };
 
 struct PositionalEncodingOptions {
@@ -111,6 +135,8 @@ class Graph {
   Tensor matmul(Tensor a, Tensor b, const MatmulOptions& options = {});
   Tensor linear(Tensor x, Tensor weight, std::optional<Tensor> bias = {},
                 Activation activation = Activation::none);
+  // x·weightᵀ with the fusions of LinearOptions (weight as linear's above).
+  Tensor linear(Tensor x, Tensor weight, const LinearOptions& options);
   Tensor scale(Tensor x, float alpha);
 
   // Attention pieces.
@@ -165,6 +191,19 @@ class Graph {
   // time), and returns the cache after the write. Ops that read the returned tensor see the new
   // rows. A graph-input position outside [0, T - n] is rejected by Executor::set_input.
   Tensor update_cache(Tensor cache, Tensor rows, Tensor position);
+  // A decoder step's attention inputs in one kernel: RoPE on the new queries and keys, the keys
+  // and values written into the caches [B, Hkv, T, D] at rows [p, p + S) (p = position[0], as
+  // update_cache), and the queries returned as [B, H, S, D]. Row s rotates at position
+  // p + rope.offset + s (rope.offset_tensor must be empty: position is the offset).
+  //   packed: qkv [B, S, (H + 2 Hkv) D], each row the H query heads, then the Hkv key heads, then
+  //           the Hkv value heads (one fused projection);
+  //   apart:  q [B, S, H D], k and v [B, S, Hkv D].
+  // H is a multiple of Hkv (grouped-query attention). Equivalent to rope (q and k), split_heads
+  // and update_cache (k and v).
+  RopeKvCache rope_kv_cache(Tensor qkv, int heads, int kv_heads, Tensor cache_k, Tensor cache_v,
+                            Tensor position, const RopeOptions& rope);
+  RopeKvCache rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads, Tensor cache_k,
+                            Tensor cache_v, Tensor position, const RopeOptions& rope);
 
   // Ops added inside a scope are labelled "<scope>/<op>" in profiles and errors.
   class Scope {

@@ -1,7 +1,6 @@
 #pragma once
 // Decoder-only language models from GGUF files (llama.cpp's format): the llama architecture
-// (Llama 3, SmolLM2, ... with a byte-level BPE vocabulary; SentencePiece vocabularies such as
-// TinyLlama's are refused by the tokenizer) with its weights kept on the device in their stored types
+// (Llama 3, SmolLM2, TinyLlama, ... with a byte-level BPE or SentencePiece vocabulary) with its weights kept on the device in their stored types
 // (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, BF16, F16, F32: Q4_K_M and Q6_K files too), a KV cache, and two graphs recorded once and replayed:
 // one that runs a chunk of prompt tokens in one batched pass and one for a single decoded token.
 //
@@ -21,6 +20,7 @@
 
 #include "vkformer/device.hpp"
 #include "vkformer/dtype.hpp"
+#include "vkformer/executor.hpp"
 
 namespace vkformer {
 
@@ -72,6 +72,14 @@ class LanguageModel {
   std::vector<float> append_all_logits(std::span<const int32_t> tokens);
   void reset();               // position() = 0
   void truncate(int64_t n);   // forget all but the first n tokens (0 <= n <= position())
+
+  // What one decoded token's pass executes (its graph is recorded once and replayed per token):
+  // dispatches, barriers, pipeline binds and weight bytes read, counted from the recording.
+  ExecutorStats decode_step_stats() const;
+  // The same for one batched pass over a chunk of prompt tokens (prompt_chunk() of them, padding
+  // included).
+  ExecutorStats prompt_chunk_stats() const;
+  int64_t prompt_chunk() const;
 
  private:
   explicit LanguageModel(std::unique_ptr<LanguageModelImpl> impl);

@@ -34,8 +34,13 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
   // during a run, so nothing may read them later than its node's own place through a view.
   std::set<uint32_t> written;
   for (auto [value, target] : g.pinned) written.insert(target);
-  for (const Node& n : g.nodes)
+  for (const Node& n : g.nodes) {
     if (n.kind == OpKind::update_cache) written.insert(n.inputs[0]);
+    if (n.kind == OpKind::rope_kv_cache) {  // inputs q, k, v, cache_k, cache_v, position
+      written.insert(n.inputs[3]);
+      written.insert(n.inputs[4]);
+    }
+  }
   // The value whose bytes v lives in (aliases of values before v are already set).
   auto storage_of = [&](uint32_t v) {
     for (;;) {
@@ -72,6 +77,7 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
       case OpKind::external: d.kind = ValueKind::external; break;
       // The updated cache is the cache: same bytes, written in place by the op's dispatch.
       case OpKind::update_cache: d.alias_of = producer.inputs[0]; break;
+      case OpKind::cache_after: d.alias_of = producer.inputs[1]; break;
       default: d.kind = ValueKind::activation; break;
     }
   }
@@ -97,7 +103,7 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
   for (auto [value, target] : g.pinned) needed[value] = true;
   // A cache write changes an external tensor: it runs whether or not anything reads its result.
   for (const Node& n : nodes)
-    if (n.kind == OpKind::update_cache) needed[n.output] = true;
+    if (n.kind == OpKind::update_cache || n.kind == OpKind::rope_kv_cache) needed[n.output] = true;
   std::vector<bool> live(nodes.size(), false);
   for (size_t i = nodes.size(); i-- > 0;) {
     const Node& n = nodes[i];

@@ -70,30 +70,35 @@ void ExecutorImpl::create_descriptors() {
 }
 
 // A view of 4-component texels of the value's dtype (R32G32B32A32 / R16G16B16A16 float), or of
-// its raw bytes as 32-bit words (R32_UINT) where the kernel declares a usamplerBuffer (quantized
-// weights). The lowering that picks a texel-reading kernel guarantees whole texels and the
-// device's texel limits; this checks them again, since a violation would be undefined
-// behaviour, not an error.
+// its raw bytes as 16-byte texels of four 32-bit words (R32G32B32A32_UINT) where the kernel
+// declares a usamplerBuffer (quantized weights: lavapipe fetches a 16-byte texel with plain
+// vector loads, a 4-byte one with a gather that costs about as much). A raw view ends on the
+// texel that holds the binding's last byte (the allocation, sized in multiples of 256 bytes,
+// has the rest); the kernels read no further than the binding's bytes. The lowering that picks
+// a texel-reading kernel guarantees whole texels and the device's texel limits; this checks
+// them again, since a violation would be undefined behaviour, not an error.
 VkBufferView ExecutorImpl::texel_view(const Dispatch& d, uint32_t binding, const Location& loc,
                                       vk::BindingKind kind) {
   const ValueDesc& v = program_.values[d.bindings[binding].value];
   const DeviceInfo& info = dev_->info();
-  const bool words = kind == vk::BindingKind::uniform_texel_buffer_uint;
-  const VkDeviceSize texel = words ? 4 : 4 * dtype_size(v.dtype);
+  const bool raw = kind == vk::BindingKind::uniform_texel_buffer_uint;
+  const VkDeviceSize texel = raw ? 16 : 4 * dtype_size(v.dtype);
   const uint32_t align = std::max(info.min_texel_buffer_offset_alignment, 1u);
-  if ((!words && v.dtype != DType::f32 && v.dtype != DType::f16) || loc.size % texel ||
-      loc.offset % align || loc.size / texel > info.max_texel_buffer_elements)
+  const VkDeviceSize range = raw ? (loc.size + texel - 1) / texel * texel : loc.size;
+  const bool inside = loc.offset + range <= loc.allocation->offset + loc.allocation->size;
+  if ((!raw && v.dtype != DType::f32 && v.dtype != DType::f16) || range % texel || !inside ||
+      loc.offset % align || range / texel > info.max_texel_buffer_elements)
     throw Error(ErrorCode::internal,
                 program_.node_labels[d.node] + ": kernel " + d.kernel->name + " reads " +
                     v.shape.str() + " " + std::string(dtype_name(v.dtype)) + " at offset " +
                     std::to_string(loc.offset) + " as a texel buffer, which does not fit it");
   VkBufferViewCreateInfo bvci{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
   bvci.buffer = loc.allocation->buffer();
-  bvci.format = words                      ? VK_FORMAT_R32_UINT
+  bvci.format = raw                     ? VK_FORMAT_R32G32B32A32_UINT
                 : v.dtype == DType::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT
                                         : VK_FORMAT_R16G16B16A16_SFLOAT;
   bvci.offset = loc.offset;
-  bvci.range = loc.size;
+  bvci.range = range;
   VkBufferView view = VK_NULL_HANDLE;
   dev_->core().check(vkCreateBufferView(dev_->core().device(), &bvci, nullptr, &view),
                      "vkCreateBufferView");
@@ -163,6 +168,22 @@ void ExecutorImpl::record() {
 
   for (auto& in : inputs_) copy(staging_at(in), locate(in.value));
 
+  // Weights: externals and constants that no dispatch writes.
+  std::vector<bool> written(program_.values.size(), false);
+  for (const Dispatch& d : dispatches)
+    for (const Binding& b : d.bindings)
+      if (b.write) written[program_.root(b.value)] = true;
+  auto weight_bytes = [&](const Binding& b) -> uint64_t {
+    const uint32_t r = program_.root(b.value);
+    const ValueKind kind = program_.values[r].kind;
+    if (b.write || written[r] || (kind != ValueKind::external && kind != ValueKind::constant))
+      return 0;
+    const uint64_t bound = b.bytes(program_.values[b.value]);
+    return b.read_bytes ? std::min(b.read_bytes, bound) : bound;
+  };
+  stats_.weight_bytes_read = 0;
+  stats_.pipeline_binds = 0;
+
   const vk::Pipeline* bound = nullptr;
   size_t query = 0;
   size_t profile_barriers = 0;
@@ -179,6 +200,7 @@ void ExecutorImpl::record() {
     }
     accesses.clear();
     for (auto& b : d.bindings) {
+      stats_.weight_bytes_read += weight_bytes(b);
       Location loc = locate(b);
       accesses.push_back({loc.allocation->buffer(), loc.offset, loc.size, b.write,
                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT});
@@ -188,6 +210,7 @@ void ExecutorImpl::record() {
     if (p != bound) {
       vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
       bound = p;
+      ++stats_.pipeline_binds;
     }
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &sets_[i], 0,
                             nullptr);
@@ -215,6 +238,8 @@ void ExecutorImpl::record() {
   stats_.dispatches = dispatches.size();
   // Hazard barriers plus, when profiling, the ones that serialize ops for their timestamps.
   stats_.barriers = tracker.barrier_count() + profile_barriers;
+  // And the two every recording has: after earlier submissions, before the host reads.
+  stats_.pipeline_barriers = stats_.barriers + 2;
   stats_.recordings = 1;
 }
 

@@ -47,6 +47,12 @@ class GraphImpl {
   // is still computed.
   bool view_of_input(const Node& n, int64_t* offset) const;
 
+  // Graph::rope_kv_cache with the first column of q, k and v in their rows
+  // (src/ops/rope_kv_cache.cpp).
+  RopeKvCache rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads, int64_t q_off,
+                            int64_t k_off, int64_t v_off, Tensor cache_k, Tensor cache_v,
+                            Tensor position, const RopeOptions& rope);
+
   // Throws unless `t` is a tensor of this graph (and still has the shape it was created with).
   void check(const Tensor& t, const std::string& op, const char* arg) const;
   bool has_name(const std::string& name) const;

@@ -33,14 +33,21 @@ enum class OpKind : uint8_t {
   swiglu,
   rms_norm,
   rope,
+  rope_kv_cache,
+  cache_after,
   count
 };
 
-struct MatmulAttrs {  // inputs: a, b, [bias]
+struct MatmulAttrs {  // inputs: a, b, [bias], [norm], [residual]
   bool transpose_b = false;
   bool has_bias = false;
   float alpha = 1.0f;
   Activation activation = Activation::none;
+  // linear's fusions (LinearOptions)
+  bool has_norm = false;
+  float norm_eps = 0.0f;
+  bool gated = false;
+  bool has_residual = false;
 };
 struct ScaleAttrs {  // inputs: x
   float alpha = 1.0f;
@@ -104,9 +111,21 @@ struct RopeAttrs {  // inputs: x, [offset_tensor]
   bool has_offset_tensor = false;
 };
 
+// rope_kv_cache inputs: q, k, v (the same packed [B, S, C] tensor three times, or three), cache_k,
+// cache_v, position. Its output is the rotated q [B, H, S, D]; each cache after the write is a
+// cache_after node (inputs: the rope_kv_cache result, the cache) whose value is the cache's bytes.
+struct RopeKvCacheAttrs {
+  int heads = 1, kv_heads = 1;
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0;  // first column of each in its rows
+  RopeOptions::Style style = RopeOptions::Style::interleaved;
+  int64_t dims = 0;
+  double freq_base = 10000.0;
+  int64_t offset = 0;
+};
+
 using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,
                              SplitHeadsAttrs, AttentionAttrs, LayerNormAttrs, ActivationAttrs,
                              CastAttrs, PositionalEncodingAttrs, UpdateCacheAttrs, PoolAttrs,
-                             L2NormalizeAttrs, RopeAttrs>;
+                             L2NormalizeAttrs, RopeAttrs, RopeKvCacheAttrs>;
 
 }  // namespace vkformer

@@ -46,6 +46,9 @@ struct Binding {
   // dispatches (src/ops/windows.hpp).
   uint64_t window_offset = 0;
   uint64_t window_bytes = 0;
+  // A gather reads only part of what it binds (an embedding's rows of its table): at most this
+  // many bytes (0: all of them). Only ExecutorStats::weight_bytes_read uses it.
+  uint64_t read_bytes = 0;
   uint64_t bytes(const ValueDesc& v) const { return window_bytes ? window_bytes : v.bytes(); }
 };
 

@@ -97,7 +97,11 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
   }
   r.stats.generation_seconds = seconds_since(g0);
   r.stats.generated_tokens = static_cast<int64_t>(r.tokens.size());
-  if (const std::string rest = utf8.flush(); !rest.empty()) {
+  // Cut off inside a character (max tokens, the callback, a full context): nothing of it is
+  // shown. A model that ends generation there produced bytes that are no UTF-8: U+FFFD.
+  if (r.stats.stop != StopReason::end_of_generation) {
+    utf8.discard();
+  } else if (const std::string rest = utf8.flush(); !rest.empty()) {
     r.text += rest;
     if (on_token) on_token(rest, -1);
   }
@@ -156,7 +160,8 @@ TextGenerationResult Conversation::reply(std::string_view user_text, const TextG
     } else {
       model_->reset();
       cached_text_.clear();
-      ids = model_->tokenizer().encode(full, true, true);
+      // A template that writes the BOS token itself gets no second one.
+      ids = model_->tokenizer().encode(full, !template_.writes_bos(), true);
     }
     last_turn_tokens_ = static_cast<int64_t>(ids.size());
     auto r = generate(*model_, ids, *sampler_, options.max_tokens, on_token);

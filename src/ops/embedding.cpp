@@ -93,6 +93,7 @@ void lower_embedding(Lowering& l) {
         bindings[1] = ops::window(table, false, rs.first * row_bytes,
                                   std::min((rs.count * row_bytes + 3) / 4 * 4,
                                            l.value(table).bytes() - rs.first * row_bytes));
+      bindings[1].read_bytes = std::min(ts.count, rs.count) * row_bytes;  // a row per id at most
       l.dispatch(kernel, out_dtype, bindings, PushBlock::of(p), ops::elementwise_grid(l, p.n),
                  {ops::kElementwiseWorkgroup});
     }

@@ -425,6 +425,10 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
   auto bug = [&](const std::string& what) {
     throw Error(ErrorCode::internal, l.node().label + ": emit_matmul: " + what);
   };
+  if (c.fused()) {
+    emit_matmul_fused(l, c);
+    return;
+  }
   const ValueDesc& a = l.value(c.a);
   const ValueDesc& b = l.value(c.b);
   const ValueDesc& o = l.value(c.out);
@@ -514,18 +518,32 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
 namespace {
 
 // matmul and linear nodes; arg_a / arg_b name the operands in errors ("a"/"b", "x"/"weight").
+// `fusions` (linear only) adds the pre-norm, gated pair and residual.
 Tensor matmul_node(GraphImpl& g, const std::string& op, const char* arg_a, const char* arg_b,
-                   Tensor a, Tensor b, const MatmulOptions& options) {
+                   Tensor a, Tensor b, const MatmulOptions& options,
+                   const LinearOptions* fusions = nullptr) {
   const std::string label = g.label(op);
   ops::require_float(g, op, arg_a, a);
   g.check(b, op, arg_b);
   if (!is_weight_type(b.dtype))
     shape_error(label, std::string(arg_b) + " must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q4_k or q6_k, got " +
                            describe(b));
+  const bool gated = fusions && fusions->gated;
   Shape out;
   std::string why;
   if (!ops::matmul_output_shape(a.shape, b.shape, options.transpose_b, &out, &why, arg_a, arg_b))
     shape_error(label, why);
+  // The product's columns: out's, or twice as many when gated.
+  const int64_t columns = out[-1];
+  if (gated) {
+    if (columns % 2)
+      shape_error(label, std::string(arg_b) + " is " + describe(b) +
+                             ": a gated linear's weight holds the gate and the up rows, an even "
+                             "number of rows");
+    auto dims = out.dims();
+    dims.back() /= 2;
+    out = Shape(dims);
+  }
   // A weight in another dtype than the activations (quantized, bf16, or the other float type)
   // is read by its own kernels, which take linear's layout: [N, K], transposed.
   if (a.dtype != b.dtype) {
@@ -543,11 +561,11 @@ Tensor matmul_node(GraphImpl& g, const std::string& op, const char* arg_a, const
   if (options.bias) {
     const Tensor& bias = *options.bias;
     g.check(bias, op, "bias");
-    if (bias.shape != Shape{out[-1]} || bias.dtype != a.dtype)
-      shape_error(label, "bias must be [" + std::to_string(out[-1]) + "] " +
+    if (bias.shape != Shape{columns} || bias.dtype != a.dtype)
+      shape_error(label, "bias must be [" + std::to_string(columns) + "] " +
                              ops::name(a.dtype) + " (" + arg_a + " " + a.shape.str() + " · " +
-                             arg_b + " " + b.shape.str() + " is " + out.str() + "), got " +
-                             describe(bias));
+                             arg_b + " " + b.shape.str() + " is " + out.str() +
+                             (gated ? ", gate and up" : "") + "), got " + describe(bias));
     inputs.push_back(bias.id);
   }
   ops::require_finite(g, op, "alpha", options.alpha);
@@ -556,19 +574,50 @@ Tensor matmul_node(GraphImpl& g, const std::string& op, const char* arg_a, const
   at.has_bias = options.bias.has_value();
   at.alpha = options.alpha;
   at.activation = options.activation;
+  if (fusions) {
+    if (fusions->norm) {
+      const Tensor& norm = *fusions->norm;
+      ops::require_dtype(g, op, "norm", norm, a.dtype);
+      if (norm.shape != Shape{a.shape[-1]})
+        shape_error(label, "norm must be [" + std::to_string(a.shape[-1]) + "] (" + arg_a + " is " +
+                               describe(a) + "), got " + describe(norm));
+      ops::require_finite(g, op, "norm_eps", fusions->norm_eps);
+      if (!(fusions->norm_eps >= 0.0f))
+        throw Error(ErrorCode::invalid_argument,
+                    label + ": norm_eps must be >= 0, got " + std::to_string(fusions->norm_eps));
+      inputs.push_back(norm.id);
+      at.has_norm = true;
+      at.norm_eps = fusions->norm_eps;
+    }
+    at.gated = gated;
+    if (fusions->residual) {
+      const Tensor& r = *fusions->residual;
+      g.check(r, op, "residual");
+      if (r.shape != out || r.dtype != a.dtype)
+        shape_error(label, "residual must be " + out.str() + " " + ops::name(a.dtype) +
+                               " (the output's shape and dtype), got " + describe(r));
+      inputs.push_back(r.id);
+      at.has_residual = true;
+    }
+  }
   return g.add_node(OpKind::matmul, op, std::move(inputs), at, out, a.dtype);
 }
 
 void lower_matmul(Lowering& l) {
   const auto& at = attrs<MatmulAttrs>(l);
   ops::MatmulCall c;
-  c.a = l.input(0);
-  c.b = l.input(1);
+  size_t next = 0;
+  c.a = l.input(next++);
+  c.b = l.input(next++);
   c.out = l.output();
-  c.bias = at.has_bias ? l.input(2) : kNoValue;
+  c.bias = at.has_bias ? l.input(next++) : kNoValue;
   c.transpose_b = at.transpose_b;
   c.alpha = at.alpha;
   c.activation = at.activation;
+  c.norm = at.has_norm ? l.input(next++) : kNoValue;
+  c.norm_eps = at.norm_eps;
+  c.gated = at.gated;
+  c.residual = at.has_residual ? l.input(next++) : kNoValue;
   ops::emit_matmul(l, c);
 }
 
@@ -579,12 +628,19 @@ Tensor Graph::matmul(Tensor a, Tensor b, const MatmulOptions& options) {
 }
 
 Tensor Graph::linear(Tensor x, Tensor weight, std::optional<Tensor> bias, Activation activation) {
+  LinearOptions options;
+  options.bias = bias;
+  options.activation = activation;
+  return linear(x, weight, options);
+}
+
+Tensor Graph::linear(Tensor x, Tensor weight, const LinearOptions& fusions) {
   ops::require_rank(impl(), "linear", "weight", weight, 2, 2);
   MatmulOptions options;
   options.transpose_b = true;
-  options.bias = bias;
-  options.activation = activation;
-  return matmul_node(impl(), "linear", "x", "weight", x, weight, options);
+  options.bias = fusions.bias;
+  options.activation = fusions.activation;
+  return matmul_node(impl(), "linear", "x", "weight", x, weight, options, &fusions);
 }
 
 void register_matmul_ops(OpRegistry& r) { r.add(OpKind::matmul, lower_matmul); }

@@ -26,6 +26,14 @@ struct MatmulCall {
   bool transpose_b = false;
   float alpha = 1.0f;
   Activation activation = Activation::none;
+  // Linear's fusions (transpose_b; see Graph::LinearOptions): a is RMS-normalized with weight
+  // `norm` [K] first; b is [2N, K] gate and up rows with out = activation(gate) * up; residual
+  // (out's shape) is added last.
+  uint32_t norm = kNoValue;
+  float norm_eps = 0.0f;
+  bool gated = false;
+  uint32_t residual = kNoValue;
+  bool fused() const { return norm != kNoValue || gated || residual != kNoValue; }
 };
 
 // Adds the dispatch to the program. Throws ErrorCode::internal (naming the node) if the values'
@@ -34,7 +42,17 @@ void emit_matmul(Lowering& l, const MatmulCall& call);
 
 // The weight path of emit_matmul (b's dtype differs from a's): shaders/matmul_wq.comp, or
 // matmul_wq_gemv.comp for M <= the tuning's gemv_max_m, reading b's rows in its own layout.
+// Without fusions (call.fused() false).
 void emit_matmul_weights(Lowering& l, const MatmulCall& call);
+
+// Emits `call` with its fusions in the weight kernel itself where one takes them (quantized
+// weights on CPU devices: shaders/matmul_wq_vec.comp, matmul_wq_texel.comp) and returns true;
+// false (nothing emitted) otherwise.
+bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& call);
+
+// A matmul with fusions (call.fused()): in one kernel where emit_matmul_weights_fused can, else
+// as rms_norm, the product and shaders/linear_epilogue.comp (src/ops/matmul_fused.cpp).
+void emit_matmul_fused(Lowering& l, const MatmulCall& call);
 
 // The output shape of a·b (transpose_b as in MatmulCall), or false with an error detail such as
 // "a is [2,3,5], b is [4,6]: inner dims 5 != 4" in *why (if not null) when the shapes do not fit;

@@ -4,6 +4,7 @@
 // The weight is always linear's [N, K] (transposed b), so its batch folds into M and one kernel
 // family per weight dtype reads its rows directly, dequantizing as it goes.
 #include <algorithm>
+#include <numeric>
 #include <optional>
 
 #include "matmul.hpp"
@@ -29,6 +30,13 @@ struct WeightMatmulPush {
   uint32_t ldo;
 };
 static_assert(sizeof(WeightMatmulPush) <= 128);
+
+// Matches the push block of shaders/matmul_wq_vec.comp: the above and the norm's epsilon.
+struct VecPush {
+  WeightMatmulPush base;
+  float eps;
+};
+static_assert(sizeof(VecPush) == sizeof(WeightMatmulPush) + 4);
 
 [[noreturn]] void bug(Lowering& l, const std::string& what) {
   throw Error(ErrorCode::internal, l.node().label + ": emit_matmul_weights: " + what);
@@ -77,6 +85,32 @@ std::optional<Kernel> texel_kernel(DType w) {
   }
 }
 
+// shaders/matmul_wq_vec.comp (CPU devices, M = 1): quantized types only.
+std::optional<Kernel> vec_kernel(DType w) {
+  switch (w) {
+    case DType::q8_0: return Kernel::matmul_wq_vec_q8_0;
+    case DType::q4_0: return Kernel::matmul_wq_vec_q4_0;
+    case DType::q4_1: return Kernel::matmul_wq_vec_q4_1;
+    case DType::q5_0: return Kernel::matmul_wq_vec_q5_0;
+    case DType::q4_k: return Kernel::matmul_wq_vec_q4_k;
+    case DType::q6_k: return Kernel::matmul_wq_vec_q6_k;
+    default: return std::nullopt;
+  }
+}
+
+// shaders/matmul_wq_rows.comp (CPU devices, M = 1, lanes on consecutive blocks).
+std::optional<Kernel> rows_kernel(DType w) {
+  switch (w) {
+    case DType::q8_0: return Kernel::matmul_wq_rows_q8_0;
+    case DType::q4_0: return Kernel::matmul_wq_rows_q4_0;
+    case DType::q4_1: return Kernel::matmul_wq_rows_q4_1;
+    case DType::q5_0: return Kernel::matmul_wq_rows_q5_0;
+    case DType::q4_k: return Kernel::matmul_wq_rows_q4_k;
+    case DType::q6_k: return Kernel::matmul_wq_rows_q6_k;
+    default: return std::nullopt;
+  }
+}
+
 // Dispatches x * y workgroups, several dispatches where y exceeds the device's grid (rows of
 // M on small tiles); the kernels add y_base.
 void dispatch_rows(Lowering& l, Kernel kernel, DType dtype, const std::vector<Binding>& bindings,
@@ -101,7 +135,47 @@ bool use_texel(Lowering& l, DType act, Kernel kernel, const std::vector<Binding>
   uint64_t texels = l.info().max_texel_buffer_elements;
   if (tuning.weight_tiles.texel_limit) texels = std::min(texels, tuning.weight_tiles.texel_limit);
   return operands[0].bytes(l.value(operands[0].value)) / (4 * dtype_size(act)) <= texels &&
-         operands[1].bytes(l.value(operands[1].value)) / 4 <= texels;
+         (operands[1].bytes(l.value(operands[1].value)) + 15) / 16 <= texels;
+}
+
+// The mat-vec of one row (M = 1), fusions included; operands are a, w, bias, out, residual, gamma
+// (absent ones bound to a). Weights from texel_gemv_stream_bytes (all, by default) stream through
+// shaders/matmul_wq_rows.comp (lanes on consecutive blocks: one stream per workgroup) where its
+// rounds keep few enough x blocks per lane; others take shaders/matmul_wq_vec.comp (lanes on
+// rows, texel_gemv_tn of them). See vk::MatmulWeightTiles.
+void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
+              const std::vector<Binding>& operands, const WeightMatmulPush& p) {
+  const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
+  const vk::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
+  if (sg == 0 || sg > l.info().max_workgroup_size[0]) bug(l, "mat-vec on " + std::to_string(sg) + " lanes");
+  const VecPush v{p, c.norm_eps};
+  const uint32_t has_bias = c.bias != kNoValue ? 1u : 0u, activation = static_cast<uint32_t>(c.activation),
+                 gated = c.gated ? 1u : 0u, residual = c.residual != kNoValue ? 1u : 0u,
+                 norm = c.norm != kNoValue ? 1u : 0u;
+  const DType w = l.value(operands[1].value).dtype;
+  const bool streamed = operands[1].bytes(l.value(operands[1].value)) >= t.texel_gemv_stream_bytes;
+  // Rows kernel: R = sg / gcd(KB, sg) rows per group make its rounds of sg blocks whole (a gated
+  // group needs pairs of gate and up rows); each lane keeps x's block of every round.
+  const uint32_t kb = p.k / 32;
+  uint32_t r = sg / std::gcd(kb, sg);
+  if (c.gated && r % 2) r *= 2;
+  const uint64_t rounds = (uint64_t(r) * kb + sg - 1) / sg;
+  const std::optional<Kernel> rows = rows_kernel(w);
+  if (streamed && rows && rounds <= t.texel_rows_max_rounds && l.supported(*rows, act)) {
+    const uint32_t outputs = c.gated ? r / 2 : r;
+    const uint64_t groups = ceil_div(p.n, outputs);
+    // Enough groups per workgroup to share its x blocks, and workgroups for every thread.
+    const uint64_t iter = std::clamp<uint64_t>(groups / t.texel_rows_workgroups, 1, 16);
+    l.dispatch(*rows, act, operands, PushBlock::of(v), l.grid(ceil_div(groups, iter), 1, 1),
+               {sg, kb, r, static_cast<uint32_t>(iter), has_bias, activation, gated, residual, norm});
+    return;
+  }
+  uint32_t tn = t.texel_gemv_tn;
+  if (c.gated) tn += tn % 2;  // as many up rows as gate rows
+  const uint32_t columns = c.gated ? tn / 2 : tn;
+  if (tn == 0) bug(l, "mat-vec tiling of 0 rows per lane");
+  l.dispatch(kernel, act, operands, PushBlock::of(v), l.grid(ceil_div(p.n, uint64_t(sg) * columns), 1, 1),
+             {sg, tn, has_bias, activation, gated, residual, norm});
 }
 
 // One product of p.m x p.n with `operands` (a, w, bias or a, out) bound whole or as windows.
@@ -111,6 +185,14 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
   const DeviceInfo& info = l.info();
   const uint32_t has_bias = c.bias != kNoValue ? 1u : 0u;
   const uint32_t activation = static_cast<uint32_t>(c.activation);
+  if (const std::optional<Kernel> vec = vec_kernel(w);
+      vec && p.m == 1 && use_texel(l, act, *vec, operands)) {
+    std::vector<Binding> six = operands;
+    six.push_back(operands[0]);
+    six.push_back(operands[0]);
+    emit_vec(l, c, *vec, act, six, p);
+    return;
+  }
   if (const std::optional<Kernel> texel = texel_kernel(w); texel && use_texel(l, act, *texel, operands)) {
     const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
     const uint32_t tm = p.m == 1 ? 1 : std::min(t.texel_tm, p.m);
@@ -146,6 +228,39 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
 }
 
 }  // namespace
+
+bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& c) {
+  const ValueDesc& a = l.value(c.a);
+  const ValueDesc& b = l.value(c.b);
+  const DType act = a.dtype, w = b.dtype;
+  const std::optional<Kernel> vec = vec_kernel(w);
+  if (!vec || !is_float(act) || !c.transpose_b || b.shape.rank() != 2) return false;
+  const uint64_t k = static_cast<uint64_t>(b.shape[1]);
+  const uint64_t n = static_cast<uint64_t>(b.shape[0]) / (c.gated ? 2 : 1);
+  const uint64_t m = static_cast<uint64_t>(a.shape.numel()) / k;
+  // Whole bindings only (windows of a gated weight would part its gate and up rows).
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  if (m != 1 || a.bytes() > limit || b.bytes() > limit || l.value(c.out).bytes() > limit) return false;
+  const std::vector<Binding> operands = {
+      {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
+  if (!use_texel(l, act, *vec, operands)) return false;
+  // Gamma is read as texels like a: whole texels of a's dtype.
+  if (c.norm != kNoValue && (k % 4 || l.value(c.norm).dtype != act)) return false;
+  WeightMatmulPush p{};
+  p.m = 1;
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  p.batch1 = 1;
+  p.alpha = c.alpha;
+  p.splits = 1;
+  p.k_split = p.k;
+  p.ldo = p.n;
+  std::vector<Binding> six = operands;
+  six.push_back(c.residual != kNoValue ? Binding{c.residual} : Binding{c.a});
+  six.push_back(c.norm != kNoValue ? Binding{c.norm} : Binding{c.a});
+  emit_vec(l, c, *vec, act, six, p);
+  return true;
+}
 
 void emit_matmul_weights(Lowering& l, const MatmulCall& c) {
   const ValueDesc& a = l.value(c.a);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "op_common.hpp"
+#include "rms_norm.hpp"
 #include "softmax.hpp"
 #include "windows.hpp"
 
@@ -29,11 +30,14 @@ uint32_t floor_pow2(uint32_t v) {
   return p;
 }
 
-void lower_rms_norm(Lowering& l) {
-  const ValueDesc& x = l.value(l.input(0));
+}  // namespace
+
+namespace ops {
+
+void emit_rms_norm(Lowering& l, uint32_t x_value, uint32_t weight, uint32_t out, float eps) {
+  const ValueDesc& x = l.value(x_value);
   const int64_t d = x.shape.back();
   const int64_t rows = x.shape.numel() / d;
-  const float eps = attrs<LayerNormAttrs>(l).eps;
   const uint64_t row_bytes = static_cast<uint64_t>(d) * dtype_size(x.dtype);
   // Tensors beyond one binding go in windows of rows (src/ops/windows.hpp).
   auto windows = [&](std::vector<Binding> whole, auto emit) {
@@ -45,7 +49,7 @@ void lower_rms_norm(Lowering& l) {
       ops::row_kernel(l, Kernel::rms_norm_rows, Kernel::rms_norm_rows_subgroup, x, rows, d);
   if (rk.use) {
     // Bindings x, gamma, beta (the weight again, unread), y.
-    windows({{l.input(0)}, {l.input(1)}, {l.input(1)}, {l.output(), true}},
+    windows({{x_value}, {weight}, {weight}, {out, true}},
             [&](const ops::Span& s, std::vector<Binding> bindings) {
               const RmsNormPush p{static_cast<uint32_t>(s.count), static_cast<uint32_t>(d), eps};
               const ops::RowKernel w =
@@ -72,7 +76,7 @@ void lower_rms_norm(Lowering& l) {
     const uint32_t floor_wg = std::min(wg, floor_pow2(std::max<uint32_t>(32, l.info().subgroup_size)));
     while (wg / 2 >= floor_wg && static_cast<int64_t>(wg / 2) >= d) wg /= 2;
   }
-  windows({{l.input(0)}, {l.input(1)}, {l.output(), true}},
+  windows({{x_value}, {weight}, {out, true}},
           [&](const ops::Span& s, std::vector<Binding> bindings) {
             const RmsNormPush p{static_cast<uint32_t>(s.count), static_cast<uint32_t>(d), eps};
             l.dispatch(subgroups ? Kernel::rms_norm_subgroup : Kernel::rms_norm, x.dtype,
@@ -80,6 +84,14 @@ void lower_rms_norm(Lowering& l) {
                        l.rows_grid((s.count + rows_per_group - 1) / rows_per_group),
                        {wg, rows_per_group});
           });
+}
+
+}  // namespace ops
+
+namespace {
+
+void lower_rms_norm(Lowering& l) {
+  ops::emit_rms_norm(l, l.input(0), l.input(1), l.output(), attrs<LayerNormAttrs>(l).eps);
 }
 
 }  // namespace

@@ -5,17 +5,16 @@
 #include <vector>
 
 #include "op_common.hpp"
+#include "rope.hpp"
 
 namespace vkformer {
 
 using ops::attrs;
 using kernels::Kernel;
 
-namespace {
+using ops::kMaxPosition;
 
-// Positions stay below 2^24, where every integer is exact in fp32 (the angle is pos * inv_freq
-// in fp32, as llama.cpp and PyTorch compute it).
-constexpr int64_t kMaxPosition = int64_t{1} << 24;
+namespace {
 
 struct RopePush {
   uint32_t n;
@@ -26,21 +25,12 @@ struct RopePush {
   int32_t base;
 };
 
-// inv_freq[i] = freq_base^(-2i / dims) for i < dims / 2, in double rounded to fp32 (the closest
-// fp32 value; llama.cpp's powf and PyTorch's float32 pow are within an ulp or two of it).
-HostTensor inv_freq_table(int64_t dims, double freq_base) {
-  std::vector<float> f(static_cast<size_t>(dims / 2));
-  for (int64_t i = 0; i < dims / 2; ++i)
-    f[i] = static_cast<float>(std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(dims)));
-  return HostTensor::from_f32(Shape{dims / 2}, f);
-}
-
 void lower_rope(Lowering& l) {
   const RopeAttrs a = attrs<RopeAttrs>(l);  // a copy: constant() below grows the value table
   const Shape shape = l.value(l.input(0)).shape;
   const DType dtype = l.value(l.input(0)).dtype;
   const int64_t d = shape.back(), s = shape[-2], rows = shape.numel() / d;
-  const uint32_t table = l.constant(inv_freq_table(a.dims, a.freq_base));
+  const uint32_t table = l.constant(ops::rope_inv_freq(a.dims, a.freq_base));
   RopePush p{};
   p.per_row = static_cast<uint32_t>(d - a.dims / 2);
   p.n = static_cast<uint32_t>(rows * p.per_row);
@@ -70,21 +60,7 @@ Tensor Graph::rope(Tensor x, const RopeOptions& options) {
   ops::require_float(impl(), op, "x", x);
   ops::require_rank(impl(), op, "x", x, 2, 4);
   const int64_t d = x.shape.back(), s = x.shape[-2];
-  const int64_t dims = options.dims < 0 ? d : options.dims;
-  auto invalid = [&](const std::string& what) {
-    throw Error(ErrorCode::invalid_argument, impl().label(op) + ": " + what);
-  };
-  if (options.style != RopeOptions::Style::interleaved && options.style != RopeOptions::Style::neox)
-    invalid("unknown style " + std::to_string(static_cast<int>(options.style)));
-  if (dims < 2 || dims % 2 != 0 || dims > d)
-    shape_error(impl().label(op), "x is " + describe(x) + ": dims must be even and in [2, " +
-                                      std::to_string(d) + "] (the head dim), got " +
-                                      std::to_string(options.dims));
-  if (!std::isfinite(options.freq_base) || !(options.freq_base > 1.0))
-    invalid("freq_base must be a finite number > 1, got " + std::to_string(options.freq_base));
-  if (options.offset < 0 || options.offset + s > kMaxPosition)
-    invalid("positions [offset, offset + S) = [" + std::to_string(options.offset) + ", " +
-            std::to_string(options.offset + s) + ") must lie in [0, 2^24]");
+  const int64_t dims = ops::check_rope(impl(), op, "x is " + describe(x), d, s, options);
   if (static_cast<uint64_t>(x.shape.numel()) > UINT32_MAX)
     shape_error(impl().label(op), "x is " + describe(x) + ": more than 2^32 elements");
   std::vector<uint32_t> inputs{x.id};
@@ -101,5 +77,35 @@ Tensor Graph::rope(Tensor x, const RopeOptions& options) {
 }
 
 void register_rope_ops(OpRegistry& r) { r.add(OpKind::rope, lower_rope); }
+
+namespace ops {
+
+HostTensor rope_inv_freq(int64_t dims, double freq_base) {
+  std::vector<float> f(static_cast<size_t>(dims / 2));
+  for (int64_t i = 0; i < dims / 2; ++i)
+    f[i] = static_cast<float>(std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(dims)));
+  return HostTensor::from_f32(Shape{dims / 2}, f);
+}
+
+int64_t check_rope(const GraphImpl& g, const std::string& op, const std::string& x, int64_t d,
+                   int64_t s, const RopeOptions& options) {
+  const int64_t dims = options.dims < 0 ? d : options.dims;
+  auto invalid = [&](const std::string& what) {
+    throw Error(ErrorCode::invalid_argument, g.label(op) + ": " + what);
+  };
+  if (options.style != RopeOptions::Style::interleaved && options.style != RopeOptions::Style::neox)
+    invalid("unknown style " + std::to_string(static_cast<int>(options.style)));
+  if (dims < 2 || dims % 2 != 0 || dims > d)
+    shape_error(g.label(op), x + ": dims must be even and in [2, " + std::to_string(d) +
+                                 "] (the head dim), got " + std::to_string(options.dims));
+  if (!std::isfinite(options.freq_base) || !(options.freq_base > 1.0))
+    invalid("freq_base must be a finite number > 1, got " + std::to_string(options.freq_base));
+  if (options.offset < 0 || options.offset + s > kMaxPosition)
+    invalid("positions [offset, offset + S) = [" + std::to_string(options.offset) + ", " +
+            std::to_string(options.offset + s) + ") must lie in [0, 2^24]");
+  return dims;
+}
+
+}  // namespace ops
 
 }  // namespace vkformer

@@ -138,8 +138,8 @@ void Scheduler::step() {
     }
     const bool full = slots_.position(q.slot) >= slots_.context();
     if (q.generated >= q.job->request.max_tokens || full) {
-      shown += q.stop.push(q.utf8.flush());
-      if (!q.stop.stopped()) shown += q.stop.flush();
+      q.utf8.discard();  // cut off inside a character: nothing of it is shown, as generate() does
+      shown += q.stop.flush();
       q.job->emit(shown, q.generated);
       q.job->finish(q.stop.stopped() ? "stop" : "length", q.generated);
       return false;

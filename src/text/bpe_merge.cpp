@@ -28,7 +28,7 @@ size_t utf8_length(unsigned char lead) {
 }  // namespace
 
 void merge_word(std::string_view word, const TokenIndex& index, const MergeTable& merges,
-                bool ignore_merges, std::vector<int32_t>& out) {
+                bool ignore_merges, std::vector<int32_t>& out, const int32_t* byte_tokens) {
   if (word.empty()) return;
   if (ignore_merges) {
     auto it = index.find(std::string(word));
@@ -85,6 +85,11 @@ void merge_word(std::string_view word, const TokenIndex& index, const MergeTable
       continue;
     }
     for (size_t i = 0; i < s.size; ++i) {
+      if (byte_tokens) {
+        int32_t id = byte_tokens[static_cast<unsigned char>(word[s.begin + i])];
+        if (id >= 0) out.push_back(id);
+        continue;
+      }
       auto it = index.find(std::string(1, word[s.begin + i]));
       if (it != index.end()) out.push_back(it->second);
     }

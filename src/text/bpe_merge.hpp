@@ -31,8 +31,10 @@ using TokenIndex = std::unordered_map<std::string, int32_t>;
 
 // Appends the ids of `word` (already byte-mapped, so valid UTF-8) to `out`. A character that is
 // no token (a vocabulary without some byte's character) falls back, as in llama.cpp, to its
-// single bytes that are tokens, and is dropped when none is.
+// single bytes that are tokens, and is dropped when none is. With byte_tokens (SentencePiece-
+// style BPE, whose words are not byte-mapped) the fallback is each byte's <0xNN> token instead.
 void merge_word(std::string_view word, const TokenIndex& index, const MergeTable& merges,
-                bool ignore_merges, std::vector<int32_t>& out);
+                bool ignore_merges, std::vector<int32_t>& out,
+                const int32_t* byte_tokens = nullptr);
 
 }  // namespace vkformer::text::bpe

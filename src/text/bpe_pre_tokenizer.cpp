@@ -10,6 +10,7 @@
 #include <array>
 
 #include "bpe_unicode.hpp"
+#include "regex_split.hpp"
 
 namespace vkformer::text::bpe {
 
@@ -82,9 +83,13 @@ void split_gpt2(std::u32string_view s, std::vector<size_t>& out) {
   }
 }
 
-// Llama 3's pattern; max_digits 3 (llama3) or 1 (qwen2).
-void split_llama3(std::u32string_view s, std::vector<size_t>& out, size_t max_digits) {
+// Llama 3's pattern; max_digits 3 (llama3) or 1 (qwen2); with marks, \p{M} joins \p{L} in
+// the letter runs and leaves the punctuation runs (qwen35).
+void split_llama3(std::u32string_view s, std::vector<size_t>& out, size_t max_digits,
+                  bool marks = false) {
   Scanner p(s, out);
+  const uint16_t letters = marks ? (kLetter | kMark) : kLetter;
+  const uint16_t word_classes = marks ? (kWordClasses | kMark) : kWordClasses;
   auto is_newline = [](char32_t c) { return c == '\r' || c == '\n'; };
   for (size_t pos = 0; pos < p.size();) {
     if (size_t n = contraction(p, pos, true)) {
@@ -94,9 +99,9 @@ void split_llama3(std::u32string_view s, std::vector<size_t>& out, size_t max_di
     const char32_t c = p.at(pos);
     const uint16_t f = p.flags(pos);
     // [^\r\n\p{L}\p{N}]?\p{L}+
-    if (!is_newline(c) && !(f & kNumber) && ((f & kLetter) || (p.flags(pos + 1) & kLetter))) {
+    if (!is_newline(c) && !(f & kNumber) && ((f & letters) || (p.flags(pos + 1) & letters))) {
       ++pos;
-      while (p.flags(pos) & kLetter) ++pos;
+      while (p.flags(pos) & letters) ++pos;
       p.cut(pos);
       continue;
     }
@@ -115,9 +120,9 @@ void split_llama3(std::u32string_view s, std::vector<size_t>& out, size_t max_di
     // ' ?[^\s\p{L}\p{N}]+[\r\n]*' (llama.cpp tests the first character's flags, not the
     // following one's, for being inside the piece, so a lone trailing space lands here too)
     const uint16_t f2 = c == ' ' ? p.flags(pos + 1) : f;
-    if (!(f2 & kWordClasses) && f != 0) {
+    if (!(f2 & word_classes) && f != 0) {
       pos += c == ' ';
-      while (!(p.flags(pos) & kWordClasses) && p.flags(pos) != 0) ++pos;
+      while (!(p.flags(pos) & word_classes) && p.flags(pos) != 0) ++pos;
       while (is_newline(p.at(pos))) ++pos;
       p.cut(pos);
       continue;
@@ -183,8 +188,19 @@ void split_ascii_digits3(std::u32string_view s, std::vector<size_t>& out) {
   if (s.size() > start) out.push_back(s.size() - start);
 }
 
-void apply(SplitStep step, std::u32string_view piece, std::vector<size_t>& out) {
-  switch (step) {
+// [^\n]+|[\n]+: runs of newlines and runs of anything else.
+void split_newlines(std::u32string_view s, std::vector<size_t>& out) {
+  for (size_t i = 0; i < s.size();) {
+    const bool newline = s[i] == '\n';
+    size_t j = i;
+    while (j < s.size() && (s[j] == '\n') == newline) ++j;
+    out.push_back(j - i);
+    i = j;
+  }
+}
+
+void apply(const Step& step, std::u32string_view piece, std::vector<size_t>& out) {
+  switch (step.kind) {
     case SplitStep::gpt2: return split_gpt2(piece, out);
     case SplitStep::llama3: return split_llama3(piece, out, 3);
     case SplitStep::qwen2: return split_llama3(piece, out, 1);
@@ -193,6 +209,9 @@ void apply(SplitStep step, std::u32string_view piece, std::vector<size_t>& out) 
     case SplitStep::punct_runs: return split_class(piece, out, class_punct, true);
     case SplitStep::punct_runs_tick: return split_class(piece, out, class_punct_tick, true);
     case SplitStep::ascii_digits3: return split_ascii_digits3(piece, out);
+    case SplitStep::qwen35: return split_llama3(piece, out, 1, true);
+    case SplitStep::newlines: return split_newlines(piece, out);
+    case SplitStep::regex: return split_by_regex(piece, step.regex, out);
   }
 }
 
@@ -207,11 +226,100 @@ const PreTokenizerSpec kGpt2{"gpt2", {S::gpt2}};
 const PreTokenizerSpec kStarcoder{"starcoder", {S::each_number, S::gpt2}};
 const PreTokenizerSpec kLlama3{"llama3", {S::llama3}, true, true};
 const PreTokenizerSpec kDbrx{"dbrx", {S::llama3}};
+const PreTokenizerSpec kGlm4{"glm4", {S::llama3}, true};
 const PreTokenizerSpec kQwen2{"qwen2", {S::qwen2}};
+const PreTokenizerSpec kQwen35{"qwen35", {S::qwen35}};
 const PreTokenizerSpec kFalcon{"falcon", {S::punct_runs_tick, S::gpt2, S::ascii_digits3}};
+const PreTokenizerSpec kGemma4{"gemma4", {S::newlines}, false, false, true};
 
-// llama.cpp's names for each (llama-vocab.cpp). Names whose models need per-token strip rules
-// or other special cases llama.cpp keys on the model name (jina-v2-*, modern-bert) are left out.
+// The patterns llama.cpp runs through std::regex, copied from its llm_tokenizer_bpe (those it
+// has a scanner for are the scanner steps).
+const PreTokenizerSpec kDeepseekLlm{"deepseek-llm",
+    {"[\r\n]",
+     "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+     "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
+     "\\s+$",
+     "[一-龥ࠀ-一가-퟿]+",
+     "\\p{N}+"},
+    false, false};
+const PreTokenizerSpec kDeepseekCoder{"deepseek-coder",
+    {"[\r\n]",
+     "\\s?\\p{L}+",
+     "\\s?\\p{P}+",
+     "[一-龥ࠀ-一가-퟿]+",
+     "\\p{N}"},
+    false, false};
+const PreTokenizerSpec kDeepseek3{"deepseek-v3",
+    {"\\p{N}{1,3}",
+     "[一-龥぀-ゟ゠-ヿ]+",
+     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
+    false, false};
+const PreTokenizerSpec kSpark25{"spark2_5",
+    {"\\p{N}{1,3}",
+     "[一-龥぀-ゟ゠-ヿ]+",
+     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+",
+     "\\p{N}"},
+    false, false};
+const PreTokenizerSpec kYoutu{"youtu",
+    {"[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+",
+     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    true, false};
+const PreTokenizerSpec kPoro{"poro",
+    {" ?[^(\\s|.,!?…。，、।۔،)]+"},
+    false, false};
+const PreTokenizerSpec kViking{"viking",
+    {" ?[^(\\s|.,!?…。，、।۔،)]+",
+     "\\p{N}"},
+    false, false};
+const PreTokenizerSpec kTekken{"tekken",
+    {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    true, true};
+const PreTokenizerSpec kChameleon{"chameleon",
+    {"<sentinel:[0-9]+>",
+     "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
+     "([\\t\\n]|    |  )",
+     "\\p{N}",
+     "[\\p{P}!-/:-@\\[-`{-~]",
+     S::gpt2},
+    false, true};
+const PreTokenizerSpec kGpt4o{"gpt-4o",
+    {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    false, false};
+const PreTokenizerSpec kGraniteEmbMulti{"granite-embed-multi",
+    {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    true, false};
+const PreTokenizerSpec kSuperbpe{"superbpe",
+    {"\\p{N}+",
+     "(?=(\\d{3})+(?!\\d))"},
+    false, false};
+const PreTokenizerSpec kBailingmoe{"bailingmoe",
+    {"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"},
+    false, false};
+const PreTokenizerSpec kSeedCoder{"seed-coder",
+    {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    false, false};
+const PreTokenizerSpec kUfakzeka{"ufakzeka",
+    {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    false, false};
+const PreTokenizerSpec kExaoneMoe{"exaone-moe",
+    {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"},
+    false, false};
+const PreTokenizerSpec kMinicpm5{"minicpm5",
+    {"\\p{N}{1,3}",
+     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    true, false};
+const PreTokenizerSpec kJais2{"jais-2",
+    {"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}"},
+    false, false};
+const PreTokenizerSpec kLaguna{"laguna",
+    {S::newlines,
+     S::qwen2},
+    false, false};
+
+// llama.cpp's names for each (llama-vocab.cpp). Not here: names whose models need per-token
+// strip rules or other special cases llama.cpp keys on the model name (jina-v2-*, modern-bert),
+// those with a BOS token llama.cpp removes (chatglm-bpe) and those with hand-written scanners
+// not ported (kimi-k2, afmoe, tiny_aya, cohere2moe, whitespace).
 const std::array kNames = {
     NamedSpec{"default", &kDefault},
     NamedSpec{"gpt-2", &kGpt2}, NamedSpec{"phi-2", &kGpt2}, NamedSpec{"jina-es", &kGpt2},
@@ -230,11 +338,30 @@ const std::array kNames = {
     NamedSpec{"midm-2.0", &kLlama3}, NamedSpec{"lfm2", &kLlama3},
     NamedSpec{"jina-v5-nano", &kLlama3},
     NamedSpec{"dbrx", &kDbrx}, NamedSpec{"smaug-bpe", &kDbrx},
+    NamedSpec{"glm4", &kGlm4}, NamedSpec{"glm5", &kGlm4},
     NamedSpec{"qwen2", &kQwen2}, NamedSpec{"deepseek-r1-qwen", &kQwen2},
     NamedSpec{"kormo", &kQwen2}, NamedSpec{"f2llmv2", &kQwen2}, NamedSpec{"megrez", &kQwen2},
     NamedSpec{"stablelm2", &kQwen2}, NamedSpec{"hunyuan", &kQwen2},
     NamedSpec{"solar-open", &kQwen2}, NamedSpec{"grok-2", &kQwen2},
+    NamedSpec{"qwen35", &kQwen35},
     NamedSpec{"falcon", &kFalcon},
+    NamedSpec{"gemma4", &kGemma4}, NamedSpec{"granite-embed-multi-311m", &kGemma4},
+    NamedSpec{"deepseek-llm", &kDeepseekLlm}, NamedSpec{"deepseek-coder", &kDeepseekCoder},
+    NamedSpec{"deepseek-v3", &kDeepseek3}, NamedSpec{"hunyuan-dense", &kDeepseek3},
+    NamedSpec{"joyai-llm", &kDeepseek3}, NamedSpec{"hy_v4", &kDeepseek3},
+    NamedSpec{"spark2_5", &kSpark25}, NamedSpec{"youtu", &kYoutu},
+    NamedSpec{"poro-chat", &kPoro}, NamedSpec{"bloom", &kPoro}, NamedSpec{"gpt3-finnish", &kPoro},
+    NamedSpec{"viking", &kViking}, NamedSpec{"tekken", &kTekken},
+    NamedSpec{"chameleon", &kChameleon},
+    NamedSpec{"gpt-4o", &kGpt4o}, NamedSpec{"llama4", &kGpt4o}, NamedSpec{"kanana2", &kGpt4o},
+    NamedSpec{"talkie", &kGpt4o}, NamedSpec{"minimax-m2", &kGpt4o},
+    NamedSpec{"granite-embed-multi-97m", &kGraniteEmbMulti},
+    NamedSpec{"superbpe", &kSuperbpe},
+    NamedSpec{"bailingmoe", &kBailingmoe}, NamedSpec{"bailingmoe2", &kBailingmoe},
+    NamedSpec{"llada-moe", &kBailingmoe},
+    NamedSpec{"seed-coder", &kSeedCoder}, NamedSpec{"ufakzeka", &kUfakzeka},
+    NamedSpec{"exaone-moe", &kExaoneMoe}, NamedSpec{"minicpm5", &kMinicpm5},
+    NamedSpec{"jais-2", &kJais2}, NamedSpec{"laguna", &kLaguna},
 };
 
 }  // namespace
@@ -255,11 +382,11 @@ std::string supported_pre_tokenizers() {
   return out;
 }
 
-std::vector<size_t> pre_tokenize(std::u32string_view text, const std::vector<SplitStep>& steps) {
+std::vector<size_t> pre_tokenize(std::u32string_view text, const std::vector<Step>& steps) {
   std::vector<size_t> pieces;
   if (!text.empty()) pieces.push_back(text.size());
   std::vector<size_t> next;
-  for (SplitStep step : steps) {
+  for (const Step& step : steps) {
     next.clear();
     size_t start = 0;
     for (size_t len : pieces) {

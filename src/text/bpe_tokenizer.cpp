@@ -1,9 +1,11 @@
-// The public BpeTokenizer: special tokens split off the raw text, then pre-tokenizer, byte map
-// and merges for the text between them (llama.cpp's llama_vocab::impl::tokenize for BPE).
+// The public BpeTokenizer: special tokens split off the raw text, then for the text between
+// them pre-tokenizer, byte map and merges (BPE) or SentencePiece's merges by score
+// (llama.cpp's llama_vocab::impl::tokenize for BPE and SPM).
 #include "vkformer/bpe_tokenizer.hpp"
 
 #include "bpe_unicode.hpp"
 #include "bpe_vocab.hpp"
+#include "spm_merge.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
 
@@ -20,6 +22,10 @@ struct Fragment {
   size_t begin, size;
   int32_t token;
 };
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
 
 // llama.cpp's tokenizer_st_partition: for each special token, longest first, every occurrence
 // in the text fragments left so far, scanning left to right, becomes a token fragment. (So a
@@ -42,10 +48,16 @@ std::vector<Fragment> split_special(std::string_view text, const text::bpe::BpeV
       }
       std::string_view raw = text.substr(f.begin, f.size);
       size_t pos = 0;
-      for (size_t hit; (hit = raw.find(token, pos)) != std::string_view::npos;
-           pos = hit + token.size()) {
-        if (hit > pos) next.push_back({f.begin + pos, hit - pos, -1});
+      for (size_t hit; (hit = raw.find(token, pos)) != std::string_view::npos;) {
+        // Tokens marked lstrip / rstrip take the spaces beside them (llama.cpp tests isspace).
+        size_t left_end = hit;
+        if (v.attrs[id] & text::bpe::kAttrLstrip)
+          while (left_end > pos && is_space(raw[left_end - 1])) --left_end;
+        if (left_end > pos) next.push_back({f.begin + pos, left_end - pos, -1});
         next.push_back({0, 0, id});
+        pos = hit + token.size();
+        if (v.attrs[id] & text::bpe::kAttrRstrip)
+          while (pos < raw.size() && is_space(raw[pos])) ++pos;
       }
       if (pos < raw.size()) next.push_back({f.begin + pos, raw.size() - pos, -1});
     }
@@ -54,7 +66,42 @@ std::vector<Fragment> split_special(std::string_view text, const text::bpe::BpeV
   return fragments;
 }
 
+// SentencePiece writes a space as U+2581.
+std::string escape_spaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == ' ')
+      out += "\xE2\x96\x81";
+    else
+      out += c;
+  }
+  return out;
+}
+
+// SentencePiece-style BPE (gemma4): the pieces' UTF-8 merged as it is; a piece of newlines that
+// is a token is taken whole; bytes without a token go through <0xNN>.
+void encode_raw_spm_style(std::string_view raw, const text::bpe::BpeVocab& v,
+                          std::vector<int32_t>& out) {
+  const std::string escaped = escape_spaces(raw);
+  std::u32string cps = text::bpe::decode_lenient(escaped);
+  size_t start = 0;
+  for (size_t len : text::bpe::pre_tokenize(cps, v.pre->steps)) {
+    std::string word;
+    for (size_t i = start; i < start + len; ++i) text::bpe::append_utf8_lenient(word, cps[i]);
+    start += len;
+    if (word.find_first_not_of('\n') == std::string::npos) {
+      if (auto it = v.index.find(word); it != v.index.end()) {
+        out.push_back(it->second);
+        continue;
+      }
+    }
+    text::bpe::merge_word(word, v.index, v.merges, v.pre->ignore_merges, out, v.byte_token);
+  }
+}
+
 void encode_raw(std::string_view raw, const text::bpe::BpeVocab& v, std::vector<int32_t>& out) {
+  if (v.pre->spm_style) return encode_raw_spm_style(raw, v, out);
   std::u32string cps = text::bpe::decode_lenient(raw);
   std::string word;
   size_t start = 0;
@@ -93,11 +140,20 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
   const text::bpe::BpeVocab& v = impl().vocab;
   std::vector<int32_t> ids;
   if (add_special && v.add_bos) ids.push_back(v.bos);
+  // SentencePiece: a space before text at the start or after a special token.
+  bool after_special = true;
   for (const Fragment& f : split_special(text, v, parse_special)) {
-    if (f.token >= 0)
+    if (f.token >= 0) {
       ids.push_back(f.token);
-    else
+      after_special = true;
+    } else if (v.kind == text::bpe::VocabKind::spm) {
+      std::string raw = v.add_space_prefix && after_special ? " " : "";
+      raw += text.substr(f.begin, f.size);
+      text::bpe::spm_tokenize(escape_spaces(raw), v, ids);
+      after_special = false;
+    } else {
       encode_raw(text.substr(f.begin, f.size), v, ids);
+    }
   }
   if (add_special && v.add_eos) ids.push_back(v.eos);
   return ids;
@@ -106,6 +162,10 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
 std::string BpeTokenizer::decode(std::span<const int32_t> ids) const {
   std::string out;
   for (int32_t id : ids) out += token_bytes(id);
+  // The space SentencePiece put before the text: llama.cpp's detokenizer drops one leading
+  // space of the first token's piece.
+  if (impl().vocab.add_space_prefix && !ids.empty() && token_bytes(ids[0]).starts_with(' '))
+    out.erase(0, 1);
   return out;
 }
 

@@ -1,10 +1,12 @@
-// Reads tokenizer.ggml.* the way llama.cpp's llama_vocab::load does for a "gpt2" model, with
-// its special-token rules (defaults, tokens recognized by their text, end-of-generation set),
-// and refuses what llama.cpp would warn about or crash on.
+// Reads tokenizer.ggml.* the way llama.cpp's llama_vocab::load does for a "gpt2", "gemma4" or
+// "llama" (SentencePiece) model, with its special-token rules (defaults, tokens recognized by
+// their text, end-of-generation set, per-model strip rules), and refuses what llama.cpp would
+// warn about or crash on.
 #include "bpe_vocab.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <string_view>
 
@@ -75,7 +77,12 @@ void read_tokens(const GgufFile& file, BpeVocab& v) {
     if (m != n)
       throw format_error(v, kScoresKey, std::to_string(m) + " scores for " + std::to_string(n) +
                                             " tokens in " + std::string(kTokensKey));
+    if (v.kind == VocabKind::spm) {
+      std::vector<double> d = scores->as_floats(kScoresKey);
+      v.scores.assign(d.begin(), d.end());
+    }
   }
+  if (v.kind == VocabKind::spm && v.scores.empty()) v.scores.assign(n, 0.0f);
 }
 
 void read_merges(const GgufFile& file, BpeVocab& v) {
@@ -195,32 +202,91 @@ std::string unmap_bytes(const std::string& token) {
   return out;
 }
 
+// A token's text with SentencePiece's U+2581 read as the space it stands for.
+std::string unescape_spaces(const std::string& token) {
+  static constexpr std::string_view kSpace = "\xE2\x96\x81";
+  std::string out;
+  for (size_t i = 0; i < token.size();) {
+    if (token.compare(i, kSpace.size(), kSpace) == 0) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += token[i++];
+    }
+  }
+  return out;
+}
+
+Error unsupported_model(const BpeVocab& v) {
+  std::string_view what = v.model == "bert"   ? " (WordPiece)"
+                          : v.model == "t5"   ? " (SentencePiece Unigram)"
+                          : v.model == "rwkv" ? " (RWKV)"
+                          : (v.model == "none" || v.model == "no_vocab") ? " (no vocabulary)"
+                                                                         : "";
+  return Error(ErrorCode::unsupported,
+               v.source + ": " + std::string(kModelKey) + ": unsupported vocabulary kind " +
+                   quote(v.model) + std::string(what) +
+                   "; supported: 'gpt2' (byte-level BPE), 'llama' (SentencePiece BPE), 'gemma4' "
+                   "(SentencePiece-style BPE)");
+}
+
+// llama.cpp's per-model attributes keyed on general.name and tokenizer.ggml.pre: Phi-3 drops
+// the spaces after its special tokens (but not after <unk>, <s>, <|endoftext|>), a few encoders
+// those before their mask token.
+void apply_strip_rules(const GgufFile& file, BpeVocab& v) {
+  std::string name(file.get_string_or("general.name", ""));
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto set = [&](std::string_view token, uint8_t attr, bool on) {
+    auto it = v.index.find(std::string(token));
+    if (it == v.index.end()) return;
+    v.attrs[it->second] = on ? (v.attrs[it->second] | attr) : (v.attrs[it->second] & ~attr);
+  };
+  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+    for (int32_t id : v.special_tokens) v.attrs[id] |= kAttrRstrip;
+    set("</s>", kAttrRstrip, true);
+    for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"}) set(t, kAttrRstrip, false);
+  } else if (name.find("modern-bert") != std::string::npos) {
+    set("[MASK]", kAttrLstrip, true);
+  }
+}
+
 }  // namespace
 
 BpeVocab read_bpe_vocab(const GgufFile& file) {
   BpeVocab v;
   v.source = file.label();
-  std::string_view model = file.get_string(kModelKey);
-  if (model != "gpt2")
-    throw format_error(v, kModelKey, quote(model) +
-                                         " is not supported: BpeTokenizer reads 'gpt2' "
-                                         "(byte-level BPE) tokenizers only");
+  v.model = std::string(file.get_string(kModelKey));
   v.pre_name = std::string(file.get_string_or(kPreKey, "default"));
-  v.pre = find_pre_tokenizer(v.pre_name);
-  if (!v.pre)
-    throw format_error(v, kPreKey, "pre-tokenizer " + quote(v.pre_name) +
-                                       " is not supported; supported: " +
-                                       supported_pre_tokenizers());
+  if (v.model == "gpt2") {
+    v.pre = find_pre_tokenizer(v.pre_name);
+  } else if (v.model == "gemma4") {
+    v.pre_name = "gemma4";  // llama.cpp sets it whatever the file says
+    v.pre = find_pre_tokenizer(v.pre_name);
+  } else if (v.model == "llama") {
+    v.kind = VocabKind::spm;
+  } else {
+    throw unsupported_model(v);
+  }
+  if (v.kind == VocabKind::bpe && !v.pre)
+    throw Error(ErrorCode::unsupported, v.source + ": " + std::string(kPreKey) +
+                                            ": pre-tokenizer " + quote(v.pre_name) +
+                                            " is not supported; supported: " +
+                                            supported_pre_tokenizers());
+  v.escape_whitespaces = v.kind == VocabKind::spm || v.pre->spm_style;
 
   read_tokens(file, v);
-  read_merges(file, v);
+  if (v.kind == VocabKind::bpe) read_merges(file, v);
 
-  // llama.cpp's defaults for a BPE vocabulary: BOS and EOS 11 (GPT-2's convention), when the
-  // vocabulary has that many tokens.
+  // llama.cpp's defaults: for "gpt2" BOS and EOS 11 (GPT-2's convention), for SentencePiece
+  // BOS 1, EOS 2 and UNK 0, for "gemma4" none; each only when the vocabulary has that many tokens.
   const int32_t n = static_cast<int32_t>(v.tokens.size());
-  v.bos = read_id(file, v, "bos").value_or(n > 11 ? 11 : -1);
-  v.eos = read_id(file, v, "eos").value_or(n > 11 ? 11 : -1);
-  v.unk = read_id(file, v, "unknown").value_or(-1);
+  auto fallback = [&](int32_t gpt2, int32_t spm) {
+    int32_t id = v.model == "gpt2" ? gpt2 : v.kind == VocabKind::spm ? spm : -1;
+    return id < n ? id : -1;
+  };
+  v.bos = read_id(file, v, "bos").value_or(fallback(11, 1));
+  v.eos = read_id(file, v, "eos").value_or(fallback(11, 2));
+  v.unk = read_id(file, v, "unknown").value_or(fallback(-1, 0));
   v.pad = read_id(file, v, "padding").value_or(-1);
   read_id(file, v, "seperator");  // llama.cpp's spelling; only checked
   read_id(file, v, "mask");
@@ -233,10 +299,12 @@ BpeVocab read_bpe_vocab(const GgufFile& file) {
   int32_t fim_rep = special_id(file, v, "fim_rep", kFimRepNames);
   int32_t fim_sep = special_id(file, v, "fim_sep", kFimSepNames);
 
-  v.add_bos = file.get_bool_or("tokenizer.ggml.add_bos_token", v.pre->add_bos_default);
+  const bool spm = v.kind == VocabKind::spm;
+  v.add_bos = file.get_bool_or("tokenizer.ggml.add_bos_token", spm || v.pre->add_bos_default);
   v.add_eos = file.get_bool_or("tokenizer.ggml.add_eos_token", false);
-  // Read for its type only: llama.cpp's BPE tokenizer does not add a space prefix.
-  file.get_bool_or("tokenizer.ggml.add_space_prefix", false);
+  if (v.model == "gemma4") v.add_bos = true;  // llama.cpp overrides a false one (its PR 21500)
+  // Only SentencePiece tokenization adds the space prefix (true unless the file says false).
+  v.add_space_prefix = file.get_bool_or("tokenizer.ggml.add_space_prefix", spm) && spm;
   if (v.add_bos && v.bos < 0)
     throw format_error(v, "tokenizer.ggml.add_bos_token", "true, but there is no BOS token");
   if (v.add_eos && v.eos < 0)
@@ -258,12 +326,24 @@ BpeVocab read_bpe_vocab(const GgufFile& file) {
   std::stable_sort(v.special_tokens.begin(), v.special_tokens.end(), [&](int32_t a, int32_t b) {
     return v.tokens[a].size() > v.tokens[b].size();
   });
+  apply_strip_rules(file, v);
+
+  // The byte fallback of SentencePiece (and gemma4): <0xNN>, else (llama only) the byte itself.
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    auto it = v.index.find(hex);
+    if (it == v.index.end() && spm) it = v.index.find(std::string(1, static_cast<char>(b)));
+    v.byte_token[b] = it == v.index.end() ? -1 : it->second;
+  }
 
   v.bytes.resize(v.tokens.size());
   for (int32_t id = 0; id < n; ++id) {
     uint8_t a = v.attrs[id];
     if (a & (kAttrControl | kAttrUserDefined | kAttrUnknown))
       v.bytes[id] = v.tokens[id];
+    else if ((a & kAttrNormal) && v.escape_whitespaces)
+      v.bytes[id] = unescape_spaces(v.tokens[id]);
     else if (a & kAttrNormal)
       v.bytes[id] = unmap_bytes(v.tokens[id]);
     else if (a & kAttrByte)

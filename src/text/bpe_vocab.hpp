@@ -1,7 +1,8 @@
 #pragma once
-// A byte-level BPE vocabulary as llama.cpp reads it from GGUF metadata (tokenizer.ggml.*):
-// tokens, their types, merges, the special ids and the flags encode() needs, every
-// inconsistency a format error naming the key.
+// A GGUF vocabulary as llama.cpp reads it from the metadata (tokenizer.ggml.*): byte-level BPE
+// ("gpt2"), SentencePiece-style BPE ("gemma4") or SentencePiece ("llama": scores, byte
+// fallback, the U+2581 space): tokens, their types, merges or scores, the special ids and the
+// flags encode() needs, every inconsistency a format error naming the key.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,10 +24,23 @@ enum TokenAttr : uint8_t {
   kAttrControl = 1 << 3,
   kAttrUserDefined = 1 << 4,
   kAttrByte = 1 << 5,
+  kAttrLstrip = 1 << 6,  // spaces before the token are dropped when it is split off the text
+  kAttrRstrip = 1 << 7,  // spaces after it likewise
+};
+
+enum class VocabKind : uint8_t {
+  bpe,  // merges by rank (gpt2, gemma4)
+  spm,  // SentencePiece: merges by the merged token's score (llama)
 };
 
 struct BpeVocab {
   std::string source;  // the file, for messages
+  std::string model;   // tokenizer.ggml.model
+  VocabKind kind = VocabKind::bpe;
+  std::vector<float> scores;  // spm: per token (tokenizer.ggml.scores, 0 when absent)
+  bool add_space_prefix = false;    // spm: a space before text that follows BOS or a special token
+  bool escape_whitespaces = false;  // spaces become U+2581 before tokenizing (spm, gemma4)
+  int32_t byte_token[256];          // spm, gemma4: the <0xNN> token of each byte, or -1
   std::vector<std::string> tokens;
   std::vector<uint8_t> attrs;
   std::vector<std::string> bytes;  // what each token stands for (llama.cpp's token_to_piece)

@@ -66,4 +66,10 @@ std::string Utf8StreamDecoder::flush() {
   return out;
 }
 
+size_t Utf8StreamDecoder::discard() {
+  const size_t dropped = pending_.size();
+  flush();
+  return dropped;
+}
+
 }  // namespace vkformer

@@ -145,6 +145,53 @@ Tunable weight_texel_gemv() {
   return t;
 }
 
+// shaders/matmul_wq_rows.comp (CPU devices, M = 1, lanes on consecutive blocks): how many
+// workgroups a mat-vec is spread over (each takes up to 16 groups of rows and loads x's blocks
+// once for them: fewer, longer workgroups load x less often, more keep every thread busy).
+Tunable weight_rows_workgroups() {
+  Tunable t;
+  t.id = "matmul.wq_rows.workgroups";
+  t.description = "quantized-weight mat-vec with lanes on consecutive blocks (CPU devices), M = 1: "
+                  "workgroups per mat-vec";
+  t.ops = {TuneOp::linear_quantized};
+  t.measures = [](const TuneShape& s) { return s.m == 1; };
+  t.candidates = [](const DeviceInfo&, const Tuning& base) {
+    Candidates c;
+    const MatmulWeightTiles& w = base.matmul.weight_tiles;
+    if (!w.texel || base.matmul.texel_tiles.subgroup == 0) return c.take();
+    for (uint32_t n : {w.texel_rows_workgroups, 4u, 8u, 16u, 32u, 64u})
+      c.add(num(n), [n](Tuning& u) { u.matmul.weight_tiles.texel_rows_workgroups = n; });
+    return c.take();
+  };
+  return t;
+}
+
+// ... and the most rounds of blocks a lane keeps x for (x's registers per lane grow with them:
+// K beyond SG * max_rounds / rows per group takes matmul_wq_vec.comp instead).
+//
+// Not a tunable: texel_gemv_stream_bytes, the weight size from which mat-vecs take this kernel.
+// It pays where the weight comes from DRAM, as every weight does in a decoding step (the model's
+// weights exceed the caches), while the tuner times one op at a time with its weight cached
+// between runs, where the lanes-on-rows kernel is often faster: it would pick the threshold that
+// makes decoding slower (VKFORMER_MATMUL_WQ_STREAM_BYTES sets it by hand).
+Tunable weight_rows_rounds() {
+  Tunable t;
+  t.id = "matmul.wq_rows.max_rounds";
+  t.description = "quantized-weight mat-vec with lanes on consecutive blocks (CPU devices), M = 1: "
+                  "most rounds of x blocks a lane keeps (larger K take the lanes-on-rows kernel)";
+  t.ops = {TuneOp::linear_quantized};
+  t.measures = [](const TuneShape& s) { return s.m == 1; };
+  t.candidates = [](const DeviceInfo&, const Tuning& base) {
+    Candidates c;
+    const MatmulWeightTiles& w = base.matmul.weight_tiles;
+    if (!w.texel || base.matmul.texel_tiles.subgroup == 0) return c.take();
+    for (uint32_t n : {w.texel_rows_max_rounds, 16u, 32u, 64u, 96u})
+      c.add(num(n), [n](Tuning& u) { u.matmul.weight_tiles.texel_rows_max_rounds = n; });
+    return c.take();
+  };
+  return t;
+}
+
 // shaders/matmul.comp staged in shared memory (GPUs): BMxBNxBK/TMxTN as VKFORMER_MATMUL_TILES.
 struct Tiles {
   uint32_t bm, bn, bk, tm, tn;
@@ -341,7 +388,8 @@ Tunable reduction_workgroup() {
 
 void add_builtin_tunables(std::vector<Tunable>& list) {
   // Most time first: a short budget keeps the tunables that matter most.
-  for (Tunable t : {texel_nt(), weight_texel_block(), weight_texel_gemv(), attention_tiles(),
+  for (Tunable t : {texel_nt(), weight_texel_block(), weight_texel_gemv(), weight_rows_workgroups(),
+                    weight_rows_rounds(), attention_tiles(),
                     texel_nn(), texel_transpose(), general_tiles(), gemv(), weight_tiles(),
                     weight_gemv(), split_k(), reduction_workgroup()})
     list.push_back(std::move(t));

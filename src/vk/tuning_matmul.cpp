@@ -301,6 +301,10 @@ void weight_texel_from_env(MatmulWeightTiles* w) {
 void weight_texel_limit_from_env(MatmulWeightTiles* w) {
   if (auto limit = env_number("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", 1, INT64_MAX))
     w->texel_limit = static_cast<uint64_t>(*limit);
+  // VKFORMER_MATMUL_WQ_STREAM_BYTES: the weight size from which mat-vecs stream through the rows
+  // kernel (0, the default: all; tests set more to run the lanes-on-rows kernel).
+  if (auto bytes = env_number("VKFORMER_MATMUL_WQ_STREAM_BYTES", 0, INT64_MAX))
+    w->texel_gemv_stream_bytes = static_cast<uint64_t>(*bytes);
 }
 
 }  // namespace

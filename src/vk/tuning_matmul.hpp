@@ -111,11 +111,29 @@ struct MatmulWeightTiles {
   uint32_t gemv_workgroup = 64, gemv_lanes = 8;
   // CPU devices, quantized W (shaders/matmul_wq_texel.comp): A and W read through texel
   // buffers, one subgroup (MatmulTuning::texel_tiles.subgroup lanes) per workgroup computing
-  // texel_tm rows x (subgroup * texel_tn) columns; M = 1 takes 1 x texel_gemv_tn. Taken where the
-  // device can (texel_tiles.subgroup > 0), both operands fit maxTexelBufferElements and
-  // VKFORMER_MATMUL_PATH does not force general or gemv (then the kernels above run).
+  // texel_tm rows x (subgroup * texel_tn) columns; M = 1 takes a mat-vec kernel (below). Taken
+  // where the device can (texel_tiles.subgroup > 0), both
+  // operands fit maxTexelBufferElements and VKFORMER_MATMUL_PATH does not force general or gemv
+  // (then the kernels above run). On lavapipe (LLVM 15, AVX2) 16 x 8 blocks execute 3.3 to 4.5
+  // instructions per multiply-add in the loop over K (its JIT code, fetch calls included), 8 x 4
+  // blocks 4.4 to 7.0: the dequantized block and the shuffled A values serve more products.
+  // The mat-vec waits on memory more than it computes, and in a decoding step every weight comes
+  // from DRAM (SmolLM2's 97 MB read per token exceed the L3): weights from texel_gemv_stream_bytes
+  // (all, by default) take shaders/matmul_wq_rows.comp, lanes on consecutive blocks (one stream
+  // through memory per workgroup), where its rounds keep at most texel_rows_max_rounds blocks of
+  // x per lane; the others, and larger K, shaders/matmul_wq_vec.comp, lanes on texel_gemv_tn rows
+  // each (8 streams or more per workgroup). SmolLM2 decoded 1.2-1.5x faster with the rows kernel
+  // for every weight than for the 30 MB output projection alone (one run, load ~10), which itself
+  // ran 1.6x faster than on the lanes-on-rows kernel; weights that stay cached between runs of a
+  // benchmark ran 0.7-1x as fast. 2 rows per lane were 10-25% faster than 4 or 1 there.
+  // VKFORMER_MATMUL_WQ_STREAM_BYTES overrides the size.
   bool texel = false;
-  uint32_t texel_tm = 8, texel_tn = 4, texel_gemv_tn = 4;
+  uint32_t texel_tm = 16, texel_tn = 8, texel_gemv_tn = 2;
+  uint64_t texel_gemv_stream_bytes = 0;
+  uint32_t texel_rows_max_rounds = 48;
+  // Groups of rows per rows-kernel workgroup: up to 16, leaving this many workgroups (each loads
+  // x's blocks for its rounds once, so fewer and longer workgroups load x less often).
+  uint32_t texel_rows_workgroups = 16;
   // Texels a view may hold, below the device's maxTexelBufferElements (0: that limit);
   // VKFORMER_MATMUL_WQ_TEXEL_LIMIT lowers it so tests reach the storage-buffer fallback.
   uint64_t texel_limit = 0;

@@ -64,6 +64,8 @@ class LanguageModelImpl {
   int64_t context() const { return context_; }
   int64_t position() const { return position_; }
   ExclusiveUse& in_use() { return in_use_; }
+  ExecutorStats decode_stats() const { return decode_->stats(); }
+  ExecutorStats prompt_stats() const { return prompt_last_->stats(); }
 
   std::vector<float> append(std::span<const int32_t> tokens, Logits logits, const char* call) {
     check(tokens, call);
@@ -177,6 +179,10 @@ std::vector<float> LanguageModel::append_all_logits(std::span<const int32_t> tok
   ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::append_all_logits");
   return impl().append(tokens, Logits::all, "append_all_logits");
 }
+
+ExecutorStats LanguageModel::decode_step_stats() const { return impl().decode_stats(); }
+ExecutorStats LanguageModel::prompt_chunk_stats() const { return impl().prompt_stats(); }
+int64_t LanguageModel::prompt_chunk() const { return kPromptChunk; }
 
 void LanguageModel::reset() { impl().truncate(0); }
 void LanguageModel::truncate(int64_t n) { impl().truncate(n); }

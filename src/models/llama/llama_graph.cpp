@@ -22,7 +22,6 @@ Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches&
                     Logits logits, DType act) {
   Graph g;
   const int heads = static_cast<int>(c.n_heads), kv_heads = static_cast<int>(c.n_kv_heads);
-  const int64_t hd = c.head_dim, q_width = c.n_heads * hd, kv_width = c.n_kv_heads * hd;
   const int64_t cache_rows = caches.k.at(0).shape()[2];
   const float eps = static_cast<float>(c.rms_eps);
 
@@ -38,7 +37,6 @@ Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches&
                                                             : RopeOptions::Style::interleaved;
   rope.dims = c.rope_dims;
   rope.freq_base = c.rope_base;
-  rope.offset_tensor = position;
 
   Tensor token_embd = g.external("token_embd.weight", w.token_embd);
   Tensor x = g.embedding(ids, token_embd);  // [1, S, d]
@@ -48,39 +46,56 @@ Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches&
     Graph::Scope scope(g, blk);
     const LayerWeights& l = w.layers[static_cast<size_t>(i)];
     auto weight = [&](const char* name, const DeviceTensor& t) { return g.external(blk + "." + name, t); };
+    const Tensor cache_k = g.external(blk + ".cache_k", caches.k[static_cast<size_t>(i)]);
+    const Tensor cache_v = g.external(blk + ".cache_v", caches.v[static_cast<size_t>(i)]);
 
-    Tensor h = g.rms_norm(x, weight("attn_norm.weight", l.attn_norm), eps);
-    Tensor q, k, v;
+    // Attention: the norm inside the projections, RoPE and the cache writes in one op.
+    LinearOptions normed;
+    normed.norm = weight("attn_norm.weight", l.attn_norm);
+    normed.norm_eps = eps;
+    RopeKvCache r;
     if (l.qkv.size() == 1) {
-      Tensor qkv = g.linear(h, weight("attn_qkv.weight", l.qkv[0]));  // [1, S, (H + 2 Hkv) hd]
-      q = g.split_heads(qkv, heads, q_width, 0);
-      k = g.split_heads(qkv, kv_heads, kv_width, q_width);
-      v = g.split_heads(qkv, kv_heads, kv_width, q_width + kv_width);
+      Tensor qkv = g.linear(x, weight("attn_qkv.weight", l.qkv[0]), normed);  // [1, S, (H + 2 Hkv) hd]
+      r = g.rope_kv_cache(qkv, heads, kv_heads, cache_k, cache_v, position, rope);
     } else {
-      q = g.split_heads(g.linear(h, weight("attn_q.weight", l.qkv[0])), heads);
-      k = g.split_heads(g.linear(h, weight("attn_k.weight", l.qkv[1])), kv_heads);
-      v = g.split_heads(g.linear(h, weight("attn_v.weight", l.qkv[2])), kv_heads);
+      r = g.rope_kv_cache(g.linear(x, weight("attn_q.weight", l.qkv[0]), normed),
+                          g.linear(x, weight("attn_k.weight", l.qkv[1]), normed),
+                          g.linear(x, weight("attn_v.weight", l.qkv[2]), normed), heads, kv_heads,
+                          cache_k, cache_v, position, rope);
     }
-    q = g.rope(q, rope);
-    k = g.rope(k, rope);
-    Tensor k_all = g.update_cache(g.external(blk + ".cache_k", caches.k[static_cast<size_t>(i)]), k, position);
-    Tensor v_all = g.update_cache(g.external(blk + ".cache_v", caches.v[static_cast<size_t>(i)]), v, position);
     // Grouped-query attention: q has n_heads heads, the caches n_kv_heads (Graph::attention maps
     // them, and stacks a decode step's group of query heads into one block by itself).
-    Tensor a = g.concat_heads(g.attention(q, k_all, v_all, attend));
-    x = g.add(x, g.linear(a, weight("attn_output.weight", l.attn_out)));
+    Tensor a = g.concat_heads(g.attention(r.q, r.k_cache, r.v_cache, attend));
+    LinearOptions residual;
+    residual.residual = x;
+    x = g.linear(a, weight("attn_output.weight", l.attn_out), residual);
 
-    h = g.rms_norm(x, weight("ffn_norm.weight", l.ffn_norm), eps);
-    Tensor gate = g.linear(h, weight("ffn_gate.weight", l.gate));
-    Tensor up = g.linear(h, weight("ffn_up.weight", l.up));
-    x = g.add(x, g.linear(g.swiglu(gate, up), weight("ffn_down.weight", l.down)));
+    // Feed-forward: SwiGLU with the norm in the gate/up projection, the residual in down's.
+    LinearOptions ffn;
+    ffn.norm = weight("ffn_norm.weight", l.ffn_norm);
+    ffn.norm_eps = eps;
+    ffn.activation = Activation::silu;
+    Tensor h;
+    if (l.gate_up.size() == 1) {
+      ffn.gated = true;
+      h = g.linear(x, weight("ffn_gate_up.weight", l.gate_up[0]), ffn);
+    } else {
+      LinearOptions up = ffn;
+      up.activation = Activation::none;
+      h = g.mul(g.linear(x, weight("ffn_gate.weight", l.gate_up[0]), ffn),
+                g.linear(x, weight("ffn_up.weight", l.gate_up[1]), up));
+    }
+    residual.residual = x;
+    x = g.linear(h, weight("ffn_down.weight", l.down), residual);
   }
   x = g.reshape(x, {s, c.d_model});
   // Only the wanted row goes through the final norm and the (largest) output projection.
   if (logits == Logits::last && s > 1) x = g.embedding(g.input("last", {1}, DType::i32), x);
+  LinearOptions head;
+  head.norm = g.external("output_norm.weight", w.output_norm);
+  head.norm_eps = eps;
   Tensor out_w = c.tied_output ? token_embd : g.external("output.weight", w.output);
-  x = g.rms_norm(x, g.external("output_norm.weight", w.output_norm), eps);
-  g.output("logits", g.linear(x, out_w));
+  g.output("logits", g.linear(x, out_w, head));
   return g;
 }
 

@@ -3,9 +3,11 @@
 // fixed number of new tokens S at a run-time position p (rows p .. p+S-1 of the caches):
 //   x = token_embd[ids]
 //   per block: x += attn_output · attention(rope(q), cache_k, cache_v)  with q, k, v from
-//              rms_norm(x) · attn_qkv, the new k, v written into the caches first;
+//              rms_norm(x) · attn_qkv, the new k (rotated) and v written into the caches first;
 //              x += ffn_down · swiglu(ffn_gate · rms_norm(x), ffn_up · rms_norm(x))
 //   logits = output · rms_norm(x)
+// built from the fused ops (Graph::linear's pre-norm, gated pair and residual, rope_kv_cache),
+// so a decoding step is six dispatches per block on devices whose kernels fuse them.
 // Inputs: "tokens" i32 [1, S], "position" i32 [1] (p), "key_length" i32 [1] (p + S). With S > 1
 // also "mask" [1, 1, S, T] in the activations' type: row i may see cache rows j <= p + i (0), not
 // later ones (-inf); it is set for each chunk, since p changes while the graph stays recorded.

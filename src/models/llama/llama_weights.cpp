@@ -113,18 +113,25 @@ LlamaWeights load_weights(Device& device, const GgufFile& f, const LlamaConfig& 
   for (int64_t i = 0; i < c.n_layers; ++i) {
     LayerWeights l;
     l.attn_norm = up(block(i, "attn_norm.weight"));
-    std::vector<HostTensor> qkv;
-    for (const char* name : {"attn_q.weight", "attn_k.weight", "attn_v.weight"})
-      qkv.push_back(read(block(i, name)));
-    if (qkv[0].dtype() == qkv[1].dtype() && qkv[0].dtype() == qkv[2].dtype()) {
-      l.qkv.push_back(device.upload(stack_rows(qkv)));
-    } else {
-      for (const HostTensor& t : qkv) l.qkv.push_back(device.upload(t));
-    }
+    // Projections that read the same input stacked into one weight where their types agree
+    // (one matmul instead of several), else uploaded apart.
+    auto stacked = [&](std::initializer_list<const char*> names) {
+      std::vector<HostTensor> parts;
+      for (const char* name : names) parts.push_back(read(block(i, name)));
+      std::vector<DeviceTensor> out;
+      bool same = true;
+      for (const HostTensor& t : parts) same = same && t.dtype() == parts[0].dtype();
+      if (same) {
+        out.push_back(device.upload(stack_rows(parts)));
+      } else {
+        for (const HostTensor& t : parts) out.push_back(device.upload(t));
+      }
+      return out;
+    };
+    l.qkv = stacked({"attn_q.weight", "attn_k.weight", "attn_v.weight"});
     l.attn_out = up(block(i, "attn_output.weight"));
     l.ffn_norm = up(block(i, "ffn_norm.weight"));
-    l.gate = up(block(i, "ffn_gate.weight"));
-    l.up = up(block(i, "ffn_up.weight"));
+    l.gate_up = stacked({"ffn_gate.weight", "ffn_up.weight"});
     l.down = up(block(i, "ffn_down.weight"));
     w.layers.push_back(std::move(l));
   }

@@ -17,7 +17,9 @@ struct LayerWeights {
   std::vector<DeviceTensor> qkv;
   DeviceTensor attn_out;   // [d, H·hd]
   DeviceTensor ffn_norm;   // [d]
-  DeviceTensor gate, up;   // [d_ff, d]
+  // ffn_gate and ffn_up [d_ff, d] stacked by rows into one [2·d_ff, d] (a gated linear's
+  // weight) where they are stored in one type, else the two.
+  std::vector<DeviceTensor> gate_up;
   DeviceTensor down;       // [d, d_ff]
 };
 

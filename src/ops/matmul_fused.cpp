@@ -1,0 +1,63 @@
+// linear's fusions (Graph::LinearOptions: pre-norm, gated pair, residual): in the weight kernel
+// itself where it takes them (quantized weights on CPU devices), otherwise as the kernels that
+// compute them apart: rms_norm into a temporary, the product, then shaders/linear_epilogue.comp
+// for the gate and the residual. Both give the same values up to fp32 rounding (the fused pre-norm
+// also keeps the normalized row in fp32 where the separate one stores it in the activations'
+// type).
+#include "matmul.hpp"
+#include "op_common.hpp"
+#include "rms_norm.hpp"
+#include "windows.hpp"
+
+namespace vkformer::ops {
+
+using kernels::Kernel;
+
+namespace {
+
+// Matches the push block of shaders/linear_epilogue.comp.
+struct EpiloguePush {
+  uint32_t total, n;
+};
+
+}  // namespace
+
+void emit_matmul_fused(Lowering& l, const MatmulCall& c) {
+  if (emit_matmul_weights_fused(l, c)) return;
+  const ValueDesc& a = l.value(c.a);
+  const DType dtype = a.dtype;
+  MatmulCall plain = c;
+  plain.norm = kNoValue;
+  plain.gated = false;
+  plain.residual = kNoValue;
+  if (c.norm != kNoValue) {
+    const Shape a_shape = a.shape;  // a copy: temp() grows the value table
+    plain.a = l.temp(a_shape, dtype);
+    emit_rms_norm(l, c.a, c.norm, plain.a, c.norm_eps);
+  }
+  if (!c.gated && c.residual == kNoValue) {
+    emit_matmul(l, plain);
+    return;
+  }
+  // The product without the epilogue, then the epilogue.
+  const Shape out_shape = l.value(c.out).shape;
+  const int64_t n = out_shape.back(), rows = out_shape.numel() / n;
+  plain.out = l.temp(Shape{rows, c.gated ? 2 * n : n}, dtype);
+  if (c.gated) plain.activation = Activation::none;
+  emit_matmul(l, plain);
+  const uint64_t es = dtype_size(dtype);
+  const uint32_t residual = c.residual != kNoValue ? c.residual : plain.out;
+  for_row_windows(
+      l, static_cast<uint64_t>(rows), {{plain.out}, {residual}, {c.out, true}},
+      {{0, (c.gated ? 2 : 1) * n * es}, {1, (c.residual != kNoValue ? 1 : c.gated ? 2 : 1) * n * es},
+       {2, n * es}},
+      l.node().label + ": rows", [&](const Span& s, std::vector<Binding> bindings) {
+        const EpiloguePush p{static_cast<uint32_t>(s.count * n), static_cast<uint32_t>(n)};
+        l.dispatch(Kernel::linear_epilogue, dtype, std::move(bindings), PushBlock::of(p),
+                   elementwise_grid(l, p.total),
+                   {kElementwiseWorkgroup, c.gated ? 1u : 0u, static_cast<uint32_t>(c.activation),
+                    c.residual != kNoValue ? 1u : 0u});
+      });
+}
+
+}  // namespace vkformer::ops

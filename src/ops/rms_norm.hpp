@@ -1,0 +1,11 @@
+#pragma once
+// rms_norm as a building block for other lowerings (linear's pre-norm fallback).
+#include "lowering.hpp"
+
+namespace vkformer::ops {
+
+// out = x * rsqrt(mean(x^2) + eps) * weight over the last dim, on program values of one float
+// dtype (weight [D]); one dispatch per window of rows.
+void emit_rms_norm(Lowering& l, uint32_t x, uint32_t weight, uint32_t out, float eps);
+
+}  // namespace vkformer::ops

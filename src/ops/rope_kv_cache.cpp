@@ -1,0 +1,179 @@
+// rope_kv_cache: RoPE on a decoder step's queries and keys and the KV-cache write of its keys and
+// values, one dispatch (shaders/rope_kv_cache.comp) where rope, split_heads and two update_cache
+// take four to six. The op's node yields the rotated queries; each cache after the write is a
+// cache_after node, whose value is the cache's bytes (like update_cache's result) and which
+// lowers to nothing.
+#include <algorithm>
+#include <string>
+
+#include "op_common.hpp"
+#include "rope.hpp"
+#include "windows.hpp"
+
+namespace vkformer {
+
+using ops::attrs;
+using kernels::Kernel;
+
+namespace {
+
+struct RopeKvCachePush {
+  uint32_t s, d, half_dims, heads, kv_heads, group, t;
+  uint32_t q_stride, k_stride, v_stride;
+  uint32_t q_off, k_off, v_off;
+  uint32_t slice_base;
+  int32_t base;
+};
+
+void lower_rope_kv_cache(Lowering& l) {
+  const RopeKvCacheAttrs a = attrs<RopeKvCacheAttrs>(l);  // a copy: constant() grows the tables
+  const uint32_t q = l.input(0), k = l.input(1), v = l.input(2), cache_k = l.input(3),
+                 cache_v = l.input(4), position = l.input(5);
+  const Shape cache = l.value(cache_k).shape;  // [B, Hkv, T, D]
+  const DType dtype = l.value(cache_k).dtype;
+  const Shape qs = l.value(q).shape;           // [B, S, C]
+  const int64_t B = cache[0], Hkv = cache[1], T = cache[2], D = cache[3], S = qs[1];
+  const int64_t group = a.heads / a.kv_heads;
+  const uint32_t table = l.constant(ops::rope_inv_freq(a.dims, a.freq_base));
+  l.require_index_bound(position, 0, T - S + 1,
+                        "the position of " + std::to_string(S) + " new row(s) in a cache of " +
+                            std::to_string(T) + " rows");
+  l.require_index_bound(position, -a.offset, ops::kMaxPosition - a.offset - S + 1,
+                        "offset " + std::to_string(a.offset) + " + position + " + std::to_string(S) +
+                            " rows must keep positions within [0, 2^24]");
+  RopeKvCachePush p{};
+  p.s = static_cast<uint32_t>(S);
+  p.d = static_cast<uint32_t>(D);
+  p.half_dims = static_cast<uint32_t>(a.dims / 2);
+  p.heads = static_cast<uint32_t>(a.heads);
+  p.kv_heads = static_cast<uint32_t>(Hkv);
+  p.group = static_cast<uint32_t>(group);
+  p.t = static_cast<uint32_t>(T);
+  p.q_stride = static_cast<uint32_t>(qs[2]);
+  p.k_stride = static_cast<uint32_t>(l.value(k).shape[2]);
+  p.v_stride = static_cast<uint32_t>(l.value(v).shape[2]);
+  p.q_off = static_cast<uint32_t>(a.q_offset);
+  p.k_off = static_cast<uint32_t>(a.k_offset);
+  p.v_off = static_cast<uint32_t>(a.v_offset);
+  p.base = static_cast<int32_t>(a.offset);
+  // Caches beyond one binding: windows of whole (b, g) slices of T rows, one dispatch each, with
+  // the queries of those KV heads.
+  const uint64_t slice = static_cast<uint64_t>(T * D) * dtype_size(dtype);
+  const std::vector<ops::Span> spans = ops::split_spans(
+      static_cast<uint64_t>(B * Hkv), {slice, slice}, l.tuning().max_binding_bytes,
+      ops::window_alignment(l.info()), l.node().label + ": (batch, head) slices of the caches");
+  // A workgroup per (slot, s, slice) of D invocations (whole subgroups).
+  const uint32_t sg = std::max<uint32_t>(l.info().subgroup_size, 1);
+  const uint64_t wg = (static_cast<uint64_t>(D) + sg - 1) / sg * sg;
+  if (wg > l.info().max_workgroup_invocations || wg > l.info().max_workgroup_size[0])
+    throw Error(ErrorCode::unsupported, l.node().label + ": head dim " + std::to_string(D) +
+                                            " is more than a workgroup of device '" +
+                                            l.info().name + "' holds");
+  for (const ops::Span& s : spans) {
+    p.slice_base = static_cast<uint32_t>(s.first);
+    Binding ck{cache_k, true}, cv{cache_v, true};
+    if (spans.size() > 1) {
+      ck = ops::window(cache_k, true, s.first * slice, s.count * slice);
+      cv = ops::window(cache_v, true, s.first * slice, s.count * slice);
+    }
+    l.dispatch(Kernel::rope_kv_cache, dtype,
+               {{q}, {k}, {v}, {table}, {position}, {l.output(), true}, ck, cv}, PushBlock::of(p),
+               l.grid(static_cast<uint64_t>(group + 2), s.count * S, 1),
+               {static_cast<uint32_t>(wg), a.style == RopeOptions::Style::neox ? 1u : 0u});
+  }
+}
+
+// A cache after rope_kv_cache's write: the cache's own bytes (ExecutorImpl::build_program).
+void lower_cache_after(Lowering&) {}
+
+}  // namespace
+
+RopeKvCache Graph::rope_kv_cache(Tensor qkv, int heads, int kv_heads, Tensor cache_k,
+                                 Tensor cache_v, Tensor position, const RopeOptions& rope) {
+  impl().check(qkv, "rope_kv_cache", "qkv");
+  if (qkv.shape.rank() != 3 || heads < 1 || kv_heads < 1 ||
+      qkv.shape[2] % (int64_t{heads} + 2 * int64_t{kv_heads}) != 0)
+    shape_error(impl().label("rope_kv_cache"),
+                "qkv is " + describe(qkv) + ": expected [B, S, (H + 2 Hkv) D] with H = " +
+                    std::to_string(heads) + ", Hkv = " + std::to_string(kv_heads));
+  const int64_t d = qkv.shape[2] / (int64_t{heads} + 2 * int64_t{kv_heads});
+  return impl().rope_kv_cache(qkv, qkv, qkv, heads, kv_heads, 0, heads * d, (heads + kv_heads) * d,
+                              cache_k, cache_v, position, rope);
+}
+
+RopeKvCache Graph::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads,
+                                 Tensor cache_k, Tensor cache_v, Tensor position,
+                                 const RopeOptions& rope) {
+  return impl().rope_kv_cache(q, k, v, heads, kv_heads, 0, 0, 0, cache_k, cache_v, position, rope);
+}
+
+RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads,
+                                     int64_t q_off, int64_t k_off, int64_t v_off, Tensor cache_k,
+                                     Tensor cache_v, Tensor position, const RopeOptions& rope) {
+  const std::string op = "rope_kv_cache";
+  ops::require_float(*this, op, "q", q);
+  ops::require_float(*this, op, "k", k);
+  ops::require_float(*this, op, "v", v);
+  ops::require_rank(*this, op, "cache_k", cache_k, 4, 4);
+  ops::require_rank(*this, op, "cache_v", cache_v, 4, 4);
+  ops::require_dtype(*this, op, "position", position, DType::i32);
+  for (const Tensor* c : {&cache_k, &cache_v})
+    if (!externals.count(c->id))
+      shape_error(label(op), "the caches must be tensors made by Graph::external");
+  if (position.shape.numel() != 1)
+    shape_error(label(op), "position must hold one value, got " + describe(position));
+  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
+    shape_error(label(op), "heads " + std::to_string(heads) + " must be a multiple of kv_heads " +
+                               std::to_string(kv_heads) + " (both >= 1)");
+  const Shape& cs = cache_k.shape;  // [B, Hkv, T, D]
+  if (cache_v.shape != cs || cache_v.dtype != cache_k.dtype || cs[1] != kv_heads)
+    shape_error(label(op), "cache_k " + describe(cache_k) + " and cache_v " + describe(cache_v) +
+                               " must both be [B, " + std::to_string(kv_heads) + ", T, D] of one dtype");
+  const int64_t B = cs[0], T = cs[2], D = cs[3];
+  const int64_t widths[3] = {heads * D, kv_heads * D, kv_heads * D};
+  const int64_t offsets[3] = {q_off, k_off, v_off};
+  const Tensor* parts[3] = {&q, &k, &v};
+  const char* names[3] = {"q", "k", "v"};
+  const int64_t S = q.shape.rank() == 3 ? q.shape[1] : 0;
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& t = *parts[i];
+    if (t.dtype != cache_k.dtype || t.shape.rank() != 3 || t.shape[0] != B || t.shape[1] != S ||
+        t.shape[2] < offsets[i] + widths[i] || S < 1 || S > T)
+      shape_error(label(op), std::string(names[i]) + " is " + describe(t) + ": expected [" +
+                                 std::to_string(B) + ", S <= " + std::to_string(T) + ", " +
+                                 std::to_string(widths[i]) + "] columns from " +
+                                 std::to_string(offsets[i]) + " in the caches' dtype (caches " +
+                                 describe(cache_k) + ")");
+  }
+  if (rope.offset_tensor)
+    throw Error(ErrorCode::invalid_argument,
+                label(op) + ": rope.offset_tensor must be empty (the rows rotate at position + offset)");
+  const int64_t dims = ops::check_rope(*this, op, "the caches' rows of " + std::to_string(D), D, S, rope);
+  if (static_cast<uint64_t>(B * kv_heads * S * (heads / kv_heads + 2) * D) > UINT32_MAX)
+    shape_error(label(op), "more than 2^32 elements to write");
+  RopeKvCacheAttrs at;
+  at.heads = heads;
+  at.kv_heads = kv_heads;
+  at.q_offset = q_off;
+  at.k_offset = k_off;
+  at.v_offset = v_off;
+  at.style = rope.style;
+  at.dims = dims;
+  at.freq_base = rope.freq_base;
+  at.offset = rope.offset;
+  RopeKvCache r;
+  r.q = add_node(OpKind::rope_kv_cache, op, {q.id, k.id, v.id, cache_k.id, cache_v.id, position.id},
+                 at, Shape{B, heads, S, D}, q.dtype);
+  r.k_cache = add_node(OpKind::cache_after, op + ":k", {r.q.id, cache_k.id}, {}, cache_k.shape,
+                       cache_k.dtype);
+  r.v_cache = add_node(OpKind::cache_after, op + ":v", {r.q.id, cache_v.id}, {}, cache_v.shape,
+                       cache_v.dtype);
+  return r;
+}
+
+void register_rope_kv_cache_ops(OpRegistry& r) {
+  r.add(OpKind::rope_kv_cache, lower_rope_kv_cache);
+  r.add(OpKind::cache_after, lower_cache_after);
+}
+
+}  // namespace vkformer

@@ -1,0 +1,545 @@
+// The fused ops a decoding step is built from, against double-precision references written here:
+// Graph::linear with LinearOptions (pre-norm, gated pair, residual, with bias and activation) for
+// every quantized weight type, float weights and both activation dtypes, and rope_kv_cache
+// (packed and separate projections, grouped-query heads, both pairings, partial rotation, caches
+// in windows, replayed positions). Where the device's kernel fuses (shaders/matmul_wq_vec.comp:
+// quantized weights, one row, CPU devices) the op is one dispatch; elsewhere the fallback (rms_norm,
+// the product, shaders/linear_epilogue.comp) must give the same values, which the same
+// references check with the forced general path and the GPU tuning. ctest also runs this binary
+// with VKFORMER_TUNING_AS_GPU=1 and with VKFORMER_NO_SUBGROUP_OPS=1.
+//
+// Linear tolerances, per element: activations uniform in [-1, 1) (the norm's input in [-2, 2)),
+// h the normalized input (or x), S = sqrt(K) max|h| max|w| + max|bias| the scale of a product.
+// fp32 accumulation of K products errs by about sqrt(K) 2^-24 S; we allow 8x that, as
+// tests/quant_matmul_test.cpp does (its note on raw block sums holds here too), plus 2^-21
+// relative. The fused norm sums K squares in fp32 (per lane over K / 32 blocks, then across the
+// subgroup) and takes rsqrt: (K / 32 + 16) 2^-24 relative. f16 activations: the fallback stores
+// the normalized row and the gate/up product in f16, sqrt(K) 2^-11 max|h| max|w| and 2^-11 |p|
+// more, and the output rounds (2^-11 relative). A gated output y = act(g) u errs by
+// 1.1 e_g |u| + |act(g)| e_u (|act'| <= 1.1 for silu).
+//
+// rope_kv_cache: the exact rotation in double with tests/llama_ops_test.cpp's tolerance (the
+// angle in fp32, cos/sin and the range reduction), the copied values (v, pass-through columns)
+// exactly, and every cache row outside [p, p + S) unchanged.
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device_impl.hpp"
+#include "kernel_table.hpp"
+#include "test_device.hpp"
+#include "test_util.hpp"
+#include "vkformer/half.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// linear with LinearOptions
+
+// Random blocks of a quantized type with f16 scales of model-like size (as quant_matmul_test's
+// random_blocks), or random values for a float type; with the values the host reads them as
+// (HostTensor::to_f32 equals gguf's dequantization bit for bit, see quant_matmul_test).
+struct Weight {
+  HostTensor raw;
+  std::vector<double> values;
+};
+
+Weight random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
+  if (is_float(t)) {
+    const auto v = random_values(static_cast<size_t>(n * k), seed);
+    return {make_tensor({n, k}, v, t), stored(v, t)};
+  }
+  std::vector<std::byte> bytes(dtype_bytes(t, n * k));
+  std::mt19937 rng(seed);
+  for (auto& b : bytes) b = static_cast<std::byte>(rng() & 0xff);
+  struct Scale {
+    uint64_t offset;
+    float lo, hi;
+  };
+  std::vector<Scale> scales = {{0, 0.001f, 0.02f}};
+  if (t == DType::q4_1) scales.push_back({2, -0.16f, -0.008f});
+  if (t == DType::q4_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
+  if (t == DType::q6_k) scales = {{208, 0.0002f, 0.001f}};
+  for (uint64_t at = 0; at < bytes.size(); at += dtype_block_bytes(t))
+    for (const Scale& sc : scales) {
+      const uint16_t half = float_to_half(std::uniform_real_distribution<float>(sc.lo, sc.hi)(rng));
+      std::memcpy(&bytes[at + sc.offset], &half, 2);
+    }
+  Weight w;
+  w.raw = HostTensor::from_bytes({n, k}, t, bytes);
+  const std::vector<float> v = w.raw.to_f32();
+  w.values.assign(v.begin(), v.end());
+  return w;
+}
+
+struct Fusions {
+  bool norm = false, gated = false, residual = false, bias = false;
+  Activation activation = Activation::none;
+};
+
+struct LinearCase {
+  DType weight, act;
+  int64_t m, n, k;  // out [m, n]; the weight is [2n, k] when gated
+  Fusions f;
+};
+
+std::string case_name(const LinearCase& c) {
+  std::string s = std::string(dtype_name(c.weight)) + " weight, " + std::string(dtype_name(c.act)) +
+                  " x [" + std::to_string(c.m) + "," + std::to_string(c.k) + "] -> n " +
+                  std::to_string(c.n) + ":";
+  if (c.f.norm) s += " norm";
+  if (c.f.gated) s += " gated";
+  if (c.f.bias) s += " bias";
+  if (c.f.activation == Activation::silu) s += " silu";
+  if (c.f.activation == Activation::relu) s += " relu";
+  if (c.f.residual) s += " residual";
+  return s;
+}
+
+double activate(double v, Activation a) {
+  if (a == Activation::silu) return v / (1.0 + std::exp(-v));
+  if (a == Activation::relu) return std::max(v, 0.0);
+  return v;
+}
+
+// The dispatches one such linear takes when fused, or with the fallback.
+size_t fused_dispatches() { return 1; }
+size_t fallback_dispatches(const LinearCase& c) {
+  return (c.f.norm ? 1 : 0) + 1 + (c.f.gated || c.f.residual ? 1 : 0);
+}
+
+// Runs the case on `device` and checks every output against the reference; returns the
+// executor's dispatch count.
+size_t check_linear(Device& device, const LinearCase& c, uint32_t seed = 11) {
+  SCOPED_TRACE(case_name(c));
+  const int64_t rows = c.f.gated ? 2 * c.n : c.n;
+  // Float weights in the activations' dtype take the float kernels; others their own.
+  const Weight w = random_weight(c.weight, rows, c.k, seed);
+  const auto xv = random_values(static_cast<size_t>(c.m * c.k), seed + 1, -2.0f, 2.0f);
+  const auto gv = random_values(static_cast<size_t>(c.k), seed + 2, 0.5f, 1.5f);
+  const auto bv = random_values(static_cast<size_t>(rows), seed + 3);
+  const auto rv = random_values(static_cast<size_t>(c.m * c.n), seed + 4);
+
+  Graph g;
+  Tensor x = g.input("x", {c.m, c.k}, c.act);
+  LinearOptions o;
+  o.activation = c.f.activation;
+  o.gated = c.f.gated;
+  if (c.f.norm) {
+    o.norm = g.input("gamma", {c.k}, c.act);
+    o.norm_eps = 1e-5f;
+  }
+  if (c.f.bias) o.bias = g.input("bias", {rows}, c.act);
+  if (c.f.residual) o.residual = g.input("residual", {c.m, c.n}, c.act);
+  g.output("y", g.linear(x, g.constant("w", w.raw), o));
+  Executor ex(device, g);
+  std::map<std::string, HostTensor> in = {{"x", make_tensor({c.m, c.k}, xv, c.act)}};
+  if (c.f.norm) in.emplace("gamma", make_tensor({c.k}, gv, c.act));
+  if (c.f.bias) in.emplace("bias", make_tensor({rows}, bv, c.act));
+  if (c.f.residual) in.emplace("residual", make_tensor({c.m, c.n}, rv, c.act));
+  const HostTensor y = ex.run(in).at("y");
+  EXPECT_EQ(y.shape(), (Shape{c.m, c.n}));
+  EXPECT_EQ(y.dtype(), c.act);
+
+  const auto xs = stored(xv, c.act), gs = stored(gv, c.act), bs = stored(bv, c.act),
+             rs = stored(rv, c.act);
+  std::vector<double> h = xs;
+  for (int64_t i = 0; i < c.m && c.f.norm; ++i) {
+    double ss = 0;
+    for (int64_t j = 0; j < c.k; ++j) ss += xs[i * c.k + j] * xs[i * c.k + j];
+    const double r = 1.0 / std::sqrt(ss / static_cast<double>(c.k) + 1e-5);
+    for (int64_t j = 0; j < c.k; ++j) h[i * c.k + j] = xs[i * c.k + j] * r * gs[j];
+  }
+  double max_h = 0, max_w = 0, max_b = 0;
+  for (double v : h) max_h = std::max(max_h, std::abs(v));
+  for (double v : w.values) max_w = std::max(max_w, std::abs(v));
+  for (double v : bs) max_b = c.f.bias ? std::max(max_b, std::abs(v)) : 0.0;
+  const double sk = std::sqrt(static_cast<double>(c.k));
+  const double scale = sk * max_h * max_w + max_b;
+  const double rel = std::ldexp(1.0, -21) + (c.f.norm ? (c.k / 32.0 + 16) * std::ldexp(1.0, -24) : 0.0);
+  const bool f16 = c.act == DType::f16;
+  std::vector<double> want(static_cast<size_t>(c.m * c.n)), tol(want.size());
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      auto product = [&](int64_t row) {
+        double s = 0;
+        for (int64_t k = 0; k < c.k; ++k) s += h[i * c.k + k] * w.values[row * c.k + k];
+        return s + (c.f.bias ? bs[row] : 0.0);
+      };
+      auto error = [&](double p) {
+        return 8 * sk * std::ldexp(1.0, -24) * scale + rel * std::abs(p) +
+               (f16 ? sk * std::ldexp(1.0, -11) * max_h * max_w + std::ldexp(1.0, -11) * std::abs(p) : 0.0);
+      };
+      const double p = product(j);
+      double v, e;
+      if (c.f.gated) {
+        const double u = product(c.n + j), eg = error(p), eu = error(u);
+        v = activate(p, c.f.activation) * u;
+        e = 1.1 * eg * (std::abs(u) + eu) + std::abs(activate(p, c.f.activation)) * eu;
+      } else {
+        v = activate(p, c.f.activation);
+        e = 1.1 * error(p);
+      }
+      if (c.f.residual) v += rs[i * c.n + j];
+      e += std::ldexp(1.0, -22) * std::abs(v) + (f16 ? std::ldexp(1.0, -11) * std::abs(v) + std::ldexp(1.0, -25) : 0.0);
+      want[i * c.n + j] = v;
+      tol[i * c.n + j] = e;
+    }
+  const std::vector<float> got = y.to_f32();
+  double worst = 0, worst_ratio = 0;
+  size_t at = 0;
+  for (size_t e = 0; e < got.size(); ++e) {
+    const double err = std::abs(got[e] - want[e]);
+    if (!(err <= tol[e]) && (worst_ratio == 0 || err / tol[e] > worst_ratio)) {
+      worst_ratio = std::isnan(err) ? 1e30 : err / tol[e];
+      at = e;
+    }
+    worst = std::max(worst, err);
+  }
+  EXPECT_EQ(worst_ratio, 0.0) << "element " << at << ": got " << got[at] << ", want " << want[at]
+                              << " within " << tol[at];
+  std::printf("[ fused ] %-66s max abs error %.3g (scale %.3g), %zu dispatch(es)\n",
+              case_name(c).c_str(), worst, scale, ex.stats().dispatches);
+  return ex.stats().dispatches;
+}
+
+// Whether the device's tuning takes quantized one-row linears to the fusing kernel: the texel
+// path (CPU devices), not forced elsewhere, and its kernel built and supported (subgroup
+// arithmetic and shuffles).
+bool fuses(Device& device, DType weight) {
+  const vk::MatmulTuning& t = device.impl().tuning().matmul;
+  const auto* vec = kernels::find_variant(kernels::Kernel::matmul_wq_vec_q4_1, DType::f32);
+  return is_quantized(weight) && t.weight_tiles.texel && t.texel_tiles.subgroup > 0 &&
+         (!t.forced_path || *t.forced_path == vk::MatmulPath::texel) && vec &&
+         device.impl().pipelines().supported(*vec);
+}
+
+const Fusions kFusionSets[] = {
+    {true, false, false, false, Activation::none},   // pre-norm
+    {false, true, false, false, Activation::silu},   // SwiGLU
+    {false, false, true, false, Activation::none},   // residual
+    {true, true, false, true, Activation::silu},     // the FFN's gate/up: norm, SwiGLU, bias
+    {false, false, true, true, Activation::relu},    // bias, activation, then the residual
+    {true, true, true, false, Activation::silu},     // everything at once
+};
+
+// Every quantized type and float weights (f32 under f16 activations and f16 under f32 take the
+// mixed kernels, the activations' own type the float ones), both activation types, one row (a
+// decoding step: fused on CPU devices) and three (the fallback), N odd, K of a few blocks.
+TEST_F(DeviceTest, LinearFusionsMatchReference) {
+  for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k,
+                  DType::f32, DType::f16})
+    for (DType act : {DType::f32, DType::f16})
+      for (int64_t m : {1, 3})
+        for (const Fusions& f : kFusionSets) {
+          const int64_t k = is_k_quant(w) ? 512 : 96;
+          const LinearCase c{w, act, m, 19, k, f};
+          const size_t dispatches = check_linear(device(), c);
+          if (m == 1 && fuses(device(), w)) EXPECT_EQ(dispatches, fused_dispatches()) << case_name(c);
+          else if (is_quantized(w)) EXPECT_EQ(dispatches, fallback_dispatches(c)) << case_name(c);
+        }
+}
+
+// The SmolLM2 shapes (many workgroups, K of 18 and 48 blocks: rows that start at every word of
+// a 16-byte texel) and Llama-3.2-1B's k-quant widths, with all fusions.
+TEST_F(DeviceTest, LinearFusionsAtModelShapes) {
+  const Fusions ffn{true, true, false, false, Activation::silu}, down{false, false, true, false, Activation::none};
+  for (DType act : {DType::f32, DType::f16}) {
+    check_linear(device(), {DType::q4_1, act, 1, 1536, 576, ffn});
+    check_linear(device(), {DType::q4_1, act, 1, 576, 1536, down});
+    check_linear(device(), {DType::q8_0, act, 1, 2053, 576, {true, false, false, false, Activation::none}});
+    check_linear(device(), {DType::q4_0, act, 1, 965, 576, {true, false, false, false, Activation::none}});
+    check_linear(device(), {DType::q5_0, act, 1, 130, 1536, ffn});
+    check_linear(device(), {DType::q4_k, act, 1, 257, 2048, ffn});
+    check_linear(device(), {DType::q6_k, act, 1, 255, 1536, down});
+  }
+}
+
+// The tests above run the mat-vec kernel that streams the weight (shaders/matmul_wq_rows.comp,
+// the default for every size): rounds that deal whole blocks to the lanes (K of 3 blocks: groups
+// of 8 rows; 18: 4 rows; 48 or 8 super-blocks: 1 row, 2 when gated), rows past N, the gate and
+// up halves of a group. These run the lanes-on-rows mat-vec (shaders/matmul_wq_vec.comp), which
+// VKFORMER_MATMUL_WQ_STREAM_BYTES above the weights' size selects (as K beyond the rows
+// kernel's rounds does).
+TEST_F(DeviceTest, LinearFusionsOnTheLanesOnRowsKernel) {
+  Device d = open_test_device_with_env({{"VKFORMER_MATMUL_WQ_STREAM_BYTES", "1000000000"}});
+  for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k})
+    for (DType act : {DType::f32, DType::f16})
+      for (const Fusions& f : kFusionSets) {
+        const LinearCase c{w, act, 1, 19, is_k_quant(w) ? 512 : 96, f};
+        const size_t dispatches = check_linear(d, c);
+        if (fuses(d, w)) EXPECT_EQ(dispatches, fused_dispatches()) << case_name(c);
+      }
+  for (DType act : {DType::f32, DType::f16}) {
+    check_linear(d, {DType::q8_0, act, 1, 2053, 576, {true, false, false, false, Activation::none}});
+    check_linear(d, {DType::q4_1, act, 1, 1537, 576, {true, true, false, false, Activation::silu}});
+    check_linear(d, {DType::q4_1, act, 1, 575, 1536, {false, false, true, true, Activation::none}});
+    check_linear(d, {DType::q6_k, act, 1, 131, 2048, {true, true, true, false, Activation::silu}});
+    check_linear(d, {DType::q5_0, act, 1, 33, 96, {false, false, false, true, Activation::relu}});
+  }
+}
+
+// The fallback where the device's tuning has no fusing kernel: the storage-buffer kernels
+// (VKFORMER_MATMUL_PATH=general) and the GPU tuning, one row, each quantized type: the same
+// values, in rms_norm + product + epilogue dispatches.
+TEST_F(DeviceTest, LinearFusionsFallBackToSeparateKernels) {
+  const std::vector<std::pair<const char*, const char*>> variants[] = {
+      {{"VKFORMER_MATMUL_PATH", "general"}},
+      {{"VKFORMER_TUNING_AS_GPU", "1"}},
+  };
+  for (const auto& env : variants) {
+    SCOPED_TRACE(std::string(env[0].first) + "=" + env[0].second);
+    Device d = open_test_device_with_env(env);
+    for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k})
+      for (const Fusions& f : {kFusionSets[3], kFusionSets[5]}) {
+        const LinearCase c{w, DType::f32, 1, 19, is_k_quant(w) ? 256 : 96, f};
+        EXPECT_EQ(check_linear(d, c), fallback_dispatches(c)) << case_name(c);
+      }
+  }
+}
+
+TEST_F(DeviceTest, LinearFusionsRejectBadArguments) {
+  Graph g;
+  Tensor x = g.input("x", {2, 64});
+  Tensor w = g.input("w", {6, 64});
+  Tensor odd = g.input("odd", {5, 64});
+  LinearOptions o;
+  o.gated = true;
+  EXPECT_TRUE(fails_with([&] { g.linear(x, odd, o); }, ErrorCode::shape_mismatch, "even number of rows"));
+  o.bias = g.input("b3", {3});
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w, o); }, ErrorCode::shape_mismatch, "bias must be [6]"));
+  LinearOptions r;
+  r.residual = g.input("r", {2, 5});
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w, r); }, ErrorCode::shape_mismatch, "residual must be [2,6]"));
+  r.residual = g.input("r16", {2, 6}, DType::f16);
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w, r); }, ErrorCode::shape_mismatch, "residual must be [2,6] f32"));
+  LinearOptions n;
+  n.norm = g.input("gamma", {63});
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w, n); }, ErrorCode::shape_mismatch, "norm must be [64]"));
+  n.norm = g.input("gamma16", {64}, DType::f16);
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w, n); }, ErrorCode::shape_mismatch, "norm must be f32"));
+  n.norm = g.input("gamma32", {64});
+  n.norm_eps = -1.0f;
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w, n); }, ErrorCode::invalid_argument, "norm_eps must be >= 0"));
+  Graph other;
+  LinearOptions foreign;
+  foreign.residual = other.input("r", {2, 6});
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w, foreign); }, ErrorCode::invalid_argument,
+                         "'residual' is not a tensor of this graph"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// rope_kv_cache
+
+struct RopeCacheCase {
+  int64_t b, heads, kv_heads, s, d, t;
+  int64_t dims;  // -1: d
+  RopeOptions::Style style;
+  DType dtype;
+  bool packed;
+  std::vector<int32_t> positions;  // one run each, replayed
+  int64_t offset = 0;              // RopeOptions::offset
+};
+
+std::string case_name(const RopeCacheCase& c) {
+  return std::string(c.packed ? "packed" : "apart") + " B" + std::to_string(c.b) + " H" +
+         std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " S" + std::to_string(c.s) +
+         " D" + std::to_string(c.d) + " T" + std::to_string(c.t) +
+         (c.dims >= 0 ? " dims" + std::to_string(c.dims) : "") +
+         (c.style == RopeOptions::Style::neox ? " neox " : " interleaved ") +
+         std::string(dtype_name(c.dtype));
+}
+
+// Rotates row `x` (d values) at position pos as rope does, with the tolerance of each output.
+void rotate(const double* x, double* y, double* tol, int64_t d, int64_t dims, RopeOptions::Style style,
+            double base, int64_t pos, DType dtype) {
+  for (int64_t j = 0; j < d; ++j) y[j] = x[j], tol[j] = 0.0;
+  for (int64_t i = 0; i < dims / 2; ++i) {
+    const int64_t ia = style == RopeOptions::Style::neox ? i : 2 * i;
+    const int64_t ib = ia + (style == RopeOptions::Style::neox ? dims / 2 : 1);
+    const double theta = static_cast<double>(pos) * std::pow(base, -2.0 * i / static_cast<double>(dims));
+    y[ia] = x[ia] * std::cos(theta) - x[ib] * std::sin(theta);
+    y[ib] = x[ia] * std::sin(theta) + x[ib] * std::cos(theta);
+    tol[ia] = tol[ib] = (std::abs(x[ia]) + std::abs(x[ib])) * (theta * std::ldexp(1.0, -22) + 4e-6);
+  }
+  for (int64_t j = 0; j < d; ++j)
+    if (tol[j] > 0 && dtype == DType::f16) tol[j] += std::abs(y[j]) * std::ldexp(1.0, -11) + 1e-7;
+}
+
+void check_rope_kv_cache(Device& device, const RopeCacheCase& c, bool windows = false) {
+  SCOPED_TRACE(case_name(c));
+  const int64_t B = c.b, H = c.heads, Hk = c.kv_heads, S = c.s, D = c.d, T = c.t;
+  const int64_t dims = c.dims < 0 ? D : c.dims;
+  const double base = 10000.0;
+  const Shape cache_shape{B, Hk, T, D};
+  // Caches start with known values, so rows outside [p, p + S) can be checked unchanged.
+  const auto k0 = random_values(static_cast<size_t>(cache_shape.numel()), 5, -3.0f, 3.0f);
+  const auto v0 = random_values(static_cast<size_t>(cache_shape.numel()), 6, -3.0f, 3.0f);
+  DeviceTensor cache_k = device.upload(make_tensor(cache_shape, k0, c.dtype));
+  DeviceTensor cache_v = device.upload(make_tensor(cache_shape, v0, c.dtype));
+  std::vector<double> want_k = stored(k0, c.dtype), want_v = stored(v0, c.dtype);
+
+  Graph g;
+  Tensor position = g.input("position", {1}, DType::i32);
+  RopeOptions rope;
+  rope.style = c.style;
+  rope.dims = c.dims;
+  rope.freq_base = base;
+  rope.offset = c.offset;
+  Tensor ck = g.external("cache_k", cache_k), cv = g.external("cache_v", cache_v);
+  const int64_t width = (H + 2 * Hk) * D;
+  RopeKvCache r;
+  if (c.packed) {
+    r = g.rope_kv_cache(g.input("qkv", {B, S, width}, c.dtype), static_cast<int>(H),
+                        static_cast<int>(Hk), ck, cv, position, rope);
+  } else {
+    r = g.rope_kv_cache(g.input("q", {B, S, H * D}, c.dtype), g.input("k", {B, S, Hk * D}, c.dtype),
+                        g.input("v", {B, S, Hk * D}, c.dtype), static_cast<int>(H),
+                        static_cast<int>(Hk), ck, cv, position, rope);
+  }
+  ASSERT_EQ(r.q.shape, (Shape{B, H, S, D}));
+  g.output("rotated_q", r.q);
+  // The caches after the write, read by ops as attention would.
+  g.output("k_all", g.copy(r.k_cache));
+  g.output("v_all", g.copy(r.v_cache));
+  Executor ex(device, g);
+  if (!windows) EXPECT_EQ(ex.stats().dispatches, 3u);  // the op, and the two copies
+
+  uint32_t seed = 100;
+  for (int32_t p : c.positions) {
+    SCOPED_TRACE("position " + std::to_string(p));
+    const auto qkv = random_values(static_cast<size_t>(B * S * width), seed++, -2.0f, 2.0f);
+    std::map<std::string, HostTensor> in = {
+        {"position", HostTensor::from_i32({1}, std::vector<int32_t>{p})}};
+    // Columns of the packed rows: H query heads, Hk key heads, Hk value heads.
+    auto part = [&](int64_t first, int64_t cols) {
+      std::vector<float> out;
+      for (int64_t row = 0; row < B * S; ++row)
+        out.insert(out.end(), qkv.begin() + row * width + first, qkv.begin() + row * width + first + cols);
+      return out;
+    };
+    if (c.packed) {
+      in.emplace("qkv", make_tensor({B, S, width}, qkv, c.dtype));
+    } else {
+      in.emplace("q", make_tensor({B, S, H * D}, part(0, H * D), c.dtype));
+      in.emplace("k", make_tensor({B, S, Hk * D}, part(H * D, Hk * D), c.dtype));
+      in.emplace("v", make_tensor({B, S, Hk * D}, part((H + Hk) * D, Hk * D), c.dtype));
+    }
+    auto out = ex.run(in);
+    const auto xs = stored(qkv, c.dtype);
+    std::vector<double> want_q(static_cast<size_t>(B * H * S * D)), tol_q(want_q.size());
+    std::vector<double> tol_k(want_k.size(), 0.0);
+    for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t s = 0; s < S; ++s) {
+        const double* row = xs.data() + (bb * S + s) * width;
+        const int64_t pos = p + c.offset + s;
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t at = ((bb * H + h) * S + s) * D;
+          rotate(row + h * D, &want_q[at], &tol_q[at], D, dims, c.style, base, pos, c.dtype);
+        }
+        for (int64_t h = 0; h < Hk; ++h) {
+          const int64_t at = ((bb * Hk + h) * T + p + s) * D;
+          rotate(row + (H + h) * D, &want_k[at], &tol_k[at], D, dims, c.style, base, pos, c.dtype);
+          for (int64_t j = 0; j < D; ++j) want_v[at + j] = row[(H + Hk + h) * D + j];
+        }
+      }
+    auto close = [](const HostTensor& got, const std::vector<double>& want, const std::vector<double>& tol) {
+      const std::vector<float> g32 = got.to_f32();
+      for (size_t e = 0; e < g32.size(); ++e)
+        if (!(std::abs(g32[e] - want[e]) <= tol[e]))
+          return ::testing::AssertionFailure() << "element " << e << ": got " << g32[e] << ", want "
+                                               << want[e] << " within " << tol[e];
+      return ::testing::AssertionSuccess();
+    };
+    EXPECT_TRUE(close(out.at("rotated_q"), want_q, tol_q));
+    EXPECT_TRUE(close(out.at("k_all"), want_k, tol_k));  // copied columns and other rows exact
+    EXPECT_TRUE(close(out.at("v_all"), want_v, std::vector<double>(want_v.size(), 0.0)));
+    // The rows a later run does not write keep these values (a rotated key is no longer exact).
+    const std::vector<float> k_now = out.at("k_all").to_f32();
+    want_k.assign(k_now.begin(), k_now.end());
+  }
+  EXPECT_EQ(ex.stats().recordings, 1u);
+}
+
+// Grouped-query (6 query heads on 2 KV heads, SmolLM2's 9 on 3) and multi-head, one new row (a
+// decoding step, replayed at several positions) and a chunk of 5, both pairings, a partial
+// rotation with pass-through columns (dims 4 of an odd D 7), f16, a static offset, two batches.
+TEST_F(DeviceTest, RopeKvCacheMatchesReference) {
+  using Style = RopeOptions::Style;
+  const RopeCacheCase cases[] = {
+      {1, 9, 3, 1, 64, 40, -1, Style::interleaved, DType::f32, true, {0, 1, 2, 39}},
+      {1, 9, 3, 1, 64, 40, -1, Style::neox, DType::f32, false, {7, 8}},
+      {1, 6, 2, 5, 16, 23, -1, Style::neox, DType::f32, true, {0, 5, 18}},
+      {2, 4, 4, 3, 7, 11, 4, Style::interleaved, DType::f32, false, {2, 8}},
+      {2, 6, 2, 5, 16, 23, 8, Style::interleaved, DType::f16, true, {0, 17}},
+      {1, 2, 1, 1, 128, 9000, -1, Style::neox, DType::f16, false, {8990}, 3},
+  };
+  for (const RopeCacheCase& c : cases) check_rope_kv_cache(device(), c);
+}
+
+// Caches larger than one binding (VKFORMER_MAX_BINDING_BYTES): a dispatch per window of whole
+// (batch, KV head) slices, each writing its queries too.
+TEST_F(DeviceTest, RopeKvCacheInWindows) {
+  Device d = open_test_device_with_env({{"VKFORMER_MAX_BINDING_BYTES", "4096"}});
+  check_rope_kv_cache(d, {2, 4, 2, 3, 16, 64, -1, RopeOptions::Style::neox, DType::f32, true, {0, 61}},
+                      true);
+}
+
+TEST_F(DeviceTest, RopeKvCacheRejectsBadArguments) {
+  Device& dev = device();
+  DeviceTensor k = dev.allocate({1, 2, 8, 4}, DType::f32), v = dev.allocate({1, 2, 8, 4}, DType::f32);
+  DeviceTensor v3 = dev.allocate({1, 3, 8, 4}, DType::f32);
+  Graph g;
+  Tensor ck = g.external("k", k), cv = g.external("v", v), cv3 = g.external("v3", v3);
+  Tensor pos = g.input("pos", {1}, DType::i32);
+  Tensor qkv = g.input("qkv", {1, 2, 32});  // (4 + 2 * 2) * 4
+  RopeOptions rope;
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(qkv, 3, 2, ck, cv, pos, rope); }, ErrorCode::shape_mismatch,
+                         "expected [B, S, (H + 2 Hkv) D]"));
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(qkv, 4, 2, ck, cv3, pos, rope); }, ErrorCode::shape_mismatch,
+                         "must both be [B, 2, T, D]"));
+  Tensor not_external = g.input("c", {1, 2, 8, 4});
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(qkv, 4, 2, not_external, cv, pos, rope); },
+                         ErrorCode::shape_mismatch, "made by Graph::external"));
+  Tensor qkv20 = g.input("qkv20", {1, 2, 20});  // 3 query heads on one KV head: not the caches' 2
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(qkv20, 3, 1, ck, cv, pos, rope); }, ErrorCode::shape_mismatch,
+                         "must both be [B, 1, T, D]"));
+  Tensor q = g.input("q", {1, 2, 16}), kk = g.input("kk", {1, 2, 8}), vv = g.input("vv", {1, 3, 8});
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(q, kk, vv, 4, 2, ck, cv, pos, rope); }, ErrorCode::shape_mismatch,
+                         "v is [1,3,8] f32"));
+  Tensor q16 = g.input("q16", {1, 2, 16}, DType::f16);
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(q16, kk, kk, 4, 2, ck, cv, pos, rope); },
+                         ErrorCode::shape_mismatch, "in the caches' dtype"));
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(q, kk, kk, 3, 2, ck, cv, pos, rope); }, ErrorCode::shape_mismatch,
+                         "must be a multiple of kv_heads"));
+  RopeOptions with_tensor;
+  with_tensor.offset_tensor = pos;
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(qkv, 4, 2, ck, cv, pos, with_tensor); },
+                         ErrorCode::invalid_argument, "offset_tensor must be empty"));
+  RopeOptions odd;
+  odd.dims = 3;
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(qkv, 4, 2, ck, cv, pos, odd); }, ErrorCode::shape_mismatch,
+                         "dims must be even"));
+  Tensor fpos = g.input("fpos", {1});
+  EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(qkv, 4, 2, ck, cv, fpos, rope); }, ErrorCode::shape_mismatch,
+                         "position must be i32"));
+
+  // A position whose rows do not fit the cache is refused when it is set.
+  Graph h;
+  RopeKvCache r = h.rope_kv_cache(h.input("qkv", {1, 2, 32}), 4, 2, h.external("k", k), h.external("v", v),
+                                  h.input("pos", {1}, DType::i32), rope);
+  h.output("q", r.q);
+  Executor ex(dev, h);
+  ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{6}));  // rows 6, 7: fine
+  EXPECT_TRUE(fails_with([&] { ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{7})); },
+                         ErrorCode::invalid_argument, "new row(s) in a cache of 8 rows"));
+  EXPECT_TRUE(fails_with([&] { ex.set_input("pos", HostTensor::from_i32({1}, std::vector<int32_t>{-1})); },
+                         ErrorCode::invalid_argument, "new row(s) in a cache of 8 rows"));
+}
+
+}  // namespace
+}  // namespace vkformer::testing
