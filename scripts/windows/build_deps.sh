@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the third-party libraries vkformer needs for Windows (MinGW-w64) into a prefix, once:
-#   utf8proc and RE2 from Debian's source packages (apt-get source), GoogleTest from Debian's
+#   utf8proc and RE2 from Debian's source packages (apt-get source), cpp-httplib's single header
+#   from its Debian source package (Debian's -dev package has the header split from a compiled
+#   library, which MinGW cannot link), GoogleTest from Debian's
 #   /usr/src/googletest (package googletest), and the header-only nlohmann_json, CLI11 and Vulkan
 #   headers copied from Debian's -dev packages (they are the same for every platform).
 # Usage: scripts/windows/build_deps.sh PREFIX. A prefix holding a stamp of the same recipe is
@@ -32,10 +34,10 @@ cmake_build() {  # cmake_build SOURCE_DIR [cmake options...]
 }
 
 echo "Windows dependencies: sources of utf8proc and re2 (apt-get source)"
-(cd "$work" && apt-get source --download-only utf8proc re2 > "$work/source.log" 2>&1) ||
+(cd "$work" && apt-get source --download-only utf8proc re2 cpp-httplib > "$work/source.log" 2>&1) ||
   { cat "$work/source.log"; echo "apt-get source failed: are deb-src lines configured?" \
     "(scripts/windows/install_deps.sh adds them)" >&2; exit 1; }
-(cd "$work" && for dsc in utf8proc_*.dsc re2_*.dsc; do dpkg-source -x "$dsc" > /dev/null; done)
+(cd "$work" && for dsc in utf8proc_*.dsc re2_*.dsc cpp-httplib_*.dsc; do dpkg-source -x "$dsc" > /dev/null; done)
 
 echo "Windows dependencies: utf8proc"
 cmake_build "$(ls -d "$work"/utf8proc-*/ | head -n1)" -DUTF8PROC_INSTALL=ON -DUTF8PROC_ENABLE_TESTING=OFF
@@ -57,6 +59,20 @@ Description: RE2 (MinGW-w64 static build for vkformer)
 Version: $re2_version
 Cflags: -I\${prefix}/include
 Libs: -L\${prefix}/lib -lre2
+PC
+
+echo "Windows dependencies: cpp-httplib (one header, no TLS)"
+httplib_src=$(ls -d "$work"/cpp-httplib-*/ | head -n1)
+httplib_version=$(cd "$work" && ls cpp-httplib_*.dsc | sed 's/cpp-httplib_\([0-9.]*\).*/\1/')
+mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"
+cp "$httplib_src/httplib.h" "$prefix/include/"
+cat > "$prefix/lib/pkgconfig/cpp-httplib.pc" <<PC
+prefix=$prefix
+Name: cpp-httplib
+Description: cpp-httplib, header-only (MinGW-w64 build for vkformer)
+Version: $httplib_version
+Cflags: -I\${prefix}/include
+Libs: -lws2_32
 PC
 
 echo "Windows dependencies: googletest (/usr/src/googletest)"

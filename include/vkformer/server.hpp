@@ -1,0 +1,72 @@
+#pragma once
+// An OpenAI-compatible HTTP server: a GGUF language model behind /v1/chat/completions and
+// /v1/completions (server-sent events or one JSON answer), a sentence-embedding model behind
+// /v1/embeddings, and /v1/models, /health, /metrics (Prometheus text). `vkformer serve` is this
+// class; an app can run it in-process the same way:
+//
+//   vkformer::ServerOptions o;
+//   o.model = "SmolLM2-135M-Instruct.Q4_1.gguf";
+//   o.port = 0;                        // any free port
+//   vkformer::Server server(device, o);  // loads the models
+//   server.start();                      // listening on o.host:server.port() when it returns
+//   ...
+//   server.stop();
+//
+// Up to `parallel` requests generate at once, one token each per scheduler step, joining and
+// leaving between steps; more wait in a queue of `max_queue`. docs/serve.md has the details.
+// Built only where cpp-httplib is found (library vkformer_server, target vkformer::server).
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "vkformer/device.hpp"
+
+namespace vkformer {
+
+struct ServerOptions {
+  std::filesystem::path model;            // GGUF language model; empty: no completion endpoints
+  std::filesystem::path embedding_model;  // sentence-transformers directory; empty: no embeddings
+  std::string host = "127.0.0.1";         // loopback unless told otherwise
+  int port = 8080;                        // 0: a free port, port() says which
+  int parallel = 4;                       // sequences generating at once (KV slots)
+  int64_t context = 0;                    // tokens per slot; 0: the model's, capped at 4096
+  std::string api_key;                    // non-empty: requests need "Authorization: Bearer KEY"
+
+  // Limits; each refusal names the limit and its option.
+  size_t max_body_bytes = 1 << 20;   // request body
+  int64_t max_prompt_tokens = 0;     // 0: context - 1
+  int64_t max_tokens = 0;            // largest max_tokens accepted; 0: context
+  int max_connections = 32;          // open connections served; more get 503
+  int max_queue = 64;                // requests waiting for a slot; more get 503
+  int read_timeout_s = 10;           // a client silent this long mid-request is dropped
+  int write_timeout_s = 10;          // a client not reading this long is dropped
+  int max_json_depth = 32;           // nesting of the request's JSON
+  int max_embedding_inputs = 256;    // texts per /v1/embeddings request
+  std::string model_name;            // the id /v1/models lists; empty: the file's stem
+};
+
+class ServerImpl;
+
+class Server {
+ public:
+  // Checks the options and loads the models (invalid_argument or the loaders' errors).
+  Server(Device device, const ServerOptions& options);
+  ~Server();  // stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port and serves on background threads; returns once listening. A port in use is
+  // ErrorCode::io naming host and port.
+  void start();
+  int port() const;  // the bound port (after start())
+  // Blocks until stop() is called (from another thread or a signal handler's thread).
+  void wait();
+  // Stops listening, ends the streams in progress and the scheduler. Safe to call twice.
+  void stop();
+
+ private:
+  std::unique_ptr<ServerImpl> impl_;
+};
+
+}  // namespace vkformer

@@ -1,0 +1,144 @@
+// POST /v1/chat/completions and /v1/completions: a request checked and tokenized, queued with
+// the scheduler, and answered as one JSON object or as server-sent events.
+#include <ctime>
+
+#include "api_error.hpp"
+#include "requests.hpp"
+#include "server_impl.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/llm.hpp"
+
+namespace vkformer {
+
+using nlohmann::json;
+using server::ApiError;
+using server::bad_request;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// How long a streaming handler waits for text before writing an SSE comment, which is how it
+// finds out that a client waiting in the queue has gone.
+constexpr std::chrono::milliseconds kStreamPoll{250};
+constexpr int kPollsPerKeepAlive = 8;
+
+}  // namespace
+
+void ServerImpl::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (!scheduler_) throw ApiError(404, "invalid_request_error", "this server has no language model (start it with --model)", "model", "model_not_found");
+  const json body = server::parse_body(req.body, options_.max_json_depth);
+  const BpeTokenizer& tokenizer = slots_->model().tokenizer();
+  server::GenerationParams params;
+  std::vector<int32_t> prompt;
+  if (chat) {
+    server::ChatRequest r = server::parse_chat_request(body);
+    params = std::move(r.params);
+    if (params.model != model_id_) throw ApiError(404, "invalid_request_error", "the model '" + params.model.substr(0, 100) + "' does not exist: this server has '" + model_id_ + "'", "model", "model_not_found");
+    prompt = tokenizer.encode(chat_template_->apply(r.messages), true, true);
+  } else {
+    server::CompletionRequest r = server::parse_completion_request(body);
+    params = std::move(r.params);
+    if (params.model != model_id_) throw ApiError(404, "invalid_request_error", "the model '" + params.model.substr(0, 100) + "' does not exist: this server has '" + model_id_ + "'", "model", "model_not_found");
+    if (r.prompt_tokens.empty()) {
+      prompt = tokenizer.encode(r.prompt, true, true);
+    } else {
+      for (int32_t id : r.prompt_tokens)
+        if (id >= static_cast<int32_t>(tokenizer.vocab_size()))
+          throw bad_request("prompt", "'prompt' token " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(tokenizer.vocab_size()) + ")");
+      prompt = std::move(r.prompt_tokens);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(prompt.size()), context = slots_->context();
+  if (n == 0) throw bad_request(chat ? "messages" : "prompt", "the prompt has no tokens");
+  if (n > max_prompt_tokens_)
+    throw bad_request(chat ? "messages" : "prompt", "the prompt has " + std::to_string(n) + " tokens, more than the limit of " + std::to_string(max_prompt_tokens_) + " (--max-prompt-tokens, at most --ctx - 1)", "context_length_exceeded");
+  if (params.max_tokens && *params.max_tokens > max_tokens_)
+    throw bad_request("max_tokens", "'max_tokens' is " + std::to_string(*params.max_tokens) + ", more than the limit of " + std::to_string(max_tokens_) + " (--max-tokens)");
+  if (params.max_tokens && n + *params.max_tokens > context)
+    throw bad_request("max_tokens", "the prompt's " + std::to_string(n) + " tokens and max_tokens " + std::to_string(*params.max_tokens) + " exceed the context of " + std::to_string(context) + " tokens per sequence (--ctx)", "context_length_exceeded");
+
+  server::GenerationRequest g;
+  g.max_tokens = params.max_tokens.value_or(std::min(max_tokens_, context - n));
+  g.prompt = std::move(prompt);
+  g.sampling = params.sampling;
+  g.stop = params.stop;
+  auto job = scheduler_->submit(std::move(g));
+
+  const std::string id = next_id(chat ? "chatcmpl-" : "cmpl-");
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  const char* object = chat ? "chat.completion" : "text_completion";
+  auto usage = [n](int64_t completion) {
+    return json{{"prompt_tokens", n}, {"completion_tokens", completion}, {"total_tokens", n + completion}};
+  };
+
+  if (!params.stream) {
+    std::string text, piece;
+    while (!job->take(piece, std::chrono::seconds(1))) text += piece;
+    text += piece;
+    if (job->finish_reason() == "error") throw ApiError(500, "server_error", "generation failed: " + job->error());
+    json choice = {{"index", 0}, {"finish_reason", job->finish_reason()}, {"logprobs", nullptr}};
+    if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+    else choice["text"] = text;
+    json out = {{"id", id}, {"object", object}, {"created", created}, {"model", model_id_},
+                {"choices", json::array({choice})}, {"usage", usage(job->completion_tokens())}};
+    res.set_content(dump(out), "application/json");
+    return;
+  }
+
+  // Streaming: one SSE event per piece of text, then the finish reason, usage if asked, [DONE].
+  struct Stream {
+    std::shared_ptr<server::GenerationJob> job;
+    bool started = false;
+    int quiet_polls = 0;
+  };
+  auto stream = std::make_shared<Stream>(Stream{job});
+  const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  const bool include_usage = params.include_usage;
+  const std::string model = model_id_;
+  auto event = [=](const json& delta_or_text, const json& finish) {
+    json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+    if (chat) choice["delta"] = delta_or_text;
+    else choice["text"] = delta_or_text;
+    return "data: " + dump(json{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model}, {"choices", json::array({choice})}}) + "\n\n";
+  };
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [=](size_t, httplib::DataSink& sink) {
+        Stream& s = *stream;
+        auto write = [&](const std::string& data) { return sink.write(data.data(), data.size()); };
+        if (!s.started) {
+          s.started = true;
+          if (chat && !write(event(json{{"role", "assistant"}, {"content", ""}}, nullptr))) return false;
+        }
+        std::string piece;
+        const bool done = s.job->take(piece, kStreamPoll);
+        if (!piece.empty()) {
+          s.quiet_polls = 0;
+          if (!write(event(chat ? json{{"content", piece}} : json(piece), nullptr))) return false;
+        } else if (!done && ++s.quiet_polls >= kPollsPerKeepAlive) {
+          s.quiet_polls = 0;
+          if (!write(": waiting\n\n")) return false;
+        }
+        if (!done) return true;
+        const std::string reason = s.job->finish_reason();
+        if (reason == "error") {
+          json e = ApiError(500, "server_error", "generation failed: " + s.job->error()).to_json();
+          if (!write("data: " + dump(e) + "\n\n")) return false;
+        } else {
+          if (!write(event(chat ? json::object() : json(""), reason))) return false;
+          if (include_usage) {
+            json u = {{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model},
+                      {"choices", json::array()}, {"usage", usage(s.job->completion_tokens())}};
+            if (!write("data: " + dump(u) + "\n\n")) return false;
+          }
+        }
+        if (!write("data: [DONE]\n\n")) return false;
+        sink.done();
+        return true;
+      },
+      [stream](bool) { stream->job->cancel(); });  // a gone client frees its slot at the next step
+}
+
+}  // namespace vkformer

@@ -1,0 +1,37 @@
+#pragma once
+// The server's counters, rendered as Prometheus text for GET /metrics. Updated from the HTTP
+// threads and the scheduler thread; everything is atomic or under one mutex.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace vkformer::server {
+
+class Metrics {
+ public:
+  void request(const std::string& endpoint, int status);  // one answered request
+  void prompt_tokens(int64_t n) { prompt_tokens_ += n; }
+  void completion_tokens(int64_t n) { completion_tokens_ += n; }
+  void time_to_first_token(double seconds);
+  void generation_step(int64_t tokens, double seconds);  // a scheduler step's decoded tokens
+  void queue_depth(int64_t n) { queue_depth_ = n; }
+  void active_slots(int64_t n) { active_slots_ = n; }
+  void disconnect() { ++disconnects_; }
+  std::string render(int parallel) const;
+
+ private:
+  static constexpr std::array<double, 10> kTtftBuckets = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, int64_t> requests_;  // (endpoint, status) -> count
+  std::array<int64_t, kTtftBuckets.size() + 1> ttft_counts_{};
+  double ttft_sum_ = 0;
+  int64_t ttft_count_ = 0;
+  double step_tokens_ = 0, step_seconds_ = 0;  // totals, for the average decode rate
+  std::atomic<int64_t> prompt_tokens_{0}, completion_tokens_{0}, queue_depth_{0}, active_slots_{0},
+      disconnects_{0};
+};
+
+}  // namespace vkformer::server

@@ -1,0 +1,220 @@
+// Server: models loaded, HTTP set up with its limits, authentication and OpenAI-shaped errors.
+#include <chrono>
+#include <ctime>
+
+#include "api_error.hpp"
+#include "connection_pool.hpp"
+#include "server_impl.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/llm.hpp"
+
+namespace vkformer {
+
+using nlohmann::json;
+using server::ApiError;
+
+namespace {
+
+void check_options(const ServerOptions& o) {
+  auto positive = [](const char* option, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi)
+      throw Error(ErrorCode::invalid_argument, std::string("Server: ") + option + " is " + std::to_string(v) +
+                                                   ", expected " + std::to_string(lo) + ".." + std::to_string(hi));
+  };
+  if (o.model.empty() && o.embedding_model.empty())
+    throw Error(ErrorCode::invalid_argument, "Server: give a model (--model) or an embedding model (--embedding-model)");
+  positive("--port", o.port, 0, 65535);
+  positive("--parallel", o.parallel, 1, 256);
+  positive("--max-connections", o.max_connections, 1, 4096);
+  positive("--max-queue", o.max_queue, 0, 1 << 20);
+  positive("--read-timeout", o.read_timeout_s, 1, 3600);
+  positive("--write-timeout", o.write_timeout_s, 1, 3600);
+  positive("--max-json-depth", o.max_json_depth, 2, 1000);
+  positive("--max-embedding-inputs", o.max_embedding_inputs, 1, 1 << 16);
+  positive("--max-body-bytes", static_cast<int64_t>(std::min<size_t>(o.max_body_bytes, INT64_MAX)), 1024, 1LL << 32);
+  if (o.host.empty()) throw Error(ErrorCode::invalid_argument, "Server: --host is empty");
+}
+
+// The same time whatever the key given: no early exit at the first differing byte.
+bool same_key(std::string_view given, std::string_view key) {
+  unsigned diff = given.size() != key.size() ? 1u : 0u;
+  for (size_t i = 0; i < key.size(); ++i)
+    diff |= static_cast<unsigned char>(key[i]) ^ static_cast<unsigned char>(i < given.size() ? given[i] : 0);
+  return diff == 0;
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(e.to_json().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+std::string endpoint_label(const std::string& path) {
+  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/health", "/metrics"})
+    if (path == known) return known;
+  return "other";
+}
+
+}  // namespace
+
+ServerImpl::ServerImpl(Device device, const ServerOptions& options) : device_(std::move(device)), options_(options) {
+  check_options(options_);
+  if (!options_.model.empty()) {
+    slots_ = std::make_unique<server::SequenceSlots>(device_, options_.model, options_.parallel, options_.context);
+    try {
+      chat_template_ = ChatTemplate::load(options_.model);
+    } catch (const Error&) {
+      chat_template_ = ChatTemplate::chatml();  // a model without a template gets plain ChatML
+    }
+    const int64_t context = slots_->context();
+    max_prompt_tokens_ = options_.max_prompt_tokens > 0 ? std::min(options_.max_prompt_tokens, context - 1) : context - 1;
+    max_tokens_ = options_.max_tokens > 0 ? std::min(options_.max_tokens, context) : context;
+    model_id_ = options_.model_name.empty() ? options_.model.stem().string() : options_.model_name;
+    scheduler_ = std::make_unique<server::Scheduler>(*slots_, static_cast<size_t>(options_.max_queue), metrics_);
+  }
+  if (!options_.embedding_model.empty()) {
+    embedder_ = std::make_unique<SentenceEmbedder>(SentenceEmbedder::load(device_, options_.embedding_model));
+    std::filesystem::path dir = options_.embedding_model;
+    if (!dir.has_filename()) dir = dir.parent_path();
+    embedding_id_ = dir.filename().string();
+  }
+  routes();
+}
+
+ServerImpl::~ServerImpl() { stop(); }
+
+void ServerImpl::routes() {
+  const ServerOptions& o = options_;
+  http_.new_task_queue = [n = o.max_connections] { return new server::ConnectionPool(static_cast<size_t>(n)); };
+  http_.set_payload_max_length(o.max_body_bytes);
+  http_.set_read_timeout(o.read_timeout_s, 0);
+  http_.set_write_timeout(o.write_timeout_s, 0);
+  http_.set_keep_alive_timeout(5);
+
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (server::over_connection_limit()) {
+      res.set_header("Connection", "close");
+      send_error(res, ApiError(503, "server_error",
+                               "too many connections: the server serves " + std::to_string(options_.max_connections) +
+                                   " at once (limit --max-connections)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!options_.api_key.empty() && req.path != "/health") {
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string prefix = "Bearer ";
+      const bool bearer = auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0;
+      if (!same_key(bearer ? std::string_view(auth).substr(prefix.size()) : std::string_view(), options_.api_key)) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        send_error(res, ApiError(401, "authentication_error",
+                                 bearer ? "incorrect API key" : "missing API key: send 'Authorization: Bearer KEY'",
+                                 "", "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Errors httplib answers by itself (413, 404, 400 for a bad request line, ...) get a JSON body
+  // naming the limit where one applies.
+  http_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = "HTTP " + std::to_string(res.status);
+    if (res.status == 413)
+      message = "the request body is larger than the limit of " + std::to_string(options_.max_body_bytes) +
+                " bytes (--max-body-bytes)";
+    else if (res.status == 404)
+      message = "no such endpoint: " + req.method + " " + req.path.substr(0, 200);
+    else if (res.status == 400)
+      message = "malformed HTTP request";
+    else if (res.status == 414)
+      message = "the request line is too long";
+    send_error(res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error", message));
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const Error& e) {  // the library refusing a request's value is the request's fault
+      const bool client = e.code() == ErrorCode::invalid_argument;
+      send_error(res, ApiError(client ? 400 : 500, client ? "invalid_request_error" : "server_error", e.what()));
+    } catch (const std::exception& e) {
+      send_error(res, ApiError(500, "server_error", std::string("internal error: ") + e.what()));
+    } catch (...) {
+      send_error(res, ApiError(500, "server_error", "internal error"));
+    }
+  });
+  http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.request(endpoint_label(req.path), res.status);
+  });
+
+  http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json{{"status", "ok"}}.dump(), "application/json");
+  });
+  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(options_.parallel), "text/plain; version=0.0.4");
+  });
+  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json data = json::array();
+    const auto created = static_cast<int64_t>(std::time(nullptr));
+    for (const std::string& id : {model_id_, embedding_id_})
+      if (!id.empty()) data.push_back({{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "vkformer"}});
+    res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+  });
+  auto post_only = [this](const char* path) {
+    http_.Get(path, [](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", "POST");
+      send_error(res, ApiError(405, "invalid_request_error", req.path + " takes POST, not GET"));
+    });
+  };
+  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res, true);
+  });
+  http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res, false);
+  });
+  http_.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_embeddings(req, res);
+  });
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings"}) post_only(path);
+}
+
+void ServerImpl::start() {
+  if (listener_.joinable()) throw Error(ErrorCode::invalid_argument, "Server::start: already started");
+  if (options_.port == 0) {
+    port_ = http_.bind_to_any_port(options_.host);
+    if (port_ <= 0) throw Error(ErrorCode::io, "Server: cannot listen on " + options_.host + " (any port)");
+  } else {
+    if (!http_.bind_to_port(options_.host, options_.port))
+      throw Error(ErrorCode::io, "Server: cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                                     " (in use, or not an address of this machine?)");
+    port_ = options_.port;
+  }
+  listener_ = std::thread([this] { http_.listen_after_bind(); });
+}
+
+void ServerImpl::wait() {
+  std::unique_lock lock(stop_mutex_);
+  stopped_cv_.wait(lock, [&] { return stopped_; });
+}
+
+void ServerImpl::stop() {
+  {
+    std::lock_guard lock(stop_mutex_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  if (scheduler_) scheduler_->stop();  // ends the streams in progress
+  http_.stop();
+  if (listener_.joinable()) listener_.join();
+  stopped_cv_.notify_all();
+}
+
+Server::Server(Device device, const ServerOptions& options)
+    : impl_(std::make_unique<ServerImpl>(std::move(device), options)) {}
+Server::~Server() = default;
+void Server::start() { impl_->start(); }
+int Server::port() const { return impl_->port(); }
+void Server::wait() { impl_->wait(); }
+void Server::stop() { impl_->stop(); }
+
+}  // namespace vkformer

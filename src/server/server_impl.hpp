@@ -1,0 +1,57 @@
+#pragma once
+// What the Server's parts share: the options, the models, the scheduler and the HTTP server.
+// server.cpp sets up HTTP (limits, authentication, errors, /health, /metrics, /v1/models);
+// completions.cpp and embeddings.cpp hold the endpoints' handlers.
+#include <httplib.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "metrics.hpp"
+#include "scheduler.hpp"
+#include "sequence_slots.hpp"
+#include "vkformer/chat.hpp"
+#include "vkformer/embedder.hpp"
+#include "vkformer/server.hpp"
+
+namespace vkformer {
+
+class ServerImpl {
+ public:
+  ServerImpl(Device device, const ServerOptions& options);
+  ~ServerImpl();
+  void start();
+  void wait();
+  void stop();
+  int port() const { return port_; }
+
+ private:
+  friend struct Handlers;
+  void routes();
+  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);
+  std::string next_id(const char* prefix) { return prefix + std::to_string(++ids_); }
+
+  Device device_;
+  ServerOptions options_;
+  server::Metrics metrics_;
+  std::unique_ptr<server::SequenceSlots> slots_;
+  std::unique_ptr<server::Scheduler> scheduler_;
+  std::optional<ChatTemplate> chat_template_;
+  std::unique_ptr<SentenceEmbedder> embedder_;
+  std::mutex embedder_mutex_;  // one embedding request at a time: SentenceEmbedder is single-threaded
+  std::string model_id_, embedding_id_;
+  int64_t max_prompt_tokens_ = 0, max_tokens_ = 0;
+  httplib::Server http_;
+  std::thread listener_;
+  int port_ = 0;
+  std::atomic<uint64_t> ids_{0};
+  std::mutex stop_mutex_;
+  std::condition_variable stopped_cv_;
+  bool stopped_ = false;
+};
+
+}  // namespace vkformer

@@ -1,0 +1,330 @@
+"""Hostile requests against `vkformer serve` (issue 24): malformed and deeply nested JSON, wrong
+types, huge and negative numbers, invalid UTF-8, a 10 MB body, unknown models and paths, n > 1,
+bad authentication, clients that disconnect mid-stream, send half a request and stall, or open
+more connections than allowed. Each case gets its expected status (and an OpenAI error body) or
+is dropped cleanly; /health answers after every case and a real greedy request gives the same
+text as before the onslaught. At least 150 kinds of request.
+Usage: hostile_requests_test.py VKFORMER TINY_DIR MINILM_DIR"""
+import concurrent.futures
+import http.client
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+from serve_harness import HOST, Checks, Server
+
+vkformer, tiny_dir, minilm_dir = sys.argv[1:4]
+gguf_path = os.path.join(tiny_dir, "tiny_llama_untied.gguf")
+emb_model = os.path.basename(os.path.normpath(minilm_dir))
+c = Checks()
+READ_TIMEOUT = 2
+MAX_CONNECTIONS = 12
+
+
+def request(port, method, path, body=None, headers=None, timeout=30):
+    """(status, parsed JSON or raw bytes); (None, reason) when the connection was dropped."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        elif isinstance(body, str):
+            body = body.encode("utf-8", errors="surrogatepass")
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        data = r.read()
+        try:
+            return r.status, json.loads(data)
+        except ValueError:
+            return r.status, data
+    except (ConnectionError, socket.timeout, http.client.HTTPException) as e:
+        return None, repr(e)
+    finally:
+        conn.close()
+
+
+def raw(port, payload, timeout=10, read=True):
+    """Sends bytes as they are; returns the status line's code, or None when dropped."""
+    s = socket.create_connection((HOST, port), timeout=timeout)
+    try:
+        s.sendall(payload)
+        if not read:
+            return None
+        data = b""
+        while b"\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        if data.startswith(b"HTTP/1.1 "):
+            return int(data[9:12])
+        return None
+    except (ConnectionError, socket.timeout):
+        return None
+    finally:
+        s.close()
+
+
+chat = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0}
+completion = {"model": "tiny", "prompt": "Hello", "max_tokens": 8, "temperature": 0}
+
+
+def with_field(base, field, value):
+    b = dict(base)
+    if value is DELETE:
+        b.pop(field, None)
+    else:
+        b[field] = value
+    return b
+
+
+DELETE = object()
+cases = []  # (name, method, path, body, headers, expected statuses)
+
+
+def case(name, body, expect=(400,), path="/v1/chat/completions", method="POST", headers=None):
+    cases.append((name, method, path, body, headers, set(expect)))
+
+
+# Malformed JSON and bodies that are not an object.
+for i, b in enumerate(["", "{", "}", "[", "nul", "{\"model\":}", "{'model': 'tiny'}", "{\"model\": \"tiny\",}",
+                       "{\"model\": \"tiny", "{\"a\" 1}", "\x00", "01", "NaN", "Infinity", "-", "{\"a\":1}}",
+                       "[]", "1", "\"string\"", "null", "true", "{\"messages\": [1, 2,]}", "{\"a\":\"\\x41\"}",
+                       "{\"a\":\"\\u12\"}", "\ufeff{}", "{\"model\":\"tiny\"}garbage", "/* comment */ {}"]):
+    case("malformed json #%d %r" % (i, b[:20]), b)
+# Deep nesting, closed and not.
+for depth in (33, 100, 1000, 100000):
+    case("nested arrays %d" % depth, "[" * depth + "]" * depth)
+    case("nested objects %d" % depth, "{\"a\":" * depth + "1" + "}" * depth)
+    case("unclosed nesting %d" % depth, "[" * depth)
+case("nested inside messages", {"model": "tiny", "messages": json.loads("[" * 40 + "]" * 40)})
+# Wrong types and values, field by field.
+wrong = {
+    "model": [1, None, [], {}, True, DELETE],
+    "messages": ["hi", {}, 1, [1], [{}], [{"role": 1, "content": "x"}], [{"role": "user"}],
+                [{"role": "bogus", "content": "x"}], [{"role": "user", "content": 1}],
+                [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+                [{"role": "user", "content": [{"type": "text"}]}], [{"role": "user", "content": [1]}],
+                [{"role": "user", "content": "x", "tool_calls": []}], [], None, DELETE],
+    "stream": ["yes", 1, [], {}],
+    "max_tokens": ["5", 5.5, -1, 0, 1e30, 2 ** 63, 2 ** 64, -2 ** 63, True, [], 10 ** 40],
+    "max_completion_tokens": [0, "1", -5],
+    "temperature": ["0", -0.1, 2.5, 1e308, -1e308, True, [0]],
+    "top_p": [0, 1.5, -1, "1"],
+    "top_k": [-1, 1.5, "2", 2 ** 40],
+    "min_p": [-0.5, 2, "0"],
+    "repeat_penalty": [0, -1, 100, "1"],
+    "seed": ["x", 1.5, 2 ** 64, [1]],
+    "stop": [1, [1], ["a", "b", "c", "d", "e"], [""], {}, "x" * 300, [None]],
+    "n": [2, 0, -1, "1", 100],
+    "best_of": [3],
+    "logprobs": [True],
+    "top_logprobs": [5],
+    "tools": [[{"type": "function", "function": {"name": "f"}}]],
+    "functions": [[{"name": "f"}]],
+    "frequency_penalty": [0.5, 3, "0"],
+    "presence_penalty": [-1, 3],
+    "response_format": [{"type": "json_object"}, "text", 1],
+    "stream_options": ["x", {"include_usage": True}, {"include_usage": "yes"}],
+    "user": [1, {}],
+    "logit_bias": [{"1": 5}],
+}
+for field, values in wrong.items():
+    for v in values:
+        body = with_field(chat, field, v)
+        if field == "stream_options" and isinstance(v, dict) and v.get("include_usage") is True:
+            body["stream"] = False  # stream_options without streaming
+        case("chat %s=%s" % (field, "absent" if v is DELETE else json.dumps(v)[:30]), body)
+for field, values in {"prompt": [1, [], [[]], [1.5], [-1], [2 ** 40], [100000], ["a", "b"], {}, None, "", DELETE, [None]],
+                      "echo": [True], "suffix": ["x"], "max_tokens": [-3, "x"]}.items():
+    for v in values:
+        case("completion %s=%s" % (field, "absent" if v is DELETE else json.dumps(v)[:30]), with_field(completion, field, v),
+             path="/v1/completions")
+# Too long for the context (128 tokens per sequence in this test).
+case("prompt longer than the context", with_field(completion, "prompt", "word " * 400), path="/v1/completions")
+case("prompt ids longer than the context", with_field(completion, "prompt", [5] * 200), path="/v1/completions")
+case("max_tokens beyond the context", with_field(chat, "max_tokens", 1000))
+case("prompt + max_tokens beyond the context", with_field(completion, "max_tokens", 128), path="/v1/completions")
+# Invalid UTF-8, raw and escaped.
+for name, bad in [("0xff", b"\xff"), ("bad continuation", b"\xc3\x28"), ("overlong", b"\xc0\xaf"),
+                  ("surrogate", b"\xed\xa0\x80"), ("truncated", b"\xe2\x82"), ("5-byte", b"\xf8\x88\x80\x80\x80"),
+                  ("beyond U+10FFFF", b"\xf4\x90\x80\x80")]:
+    for where in ("content", "model"):
+        body = json.dumps(chat).encode()
+        body = body.replace(b'"Hi"', b'"H' + bad + b'i"') if where == "content" else body.replace(b'"tiny"', b'"ti' + bad + b'"')
+        case("invalid UTF-8 (%s) in %s" % (name, where), body)
+for esc in ["\\ud800", "\\udc00", "\\ud800\\u0041", "\\uDFFF\\uD800"]:
+    case("lone surrogate escape %s" % esc, '{"model":"tiny","messages":[{"role":"user","content":"%s"}]}' % esc)
+# Unknown models and endpoints.
+case("unknown chat model", with_field(chat, "model", "gpt-4"), expect=(404,))
+case("unknown completion model", with_field(completion, "model", "x" * 10000), expect=(404,), path="/v1/completions")
+case("embedding model on chat", with_field(chat, "model", emb_model), expect=(404,))
+case("chat model on embeddings", {"model": "tiny", "input": "x"}, expect=(404,), path="/v1/embeddings")
+case("unknown path", {}, expect=(404,), path="/v1/engines")
+case("unknown path long", {}, expect=(404,), path="/" + "a" * 5000)
+case("GET on chat", None, expect=(405,), method="GET")
+case("GET on completions", None, expect=(405,), method="GET", path="/v1/completions")
+case("GET on embeddings", None, expect=(405,), method="GET", path="/v1/embeddings")
+case("DELETE on chat", None, expect=(404, 405), method="DELETE")
+case("PUT on chat", chat, expect=(404, 405), method="PUT")
+case("POST on /health", {}, expect=(404, 405), path="/health")
+case("path traversal", None, expect=(400, 404), method="GET", path="/../../etc/passwd")
+# Embeddings.
+emb = {"model": emb_model, "input": "hello"}
+# Empty texts are embedded (sentence-transformers does: [CLS] [SEP]), as the golden data has one.
+case("embeddings of an empty text", {"model": emb_model, "input": ["", "x"]}, expect=(200,), path="/v1/embeddings")
+for field, v in [("input", []), ("input", [1, 2]), ("input", ["x"] * 300),
+                 ("input", None), ("input", {}), ("input", DELETE), ("encoding_format", "hex"), ("encoding_format", 1),
+                 ("dimensions", 5), ("model", DELETE), ("model", 3), ("input", [["a"]])]:
+    case("embeddings %s=%s" % (field, "absent" if v is DELETE else json.dumps(v)[:20]), with_field(emb, field, v),
+         path="/v1/embeddings")
+# Headers.
+case("text/plain content type", json.dumps(chat), expect=(200,), headers={"Content-Type": "text/plain"})
+case("huge header", chat, expect=(400, 431, None), headers={"X-Big": "a" * 20000})
+case("many headers", chat, expect=(200, 400, 431, None), headers={"X-H%d" % i: "v" for i in range(200)})
+case("10 MB body", b"{" + b" " * (10 << 20) + b"}", expect=(413, None))
+case("2 MB valid JSON", with_field(chat, "user", "u" * (2 << 20)), expect=(413, None))
+
+# Raw HTTP: request lines and framing that http.client would not send.
+raw_cases = [
+    ("garbage request line", b"GARBAGE\r\n\r\n", (400, None)),
+    ("HTTP/0.9 request", b"GET /health\r\n\r\n", (400, None)),
+    ("bad version", b"GET /health HTTP/9.9\r\n\r\n", (200, 400, 505, None)),
+    ("negative content length", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", (400, 413, None)),
+    ("text content length", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", (400, 413, None)),
+    ("huge content length", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", (400, 413, None)),
+    ("bad chunked body", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", (400, None)),
+    ("chunked too big", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFF\r\n" + b"a" * 1000, (400, 413, None)),
+    ("NUL in path", b"GET /hea\x00lth HTTP/1.1\r\nHost: x\r\n\r\n", (400, 404, None)),
+    ("header without colon", b"GET /health HTTP/1.1\r\nHost x\r\n\r\n", (200, 400, None)),
+    ("bare LF", b"GET /health HTTP/1.1\nHost: x\n\n", (200, 400, None)),
+    ("very long URI", b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", (400, 414, None)),
+    ("binary noise", bytes(range(256)) * 4, (400, None)),
+]
+for name, payload, expect in raw_cases:
+    cases.append((name, "RAW", payload, None, None, set(expect)))
+
+# Authentication, on a second server with --api-key.
+auth_cases = [("no Authorization", {}, 401), ("wrong key", {"Authorization": "Bearer wrong"}, 401),
+              ("Basic scheme", {"Authorization": "Basic c2VjcmV0"}, 401), ("empty bearer", {"Authorization": "Bearer "}, 401),
+              ("key prefix", {"Authorization": "Bearer s3cr"}, 401), ("key plus extra", {"Authorization": "Bearer s3cret-key!"}, 401),
+              ("lowercase scheme", {"Authorization": "bearer s3cret-key"}, 401), ("right key", {"Authorization": "Bearer s3cret-key"}, 200)]
+
+kinds = len(cases) + len(auth_cases) + 6  # + the connection behaviours below
+print("%d kinds of hostile request" % kinds, flush=True)
+c.check(kinds >= 150, "only %d kinds" % kinds)
+
+server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "4", "--model-name", "tiny",
+                           "--embedding-model", minilm_dir, "--read-timeout", str(READ_TIMEOUT),
+                           "--max-connections", str(MAX_CONNECTIONS), "--max-queue", "64"])
+try:
+    port = server.port
+    status, baseline = request(port, "POST", "/v1/chat/completions", chat)
+    c.check(status == 200, "baseline request: %s %s" % (status, baseline))
+    baseline_text = baseline["choices"][0]["message"]["content"] if status == 200 else None
+
+    def real_request_ok():
+        s, r = request(port, "POST", "/v1/chat/completions", chat)
+        return s == 200 and r["choices"][0]["message"]["content"] == baseline_text
+
+    for name, method, path, body, headers, expect in cases:
+        if method == "RAW":
+            status = raw(port, path)
+        else:
+            status, reply = request(port, method, path, body, headers)
+            if status is not None and 400 <= status < 500:
+                ok = isinstance(reply, dict) and isinstance(reply.get("error"), dict) and reply["error"].get("message")
+                c.check(bool(ok), "%s: %d without an OpenAI error body: %r" % (name, status, reply if isinstance(reply, dict) else reply[:200]))
+        c.check(status in expect, "%s: status %s, expected %s" % (name, status, sorted(expect, key=str)))
+        c.check(server.health(), "%s: /health after it" % name)
+    c.check(real_request_ok(), "a real request after the malformed ones")
+
+    # Clients that go away mid-stream: their slots are freed and the server goes on.
+    def disconnect_mid_stream(i):
+        s = socket.create_connection((HOST, port), timeout=30)
+        body = json.dumps(dict(chat, max_tokens=100, stream=True, messages=[{"role": "user", "content": "Story %d" % i}])).encode()
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        data = b""
+        while data.count(b"data: ") < 3:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        return data.count(b"data: ") >= 3
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(disconnect_mid_stream, range(8), timeout=120))
+    c.check(all(got), "streams began before the disconnects: %s" % got)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and "vkformer_active_slots 0" not in server.metrics():
+        time.sleep(0.1)
+    c.check("vkformer_active_slots 0" in server.metrics(), "slots freed after the disconnects")
+    c.check(real_request_ok(), "a real request after the disconnects")
+
+    # Half a request, then silence: dropped after --read-timeout, while others are served.
+    stallers = []
+    for payload in [b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\"",
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", b"GET /hea"]:
+        s = socket.create_connection((HOST, port), timeout=READ_TIMEOUT + 20)
+        s.sendall(payload)
+        stallers.append(s)
+    idle = socket.create_connection((HOST, port), timeout=READ_TIMEOUT + 20)  # connects, sends nothing
+    stallers.append(idle)
+    t0 = time.monotonic()
+    c.check(server.health() and real_request_ok(), "served while clients stall")
+    for i, s in enumerate(stallers):
+        try:
+            data = s.recv(4096)  # the server answers 400/408 or just closes
+            dropped = data == b"" or data.startswith(b"HTTP/1.1 4")
+        except (ConnectionError, socket.timeout):
+            dropped = False
+        waited = time.monotonic() - t0
+        c.check(dropped and waited < READ_TIMEOUT + 15, "staller %d: dropped %s after %.1f s" % (i, dropped, waited))
+        s.close()
+
+    # More connections than --max-connections: the extra ones get 503 naming the limit.
+    held = []
+    for _ in range(MAX_CONNECTIONS):
+        s = socket.create_connection((HOST, port), timeout=20)
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+        held.append(s)
+    time.sleep(0.3)
+    status, reply = request(port, "GET", "/health", timeout=20)
+    c.check(status == 503 and "max-connections" in json.dumps(reply), "connection %d: %s %s" % (MAX_CONNECTIONS + 1, status, reply))
+    for s in held:
+        s.close()
+    end = time.monotonic() + READ_TIMEOUT + 15
+    while time.monotonic() < end:
+        if request(port, "GET", "/health", timeout=5)[0] == 200:
+            break
+        time.sleep(0.2)
+    c.check(server.health() and real_request_ok(), "served again after the connection flood")
+
+    # A request that waits in the queue and whose client leaves: it never takes a slot.
+    c.check(real_request_ok(), "a real request at the end")
+    m = server.metrics()
+    c.check("vkformer_queue_depth 0" in m, "queue empty at the end")
+    server.stop()
+finally:
+    server.kill()
+
+server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "2", "--model-name", "tiny",
+                           "--api-key", "s3cret-key"])
+try:
+    for name, headers, expect in auth_cases:
+        status, reply = request(server.port, "POST", "/v1/chat/completions", chat, headers)
+        c.check(status == expect, "auth %s: %s, expected %d" % (name, status, expect))
+        if expect == 401:
+            c.check(isinstance(reply, dict) and reply.get("error", {}).get("code") == "invalid_api_key", "auth %s body %r" % (name, reply))
+    c.check(server.health(), "/health needs no key (probes)")
+    status, _ = request(server.port, "GET", "/v1/models")
+    c.check(status == 401, "/v1/models needs the key: %s" % status)
+    server.stop()
+finally:
+    server.kill()
+c.finish()

@@ -1,0 +1,107 @@
+"""Starts `vkformer serve` for a test and stops it: a free port chosen by the server (--port 0,
+read from its "listening on" line), bounded waits everywhere, the server's exit status and
+stderr checked at the end. Loopback only."""
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HOST = "127.0.0.1"
+
+
+class Server:
+    def __init__(self, vkformer, args, start_timeout=120):
+        self.stderr_lines = []
+        env = dict(os.environ, VKFORMER_TUNING=os.environ.get("VKFORMER_TUNING", "static"))
+        cmd = [vkformer, "--validation", "serve", "--host", HOST, "--port", "0"] + args
+        print("$ " + " ".join(cmd), flush=True)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, env=env, text=True, errors="replace")
+        self.port = None
+        ready = threading.Event()
+
+        def read():  # keeps reading so the server never blocks on a full pipe
+            for line in self.proc.stderr:
+                self.stderr_lines.append(line)
+                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
+        if not ready.wait(start_timeout) or self.port is None:
+            self.kill()
+            raise RuntimeError("the server did not start within %d s:\n%s" % (start_timeout, "".join(self.stderr_lines)))
+        self.base = "http://%s:%d" % (HOST, self.port)
+        print("server on %s (pid %d)" % (self.base, self.proc.pid), flush=True)
+
+    def health(self, timeout=10):
+        with urllib.request.urlopen(self.base + "/health", timeout=timeout) as r:
+            return r.status == 200 and b"ok" in r.read()
+
+    def metrics(self):
+        with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def stop(self, timeout=60):
+        """SIGTERM, then the exit status must be 0 (no validation message, no crash)."""
+        if self.proc.poll() is not None:
+            raise AssertionError("the server had already exited with %s:\n%s" % (self.proc.returncode, "".join(self.stderr_lines)))
+        self.proc.terminate()
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError("the server did not stop within %d s of SIGTERM" % timeout)
+        self.reader.join(10)
+        if rc != 0:
+            raise AssertionError("the server exited with %d:\n%s" % (rc, "".join(self.stderr_lines[-50:])))
+
+
+def args_from_argv():
+    """argv: VKFORMER TINY_GGUF [MINILM_DIR] [GOLDEN_DIR] ... as each test documents."""
+    return sys.argv[1:]
+
+
+class Checks:
+    """Counts passed and failed checks and prints the closing line ctest's log shows."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = []
+
+    def check(self, ok, what):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed.append(what)
+            print("FAIL: " + what, flush=True)
+
+    def finish(self):
+        print("%d passed, %d failed" % (self.passed, len(self.failed)), flush=True)
+        sys.exit(1 if self.failed or self.passed == 0 else 0)
+
+
+def deadline(seconds):
+    end = time.monotonic() + seconds
+    return lambda: time.monotonic() < end

@@ -1,0 +1,78 @@
+// `vkformer serve --model FILE.gguf`: the OpenAI-compatible HTTP server (vkformer::Server,
+// include/vkformer/server.hpp; docs/serve.md). Prints "vkformer serve: listening on
+// http://HOST:PORT" to stderr once it accepts requests (with --port 0 the port chosen), and
+// stops on SIGINT or SIGTERM.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "cli.hpp"
+#include "vkformer/server.hpp"
+
+namespace vkformer::cli {
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
+#ifdef SIGPIPE
+  std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not the end of the server
+#endif
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  Device device = Device::open(globals.device_options());
+  Server server(device, options);
+  server.start();
+  std::fprintf(stderr, "vkformer serve: listening on http://%s:%d (%d parallel sequences)\n", options.host.c_str(),
+               server.port(), options.parallel);
+  std::fflush(stderr);
+  while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "vkformer serve: signal %d, stopping\n", static_cast<int>(g_stop_signal));
+  server.stop();
+  return report_validation(device) ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
+  auto options = std::make_shared<ServerOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a GGUF language model (and an embedding model) over an "
+                                              "OpenAI-compatible HTTP API (docs/serve.md)");
+  ServerOptions& o = *options;
+  cmd->add_option("--model", o.model, "GGUF language model for /v1/chat/completions and /v1/completions")
+      ->type_name("FILE.gguf");
+  cmd->add_option("--embedding-model", o.embedding_model,
+                  "sentence-transformers model directory for /v1/embeddings")->type_name("DIR");
+  cmd->add_option("--host", o.host, "address to listen on (default 127.0.0.1: this machine only)")->type_name("H");
+  cmd->add_option("--port", o.port, "port to listen on; 0: any free port (default 8080)")
+      ->type_name("P")->check(whole_number_in(0, 65535));
+  cmd->add_option("--parallel", o.parallel, "sequences generating at once, each with its own KV cache (default 4)")
+      ->type_name("N")->check(whole_number_in(1, 256));
+  cmd->add_option("--ctx", o.context, "tokens per sequence's KV cache; 0: the model's, at most 4096")
+      ->type_name("N")->check(whole_number_in(0, 1 << 20));
+  cmd->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (default: no key)")->type_name("KEY");
+  cmd->add_option("--model-name", o.model_name, "the model id clients send (default: the file name without .gguf)");
+  cmd->add_option("--max-body-bytes", o.max_body_bytes, "largest request body (default 1 MiB)")
+      ->check(unsigned_number_in(1024, uint64_t{1} << 32));
+  cmd->add_option("--max-prompt-tokens", o.max_prompt_tokens, "longest prompt; 0: --ctx - 1")
+      ->check(whole_number_in(0, 1 << 20));
+  cmd->add_option("--max-tokens", o.max_tokens, "largest max_tokens a request may ask; 0: --ctx")
+      ->check(whole_number_in(0, 1 << 20));
+  cmd->add_option("--max-connections", o.max_connections, "connections served at once; more get 503 (default 32)")
+      ->check(whole_number_in(1, 4096));
+  cmd->add_option("--max-queue", o.max_queue, "requests waiting for a free sequence; more get 503 (default 64)")
+      ->check(whole_number_in(0, 1 << 20));
+  cmd->add_option("--read-timeout", o.read_timeout_s, "seconds a client may stay silent mid-request (default 10)")
+      ->check(whole_number_in(1, 3600));
+  cmd->add_option("--write-timeout", o.write_timeout_s, "seconds a client may not read (default 10)")
+      ->check(whole_number_in(1, 3600));
+  cmd->add_option("--max-embedding-inputs", o.max_embedding_inputs, "texts per embeddings request (default 256)")
+      ->check(whole_number_in(1, 1 << 16));
+  return {cmd, [options, &globals] { return serve_command(*options, globals); }};
+}
+
+}  // namespace vkformer::cli
