@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "vkformer/chat.hpp"
 #include "vkformer/server.hpp"
 
 namespace vkformer::cli {
@@ -24,6 +25,13 @@ int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
 #endif
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  if (!options.chat_template.empty()) {
+    try {
+      (void)ChatTemplate::named(options.chat_template);  // an unknown name is a command-line mistake
+    } catch (const Error& e) {
+      usage_error(std::string("--chat-template: ") + e.what());
+    }
+  }
   Device device = Device::open(globals.device_options());
   Server server(device, options);
   server.start();
@@ -56,6 +64,9 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
       ->type_name("N")->check(whole_number_in(0, 1 << 20));
   cmd->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (default: no key)")->type_name("KEY");
   cmd->add_option("--model-name", o.model_name, "the model id clients send (default: the file name without .gguf)");
+  cmd->add_option("--chat-template", o.chat_template,
+                  "the prompt format by name instead of the model's tokenizer.chat_template: " + ChatTemplate::names())
+      ->type_name("NAME");
   cmd->add_option("--max-body-bytes", o.max_body_bytes, "largest request body (default 1 MiB)")
       ->check(unsigned_number_in(1024, uint64_t{1} << 32));
   cmd->add_option("--max-prompt-tokens", o.max_prompt_tokens, "longest prompt; 0: --ctx - 1")

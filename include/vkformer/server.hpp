@@ -44,6 +44,7 @@ struct ServerOptions {
   int max_json_depth = 32;           // nesting of the request's JSON
   int max_embedding_inputs = 256;    // texts per /v1/embeddings request
   std::string model_name;            // the id /v1/models lists; empty: the file's stem
+  std::string chat_template;         // a prompt format by name (ChatTemplate::names()); empty: the file's
 };
 
 class ServerImpl;

@@ -35,7 +35,13 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
     server::ChatRequest r = server::parse_chat_request(body);
     params = std::move(r.params);
     if (params.model != model_id_) throw ApiError(404, "invalid_request_error", "the model '" + params.model.substr(0, 100) + "' does not exist: this server has '" + model_id_ + "'", "model", "model_not_found");
-    prompt = tokenizer.encode(chat_template_->apply(r.messages), true, true);
+    if (!chat_template_)
+      throw ApiError(400, "invalid_request_error",
+                     "this model's chat template cannot be used (" + chat_template_problem_ +
+                         "); use /v1/completions, or start the server with --chat-template NAME",
+                     "messages", "unsupported_chat_template");
+    // A template that writes the BOS token itself (Llama 3, Gemma) gets no second one.
+    prompt = tokenizer.encode(chat_template_->apply(r.messages), !chat_template_->writes_bos(), true);
   } else {
     server::CompletionRequest r = server::parse_completion_request(body);
     params = std::move(r.params);

@@ -6,6 +6,7 @@
 #include "connection_pool.hpp"
 #include "server_impl.hpp"
 #include "vkformer/error.hpp"
+#include "vkformer/gguf.hpp"
 #include "vkformer/llm.hpp"
 
 namespace vkformer {
@@ -60,10 +61,16 @@ ServerImpl::ServerImpl(Device device, const ServerOptions& options) : device_(st
   check_options(options_);
   if (!options_.model.empty()) {
     slots_ = std::make_unique<server::SequenceSlots>(device_, options_.model, options_.parallel, options_.context);
-    try {
-      chat_template_ = ChatTemplate::load(options_.model);
-    } catch (const Error&) {
-      chat_template_ = ChatTemplate::chatml();  // a model without a template gets plain ChatML
+    if (!options_.chat_template.empty()) {
+      chat_template_ = ChatTemplate::named(options_.chat_template, GgufFile(options_.model));  // a bad name fails here
+    } else {
+      // A file whose template vkformer does not render (or has none) still serves /v1/completions;
+      // chat requests get the reason, never a prompt in some other model's format.
+      try {
+        chat_template_ = ChatTemplate::load(options_.model);
+      } catch (const Error& e) {
+        chat_template_problem_ = e.what();
+      }
     }
     const int64_t context = slots_->context();
     max_prompt_tokens_ = options_.max_prompt_tokens > 0 ? std::min(options_.max_prompt_tokens, context - 1) : context - 1;

@@ -41,6 +41,7 @@ class ServerImpl {
   std::unique_ptr<server::SequenceSlots> slots_;
   std::unique_ptr<server::Scheduler> scheduler_;
   std::optional<ChatTemplate> chat_template_;
+  std::string chat_template_problem_;  // why there is no template (chat requests answer it)
   std::unique_ptr<SentenceEmbedder> embedder_;
   std::mutex embedder_mutex_;  // one embedding request at a time: SentenceEmbedder is single-threaded
   std::string model_id_, embedding_id_;

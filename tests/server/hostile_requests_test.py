@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -327,4 +328,24 @@ try:
     server.stop()
 finally:
     server.kill()
+
+# --chat-template NAME: an unknown name is a command-line mistake (exit 2, the formats listed,
+# before any device opens); a known one replaces the file's template (the prompt changes).
+bad = subprocess.run([vkformer, "serve", "--model", gguf_path, "--port", "0", "--chat-template", "llama9"],
+                     capture_output=True, text=True, timeout=60)
+c.check(bad.returncode == 2 and "no format named 'llama9'" in bad.stderr and "chatml" in bad.stderr,
+        "--chat-template llama9: exit %d, %r" % (bad.returncode, bad.stderr[-300:]))
+prompt_tokens = {}
+for args in ([], ["--chat-template", "llama3"]):
+    server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "1", "--model-name", "tiny"] + args)
+    try:
+        status, reply = request(server.port, "POST", "/v1/chat/completions", dict(chat, max_tokens=1))
+        c.check(status == 200, "chat with %s: %s %r" % (args or "the file's template", status, reply))
+        if status == 200:
+            prompt_tokens[len(args)] = reply["usage"]["prompt_tokens"]
+        server.stop()
+    finally:
+        server.kill()
+c.check(len(prompt_tokens) == 2 and prompt_tokens[0] != prompt_tokens[2],
+        "--chat-template llama3 renders another prompt than the file's ChatML: %s" % prompt_tokens)
 c.finish()
