@@ -55,9 +55,9 @@ expect(0 "generation [0-9]+ tokens" generate --model ${model} --prompt "hello" -
 expect(0 "generation [0-9]+ tokens" generate --model ${model} --prompt "hello" --chat --chat-template llama3 -n 2)
 file(WRITE ${OUT}/hello.txt "hello\n")
 expect(0 "vkformer chat: turn [0-9]+ tokens" STDIN ${OUT}/hello.txt chat --model ${model} -n 2 --chat-template phi3)
-expect(2 "^vkformer: error: chat template: no format named 'llama9'; the formats: chatml, llama3[^\n]*\n$"
+expect(2 "^vkformer: error: chat template: no format named 'llama9'; the formats: chatml, llama3[^\n]*\n"
        generate --model ${model} --prompt "hello" --chat --chat-template llama9)
-expect(2 "^vkformer: error: --chat-template is for --chat\n$"
+expect(2 "^vkformer: error: --chat-template is for --chat\n"
        generate --model ${model} --prompt "hello" --chat-template llama3)
 # A directory that holds no model: the loader names the missing file (exit status 1).
 expect(1 "--model: ${OUT}/config.json: cannot open" generate --model ${OUT})
