@@ -60,7 +60,7 @@ expect(2 "^vkformer: error: chat template: no format named 'llama9'; the formats
 expect(2 "^vkformer: error: --chat-template is for --chat\n"
        generate --model ${model} --prompt "hello" --chat-template llama3)
 # A directory that holds no model: the loader names the missing file (exit status 1).
-expect(1 "--model: ${OUT}/config.json: cannot open" generate --model ${OUT})
+expect(1 "--model: ${OUT}[/\\\\]config.json: cannot open" generate --model ${OUT})  # Windows joins with a backslash
 
 # Chat: two user lines, two replies, the cache kept (the second turn appends fewer tokens than
 # the whole conversation has).

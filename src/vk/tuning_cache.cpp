@@ -113,43 +113,65 @@ json to_json(const TuningCacheFile& f) {
   return j;
 }
 
-constexpr int kOpenAttempts = 50;
+constexpr int kReadAttempts = 50;
 
-// The file, or nullopt with `problem` set (empty when there is no file at all).
-std::optional<TuningCacheFile> read_file(const fs::path& path, std::string* problem) {
+// One look at the file: absent (nullopt, no problem), a problem, or its bytes. `transient` is
+// set where another process replacing the file could explain the failure.
+std::optional<std::string> read_once(const fs::path& path, std::string* problem, bool* transient) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
-  if (!fs::is_regular_file(path, ec)) {
+  const fs::file_status st = fs::status(path, ec);  // one call: no gap between "exists" and "is a file"
+  if (st.type() == fs::file_type::not_found) return std::nullopt;
+  if (ec) {
+    *transient = true;
+    *problem = "cannot be examined: " + ec.message();
+    return std::nullopt;
+  }
+  if (!fs::is_regular_file(st)) {
     *problem = "not a regular file";
     return std::nullopt;
   }
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec || size > kMaxFileBytes) {
-    *problem = ec ? "cannot read its size: " + ec.message()
-                  : "too large for a tuning cache (" + std::to_string(size) + " bytes)";
-    return std::nullopt;
-  }
-  // Another process replacing the file renames it; on Windows a file being replaced can be
-  // renamed aside or locked for an instant, so a failed open is retried before it counts, and a
-  // file gone by then is "no file" (the writer puts a whole one back), never a broken one.
-  std::ifstream in;
-  for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
-    in.open(path, std::ios::binary);
-    if (in.is_open()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  std::ifstream in(path, std::ios::binary);
   if (!in.is_open()) {
-    if (!fs::exists(path, ec)) return std::nullopt;
+    *transient = true;
     *problem = "cannot be opened";
     return std::nullopt;
   }
-  std::stringstream text;
-  text << in.rdbuf();
+  // The size is that of what was read, not a separate stat that a rename could outdate.
+  std::string text(kMaxFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) {
+    *transient = true;
     *problem = "cannot be read";
     return std::nullopt;
   }
-  const json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxFileBytes) {
+    *problem = "too large for a tuning cache (more than " + std::to_string(kMaxFileBytes) + " bytes)";
+    return std::nullopt;
+  }
+  return text;
+}
+
+// The file's bytes, or nullopt with `problem` set (empty when there is no file at all). Another
+// process replacing the file renames a whole new one over it; on Windows the old one is renamed
+// aside first and may be locked for an instant, so a failure that could be that is retried, and a
+// file gone by then is "no file" (the writer puts a whole one back), never a broken one.
+std::optional<std::string> read_bytes(const fs::path& path, std::string* problem) {
+  for (int attempt = 0;; ++attempt) {
+    bool transient = false;
+    problem->clear();
+    std::optional<std::string> text = read_once(path, problem, &transient);
+    if (text || problem->empty() || !transient || attempt + 1 == kReadAttempts) return text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// The file, or nullopt with `problem` set (empty when there is no file at all).
+std::optional<TuningCacheFile> read_file(const fs::path& path, std::string* problem) {
+  const std::optional<std::string> bytes = read_bytes(path, problem);
+  if (!bytes) return std::nullopt;
+  const size_t size = bytes->size();
+  const json j = json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     *problem = "corrupt: not valid JSON (" + std::to_string(size) + " bytes; cut short?)";
     return std::nullopt;
