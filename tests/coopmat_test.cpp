@@ -14,6 +14,7 @@
 
 #include "coopmat.hpp"
 #include "device_impl.hpp"
+#include "made_up_devices.hpp"
 #include "matmul_check.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -29,19 +30,7 @@ using vk::MmaShape;
 // ---- Which API and which shape (pure functions of made-up devices) ----
 
 DeviceInfo made_up_gpu() {
-  DeviceInfo d;
-  d.name = "made-up GPU";
-  d.type = "discrete";
-  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 32;
-  d.subgroup_arithmetic = d.subgroup_shuffle = true;
-  d.fp16_arithmetic = d.storage_16bit = true;
-  d.shared_memory_bytes = 48 * 1024;
-  d.max_storage_buffer_range = 1u << 31;
-  d.max_texel_buffer_elements = 1u << 27;
-  d.max_workgroup_count = {1u << 31, 65535, 65535};
-  d.max_workgroup_size = {1024, 1024, 64};
-  d.max_workgroup_invocations = 1024;
-  d.compute_units = 132;
+  DeviceInfo d = made_up_discrete_gpu("made-up GPU", 132);
   // The H100's lists (../shared/GPU.md), in a driver's order.
   d.cooperative_matrix_khr = true;
   d.cooperative_matrix_khr_shapes = {{16, 8, 16, "f16", "f16", "f16", "f16"},

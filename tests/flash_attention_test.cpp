@@ -34,6 +34,7 @@
 
 #include "coopmat.hpp"
 #include "device_impl.hpp"
+#include "made_up_devices.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -642,19 +643,7 @@ TEST_F(TunedChoiceTest, CoopmatMatmulConfiguration) {
 // ---- The static tables (pure functions of made-up devices) ----
 
 DeviceInfo made_up_h100() {
-  DeviceInfo d;
-  d.name = "made-up H100";
-  d.type = "discrete";
-  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 32;
-  d.subgroup_arithmetic = d.subgroup_shuffle = true;
-  d.fp16_arithmetic = d.storage_16bit = true;
-  d.shared_memory_bytes = 48 * 1024;
-  d.max_storage_buffer_range = 1u << 31;
-  d.max_texel_buffer_elements = 1u << 27;
-  d.max_workgroup_count = {1u << 31, 65535, 65535};
-  d.max_workgroup_size = {1024, 1024, 64};
-  d.max_workgroup_invocations = 1024;
-  d.compute_units = 132;
+  DeviceInfo d = made_up_discrete_gpu("made-up H100", 132);
   d.cooperative_matrix_khr = true;
   d.cooperative_matrix_khr_shapes = {{16, 8, 16, "f16", "f16", "f32", "f32"},
                                      {16, 8, 8, "f16", "f16", "f32", "f32"},

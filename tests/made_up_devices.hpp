@@ -1,0 +1,29 @@
+#pragma once
+// Made-up devices for tests of pure functions (which API, which shape, which table entry): the
+// limits of a discrete GPU with an H100's workgroup and memory limits; each test adds the
+// cooperative-matrix lists it is about.
+#include <cstdint>
+#include <string>
+
+#include "vkformer/device.hpp"
+
+namespace vkformer::testing {
+
+inline DeviceInfo made_up_discrete_gpu(std::string name, uint32_t compute_units) {
+  DeviceInfo d;
+  d.name = std::move(name);
+  d.type = "discrete";
+  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 32;
+  d.subgroup_arithmetic = d.subgroup_shuffle = true;
+  d.fp16_arithmetic = d.storage_16bit = true;
+  d.shared_memory_bytes = 48 * 1024;
+  d.max_storage_buffer_range = 1u << 31;
+  d.max_texel_buffer_elements = 1u << 27;
+  d.max_workgroup_count = {1u << 31, 65535, 65535};
+  d.max_workgroup_size = {1024, 1024, 64};
+  d.max_workgroup_invocations = 1024;
+  d.compute_units = compute_units;
+  return d;
+}
+
+}  // namespace vkformer::testing
