@@ -69,6 +69,9 @@ echo "Xvfb on $DISPLAY (pid $xvfb_pid), WINEPREFIX=$WINEPREFIX"
 # test's program would hold that test's output pipe open); -p: it stays up between programs (the
 # cleanup stops it). The programs themselves run through scripts/windows/wine_run.sh.
 mkdir -p "$WINEPREFIX"
+# A persistent server left in this prefix by a run that was killed before its cleanup would never
+# exit, and `wineserver -w` below would wait for it for ever: stop it first.
+wineserver -k > /dev/null 2>&1 || true
 wineboot --init > /dev/null 2>&1 || true
 wineserver -w
 wineserver -p > /dev/null 2>&1
