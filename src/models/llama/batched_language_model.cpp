@@ -1,6 +1,7 @@
 // BatchedLanguageModel (vkformer/batched_llm.hpp): one copy of a llama GGUF's weights, KV caches
 // of [slots + 1, n_kv_heads, T, head_dim] per layer, and build_forward's graphs over SlotRows:
-// one prompt-chunk graph (one row, its slot an input) and one decoding step per bucket of rows.
+// prompt-piece graphs (one sequence, its slot an input) of 16, 32 and 64 tokens, and one
+// decoding step per bucket of rows.
 // The last slot is scratch: padding rows of a bucket write there, never into a sequence's slot.
 #include <algorithm>
 #include <cstdint>
@@ -24,6 +25,9 @@ using namespace models::llama;
 
 // As LanguageModel's: tokens of one prompt pass, and the cache length the options may leave.
 constexpr int64_t kPromptChunk = 64;
+// Prompt passes are recorded for these widths too, and a piece of n tokens runs the narrowest
+// that holds it: a server's short prompts (and last pieces) pay for 16 or 32 rows, not 64.
+constexpr int64_t kPromptWidths[] = {16, 32, kPromptChunk};
 constexpr int64_t kDefaultMaxContext = 4096;
 constexpr int kMaxSlots = 256;
 
@@ -63,7 +67,7 @@ class BatchedLanguageModelImpl {
       caches_.v.push_back(device_.allocate({batches, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
     }
     positions_.assign(static_cast<size_t>(o.slots), 0);
-    prompt_ = compile(1, kPromptChunk);
+    for (int64_t w : kPromptWidths) prompts_[w] = compile(1, w);
   }
 
   const LlamaConfig& config() const { return config_; }
@@ -102,18 +106,21 @@ class BatchedLanguageModelImpl {
         const Next one{slot, tokens[first]};
         logits = decode({&one, 1});
       } else {
+        const int64_t width = *std::find_if(std::begin(kPromptWidths), std::end(kPromptWidths),
+                                            [&](int64_t w) { return w >= static_cast<int64_t>(n); });
+        Executor* prompt = prompts_.at(width).get();
         std::vector<int32_t> padded(tokens.begin() + static_cast<std::ptrdiff_t>(first),
                                     tokens.begin() + static_cast<std::ptrdiff_t>(first + n));
-        padded.resize(static_cast<size_t>(kPromptChunk), 0);  // rows past n: computed, never seen
-        prompt_->set_input("tokens", HostTensor::from_i32({1, kPromptChunk}, padded));
-        prompt_->set_input("mask", causal_mask(kPromptChunk, cache_rows_, p));
-        prompt_->set_input("last", i32({static_cast<int32_t>(n - 1)}));
-        prompt_->set_input("slot", i32({slot}));
-        prompt_->set_input("position", i32({static_cast<int32_t>(p)}));
-        prompt_->set_input("key_length", i32({static_cast<int32_t>(p + static_cast<int64_t>(n))}));
-        prompt_->run();
+        padded.resize(static_cast<size_t>(width), 0);  // rows past n: computed, never seen
+        prompt->set_input("tokens", HostTensor::from_i32({1, width}, padded));
+        prompt->set_input("mask", causal_mask(width, cache_rows_, p));
+        prompt->set_input("last", i32({static_cast<int32_t>(n - 1)}));
+        prompt->set_input("slot", i32({slot}));
+        prompt->set_input("position", i32({static_cast<int32_t>(p)}));
+        prompt->set_input("key_length", i32({static_cast<int32_t>(p + static_cast<int64_t>(n))}));
+        prompt->run();
         positions_[s] = p + static_cast<int64_t>(n);
-        logits = prompt_->output("logits").to_f32();
+        logits = prompt->output("logits").to_f32();
       }
       first += n;
     }
@@ -212,7 +219,7 @@ class BatchedLanguageModelImpl {
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0;
   std::vector<int64_t> positions_;  // per slot
-  std::unique_ptr<Executor> prompt_;
+  std::map<int64_t, std::unique_ptr<Executor>> prompts_;  // by width (kPromptWidths)
   std::map<int, std::unique_ptr<Executor>> steps_;  // by rows
   ExclusiveUse in_use_{"BatchedLanguageModel"};
 };
