@@ -42,6 +42,7 @@ layout(constant_id = 10) const uint SR = 2;        // score block: rows
 layout(constant_id = 11) const uint SC = 4;        // score block: keys
 layout(constant_id = 12) const uint OR = 4;        // output block: rows
 layout(constant_id = 13) const uint OD = 4;        // output block: head-dim columns
+layout(constant_id = 14) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
 
 const uint S_UNITS = (BR / SR) * (BC / SC);          // score blocks per tile
 const uint O_COLS = DV_CAP / OD;                     // output blocks per row group
@@ -57,6 +58,7 @@ layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };
 layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
 layout(set = 0, binding = 5) readonly buffer KeyLength { int key_length[]; };   // [1]
 layout(set = 0, binding = 6) writeonly buffer Out { T o[]; };  // [B, H, Sq, DV]
+layout(set = 0, binding = 7) readonly buffer KvSlot { int kv_slot[]; };  // [B] (PER_SEQUENCE)
 layout(push_constant) uniform Push {
   uint sq;
   uint sk;
@@ -71,7 +73,10 @@ layout(push_constant) uniform Push {
   uint bh_base;           // the first (b, h) of this dispatch: q, k, v and out are bound as
                           // windows from there, the mask and key padding whole
   uint group;             // query heads per KV head (H / Hkv; 1 without grouped-query attention)
+  uint kv_batches;        // batches of k and v (PER_SEQUENCE: slots, more than q's)
 } p;
+
+#include "attention_sequences.glsl"
 
 const uint PS = BC + 1;     // row stride of p_s (odd: rows of a column in different banks)
 shared float q_s[BR * D_CAP];   // [BR, d], packed
@@ -106,14 +111,14 @@ void main() {
 
   // Keys at or past key_end are hidden from every row of the block.
   int key_end = int(p.sk);
-  if (HAS_KEY_LENGTH) key_end = min(key_end, key_length[0]);
+  if (HAS_KEY_LENGTH) key_end = min(key_end, key_length[key_length_index(b)]);
   const int causal_shift = int(p.sk) - int(p.sq);  // row i sees keys j <= i + causal_shift
   if (CAUSAL) key_end = min(key_end, int(q0 + rows - 1) + causal_shift + 1);
   const uint keys = uint(max(key_end, 0));
 
   // Grouped-query attention: query head h reads KV head h / group; a window starts at a
   // multiple of group query heads, so its KV slice is bh / group of the KV window.
-  const uint kv = bh / p.group;
+  const uint kv = kv_slice(b, h, p.heads, p.group, p.kv_batches, bh / p.group);
   const uint k_base = kv * p.sk * D, v_base = kv * p.sk * DV;
   const uint mask_base = b * p.mask_stride[0] + h * p.mask_stride[1];
   for (uint c0 = 0; c0 < keys; c0 += BC) {

@@ -28,17 +28,19 @@ layout(push_constant) uniform Push {  // FlashPush in src/ops/attention_flash.cp
   uint bh_base;         // the first (b, h) of the window
   uint group;           // query heads per KV head (H / Hkv)
   uint splits;          // decode: key ranges per (b, KV head)
+  uint kv_batches;      // decode: batches of k and v (PER_SEQUENCE: slots, more than q's)
 } p;
 
 // How many keys rows up to `last_row` (of sq) may see: key_length, read at run time so that a
 // KV cache can grow between replays, and the causal limit (row i sees keys j <= i + sk - sq).
 // Keys at or past it are never loaded.
-uint attention_keys(uint last_row) {
+uint attention_keys_at(uint last_row, uint length_index) {
   int end = int(p.sk);
-  if (HAS_KEY_LENGTH) end = min(end, key_length[0]);
+  if (HAS_KEY_LENGTH) end = min(end, key_length[length_index]);
   if (CAUSAL) end = min(end, int(last_row) + int(p.sk) - int(p.sq) + 1);
   return uint(max(end, 0));
 }
+uint attention_keys(uint last_row) { return attention_keys_at(last_row, 0u); }
 
 // The logit of query row `row` of head (b, h) for key j, fp32, from the dot product s: s * scale
 // plus the additive mask, or -inf where the key is hidden (past `keys`, the causal limit, key

@@ -26,8 +26,11 @@ layout(constant_id = 5) const bool HAS_MASK = false;
 layout(constant_id = 6) const bool HAS_KEY_PADDING = false;
 layout(constant_id = 7) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 8) const bool CAUSAL = false;
+layout(constant_id = 9) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
 
 #include "attention_flash.glsl"
+layout(set = 0, binding = 8) readonly buffer KvSlot { int kv_slot[]; };  // [B] (PER_SEQUENCE)
+#include "attention_sequences.glsl"
 
 #if defined(SPLIT)
 // Bound whole, indexed by the global (b, KV head): [B * Hkv, splits, ROWS, dv] and (m, l).
@@ -69,10 +72,11 @@ void main() {
   float acc[OU];
   [[unroll]] for (uint u = 0; u < OU; ++u) acc[u] = 0.0;
 
-  const uint keys = attention_keys(p.sq - 1);  // the last row sees the most
+  const uint keys = attention_keys_at(p.sq - 1, key_length_index(b));  // the last row sees the most
   const uint chunk = (keys + p.splits - 1) / p.splits;
   const uint k_begin = min(split * chunk, keys), k_end = min(k_begin + chunk, keys);
-  const uint k_base = bkv * p.sk * D, v_base = bkv * p.sk * DV;
+  const uint kv = kv_slice(b, first_head % p.heads, p.heads, p.group, p.kv_batches, bkv);
+  const uint k_base = kv * p.sk * D, v_base = kv * p.sk * DV;
   for (uint c0 = k_begin; c0 < k_end; c0 += TK) {
     barrier();  // the previous tile's V and probabilities are consumed
     for (uint e = t; e < TK * D; e += WG) {

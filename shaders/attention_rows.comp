@@ -52,6 +52,7 @@ layout(constant_id = 5) const bool HAS_MASK = false;
 layout(constant_id = 6) const bool HAS_KEY_PADDING = false;
 layout(constant_id = 7) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 8) const bool CAUSAL = false;
+layout(constant_id = 9) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
 
 #ifdef TEXEL
 // P.V by columns where DV is a multiple of 4 * LANES: invocation `lane` accumulates output texels
@@ -85,6 +86,7 @@ layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; }; 
 layout(set = 0, binding = 5) readonly buffer KeyLength { int key_length[]; };   // [1]
 layout(set = 0, binding = 6) writeonly buffer Out { T o[]; };  // [B, H, Sq, DV]
 layout(set = 0, binding = 6) writeonly buffer Out4 { T4 o4[]; };
+layout(set = 0, binding = 7) readonly buffer KvSlot { int kv_slot[]; };  // [B] (PER_SEQUENCE)
 layout(push_constant) uniform Push {
   uint sq;
   uint sk;
@@ -99,7 +101,10 @@ layout(push_constant) uniform Push {
   uint bh_base;           // the first (b, h) of this dispatch: q, k, v and out are bound as
                           // windows from there, the mask and key padding whole
   uint group;             // query heads per KV head (H / Hkv; 1 without grouped-query attention)
+  uint kv_batches;        // batches of k and v (PER_SEQUENCE: slots, more than q's)
 } p;
+
+#include "attention_sequences.glsl"
 
 // Chunk c (elements 4c..4c+3) of the row that starts at element `base` of q, k or v.
 #ifdef TEXEL
@@ -160,14 +165,14 @@ void main() {
 
   // Keys at or past key_end are hidden from every row of the block.
   int key_end = int(p.sk);
-  if (HAS_KEY_LENGTH) key_end = min(key_end, key_length[0]);
+  if (HAS_KEY_LENGTH) key_end = min(key_end, key_length[key_length_index(b)]);
   const int causal_shift = int(p.sk) - int(p.sq);  // row i sees keys j <= i + causal_shift
   if (CAUSAL) key_end = min(key_end, int(min(q0 + LANES * R, p.sq)) - 1 + causal_shift + 1);
   const uint keys = uint(max(key_end, 0));
 
   // Grouped-query attention: query head h reads KV head h / group; a window starts at a
   // multiple of group query heads, so its KV slice is bh / group of the KV window.
-  const uint kv = bh / p.group;
+  const uint kv = kv_slice(b, h, p.heads, p.group, p.kv_batches, bh / p.group);
   const uint k_base = kv * p.sk * D, v_base = kv * p.sk * DV;
   const uint mask_base = b * p.mask_stride[0] + h * p.mask_stride[1];
   for (uint j0 = 0; j0 < keys; j0 += LANES) {

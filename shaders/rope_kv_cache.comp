@@ -18,9 +18,12 @@
 // whole slices), slot < GROUP is query head g * GROUP + slot, slot GROUP the key and GROUP + 1
 // the value head, and x a rotated pair (x < dims / 2) or a copied column for q and k, a column
 // for v. The grid replaces divisions by run-time values (scalarized on CPU devices) per item.
+// PER_SEQUENCE (a batched decoding step, one sequence per b): item b writes at its own
+// position[b] into batch cache_slot[b] of the caches (bound whole, with more batches than q).
 
 layout(local_size_x_id = 0) in;  // D rounded up to a multiple of the subgroup
 layout(constant_id = 1) const uint NEOX = 0;
+layout(constant_id = 2) const bool PER_SEQUENCE = false;
 
 layout(set = 0, binding = 0) readonly buffer SrcQ { T src_q[]; };
 layout(set = 0, binding = 1) readonly buffer SrcK { T src_k[]; };
@@ -30,6 +33,7 @@ layout(set = 0, binding = 4) readonly buffer Position { int position[]; };
 layout(set = 0, binding = 5) writeonly buffer QOut { T q_out[]; };
 layout(set = 0, binding = 6) writeonly buffer CacheK { T cache_k[]; };
 layout(set = 0, binding = 7) writeonly buffer CacheV { T cache_v[]; };
+layout(set = 0, binding = 8) readonly buffer CacheSlot { int cache_slot[]; };  // [B] (PER_SEQUENCE)
 layout(push_constant) uniform Push {
   uint s;          // S new rows
   uint d;          // D
@@ -42,18 +46,23 @@ layout(push_constant) uniform Push {
   uint q_off, k_off, v_off;           // first column of the heads in those rows
   uint slice_base;                    // first (b, g) of this dispatch's cache window
   int base;                           // the static position offset
+  uint cache_batches;                 // PER_SEQUENCE: batches of the caches
 } p;
 
 void main() {
   const uint j = gl_LocalInvocationID.x;
   if (j >= p.d) return;
   const uint slot = gl_WorkGroupID.x, s = gl_WorkGroupID.y % p.s, local = gl_WorkGroupID.y / p.s;
-  const uint first = uint(clamp(position[0], 0, int(p.t - p.s)));
   const uint slice = p.slice_base + local;
   const uint b = slice / p.kv_heads, g = slice % p.kv_heads;
+  const uint first = uint(clamp(position[PER_SEQUENCE ? b : 0u], 0, int(p.t - p.s)));
+  // The cache slice written: this window's, or the sequence's slot (clamped: set_input refuses
+  // slots outside the caches, a computed one must not write out of range).
+  const uint dst_slice = PER_SEQUENCE
+      ? uint(clamp(cache_slot[b], 0, int(p.cache_batches) - 1)) * p.kv_heads + g : local;
   const uint row = first + s;
   if (slot == p.group + 1u) {  // value: a copy
-    cache_v[(local * p.t + row) * p.d + j] = src_v[(b * p.s + s) * p.v_stride + p.v_off + g * p.d + j];
+    cache_v[(dst_slice * p.t + row) * p.d + j] = src_v[(b * p.s + s) * p.v_stride + p.v_off + g * p.d + j];
     return;
   }
   const bool is_q = slot < p.group;
@@ -61,7 +70,7 @@ void main() {
   const uint src = is_q ? (b * p.s + s) * p.q_stride + p.q_off + head * p.d
                         : (b * p.s + s) * p.k_stride + p.k_off + head * p.d;
   // Where the row goes: q_out[b, head, s, :] or the key cache's row.
-  const uint dst = is_q ? ((b * p.heads + head) * p.s + s) * p.d : (local * p.t + row) * p.d;
+  const uint dst = is_q ? ((b * p.heads + head) * p.s + s) * p.d : (dst_slice * p.t + row) * p.d;
   if (j >= p.half_dims) {  // a copied column, or nothing (j >= D - half_dims)
     const uint c = p.half_dims + j;
     if (c >= p.d) return;

@@ -71,8 +71,14 @@ struct AttentionOptions {
   std::optional<Tensor> mask;              // additive, broadcast against [B, H, Sq, Sk]
   std::optional<Tensor> key_padding_mask;  // i32 [B, Sk], nonzero = ignore
   // Query positions i attend keys j < key_length only (KV caches): i32 [1] tensor holding the
-  // number of valid keys; by default all Sk keys are valid.
+  // number of valid keys; by default all Sk keys are valid. With kv_slot: i32 [B], one count
+  // per batch item.
   std::optional<Tensor> key_length;
+  // Per-sequence KV slots (a batched decoding step): i32 [B], batch b of q reads batch
+  // kv_slot[b] of k and v, which may then have any number of batches (one per slot). Needs
+  // key_length [B]; taken by the fused kernels only (an unsupported error where none fits), with
+  // k and v within one binding.
+  std::optional<Tensor> kv_slot;
   enum class Path : uint8_t { automatic, fused, unfused } path = Path::automatic;
 };
 
@@ -200,10 +206,15 @@ class Graph {
   //   apart:  q [B, S, H D], k and v [B, S, Hkv D].
   // H is a multiple of Hkv (grouped-query attention). Equivalent to rope (q and k), split_heads
   // and update_cache (k and v).
+  // Per-sequence KV slots (a batched decoding step): with cache_slot (i32 [B]), batch item b
+  // writes into batch cache_slot[b] of the caches, which may then have any number of batches,
+  // and position holds one value per item (i32 [B]); the caches must fit one binding.
   RopeKvCache rope_kv_cache(Tensor qkv, int heads, int kv_heads, Tensor cache_k, Tensor cache_v,
-                            Tensor position, const RopeOptions& rope);
+                            Tensor position, const RopeOptions& rope,
+                            std::optional<Tensor> cache_slot = {});
   RopeKvCache rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads, Tensor cache_k,
-                            Tensor cache_v, Tensor position, const RopeOptions& rope);
+                            Tensor cache_v, Tensor position, const RopeOptions& rope,
+                            std::optional<Tensor> cache_slot = {});
 
   // Ops added inside a scope are labelled "<scope>/<op>" in profiles and errors.
   class Scope {

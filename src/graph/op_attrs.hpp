@@ -64,12 +64,13 @@ struct SplitHeadsAttrs {  // inputs: x
   int64_t width = 0;
   int64_t offset = 0;
 };
-struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_length]
+struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_length], [kv_slot]
   float scale = 1.0f;
   bool causal = false;
   bool has_mask = false;
   bool has_key_padding_mask = false;
   bool has_key_length = false;
+  bool has_kv_slot = false;  // per-sequence KV slots (AttentionOptions::kv_slot)
   AttentionOptions::Path path = AttentionOptions::Path::automatic;
 };
 // layer_norm inputs: x, gamma, beta; add_layer_norm: a, b, gamma, beta; rms_norm: x, weight
@@ -121,6 +122,7 @@ struct RopeKvCacheAttrs {
   int64_t dims = 0;
   double freq_base = 10000.0;
   int64_t offset = 0;
+  bool has_cache_slot = false;  // a seventh input: the cache batch of each batch item
 };
 
 using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,

@@ -42,7 +42,9 @@ struct AttentionPush {
   uint32_t mask_stride[4];
   uint32_t bh_base;  // the first (b, h) of a dispatch over windows of q, k, v and out
   uint32_t group;    // query heads per KV head
+  uint32_t kv_batches;  // batches of k and v (per-sequence slots: more than q's)
 };
+static_assert(sizeof(AttentionPush) <= 128);
 
 // The kernel variant a launch runs.
 Kernel fused_kernel(const AttentionLaunch& t) {
@@ -63,6 +65,7 @@ Operands operands(const Lowering& l) {
   if (a.has_mask) o.mask = l.input(next++);
   if (a.has_key_padding_mask) o.key_padding = l.input(next++);
   if (a.has_key_length) o.key_length = l.input(next++);
+  if (a.has_kv_slot) o.kv_slot = l.input(next++);
   o.out = l.output();
   o.causal = a.causal;
   return o;
@@ -85,9 +88,10 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
                                    {in.mask != kNoValue ? in.mask : dummy},
                                    {in.key_padding != kNoValue ? in.key_padding : dummy},
                                    {in.key_length != kNoValue ? in.key_length : dummy},
-                                   {in.out, true}};
+                                   {in.out, true},
+                                   {in.kv_slot != kNoValue ? in.kv_slot : dummy}};
   const uint32_t has_mask = in.mask != kNoValue, has_padding = in.key_padding != kNoValue,
-                 has_length = in.key_length != kNoValue;
+                 has_length = in.key_length != kNoValue, per_sequence = in.kv_slot != kNoValue;
   AttentionPush p{};
   p.sq = static_cast<uint32_t>(Sq);
   p.sk = static_cast<uint32_t>(Sk);
@@ -98,6 +102,7 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   p.dv = static_cast<uint32_t>(Dv);
   p.kv_stride = static_cast<uint32_t>(std::max(D, Dv)) + 1;
   p.group = static_cast<uint32_t>(group);
+  p.kv_batches = static_cast<uint32_t>(l.value(in.k).shape[0]);
   std::copy(mask_stride, mask_stride + 4, p.mask_stride);
   // Long caches or many heads beyond one binding: windows of whole (b, KV head) slices of k and
   // v with their `group` query heads of q and out (src/ops/windows.hpp); the kernels find the
@@ -111,6 +116,7 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
       static_cast<uint64_t>(B * H / group), {item[0], item[1], item[2], item[3]},
       l.tuning().max_binding_bytes, ops::window_alignment(l.info()),
       l.node().label + ": heads of q, k, v");
+  ops::require_whole_kv(l, in, spans.size(), "fused attention");
   for (const ops::Span& s : spans) {
     std::vector<Binding> bindings = whole;
     if (spans.size() > 1) {
@@ -128,12 +134,12 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
       l.dispatch(fused_kernel(t), q.dtype, std::move(bindings), PushBlock::of(p),
                  l.rows_grid(groups),
                  {t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4, has_mask,
-                  has_padding, has_length, in.causal});
+                  has_padding, has_length, in.causal, per_sequence});
     } else {
       l.dispatch(Kernel::attention, q.dtype, std::move(bindings), PushBlock::of(p),
                  l.rows_grid(groups),
                  {t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
-                  has_length, in.causal, t.sr, t.sc, t.or_, t.od});
+                  has_length, in.causal, t.sr, t.sc, t.or_, t.od, per_sequence});
     }
   }
 }
@@ -217,9 +223,19 @@ void lower_attention(Lowering& l) {
                                dtype_size(l.value(in.q).dtype);
   const bool unfused_fits = score_bytes <= l.tuning().max_binding_bytes;
   // What the tuning leaves to the unfused chain whatever fused kernel there is.
-  const bool tuned_unfused = a.path == Path::automatic &&
+  // Per-sequence KV slots are read by the fused kernels only (the chain's matmuls index k by
+  // q's batch).
+  const bool per_sequence = in.kv_slot != kNoValue;
+  if (per_sequence)
+    l.require_index_bound(in.kv_slot, 0, l.value(in.k).shape[0],
+                          "kv_slot names one of the " + std::to_string(l.value(in.k).shape[0]) +
+                              " batches of k and v");
+  const bool tuned_unfused = !per_sequence && a.path == Path::automatic &&
                              (qs[2] <= tuned.automatic_unfused_max_queries ||
                               (tuned.automatic_unfused_where_it_fits && unfused_fits));
+  if (per_sequence && a.path == Path::unfused)
+    throw Error(ErrorCode::unsupported,
+                l.node().label + ": per-sequence KV slots (kv_slot) need a fused attention path");
   if (a.path == Path::unfused || tuned_unfused) {
     lower_unfused(l, in);
     return;
@@ -230,7 +246,7 @@ void lower_attention(Lowering& l) {
   const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
   bool fused_ok = vk::attention_launch_for(tuned, l.info(), problem, &launch) &&
                   l.supported(fused_kernel(launch), l.value(in.q).dtype);
-  if (a.path == Path::automatic && !fused_ok) {
+  if (a.path == Path::automatic && !fused_ok && !per_sequence) {
     lower_unfused(l, in);
     return;
   }
@@ -263,15 +279,17 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
                                       describe(k) + ", v is " + describe(v));
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Sk = k.shape[2], Hkv = k.shape[1];
+  // With per-sequence KV slots k and v hold one batch per slot, any number of them.
+  const int64_t Bk = options.kv_slot ? k.shape[0] : B;
   // k may have fewer heads than q (grouped-query attention): Hkv dividing H.
-  if (k.shape[0] != B || Hkv < 1 || H % Hkv != 0 || k.shape[3] != D)
+  if (k.shape[0] != Bk || Hkv < 1 || H % Hkv != 0 || k.shape[3] != D)
     shape_error(impl().label(op), "k " + k.shape.str() + " must be [B, Hkv, Sk, D] = [" +
                                       std::to_string(B) + ",Hkv,Sk," + std::to_string(D) +
                                       "] with Hkv dividing H = " + std::to_string(H) + " for q " +
                                       q.shape.str());
-  if (v.shape[0] != B || v.shape[1] != Hkv || v.shape[2] != Sk)
+  if (v.shape[0] != Bk || v.shape[1] != Hkv || v.shape[2] != Sk)
     shape_error(impl().label(op), "v " + v.shape.str() + " must be [B, Hkv, Sk, Dv] = [" +
-                                      std::to_string(B) + "," + std::to_string(Hkv) + "," +
+                                      std::to_string(Bk) + "," + std::to_string(Hkv) + "," +
                                       std::to_string(Sk) + ",Dv] for k " + k.shape.str());
   const Shape scores{B, H, Sq, Sk};
   std::vector<uint32_t> inputs{q.id, k.id, v.id};
@@ -299,10 +317,23 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
   if (options.key_length) {
     const Tensor& kl = *options.key_length;
     ops::require_dtype(impl(), op, "key_length", kl, DType::i32);
-    if (kl.shape.numel() != 1)
+    if (!options.kv_slot && kl.shape.numel() != 1)
       shape_error(impl().label(op), "key_length must hold one value ([1]), got " + kl.shape.str());
+    if (options.kv_slot && (kl.shape.rank() != 1 || kl.shape[0] != B))
+      shape_error(impl().label(op), "with kv_slot, key_length must hold one value per batch ([" +
+                                        std::to_string(B) + "]), got " + kl.shape.str());
     inputs.push_back(kl.id);
     a.has_key_length = true;
+  }
+  if (options.kv_slot) {
+    const Tensor& ks = *options.kv_slot;
+    impl().check(ks, op, "kv_slot");
+    ops::require_dtype(impl(), op, "kv_slot", ks, DType::i32);
+    if (ks.shape.rank() != 1 || ks.shape[0] != B || !options.key_length)
+      shape_error(impl().label(op), "kv_slot " + ks.shape.str() + " must be i32 [B] = [" +
+                                        std::to_string(B) + "], with key_length [B]");
+    inputs.push_back(ks.id);
+    a.has_kv_slot = true;
   }
   if (options.path == Path::fused && (D > kFusedMaxHeadDim || v.shape[3] > kFusedMaxHeadDim))
     throw Error(ErrorCode::unsupported,

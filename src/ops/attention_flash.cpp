@@ -33,6 +33,7 @@ struct FlashPush {
   uint32_t bh_base;
   uint32_t group;
   uint32_t splits;
+  uint32_t kv_batches;
 };
 
 // shaders/attention_flash_combine.comp.
@@ -70,8 +71,9 @@ struct DecodeSpec {
   uint32_t tile_keys;
   uint32_t d_cap, dv_cap;
   uint32_t has_mask, has_key_padding, has_key_length, causal;
+  uint32_t per_sequence;
 };
-static_assert(sizeof(DecodeSpec) == 9 * 4);
+static_assert(sizeof(DecodeSpec) == 10 * 4);
 
 constexpr uint32_t kCombineWorkgroup = 64;
 
@@ -107,6 +109,7 @@ FlashPush push_for(const Lowering& l, const AttentionOperands& in, const Shapes&
   p.d = static_cast<uint32_t>(s.D);
   p.dv = static_cast<uint32_t>(s.Dv);
   p.group = static_cast<uint32_t>(s.group);
+  p.kv_batches = static_cast<uint32_t>(l.value(in.k).shape[0]);
   if (in.mask != kNoValue)
     broadcast_strides4(l.value(in.mask).shape, {s.B, s.H, s.Sq, s.Sk}, p.mask_stride);
   return p;
@@ -121,7 +124,8 @@ std::vector<Binding> input_bindings(const AttentionOperands& in) {
 // Calls emit(first, count, bindings) per window of whole (b, KV head) slices of q, k, v and
 // `out` (binding 6): one call where everything fits one binding (src/ops/windows.hpp).
 template <class Emit>
-void for_kv_windows(Lowering& l, const Shapes& s, std::vector<Binding> whole, Emit&& emit) {
+void for_kv_windows(Lowering& l, const AttentionOperands& in, const Shapes& s,
+                    std::vector<Binding> whole, Emit&& emit) {
   const uint64_t es = dtype_size(s.dtype);
   const uint64_t item[4] = {uint64_t(s.group * s.Sq * s.D) * es, uint64_t(s.Sk * s.D) * es,
                             uint64_t(s.Sk * s.Dv) * es, uint64_t(s.group * s.Sq * s.Dv) * es};
@@ -129,6 +133,7 @@ void for_kv_windows(Lowering& l, const Shapes& s, std::vector<Binding> whole, Em
       split_spans(uint64_t(s.B * s.Hkv), {item[0], item[1], item[2], item[3]},
                   l.tuning().max_binding_bytes, window_alignment(l.info()),
                   l.node().label + ": heads of q, k, v");
+  require_whole_kv(l, in, spans.size(), "attention");
   for (const Span& span : spans) {
     std::vector<Binding> bindings = whole;
     if (spans.size() > 1) {
@@ -166,7 +171,7 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const vk::DecodeLaunc
   p.q_blocks = 1;
   const DecodeSpec spec{t.config.workgroup, t.rows, t.config.tile_keys, t.d_cap, t.dv_cap,
                         in.mask != kNoValue, in.key_padding != kNoValue,
-                        in.key_length != kNoValue, in.causal};
+                        in.key_length != kNoValue, in.causal, in.kv_slot != kNoValue};
   std::vector<Binding> whole = input_bindings(in);
   const bool split = t.splits > 1;
   uint32_t part_o = kNoValue, part_ml = kNoValue;
@@ -178,9 +183,11 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const vk::DecodeLaunc
     whole.push_back({part_ml, true});
   } else {
     whole.push_back({in.out, true});
+    whole.push_back({in.q});  // binding 7 (the split's partial maxima) unused
   }
+  whole.push_back({in.kv_slot != kNoValue ? in.kv_slot : in.q});  // binding 8
   const Kernel kernel = split ? Kernel::attention_flash_decode_split : Kernel::attention_flash_decode;
-  for_kv_windows(l, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {
+  for_kv_windows(l, in, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {
     if (split) bindings[6] = {part_o, true};  // partials stay whole: indexed by global pair
     const uint64_t groups = span.count * t.splits;
     p.groups = static_cast<uint32_t>(groups);
@@ -201,6 +208,7 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const vk::DecodeLaunc
 // ---- Flash attention on cooperative matrices ----
 
 bool flash_fits(const Lowering& l, const AttentionOperands& in, vk::FlashLaunch* launch) {
+  if (in.kv_slot != kNoValue) return false;  // its kernel reads k and v by q's batch
   const DType dtype = l.value(in.q).dtype;
   return vk::flash_launch_for(l.tuning().attention.flash, l.info(), attention_problem(l, in),
                               dtype, launch) &&
@@ -230,7 +238,7 @@ void emit_flash(Lowering& l, const AttentionOperands& in, const vk::FlashLaunch&
                        s.D % 8 == 0 && s.Dv % 8 == 0};
   std::vector<Binding> whole = input_bindings(in);
   whole.push_back({in.out, true});
-  for_kv_windows(l, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {
+  for_kv_windows(l, in, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {
     const uint64_t groups = span.count * uint64_t(s.group) * q_blocks;
     p.groups = static_cast<uint32_t>(groups);
     p.bh_base = static_cast<uint32_t>(span.first * s.group);
@@ -273,6 +281,20 @@ const FlashPath kFlashPaths[] = {
 };
 
 }  // namespace
+
+void require_whole_kv(const Lowering& l, const AttentionOperands& in, size_t windows, const char* what) {
+  if (in.kv_slot == kNoValue) return;
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  auto bytes = [&](uint32_t v) {
+    return static_cast<uint64_t>(l.value(v).shape.numel()) * dtype_size(l.value(v).dtype);
+  };
+  if (windows <= 1 && bytes(in.k) <= limit && bytes(in.v) <= limit) return;
+  throw Error(ErrorCode::unsupported,
+              l.node().label + ": " + what + " with per-sequence KV slots needs q, k " +
+                  l.value(in.k).shape.str() + " and v each within one binding of device '" +
+                  l.info().name + "' (" + std::to_string(limit) +
+                  " bytes): fewer slots or a shorter context");
+}
 
 vk::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in) {
   const Shape& qs = l.value(in.q).shape;

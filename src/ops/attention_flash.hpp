@@ -16,12 +16,17 @@ namespace vkformer::ops {
 struct AttentionOperands {
   uint32_t q = kNoValue, k = kNoValue, v = kNoValue;
   uint32_t mask = kNoValue, key_padding = kNoValue, key_length = kNoValue;
+  uint32_t kv_slot = kNoValue;  // per-sequence KV slots (AttentionOptions::kv_slot)
   uint32_t out = kNoValue;
   bool causal = false;
 };
 
 // The problem the tuning sees for these operands.
 vk::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in);
+
+// Throws unsupported where per-sequence KV slots (in.kv_slot) would need k and v split into
+// windows: a slot may be anywhere in them. `what` names the kernel.
+void require_whole_kv(const Lowering& l, const AttentionOperands& in, size_t windows, const char* what);
 
 // Emits the first path of the table that fits and returns its name ("decode" or "flash"), or
 // returns nullptr where none does (then the scalar kernels or the unfused chain run).

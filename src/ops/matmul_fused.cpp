@@ -42,7 +42,8 @@ void emit_matmul_fused(Lowering& l, const MatmulCall& c) {
   // The product without the epilogue, then the epilogue.
   const Shape out_shape = l.value(c.out).shape;
   const int64_t n = out_shape.back(), rows = out_shape.numel() / n;
-  plain.out = l.temp(Shape{rows, c.gated ? 2 * n : n}, dtype);
+  // out's leading dims: emit_matmul checks them against a's ([B, 1, K] is not [B, K]).
+  plain.out = l.temp(out_shape.with_last(c.gated ? 2 * n : n), dtype);
   if (c.gated) plain.activation = Activation::none;
   emit_matmul(l, plain);
   const uint64_t es = dtype_size(dtype);

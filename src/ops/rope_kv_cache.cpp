@@ -23,16 +23,19 @@ struct RopeKvCachePush {
   uint32_t q_off, k_off, v_off;
   uint32_t slice_base;
   int32_t base;
+  uint32_t cache_batches;  // per-sequence slots: batches of the caches
 };
+static_assert(sizeof(RopeKvCachePush) <= 128);
 
 void lower_rope_kv_cache(Lowering& l) {
   const RopeKvCacheAttrs a = attrs<RopeKvCacheAttrs>(l);  // a copy: constant() grows the tables
   const uint32_t q = l.input(0), k = l.input(1), v = l.input(2), cache_k = l.input(3),
                  cache_v = l.input(4), position = l.input(5);
-  const Shape cache = l.value(cache_k).shape;  // [B, Hkv, T, D]
+  const uint32_t cache_slot = a.has_cache_slot ? l.input(6) : kNoValue;
+  const Shape cache = l.value(cache_k).shape;  // [Bc, Hkv, T, D]
   const DType dtype = l.value(cache_k).dtype;
   const Shape qs = l.value(q).shape;           // [B, S, C]
-  const int64_t B = cache[0], Hkv = cache[1], T = cache[2], D = cache[3], S = qs[1];
+  const int64_t B = qs[0], Hkv = cache[1], T = cache[2], D = cache[3], S = qs[1];
   const int64_t group = a.heads / a.kv_heads;
   const uint32_t table = l.constant(ops::rope_inv_freq(a.dims, a.freq_base));
   l.require_index_bound(position, 0, T - S + 1,
@@ -56,10 +59,14 @@ void lower_rope_kv_cache(Lowering& l) {
   p.k_off = static_cast<uint32_t>(a.k_offset);
   p.v_off = static_cast<uint32_t>(a.v_offset);
   p.base = static_cast<int32_t>(a.offset);
+  p.cache_batches = static_cast<uint32_t>(cache[0]);
+  if (cache_slot != kNoValue)
+    l.require_index_bound(cache_slot, 0, cache[0],
+                          "a slot of the caches' " + std::to_string(cache[0]) + " batches");
   // Caches beyond one binding: windows of whole (b, g) slices of T rows, one dispatch each, with
   // the queries of those KV heads.
   const uint64_t slice = static_cast<uint64_t>(T * D) * dtype_size(dtype);
-  const std::vector<ops::Span> spans = ops::split_spans(
+  std::vector<ops::Span> spans = ops::split_spans(
       static_cast<uint64_t>(B * Hkv), {slice, slice}, l.tuning().max_binding_bytes,
       ops::window_alignment(l.info()), l.node().label + ": (batch, head) slices of the caches");
   // A workgroup per (slot, s, slice) of D invocations (whole subgroups).
@@ -69,6 +76,14 @@ void lower_rope_kv_cache(Lowering& l) {
     throw Error(ErrorCode::unsupported, l.node().label + ": head dim " + std::to_string(D) +
                                             " is more than a workgroup of device '" +
                                             l.info().name + "' holds");
+  // Per-sequence slots write anywhere in the caches: they must be bound whole (one dispatch).
+  if (cache_slot != kNoValue && static_cast<uint64_t>(cache[0] * Hkv) * slice > l.tuning().max_binding_bytes)
+    throw Error(ErrorCode::unsupported,
+                l.node().label + ": caches of " + std::to_string(cache[0] * Hkv * T * D) +
+                    " elements with per-sequence slots exceed one binding of device '" +
+                    l.info().name + "' (" + std::to_string(l.tuning().max_binding_bytes) +
+                    " bytes): fewer slots or a shorter context");
+  if (cache_slot != kNoValue) spans = {ops::Span{0, static_cast<uint64_t>(B * Hkv)}};
   for (const ops::Span& s : spans) {
     p.slice_base = static_cast<uint32_t>(s.first);
     Binding ck{cache_k, true}, cv{cache_v, true};
@@ -77,9 +92,11 @@ void lower_rope_kv_cache(Lowering& l) {
       cv = ops::window(cache_v, true, s.first * slice, s.count * slice);
     }
     l.dispatch(Kernel::rope_kv_cache, dtype,
-               {{q}, {k}, {v}, {table}, {position}, {l.output(), true}, ck, cv}, PushBlock::of(p),
-               l.grid(static_cast<uint64_t>(group + 2), s.count * S, 1),
-               {static_cast<uint32_t>(wg), a.style == RopeOptions::Style::neox ? 1u : 0u});
+               {{q}, {k}, {v}, {table}, {position}, {l.output(), true}, ck, cv,
+                {cache_slot != kNoValue ? cache_slot : position}},
+               PushBlock::of(p), l.grid(static_cast<uint64_t>(group + 2), s.count * S, 1),
+               {static_cast<uint32_t>(wg), a.style == RopeOptions::Style::neox ? 1u : 0u,
+                cache_slot != kNoValue ? 1u : 0u});
   }
 }
 
@@ -89,7 +106,8 @@ void lower_cache_after(Lowering&) {}
 }  // namespace
 
 RopeKvCache Graph::rope_kv_cache(Tensor qkv, int heads, int kv_heads, Tensor cache_k,
-                                 Tensor cache_v, Tensor position, const RopeOptions& rope) {
+                                 Tensor cache_v, Tensor position, const RopeOptions& rope,
+                                 std::optional<Tensor> cache_slot) {
   impl().check(qkv, "rope_kv_cache", "qkv");
   if (qkv.shape.rank() != 3 || heads < 1 || kv_heads < 1 ||
       qkv.shape[2] % (int64_t{heads} + 2 * int64_t{kv_heads}) != 0)
@@ -98,18 +116,20 @@ RopeKvCache Graph::rope_kv_cache(Tensor qkv, int heads, int kv_heads, Tensor cac
                     std::to_string(heads) + ", Hkv = " + std::to_string(kv_heads));
   const int64_t d = qkv.shape[2] / (int64_t{heads} + 2 * int64_t{kv_heads});
   return impl().rope_kv_cache(qkv, qkv, qkv, heads, kv_heads, 0, heads * d, (heads + kv_heads) * d,
-                              cache_k, cache_v, position, rope);
+                              cache_k, cache_v, position, rope, cache_slot);
 }
 
 RopeKvCache Graph::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads,
                                  Tensor cache_k, Tensor cache_v, Tensor position,
-                                 const RopeOptions& rope) {
-  return impl().rope_kv_cache(q, k, v, heads, kv_heads, 0, 0, 0, cache_k, cache_v, position, rope);
+                                 const RopeOptions& rope, std::optional<Tensor> cache_slot) {
+  return impl().rope_kv_cache(q, k, v, heads, kv_heads, 0, 0, 0, cache_k, cache_v, position, rope,
+                              cache_slot);
 }
 
 RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads,
                                      int64_t q_off, int64_t k_off, int64_t v_off, Tensor cache_k,
-                                     Tensor cache_v, Tensor position, const RopeOptions& rope) {
+                                     Tensor cache_v, Tensor position, const RopeOptions& rope,
+                                     const std::optional<Tensor>& cache_slot) {
   const std::string op = "rope_kv_cache";
   ops::require_float(*this, op, "q", q);
   ops::require_float(*this, op, "k", k);
@@ -120,8 +140,10 @@ RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, in
   for (const Tensor* c : {&cache_k, &cache_v})
     if (!externals.count(c->id))
       shape_error(label(op), "the caches must be tensors made by Graph::external");
-  if (position.shape.numel() != 1)
-    shape_error(label(op), "position must hold one value, got " + describe(position));
+  if (cache_slot) {
+    check(*cache_slot, op, "cache_slot");
+    ops::require_dtype(*this, op, "cache_slot", *cache_slot, DType::i32);
+  }
   if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
     shape_error(label(op), "heads " + std::to_string(heads) + " must be a multiple of kv_heads " +
                                std::to_string(kv_heads) + " (both >= 1)");
@@ -129,7 +151,15 @@ RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, in
   if (cache_v.shape != cs || cache_v.dtype != cache_k.dtype || cs[1] != kv_heads)
     shape_error(label(op), "cache_k " + describe(cache_k) + " and cache_v " + describe(cache_v) +
                                " must both be [B, " + std::to_string(kv_heads) + ", T, D] of one dtype");
-  const int64_t B = cs[0], T = cs[2], D = cs[3];
+  const int64_t B = cache_slot ? q.shape.rank() == 3 ? q.shape[0] : 0 : cs[0], T = cs[2], D = cs[3];
+  if (cache_slot && (cache_slot->shape.rank() != 1 || cache_slot->shape[0] != B ||
+                     position.shape.rank() != 1 || position.shape[0] != B))
+    shape_error(label(op), "with per-sequence slots, cache_slot " + describe(*cache_slot) +
+                               " and position " + describe(position) +
+                               " must both be i32 [B] with B = " + std::to_string(B) +
+                               " (q's batches)");
+  if (!cache_slot && position.shape.numel() != 1)
+    shape_error(label(op), "position must hold one value, got " + describe(position));
   const int64_t widths[3] = {heads * D, kv_heads * D, kv_heads * D};
   const int64_t offsets[3] = {q_off, k_off, v_off};
   const Tensor* parts[3] = {&q, &k, &v};
@@ -161,9 +191,11 @@ RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, in
   at.dims = dims;
   at.freq_base = rope.freq_base;
   at.offset = rope.offset;
+  at.has_cache_slot = cache_slot.has_value();
+  std::vector<uint32_t> inputs{q.id, k.id, v.id, cache_k.id, cache_v.id, position.id};
+  if (cache_slot) inputs.push_back(cache_slot->id);
   RopeKvCache r;
-  r.q = add_node(OpKind::rope_kv_cache, op, {q.id, k.id, v.id, cache_k.id, cache_v.id, position.id},
-                 at, Shape{B, heads, S, D}, q.dtype);
+  r.q = add_node(OpKind::rope_kv_cache, op, std::move(inputs), at, Shape{B, heads, S, D}, q.dtype);
   r.k_cache = add_node(OpKind::cache_after, op + ":k", {r.q.id, cache_k.id}, {}, cache_k.shape,
                        cache_k.dtype);
   r.v_cache = add_node(OpKind::cache_after, op + ":v", {r.q.id, cache_v.id}, {}, cache_v.shape,

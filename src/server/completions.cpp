@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "api_error.hpp"
+#include "client_socket.hpp"
 #include "requests.hpp"
 #include "server_impl.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
@@ -79,8 +80,14 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
   };
 
   if (!params.stream) {
+    // Nothing is written until the end, so the socket is watched instead: a client that leaves
+    // frees its slot at the next step, as a streaming one does.
+    server::ClientSocket client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     std::string text, piece;
-    while (!job->take(piece, std::chrono::seconds(1))) text += piece;
+    while (!job->take(piece, kStreamPoll)) {
+      text += piece;
+      if (!job->cancelled() && !client.connected()) job->cancel();
+    }
     text += piece;
     if (job->finish_reason() == "error") throw ApiError(500, "server_error", "generation failed: " + job->error());
     json choice = {{"index", 0}, {"finish_reason", job->finish_reason()}, {"logprobs", nullptr}};

@@ -1,25 +1,35 @@
-// SequenceSlots: one LanguageModel per slot (sequence_slots.hpp says why and what comes next).
+// SequenceSlots: the scheduler's view of one BatchedLanguageModel (sequence_slots.hpp).
 #include "sequence_slots.hpp"
 
 namespace vkformer::server {
 
-SequenceSlots::SequenceSlots(Device& device, const std::filesystem::path& gguf, int count, int64_t context) {
-  LanguageModelOptions o;
+namespace {
+BatchedLanguageModelOptions options(int count, int64_t context) {
+  BatchedLanguageModelOptions o;
+  o.slots = count;
   o.context = context;
-  models_.reserve(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) models_.push_back(LanguageModel::load(device, gguf, o));
+  return o;
 }
+}  // namespace
 
-void SequenceSlots::reset(int slot) { models_.at(static_cast<size_t>(slot)).reset(); }
-
-std::vector<float> SequenceSlots::prefill(int slot, std::span<const int32_t> tokens) {
-  return models_.at(static_cast<size_t>(slot)).append(tokens);
+SequenceSlots::SequenceSlots(Device& device, const std::filesystem::path& gguf, int count, int64_t context)
+    : model_(BatchedLanguageModel::load(device, gguf, options(count, context))) {
+  // Every bucket's step recorded now, at start-up, so that no request waits while a larger
+  // batch's kernels are compiled (seconds on a CPU device) the first time it forms.
+  for (int n = 1;; n = model_.decode_rows(n) + 1) {
+    model_.decode_step_stats(n);
+    if (model_.decode_rows(n) >= count) break;
+  }
 }
 
 std::vector<std::vector<float>> SequenceSlots::decode(std::span<const Next> batch) {
+  const std::vector<float> all = model_.decode(batch);
+  const size_t vocab = all.size() / batch.size();
   std::vector<std::vector<float>> logits;
   logits.reserve(batch.size());
-  for (const Next& n : batch) logits.push_back(models_.at(static_cast<size_t>(n.slot)).append({&n.token, 1}));
+  for (size_t i = 0; i < batch.size(); ++i)
+    logits.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(i * vocab),
+                        all.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab));
   return logits;
 }
 

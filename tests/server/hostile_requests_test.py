@@ -8,6 +8,7 @@ Usage: hostile_requests_test.py VKFORMER TINY_DIR MINILM_DIR"""
 import concurrent.futures
 import http.client
 import json
+import re
 import os
 import socket
 import subprocess
@@ -266,6 +267,24 @@ try:
         time.sleep(0.1)
     c.check("vkformer_active_slots 0" in server.metrics(), "slots freed after the disconnects")
     c.check(real_request_ok(), "a real request after the disconnects")
+
+    # Clients that send a non-streamed request and go away: nothing is written to them before the
+    # end, so the server watches their sockets; each is cancelled (counted as a disconnect) once
+    # its first token is out, long before its 96 tokens.
+    def disconnects():
+        m = re.search(r"^vkformer_client_disconnects_total (\d+)", server.metrics(), re.M)
+        return int(m.group(1)) if m else -1
+    before = disconnects()
+    for i in range(4):
+        s = socket.create_connection((HOST, port), timeout=30)
+        body = json.dumps(dict(chat, max_tokens=96, messages=[{"role": "user", "content": "Tale %d" % i}])).encode()
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        s.close()
+    end = time.monotonic() + 30
+    while time.monotonic() < end and (disconnects() < before + 4 or "vkformer_active_slots 0" not in server.metrics()):
+        time.sleep(0.1)
+    c.check(disconnects() == before + 4, "non-streamed clients that left: %d disconnects, expected 4" % (disconnects() - before))
+    c.check(real_request_ok(), "a real request after the non-streamed disconnects")
 
     # Half a request, then silence: dropped after --read-timeout, while others are served.
     stallers = []

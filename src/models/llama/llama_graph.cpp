@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace vkformer::models::llama {
@@ -19,17 +20,21 @@ HostTensor causal_mask(int64_t tokens, int64_t cache_rows, int64_t position) {
 }
 
 Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches& caches, int64_t s,
-                    Logits logits, DType act) {
+                    Logits logits, DType act, const SlotRows* slot_rows) {
   Graph g;
   const int heads = static_cast<int>(c.n_heads), kv_heads = static_cast<int>(c.n_kv_heads);
   const int64_t cache_rows = caches.k.at(0).shape()[2];
   const float eps = static_cast<float>(c.rms_eps);
 
-  Tensor ids = g.input("tokens", {1, s}, DType::i32);
-  Tensor position = g.input("position", {1}, DType::i32);
-  Tensor key_length = g.input("key_length", {1}, DType::i32);
+  const int64_t batch = slot_rows ? slot_rows->batch : 1;
+  Tensor ids = g.input("tokens", {batch, s}, DType::i32);
+  Tensor position = g.input("position", {batch}, DType::i32);
+  Tensor key_length = g.input("key_length", {batch}, DType::i32);
+  std::optional<Tensor> slot;  // each row's cache slot
+  if (slot_rows) slot = g.input("slot", {batch}, DType::i32);
   AttentionOptions attend;
   attend.key_length = key_length;
+  attend.kv_slot = slot;
   // One new token sees every cached row below key_length; a chunk also needs the causal mask.
   if (s > 1) attend.mask = g.input("mask", {1, 1, s, cache_rows}, act);
   RopeOptions rope;
@@ -39,7 +44,7 @@ Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches&
   rope.freq_base = c.rope_base;
 
   Tensor token_embd = g.external("token_embd.weight", w.token_embd);
-  Tensor x = g.embedding(ids, token_embd);  // [1, S, d]
+  Tensor x = g.embedding(ids, token_embd);  // [B, S, d]
   if (x.dtype != act) x = g.cast(x, act);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string blk = "blk." + std::to_string(i);
@@ -56,12 +61,12 @@ Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches&
     RopeKvCache r;
     if (l.qkv.size() == 1) {
       Tensor qkv = g.linear(x, weight("attn_qkv.weight", l.qkv[0]), normed);  // [1, S, (H + 2 Hkv) hd]
-      r = g.rope_kv_cache(qkv, heads, kv_heads, cache_k, cache_v, position, rope);
+      r = g.rope_kv_cache(qkv, heads, kv_heads, cache_k, cache_v, position, rope, slot);
     } else {
       r = g.rope_kv_cache(g.linear(x, weight("attn_q.weight", l.qkv[0]), normed),
                           g.linear(x, weight("attn_k.weight", l.qkv[1]), normed),
                           g.linear(x, weight("attn_v.weight", l.qkv[2]), normed), heads, kv_heads,
-                          cache_k, cache_v, position, rope);
+                          cache_k, cache_v, position, rope, slot);
     }
     // Grouped-query attention: q has n_heads heads, the caches n_kv_heads (Graph::attention maps
     // them, and stacks a decode step's group of query heads into one block by itself).
@@ -88,7 +93,7 @@ Graph build_forward(const LlamaConfig& c, const LlamaWeights& w, const KvCaches&
     residual.residual = x;
     x = g.linear(h, weight("ffn_down.weight", l.down), residual);
   }
-  x = g.reshape(x, {s, c.d_model});
+  x = g.reshape(x, {batch * s, c.d_model});
   // Only the wanted row goes through the final norm and the (largest) output projection.
   if (logits == Logits::last && s > 1) x = g.embedding(g.input("last", {1}, DType::i32), x);
   LinearOptions head;

@@ -13,6 +13,10 @@
 // later ones (-inf); it is set for each chunk, since p changes while the graph stays recorded.
 // With S > 1 and Logits::last also "last" i32 [1], the row whose logits are wanted. Output
 // "logits": [1, vocab] (Logits::last) or [S, vocab] (Logits::all).
+// With SlotRows (BatchedLanguageModel, batched_decode.hpp) the B rows of "tokens" [B, S] are
+// separate sequences in KV slots: the caches are [slots, n_kv_heads, T, head_dim], "slot" i32 [B]
+// names each row's slot, "position" and "key_length" are i32 [B], and "logits" is [B, vocab]
+// (S = 1) or as above (B = 1).
 #include <vector>
 
 #include "llama/llama_weights.hpp"
@@ -26,11 +30,17 @@ struct KvCaches {
 
 enum class Logits { last, all };
 
+// Rows of a pass that are separate sequences, each in its own slot of the caches.
+struct SlotRows {
+  int64_t batch = 1;  // B: sequences in the pass (S = 1 when more than one)
+};
+
 // The "mask" input [1, 1, tokens, cache_rows] for a chunk of `tokens` at `position`: row r sees the
 // cache rows up to position + r (shared by every head).
 HostTensor causal_mask(int64_t tokens, int64_t cache_rows, int64_t position);
 
 Graph build_forward(const LlamaConfig& config, const LlamaWeights& weights, const KvCaches& caches,
-                    int64_t tokens, Logits logits, DType activations);
+                    int64_t tokens, Logits logits, DType activations,
+                    const SlotRows* slot_rows = nullptr);
 
 }  // namespace vkformer::models::llama

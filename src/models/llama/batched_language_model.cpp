@@ -1,0 +1,266 @@
+// BatchedLanguageModel (vkformer/batched_llm.hpp): one copy of a llama GGUF's weights, KV caches
+// of [slots + 1, n_kv_heads, T, head_dim] per layer, and build_forward's graphs over SlotRows:
+// prompt-piece graphs (one sequence, its slot an input) of 16, 32 and 64 tokens, and one
+// decoding step per bucket of rows.
+// The last slot is scratch: padding rows of a bucket write there, never into a sequence's slot.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "exclusive_use.hpp"
+#include "llama/llama_config.hpp"
+#include "llama/llama_graph.hpp"
+#include "llama/llama_weights.hpp"
+#include "vkformer/batched_llm.hpp"
+#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/gguf.hpp"
+
+namespace vkformer {
+
+namespace {
+
+using namespace models::llama;
+
+// As LanguageModel's: tokens of one prompt pass, and the cache length the options may leave.
+constexpr int64_t kPromptChunk = 64;
+// Prompt passes are recorded for these widths too, and a piece of n tokens runs the narrowest
+// that holds it: a server's short prompts (and last pieces) pay for 16 or 32 rows, not 64.
+constexpr int64_t kPromptWidths[] = {16, 32, kPromptChunk};
+constexpr int64_t kDefaultMaxContext = 4096;
+constexpr int kMaxSlots = 256;
+
+HostTensor i32(std::vector<int32_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return HostTensor::from_i32({n}, v);
+}
+
+}  // namespace
+
+class BatchedLanguageModelImpl {
+ public:
+  BatchedLanguageModelImpl(Device device, const std::filesystem::path& path,
+                           const BatchedLanguageModelOptions& o)
+      : device_(std::move(device)), options_(o) {
+    const std::string what = "BatchedLanguageModel::load";
+    if (!is_float(o.activations))
+      throw Error(ErrorCode::invalid_argument, what + ": activations must be f32 or f16, got " +
+                                                   std::string(dtype_name(o.activations)));
+    if (o.slots < 1 || o.slots > kMaxSlots)
+      throw Error(ErrorCode::invalid_argument, what + ": slots is " + std::to_string(o.slots) +
+                                                   ", expected 1 to " + std::to_string(kMaxSlots));
+    GgufFile file(path);
+    config_ = read_config(file);
+    if (o.context < 0 || o.context > config_.context_length)
+      throw Error(ErrorCode::invalid_argument,
+                  what + ": context is " + std::to_string(o.context) + ", expected 0 to the model's context_length " +
+                      std::to_string(config_.context_length));
+    context_ = o.context > 0 ? o.context : std::min(config_.context_length, kDefaultMaxContext);
+    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(file));
+    weights_ = load_weights(device_, file, config_, o.activations);
+    // A chunk always starts below context_ and writes kPromptChunk rows, padding included.
+    cache_rows_ = context_ + kPromptChunk;
+    const int64_t batches = o.slots + 1;  // the last: scratch for padding rows
+    for (int64_t i = 0; i < config_.n_layers; ++i) {
+      caches_.k.push_back(device_.allocate({batches, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
+      caches_.v.push_back(device_.allocate({batches, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
+    }
+    positions_.assign(static_cast<size_t>(o.slots), 0);
+    for (int64_t w : kPromptWidths) prompts_[w] = compile(1, w);
+  }
+
+  const LlamaConfig& config() const { return config_; }
+  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  int slots() const { return options_.slots; }
+  int64_t context() const { return context_; }
+  int64_t position(int slot) const { return positions_[checked(slot, "position")]; }
+  void reset(int slot) { positions_[checked(slot, "reset")] = 0; }
+  ExclusiveUse& in_use() { return in_use_; }
+
+  int decode_rows(int sequences) const {
+    int rows = 1;
+    while (rows < sequences) rows *= 2;
+    return std::min(rows, options_.slots);
+  }
+
+  ExecutorStats decode_stats(int sequences) {
+    if (sequences < 1 || sequences > options_.slots)
+      throw Error(ErrorCode::invalid_argument, "BatchedLanguageModel::decode_step_stats: sequences is " +
+                                                   std::to_string(sequences) + ", expected 1 to " +
+                                                   std::to_string(options_.slots));
+    return step(decode_rows(sequences)).stats();
+  }
+
+  std::vector<float> append(int slot, std::span<const int32_t> tokens) {
+    const std::string what = "BatchedLanguageModel::append";
+    const size_t s = checked(slot, "append");
+    if (tokens.empty()) throw Error(ErrorCode::invalid_argument, what + ": no tokens");
+    check_room(slot, static_cast<int64_t>(tokens.size()), what);
+    check_ids(tokens, what);
+    std::vector<float> logits;
+    for (size_t first = 0; first < tokens.size();) {
+      const size_t n = std::min<size_t>(kPromptChunk, tokens.size() - first);
+      const int64_t p = positions_[s];
+      if (n == 1) {  // one token: the one-row step, no padded chunk
+        const Next one{slot, tokens[first]};
+        logits = decode({&one, 1});
+      } else {
+        const int64_t width = *std::find_if(std::begin(kPromptWidths), std::end(kPromptWidths),
+                                            [&](int64_t w) { return w >= static_cast<int64_t>(n); });
+        Executor* prompt = prompts_.at(width).get();
+        std::vector<int32_t> padded(tokens.begin() + static_cast<std::ptrdiff_t>(first),
+                                    tokens.begin() + static_cast<std::ptrdiff_t>(first + n));
+        padded.resize(static_cast<size_t>(width), 0);  // rows past n: computed, never seen
+        prompt->set_input("tokens", HostTensor::from_i32({1, width}, padded));
+        prompt->set_input("mask", causal_mask(width, cache_rows_, p));
+        prompt->set_input("last", i32({static_cast<int32_t>(n - 1)}));
+        prompt->set_input("slot", i32({slot}));
+        prompt->set_input("position", i32({static_cast<int32_t>(p)}));
+        prompt->set_input("key_length", i32({static_cast<int32_t>(p + static_cast<int64_t>(n))}));
+        prompt->run();
+        positions_[s] = p + static_cast<int64_t>(n);
+        logits = prompt->output("logits").to_f32();
+      }
+      first += n;
+    }
+    return logits;
+  }
+
+  using Next = BatchedLanguageModel::Next;
+
+  std::vector<float> decode(std::span<const Next> batch) {
+    const std::string what = "BatchedLanguageModel::decode";
+    const int n = static_cast<int>(batch.size());
+    if (batch.empty() || n > options_.slots)
+      throw Error(ErrorCode::invalid_argument, what + ": " + std::to_string(batch.size()) +
+                                                   " sequences, expected 1 to " +
+                                                   std::to_string(options_.slots) + " (the slots)");
+    std::vector<size_t> entry(static_cast<size_t>(options_.slots), SIZE_MAX);  // where each slot is listed
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const size_t s = checked(batch[i].slot, "decode");
+      if (entry[s] != SIZE_MAX)
+        throw Error(ErrorCode::invalid_argument, what + ": slot " + std::to_string(batch[i].slot) +
+                                                     " is listed twice (entries " + std::to_string(entry[s]) +
+                                                     " and " + std::to_string(i) + ")");
+      entry[s] = i;
+      check_room(batch[i].slot, 1, what);
+      check_ids({&batch[i].token, 1}, what + " (slot " + std::to_string(batch[i].slot) + ")");
+    }
+    const int rows = decode_rows(n);
+    Executor& e = step(rows);
+    // Padding rows: token 0 at position 0 of the scratch slot, seeing that one key.
+    std::vector<int32_t> tokens(static_cast<size_t>(rows), 0), slot(static_cast<size_t>(rows), options_.slots),
+        position(static_cast<size_t>(rows), 0), key_length(static_cast<size_t>(rows), 1);
+    for (int i = 0; i < n; ++i) {
+      const Next& x = batch[static_cast<size_t>(i)];
+      const int64_t p = positions_[static_cast<size_t>(x.slot)];
+      tokens[static_cast<size_t>(i)] = x.token;
+      slot[static_cast<size_t>(i)] = x.slot;
+      position[static_cast<size_t>(i)] = static_cast<int32_t>(p);
+      key_length[static_cast<size_t>(i)] = static_cast<int32_t>(p + 1);
+    }
+    e.set_input("tokens", HostTensor::from_i32({rows, 1}, tokens));
+    e.set_input("slot", i32(slot));
+    e.set_input("position", i32(position));
+    e.set_input("key_length", i32(key_length));
+    e.run();
+    for (const Next& x : batch) ++positions_[static_cast<size_t>(x.slot)];
+    std::vector<float> logits = e.output("logits").to_f32();
+    logits.resize(static_cast<size_t>(n) * static_cast<size_t>(config_.vocab_size));
+    return logits;
+  }
+
+ private:
+  std::unique_ptr<Executor> compile(int64_t batch, int64_t tokens) {
+    SlotRows rows{batch};
+    Graph g = build_forward(config_, weights_, caches_, tokens, Logits::last, options_.activations, &rows);
+    return std::make_unique<Executor>(device_, g);
+  }
+
+  // The step graph of `rows` rows, recorded on first use.
+  Executor& step(int rows) {
+    std::unique_ptr<Executor>& e = steps_[rows];
+    if (!e) e = compile(rows, 1);
+    return *e;
+  }
+
+  size_t checked(int slot, const char* call) const {
+    if (slot < 0 || slot >= options_.slots)
+      throw Error(ErrorCode::invalid_argument, std::string("BatchedLanguageModel::") + call + ": slot " +
+                                                   std::to_string(slot) + " is outside [0, " +
+                                                   std::to_string(options_.slots) + ")");
+    return static_cast<size_t>(slot);
+  }
+
+  void check_room(int slot, int64_t n, const std::string& what) const {
+    const int64_t p = positions_[static_cast<size_t>(slot)], left = context_ - p;
+    if (n > left)
+      throw Error(ErrorCode::invalid_argument,
+                  what + ": " + std::to_string(n) + " tokens do not fit in the " + std::to_string(left) +
+                      " positions left of slot " + std::to_string(slot) + "'s context (" +
+                      std::to_string(context_) + ", " + std::to_string(p) + " used); reset() it first");
+  }
+
+  void check_ids(std::span<const int32_t> tokens, const std::string& what) const {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
+        throw Error(ErrorCode::invalid_argument, what + ": token " + std::to_string(tokens[i]) +
+                                                     " at index " + std::to_string(i) +
+                                                     " is outside the vocabulary [0, " +
+                                                     std::to_string(config_.vocab_size) + ")");
+  }
+
+  Device device_;
+  BatchedLanguageModelOptions options_;
+  LlamaConfig config_;
+  std::unique_ptr<BpeTokenizer> tokenizer_;
+  LlamaWeights weights_;
+  KvCaches caches_;
+  int64_t context_ = 0, cache_rows_ = 0;
+  std::vector<int64_t> positions_;  // per slot
+  std::map<int64_t, std::unique_ptr<Executor>> prompts_;  // by width (kPromptWidths)
+  std::map<int, std::unique_ptr<Executor>> steps_;  // by rows
+  ExclusiveUse in_use_{"BatchedLanguageModel"};
+};
+
+BatchedLanguageModel BatchedLanguageModel::load(Device& device, const std::filesystem::path& gguf,
+                                                const BatchedLanguageModelOptions& options) {
+  return BatchedLanguageModel(std::make_unique<BatchedLanguageModelImpl>(device, gguf, options));
+}
+
+BatchedLanguageModel::BatchedLanguageModel(std::unique_ptr<BatchedLanguageModelImpl> impl)
+    : impl_(std::move(impl)) {}
+BatchedLanguageModel::~BatchedLanguageModel() = default;
+BatchedLanguageModel::BatchedLanguageModel(BatchedLanguageModel&&) noexcept = default;
+BatchedLanguageModel& BatchedLanguageModel::operator=(BatchedLanguageModel&&) noexcept = default;
+
+BatchedLanguageModelImpl& BatchedLanguageModel::impl() const {
+  if (!impl_) throw Error(ErrorCode::invalid_argument, "BatchedLanguageModel: used after it was moved from");
+  return *impl_;
+}
+
+const LlamaConfig& BatchedLanguageModel::config() const { return impl().config(); }
+const BpeTokenizer& BatchedLanguageModel::tokenizer() const { return impl().tokenizer(); }
+int BatchedLanguageModel::slots() const { return impl().slots(); }
+int64_t BatchedLanguageModel::context() const { return impl().context(); }
+int64_t BatchedLanguageModel::position(int slot) const { return impl().position(slot); }
+void BatchedLanguageModel::reset(int slot) { impl().reset(slot); }
+int BatchedLanguageModel::decode_rows(int sequences) const { return impl().decode_rows(sequences); }
+
+std::vector<float> BatchedLanguageModel::append(int slot, std::span<const int32_t> tokens) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::append");
+  return impl().append(slot, tokens);
+}
+
+std::vector<float> BatchedLanguageModel::decode(std::span<const Next> batch) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::decode");
+  return impl().decode(batch);
+}
+
+ExecutorStats BatchedLanguageModel::decode_step_stats(int sequences) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::decode_step_stats");
+  return impl().decode_stats(sequences);
+}
+
+}  // namespace vkformer

@@ -1,0 +1,290 @@
+// BatchedLanguageModel (vkformer/batched_llm.hpp): every row of a batched decoding step against the
+// same sequence run alone through LanguageModel (itself checked against a double-precision llama
+// and PyTorch in llama_model_test), with sequences at different positions and lengths, prompts
+// over several chunks, slots joining and leaving between steps, padding rows of a bucket, and
+// an idle slot that must keep its cache. On the tiny llama and SmolLM2-135M-Instruct.
+//
+// Tolerance: max |logit difference| <= 1e-4 x max|logit| of the row (f32 activations). Alone and
+// batched, the same kernels read the same numbers; only the matmul's accumulation order differs
+// (a one-row kernel against a multi-row one), which moves logits by ~1e-6 relative.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "test_device.hpp"
+#include "test_util.hpp"
+#include "vkformer/batched_llm.hpp"
+#include "vkformer/llm.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kTolerance = 1e-4;
+
+fs::path tiny_model() { return fs::path(VKF_LLAMA_GOLDEN_DIR) / "tiny" / "tiny_llama_tied.gguf"; }
+
+const FetchedModel& smollm2() {
+  static const FetchedModel file = [] {
+    FetchedModel m;
+    if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
+      m.path = env;
+      if (!fs::is_regular_file(m.path)) m.error = "VKFORMER_SMOLLM2_GGUF=" + m.path.string() + " is no file";
+      return m;
+    }
+    return run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
+                            "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
+  }();
+  return file;
+}
+
+// max |a - b| / max |b| over one row of logits.
+double relative_error(std::span<const float> got, std::span<const float> want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+// Deterministic token ids in [1, vocab): the sequences' prompts and the tokens they "decode"
+// (fed, not sampled, so that both runs see the same ids whatever the logits' near-ties).
+std::vector<int32_t> ids(int64_t n, int64_t vocab, uint32_t seed) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (auto& t : v) {
+    x = x * 1664525u + 1013904223u;
+    t = static_cast<int32_t>(1 + (x >> 8) % static_cast<uint32_t>(vocab - 1));
+  }
+  return v;
+}
+
+// One sequence of a schedule: its prompt and the tokens it decodes afterwards, and the logits
+// LanguageModel gives for it alone (after the prompt, then after each decoded token).
+struct Sequence {
+  std::vector<int32_t> prompt, decoded;
+  std::vector<std::vector<float>> alone;
+};
+
+void run_alone(LanguageModel& lm, Sequence& s) {
+  lm.reset();
+  s.alone.push_back(lm.append(s.prompt));
+  for (size_t i = 0; i + 1 < s.decoded.size(); ++i) s.alone.push_back(lm.append({&s.decoded[i], 1}));
+}
+
+// A schedule: in each step, sequences whose turn has come join a free slot (their prompt goes
+// in through append, in chunks), then every joined sequence with tokens left decodes one in a
+// single batched step, except one paused for steps [pause.first, pause.second] (its slot idles
+// while the others step); a sequence leaves when its tokens are done, freeing its slot.
+// Checks every logits row against the sequence alone; returns the worst relative error.
+struct Pause {
+  size_t seq = SIZE_MAX;
+  int from = -1, to = -1;
+};
+double run_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs, const std::vector<int>& join_step,
+                    std::map<int, int>* rows_seen, Pause pause = {}) {
+  struct Live {
+    size_t seq;
+    int slot;
+    size_t next = 0;  // decoded tokens fed so far
+  };
+  std::vector<Live> live;
+  std::vector<bool> slot_used(static_cast<size_t>(lm.slots()), false);
+  size_t joined = 0;
+  double worst = 0;
+  const size_t vocab = static_cast<size_t>(lm.config().vocab_size);
+  for (int step = 0; joined < seqs.size() || !live.empty(); ++step) {
+    EXPECT_LT(step, 1000) << "the schedule does not end";
+    if (step >= 1000) break;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (join_step[i] != step) continue;
+      auto free = std::find(slot_used.begin(), slot_used.end(), false);
+      EXPECT_NE(free, slot_used.end()) << "no free slot for sequence " << i;
+      const int slot = static_cast<int>(free - slot_used.begin());
+      slot_used[static_cast<size_t>(slot)] = true;
+      lm.reset(slot);
+      std::vector<float> got = lm.append(slot, seqs[i].prompt);
+      const double err = relative_error(got, seqs[i].alone[0]);
+      EXPECT_LE(err, kTolerance) << "sequence " << i << " after its prompt, slot " << slot;
+      worst = std::max(worst, err);
+      live.push_back({i, slot});
+      ++joined;
+    }
+    std::vector<BatchedLanguageModel::Next> batch;
+    std::vector<size_t> in_batch;  // live entries, in batch order
+    for (size_t r = 0; r < live.size(); ++r) {
+      const Live& l = live[r];
+      if (l.seq == pause.seq && step >= pause.from && step <= pause.to) continue;
+      batch.push_back({l.slot, seqs[l.seq].decoded[l.next]});
+      in_batch.push_back(r);
+    }
+    if (batch.empty()) continue;
+    if (rows_seen) ++(*rows_seen)[lm.decode_rows(static_cast<int>(batch.size()))];
+    const std::vector<float> got = lm.decode(batch);
+    EXPECT_EQ(got.size(), batch.size() * vocab);
+    for (size_t r = 0; r < in_batch.size(); ++r) {
+      Live& l = live[in_batch[r]];
+      ++l.next;
+      if (l.next < seqs[l.seq].decoded.size()) {  // the last token's logits are not in `alone`
+        const double err = relative_error(std::span(got).subspan(r * vocab, vocab), seqs[l.seq].alone[l.next]);
+        EXPECT_LE(err, kTolerance) << "sequence " << l.seq << " (slot " << l.slot << "), decoded token "
+                                   << l.next << ", step " << step << " of " << batch.size() << " rows";
+        worst = std::max(worst, err);
+      }
+    }
+    for (size_t r = live.size(); r-- > 0;)
+      if (live[r].next == seqs[live[r].seq].decoded.size()) {
+        slot_used[static_cast<size_t>(live[r].slot)] = false;
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(r));
+      }
+  }
+  return worst;
+}
+
+class BatchedTinyLlama : public DeviceTest {};
+
+// Five sequences in four slots: prompts of 5, 70 (two chunks), 1, 17 and 64 tokens, decoding
+// 3 to 12 tokens each, joining at different steps (the last one in a slot another left); steps
+// of 1, 2, 3 (a bucket of 4 with a padding row) and 4 rows; sequence 0 paused for two steps of
+// 3 rows, so a padded step runs while its slot holds a live sequence.
+TEST_F(BatchedTinyLlama, EveryRowEqualsItsSequenceAlone) {
+  BatchedLanguageModelOptions o;
+  o.slots = 4;
+  o.context = 96;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
+  EXPECT_EQ(lm.slots(), 4);
+  EXPECT_EQ(lm.context(), 96);
+  EXPECT_EQ(lm.decode_rows(1), 1);
+  EXPECT_EQ(lm.decode_rows(3), 4);
+  BatchedLanguageModelOptions three = o;
+  three.slots = 3;
+  EXPECT_EQ(BatchedLanguageModel::load(device(), tiny_model(), three).decode_rows(3), 3);  // never more than slots
+  LanguageModelOptions lo;
+  lo.context = 96;
+  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const int64_t prompt_len[] = {5, 70, 1, 17, 64};
+  const int64_t decode_len[] = {12, 6, 9, 3, 8};
+  std::vector<Sequence> seqs(5);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(i));
+    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(100 + i));
+    run_alone(alone, seqs[i]);
+  }
+  std::map<int, int> rows;
+  Pause pause;
+  pause.seq = 0;
+  pause.from = 3;
+  pause.to = 4;
+  const double worst = run_schedule(lm, seqs, {0, 0, 1, 2, 9}, &rows, pause);
+  std::printf("tiny batched: worst max|dlogit| / max|logit| %.2e\n", worst);
+  EXPECT_GT(rows[1], 0);
+  EXPECT_GT(rows[2], 0);
+  EXPECT_GE(rows[4], 4);  // 3 sequences (padded) and 4
+}
+
+// The same with f16 activations and cache (tolerance as f16 allows: 1e-2).
+TEST_F(BatchedTinyLlama, F16ActivationsEqualTheSequenceAlone) {
+  BatchedLanguageModelOptions o;
+  o.slots = 2;
+  o.context = 80;
+  o.activations = DType::f16;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
+  LanguageModelOptions lo;
+  lo.context = 80;
+  lo.activations = DType::f16;
+  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  std::vector<Sequence> seqs(2);
+  seqs[0].prompt = ids(9, alone.config().vocab_size, 1);
+  seqs[0].decoded = ids(4, alone.config().vocab_size, 2);
+  seqs[1].prompt = ids(3, alone.config().vocab_size, 3);
+  seqs[1].decoded = ids(4, alone.config().vocab_size, 4);
+  for (auto& s : seqs) run_alone(alone, s);
+  double worst = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    lm.reset(static_cast<int>(i));
+    worst = std::max(worst, relative_error(lm.append(static_cast<int>(i), seqs[i].prompt), seqs[i].alone[0]));
+  }
+  for (size_t t = 0; t + 1 < 4; ++t) {
+    const std::vector<BatchedLanguageModel::Next> b{{0, seqs[0].decoded[t]}, {1, seqs[1].decoded[t]}};
+    const std::vector<float> got = lm.decode(b);
+    const size_t vocab = got.size() / 2;
+    for (size_t r = 0; r < 2; ++r)
+      worst = std::max(worst, relative_error(std::span(got).subspan(r * vocab, vocab), seqs[r].alone[t + 1]));
+  }
+  std::printf("tiny batched f16: worst max|dlogit| / max|logit| %.2e\n", worst);
+  EXPECT_LE(worst, 1e-2);
+}
+
+TEST_F(BatchedTinyLlama, BadSlotsTokensAndFullContextsAreRefusedByName) {
+  BatchedLanguageModelOptions o;
+  o.slots = 2;
+  o.context = 8;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
+  using N = BatchedLanguageModel::Next;
+  const int32_t one = 1;
+  EXPECT_TRUE(fails_with([&] { lm.append(2, {&one, 1}); }, ErrorCode::invalid_argument, "slot 2 is outside [0, 2)"));
+  EXPECT_TRUE(fails_with([&] { lm.append(-1, {&one, 1}); }, ErrorCode::invalid_argument, "slot -1 is outside [0, 2)"));
+  EXPECT_TRUE(fails_with([&] { lm.append(0, {}); }, ErrorCode::invalid_argument, "no tokens"));
+  EXPECT_TRUE(fails_with([&] { lm.decode(std::vector<N>{}); }, ErrorCode::invalid_argument, "0 sequences, expected 1 to 2"));
+  EXPECT_TRUE(fails_with([&] { lm.decode(std::vector<N>{{0, 1}, {0, 2}}); }, ErrorCode::invalid_argument,
+                         "slot 0 is listed twice (entries 0 and 1)"));
+  EXPECT_TRUE(fails_with([&] { lm.decode(std::vector<N>{{0, 1}, {1, -5}}); }, ErrorCode::invalid_argument,
+                         "token -5 at index 0 is outside the vocabulary"));
+  EXPECT_TRUE(fails_with([&] { lm.decode(std::vector<N>{{0, 1}, {1, 2}, {0, 3}}); }, ErrorCode::invalid_argument,
+                         "3 sequences, expected 1 to 2"));
+  const std::vector<int32_t> eight(8, 1);
+  lm.append(1, eight);
+  EXPECT_EQ(lm.position(1), 8);
+  EXPECT_TRUE(fails_with([&] { lm.decode(std::vector<N>{{0, 1}, {1, 2}}); }, ErrorCode::invalid_argument,
+                         "1 tokens do not fit in the 0 positions left of slot 1's context (8, 8 used)"));
+  EXPECT_EQ(lm.position(0), 0);  // a refused step moves no slot
+  lm.reset(1);
+  EXPECT_EQ(lm.position(1), 0);
+  o.slots = 0;
+  EXPECT_TRUE(fails_with([&] { BatchedLanguageModel::load(device(), tiny_model(), o); }, ErrorCode::invalid_argument,
+                         "slots is 0, expected 1 to 256"));
+}
+
+// SmolLM2-135M-Instruct (9 query heads over 3 KV heads, Q4_1): four sequences in four slots,
+// joining at different steps, prompts of 3 to 80 tokens; steps of 1 to 4 rows.
+class BatchedSmolLM2 : public DeviceTest {};
+
+TEST_F(BatchedSmolLM2, EveryRowEqualsItsSequenceAlone) {
+  ASSERT_TRUE(smollm2().error.empty()) << smollm2().error;
+  BatchedLanguageModelOptions o;
+  o.slots = 4;
+  o.context = 160;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(test_device(), smollm2().path, o);
+  LanguageModelOptions lo;
+  lo.context = 160;
+  LanguageModel alone = LanguageModel::load(test_device(), smollm2().path, lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const int64_t prompt_len[] = {12, 80, 3, 30};
+  const int64_t decode_len[] = {6, 4, 5, 3};
+  std::vector<Sequence> seqs(4);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(7 + i));
+    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(70 + i));
+    run_alone(alone, seqs[i]);
+  }
+  std::map<int, int> rows;
+  const double worst = run_schedule(lm, seqs, {0, 1, 1, 3}, &rows);
+  std::printf("SmolLM2 batched: worst max|dlogit| / max|logit| %.2e; steps by rows:", worst);
+  for (auto [r, n] : rows) std::printf(" %d:%d", r, n);
+  std::printf("\n");
+  EXPECT_GT(rows[4], 0);
+}
+
+}  // namespace
+}  // namespace vkformer::testing
