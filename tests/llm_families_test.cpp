@@ -53,9 +53,10 @@ Golden golden(const std::string& family, const std::string& prompt) {
   return {p["ids"].get<std::vector<int32_t>>(), read_npy(kDir / p["logits"].get<std::string>()).to_f32()};
 }
 
-LanguageModel load(const std::string& family, const std::string& type) {
+LanguageModel load(const std::string& family, const std::string& type, DType activations = DType::f32) {
   LanguageModelOptions o;
   o.context = 128;
+  o.activations = activations;
   return LanguageModel::load(test_device(), kDir / manifest()[family]["gguf"][type].get<std::string>(), o);
 }
 
@@ -131,6 +132,22 @@ TEST_P(Families, F16WeightsWithin1e2) {
     EXPECT_LE(e, 1e-2) << GetParam() << " " << prompt;
     std::printf("%s f16 weights %s: %.2e\n", GetParam().c_str(), prompt, e);
   }
+}
+
+// f16 activations and KV cache (the masks, soft-caps and per-head norms in f16 too) on the f32
+// weights: the long prompt in one pass and its last 8 tokens one at a time.
+TEST_P(Families, F16ActivationsWithin1e2) {
+  LanguageModel lm = load(GetParam(), "f32", DType::f16);
+  const Golden g = golden(GetParam(), "long");
+  const size_t first = g.ids.size() - 8;
+  std::vector<float> got = lm.append_all_logits(std::span<const int32_t>(g.ids).first(first));
+  for (size_t i = first; i < g.ids.size(); ++i) {
+    std::vector<float> row = lm.append(std::span<const int32_t>(g.ids).subspan(i, 1));
+    got.insert(got.end(), row.begin(), row.end());
+  }
+  const double e = relative_error(got, g.logits);
+  EXPECT_LE(e, 1e-2) << GetParam();
+  std::printf("%s f16 activations long: %.2e\n", GetParam().c_str(), e);
 }
 
 // Q8_0 weights against the same model with its weights rounded through Q8_0 (transformers on
