@@ -77,7 +77,7 @@ void check_tensors(const GgufFile& f, const LanguageModelConfig& c) {
       const std::string name = "blk." + std::to_string(i) + "." + suffix;
       if (!f.find_tensor(name))
         throw Error(ErrorCode::format, f.label() + ": tensor " + name + " is missing (the file has blocks blk.0 .. blk." +
-                                           std::to_string(blocks - 1) + " of a " + c.architecture + " model)");
+                                           std::to_string(blocks - 1) + ")");
     }
   if (unknown)
     throw Error(ErrorCode::unsupported,
