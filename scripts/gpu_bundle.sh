@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 # need a fetched model (SmolLM2, all-MiniLM: too large to carry) stay on lavapipe.
 SUITES=(elementwise_test core_test device_test graph_test matmul_test heads_test layer_norm_test
   embedding_test softmax_test attention_test model_test capi_test llama_ops_test windows_test
-  memory_limits_test pooling_test quant_matmul_test llama_model_test generate_test capi_llm_test
+  memory_limits_test pooling_test quant_matmul_test llama_model_test llm_families_test generate_test capi_llm_test
   tunables_test tuning_cache_test)
 LIMIT_MIB=64
 

@@ -34,12 +34,17 @@ float gelu_tanh(float x) {
 // quotient -0, the limit; the division form never computes inf * 0.
 float silu(float x) { return x / (1.0 + exp(-x)); }
 
-// ACT: 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu (the order of vkformer::Activation).
+// tanh as 1 - 2 / (exp(2x) + 1), saturating to +-1 (see gelu_tanh).
+float tanh_saturating(float x) { return 1.0 - 2.0 / (exp(2.0 * x) + 1.0); }
+
+// ACT: 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu (the order of vkformer::Activation), then 5
+// tanh (soft-capping: unary.comp's beta * tanh(x / cap)).
 float activate(float x, uint act) {
   if (act == 1u) return relu(x);
   if (act == 2u) return gelu(x);
   if (act == 3u) return gelu_tanh(x);
   if (act == 4u) return silu(x);
+  if (act == 5u) return tanh_saturating(x);
   return x;
 }
 

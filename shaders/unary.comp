@@ -2,8 +2,9 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "activations.glsl"
-// y = f(x) elementwise over n elements with a grid-stride loop. ACT picks f after scaling:
-// y = activate(alpha * x). Scale is ACT 0 with alpha; relu/gelu have alpha 1.
+// y = f(x) elementwise over n elements with a grid-stride loop. ACT picks f between scalings:
+// y = beta * activate(alpha * x). Scale is ACT 0 with alpha; relu/gelu have alpha 1; soft-capping
+// is tanh with alpha 1 / cap and beta cap.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ACT = 0;
@@ -19,6 +20,7 @@ layout(set = 0, binding = 1) writeonly buffer Y { T y[]; };
 layout(push_constant) uniform Push {
   uint n;
   float alpha;
+  float beta;
 } p;
 
 void main() {
@@ -26,9 +28,9 @@ void main() {
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
 #ifdef VEC4
     vec4 v = p.alpha * vec4(x[i]);
-    y[i] = T4(vec4(activate(v.x, ACT), activate(v.y, ACT), activate(v.z, ACT), activate(v.w, ACT)));
+    y[i] = T4(p.beta * vec4(activate(v.x, ACT), activate(v.y, ACT), activate(v.z, ACT), activate(v.w, ACT)));
 #else
-    y[i] = T(activate(p.alpha * float(x[i]), ACT));
+    y[i] = T(p.beta * activate(p.alpha * float(x[i]), ACT));
 #endif
   }
 }

@@ -58,6 +58,32 @@ INSTANTIATE_TEST_SUITE_P(Shapes, UnaryTest,
                                            UnaryCase{{4, 64}, DType::f32}, UnaryCase{{2, 3, 8}, DType::f16}),
                          unary_name);
 
+// soft_cap: cap·tanh(x / cap) (Gemma 2's logit soft-capping) in double; near 0 it is ~x, far out
+// it saturates to ±cap without overflowing (|x| / cap up to 1e4), in both dtypes and in whole
+// vec4s and not.
+TEST_F(DeviceTest, SoftCapMatchesReferenceAndSaturates) {
+  for (DType dtype : {DType::f32, DType::f16})
+    for (int64_t n : {int64_t{7}, int64_t{64}}) {
+      std::vector<float> values = random_values(n - 4, 11, -60.0f, 60.0f);
+      values.insert(values.end(), {0.0f, 3e4f, -3e4f, 1e-3f});
+      const Shape shape{n};
+      const std::vector<double> x = stored(values, dtype);
+      Graph g;
+      g.output("y", g.soft_cap(g.input("x", shape, dtype), 30.0f));
+      Executor ex(device(), g);
+      EXPECT_EQ(ex.stats().dispatches, 1u);
+      auto out = ex.run({{"x", make_tensor(shape, values, dtype)}});
+      std::vector<double> want(x.size());
+      for (size_t i = 0; i < x.size(); ++i) want[i] = 30.0 * std::tanh(x[i] / 30.0);
+      Tolerance tol = default_tolerance(dtype);
+      tol.atol = std::max(tol.atol, dtype == DType::f16 ? 3e-2 : 1e-5);
+      EXPECT_TRUE(all_close(out["y"], want, tol)) << dtype_name(dtype) << " n " << n;
+    }
+  Graph g;
+  Tensor x = g.input("x", {3});
+  EXPECT_TRUE(fails_with([&] { g.soft_cap(x, 0.0f); }, ErrorCode::invalid_argument, "cap must be a finite number > 0"));
+}
+
 // PyTorch propagates NaN through activations (relu(NaN) = NaN, also after a linear layer), so a
 // bad weight or input shows in the output instead of being hidden by a max().
 TEST_F(DeviceTest, ActivationsPropagateNaNAndInfinityAsPyTorchDoes) {

@@ -361,7 +361,7 @@ TEST_F(TinyLlama, ConfigComesFromTheFile) {
   LanguageModelOptions o;
   o.context = 100;
   LanguageModel lm = LanguageModel::load(device(), tiny_model(), o);
-  const LlamaConfig& c = lm.config();
+  const LanguageModelConfig& c = lm.config();
   GgufFile f(tiny_model());
   EXPECT_EQ(c.architecture, "llama");
   EXPECT_EQ(c.n_layers, f.get_int("llama.block_count"));
@@ -372,7 +372,7 @@ TEST_F(TinyLlama, ConfigComesFromTheFile) {
   EXPECT_EQ(c.d_ff, f.get_int("llama.feed_forward_length"));
   EXPECT_EQ(c.vocab_size, static_cast<int64_t>(f.tensor("token_embd.weight").ne[1]));
   EXPECT_EQ(c.tied_output, f.find_tensor("output.weight") == nullptr);
-  EXPECT_EQ(c.rope_style, LlamaConfig::RopeStyle::interleaved);
+  EXPECT_EQ(c.rope_style, RopeStyle::interleaved);
   EXPECT_EQ(lm.context(), 100);
   EXPECT_EQ(lm.position(), 0);
   EXPECT_EQ(LanguageModel::load(device(), tiny_model()).context(), 128);  // the file's context_length

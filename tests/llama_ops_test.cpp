@@ -359,6 +359,52 @@ INSTANTIATE_TEST_SUITE_P(
         RopeCase{{1, 3, 13, 7}, DType::f16, Style::neox, 6, 10000.0, 40, -1}),
     rope_name);
 
+// Linear scaling (freq_scale: Gemma 3's global layers, rope.scaling.type linear) and per-pair
+// divisors (freq_factors: Llama 3.1's rope_freqs) are the rotation of pos at
+// inv_freq_i · freq_scale / freq_factors[i]: the same exact rotation at a base-rotation of
+// positions scaled per pair, checked pair by pair against rope_ref on a one-pair slice.
+TEST_F(DeviceTest, RopeFreqScaleAndFactorsRotateByTheScaledFrequencies) {
+  const Shape shape{1, 2, 9, 8};
+  auto xv = random_values(shape.numel(), 43, -2.0f, 2.0f);
+  const std::vector<float> factors = {1.0f, 2.5f, 8.0f, 0.5f};
+  const double scale = 0.125, base = 500000.0;
+  Graph g;
+  Tensor x = g.input("x", shape);
+  RopeOptions o;
+  o.style = RopeOptions::Style::neox;
+  o.freq_base = base;
+  o.freq_scale = scale;
+  o.freq_factors = factors;
+  o.offset = 100;
+  g.output("y", g.rope(x, o));
+  Executor ex(device(), g);
+  auto y = ex.run({{"x", make_tensor(shape, xv, DType::f32)}})["y"].to_f32();
+  const std::vector<double> xs = stored(xv, DType::f32);
+  double worst = 0;
+  for (int64_t r = 0; r < shape.numel() / 8; ++r) {
+    const double pos = static_cast<double>(100 + r % 9);
+    for (int64_t i = 0; i < 4; ++i) {
+      const double theta = pos * std::pow(base, -2.0 * static_cast<double>(i) / 8.0) * scale / factors[i];
+      const double a = xs[r * 8 + i], b = xs[r * 8 + i + 4];
+      worst = std::max(worst, std::abs(y[r * 8 + i] - (a * std::cos(theta) - b * std::sin(theta))));
+      worst = std::max(worst, std::abs(y[r * 8 + i + 4] - (a * std::sin(theta) + b * std::cos(theta))));
+    }
+  }
+  EXPECT_LE(worst, 1e-5);
+  auto bad = [&](auto edit) {
+    Graph b;
+    RopeOptions r = o;
+    edit(r);
+    b.rope(b.input("x", shape), r);
+  };
+  EXPECT_TRUE(fails_with([&] { bad([](RopeOptions& r) { r.freq_factors = {1.0f, 2.0f}; }); },
+                         ErrorCode::invalid_argument, "freq_factors has 2 values, expected dims / 2 = 4"));
+  EXPECT_TRUE(fails_with([&] { bad([](RopeOptions& r) { r.freq_factors[2] = 0.0f; }); },
+                         ErrorCode::invalid_argument, "freq_factors[2] is 0.000000, expected a finite number > 0"));
+  EXPECT_TRUE(fails_with([&] { bad([](RopeOptions& r) { r.freq_scale = -1.0; }); }, ErrorCode::invalid_argument,
+                         "freq_scale must be a finite number > 0"));
+}
+
 // One recording serves every decoding step: the run-time offset moves, the graph does not.
 TEST_F(DeviceTest, RopeRunTimeOffsetReplays) {
   const Shape shape{1, 3, 1, 64};

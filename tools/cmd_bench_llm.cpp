@@ -105,7 +105,7 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
     const auto t_load = Clock::now();
     LanguageModel lm = load_llm(device, args);
     const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
-    const LlamaConfig& c = lm.config();
+    const LanguageModelConfig& c = lm.config();
     const std::string type = std::string(GgufFile(model).get_string_or("general.name", c.architecture));
 
     std::vector<Test> tests;

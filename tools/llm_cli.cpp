@@ -116,7 +116,7 @@ int64_t model_context_length(const std::string& path) {
 
 void print_verbose(const Device& device, const LanguageModel& lm, const std::string& path, double load_ms) {
   const DeviceInfo& d = device.info();
-  const LlamaConfig& c = lm.config();
+  const LanguageModelConfig& c = lm.config();
   std::fprintf(stderr, "device      %u: %s (%s)\n", d.index, d.name.c_str(), d.driver_name.c_str());
   std::fprintf(stderr,
                "model       %s: %s, %lld layers, d_model %lld, %lld heads (%lld key/value), feed-forward %lld, "

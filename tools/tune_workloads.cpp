@@ -17,7 +17,7 @@ namespace {
 using vk::TuneOp;
 using vk::TuneShape;
 
-// Prompt tokens per batched pass of the language models (src/models/llama/language_model.cpp).
+// Prompt tokens per batched pass of the language models (src/models/llm/language_model.cpp).
 constexpr int64_t kPromptChunk = 64;
 // Keys the prompt chunk's attention reads in a model's shapes: a typical position in a prompt.
 constexpr int64_t kModelKeys = 512;

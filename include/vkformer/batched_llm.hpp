@@ -45,7 +45,7 @@ class BatchedLanguageModel {
   BatchedLanguageModel(BatchedLanguageModel&&) noexcept;
   BatchedLanguageModel& operator=(BatchedLanguageModel&&) noexcept;
 
-  const LlamaConfig& config() const;
+  const LanguageModelConfig& config() const;
   const BpeTokenizer& tokenizer() const;
   int slots() const;
   int64_t context() const;            // tokens one slot holds

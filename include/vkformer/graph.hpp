@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "vkformer/device_tensor.hpp"
 #include "vkformer/host_tensor.hpp"
@@ -82,15 +83,26 @@ struct AttentionOptions {
   enum class Path : uint8_t { automatic, fused, unfused } path = Path::automatic;
 };
 
+// Which column pairs rotary embeddings rotate:
+//   interleaved: pairs (2i, 2i + 1), GGUF/llama.cpp's "normal" mode (GPT-J, Llama);
+//   neox: pairs (i, i + dims / 2), Hugging Face's rotate_half (GPT-NeoX, Qwen, Gemma, Phi-3).
+enum class RopeStyle : uint8_t { interleaved, neox };
+
 // Rotary position embedding (RoPE) on x [B, H, S, D]: the row at sequence index s has position
 // pos = offset + offset_tensor[0] + s, and column pairs are rotated by theta_i = pos *
-// freq_base^(-2i / dims), i < dims / 2; the last D - dims columns pass through unchanged.
+// freq_scale * freq_base^(-2i / dims) / freq_factors[i], i < dims / 2; the last D - dims columns
+// pass through unchanged.
 struct RopeOptions {
-  // interleaved: pairs (2i, 2i + 1), GGUF/llama.cpp's "normal" mode (GPT-J);
-  // neox: pairs (i, i + dims / 2), Hugging Face's rotate_half (GPT-NeoX).
-  enum class Style : uint8_t { interleaved, neox } style = Style::interleaved;
+  using Style = RopeStyle;
+  Style style = Style::interleaved;
   int64_t dims = -1;  // rotated columns, even, <= D; -1 means D
   double freq_base = 10000.0;
+  // Linear position interpolation (Hugging Face's rope_type "linear", GGUF rope.scaling.type
+  // "linear"): 1 / factor.
+  double freq_scale = 1.0;
+  // Per-pair divisors of the frequencies, dims / 2 of them, or none (llama.cpp's rope_freqs
+  // tensor: Llama 3.1's "llama3" scaling).
+  std::vector<float> freq_factors;
   int64_t offset = 0;  // position of the first row
   // i32 [1]: a position offset read at run time (decoding). A graph input or constant must keep
   // every position in [0, 2^24) (exact in fp32; Executor::set_input checks an input).
@@ -144,6 +156,8 @@ class Graph {
   // x·weightᵀ with the fusions of LinearOptions (weight as linear's above).
   Tensor linear(Tensor x, Tensor weight, const LinearOptions& options);
   Tensor scale(Tensor x, float alpha);
+  // cap * tanh(x / cap) (Gemma 2's logit soft-capping): |out| < cap, ~x for |x| << cap; cap > 0.
+  Tensor soft_cap(Tensor x, float cap);
 
   // Attention pieces.
   Tensor softmax(Tensor x, const SoftmaxOptions& options = {});

@@ -1,6 +1,7 @@
 #pragma once
-// Decoder-only language models from GGUF files (llama.cpp's format): the llama architecture
-// (Llama 3, SmolLM2, TinyLlama, ... with a byte-level BPE or SentencePiece vocabulary) with its weights kept on the device in their stored types
+// Decoder-only language models from GGUF files (llama.cpp's format): the llama (Llama 2/3, Mistral,
+// SmolLM2, TinyLlama), qwen2, qwen3, gemma2, gemma3 and phi3 architectures (docs/models.md), with
+// a byte-level BPE or SentencePiece vocabulary, with their weights kept on the device in their stored types
 // (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, BF16, F16, F32: Q4_K_M and Q6_K files too), a KV cache, and two graphs recorded once and replayed:
 // one that runs a chunk of prompt tokens in one batched pass and one for a single decoded token.
 //
@@ -26,9 +27,12 @@ namespace vkformer {
 
 class BpeTokenizer;
 
-// Hyper-parameters of a llama-architecture model, from the GGUF's "<arch>.*" keys.
-struct LlamaConfig {
-  std::string architecture;  // general.architecture: "llama"
+// Hyper-parameters of a decoder-only model, from the GGUF's "<arch>.*" keys and the family its
+// general.architecture names (src/models/llm/family_*.cpp: what sets each apart).
+struct LanguageModelConfig {
+  // general.architecture: llama (Llama 2/3, Mistral, SmolLM2, TinyLlama), qwen2, qwen3, gemma2,
+  // gemma3 or phi3.
+  std::string architecture;
   int64_t n_layers = 0;      // <arch>.block_count
   int64_t d_model = 0;       // <arch>.embedding_length
   int64_t n_heads = 0;       // <arch>.attention.head_count
@@ -40,9 +44,31 @@ struct LlamaConfig {
   double rms_eps = 1e-5;     // <arch>.attention.layer_norm_rms_epsilon
   double rope_base = 10000.0;  // <arch>.rope.freq_base
   int64_t rope_dims = 0;     // <arch>.rope.dimension_count (default head_dim)
-  enum class RopeStyle : uint8_t { interleaved, neox } rope_style = RopeStyle::interleaved;
+  using RopeStyle = vkformer::RopeStyle;
+  RopeStyle rope_style = RopeStyle::interleaved;  // the family's (llama: interleaved, others neox)
+  double rope_freq_scale = 1.0;    // 1 / <arch>.rope.scaling.factor where rope.scaling.type is linear
+  bool rope_freq_factors = false;  // a rope_freqs tensor divides the frequencies (Llama 3.1)
+  // Sliding-window layers' RoPE base where it differs (Gemma 3: <arch>.rope.freq_base_swa, 10000
+  // by default; without the linear scaling); 0: rope_base.
+  double rope_base_sliding = 0.0;
+  // <arch>.attention.sliding_window: a sliding layer's query at position p sees keys
+  // [p - window + 1, p]; 0: none. Which layers slide is the family's (Gemma 2: even layers,
+  // Gemma 3: all but every sixth, others: all) or <arch>.attention.sliding_window_pattern.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;  // per layer
+  double attention_scale = 0.0;      // of q·k before the softmax; 0: 1/sqrt(head_dim)
+  double attn_softcap = 0.0;   // <arch>.attn_logit_softcapping: scores c·tanh(s/c) (Gemma 2); 0: none
+  double final_softcap = 0.0;  // <arch>.final_logit_softcapping: the same on the logits
+  double embedding_scale = 1.0;  // token embeddings times it (Gemma: sqrt(d_model))
+  Activation ffn_activation = Activation::silu;  // the gated FFN's: silu (SwiGLU), gelu_tanh (GeGLU)
+  bool qkv_bias = false;    // attn_q/k/v.bias (Qwen2)
+  bool qk_norm = false;     // per-head RMS norms of q and k before RoPE (Qwen3, Gemma 3)
+  bool post_norms = false;  // RMS norms of the attention and FFN outputs before the residual (Gemma 2, 3)
   bool tied_output = false;  // no output.weight: the token embedding is the output projection
 };
+
+// The name before the model families: every field means what it did.
+using LlamaConfig [[deprecated("use LanguageModelConfig")]] = LanguageModelConfig;
 
 struct LanguageModelOptions {
   DType activations = DType::f32;  // f16: activations and the KV cache stored in f16
@@ -59,7 +85,7 @@ class LanguageModel {
   LanguageModel(LanguageModel&&) noexcept;
   LanguageModel& operator=(LanguageModel&&) noexcept;
 
-  const LlamaConfig& config() const;
+  const LanguageModelConfig& config() const;
   const BpeTokenizer& tokenizer() const;
   int64_t context() const;   // tokens the KV cache holds
   int64_t position() const;  // tokens in the cache now: where the next append starts

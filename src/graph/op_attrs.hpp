@@ -3,6 +3,7 @@
 // in a fixed order; the has_* flags say which are present.
 #include <cstdint>
 #include <variant>
+#include <vector>
 
 #include "vkformer/graph.hpp"
 
@@ -51,6 +52,7 @@ struct MatmulAttrs {  // inputs: a, b, [bias], [norm], [residual]
 };
 struct ScaleAttrs {  // inputs: x
   float alpha = 1.0f;
+  float cap = 0.0f;  // > 0: soft_cap, cap * tanh(x / cap), instead of alpha * x
 };
 struct SoftmaxAttrs {  // inputs: x, [mask], [key_padding_mask]
   float scale = 1.0f;
@@ -108,6 +110,8 @@ struct RopeAttrs {  // inputs: x, [offset_tensor]
   RopeOptions::Style style = RopeOptions::Style::interleaved;
   int64_t dims = 0;
   double freq_base = 10000.0;
+  double freq_scale = 1.0;
+  std::vector<float> freq_factors;
   int64_t offset = 0;
   bool has_offset_tensor = false;
 };
@@ -121,6 +125,8 @@ struct RopeKvCacheAttrs {
   RopeOptions::Style style = RopeOptions::Style::interleaved;
   int64_t dims = 0;
   double freq_base = 10000.0;
+  double freq_scale = 1.0;
+  std::vector<float> freq_factors;
   int64_t offset = 0;
   bool has_cache_slot = false;  // a seventh input: the cache batch of each batch item
 };

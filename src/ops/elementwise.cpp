@@ -1,4 +1,6 @@
-// Elementwise ops: add and mul (broadcasting), swiglu, scale, relu, gelu, silu, cast.
+// Elementwise ops: add and mul (broadcasting), swiglu, scale, soft_cap, relu, gelu, silu, cast.
+#include <cmath>
+
 #include "op_common.hpp"
 #include "windows.hpp"
 
@@ -12,7 +14,11 @@ namespace {
 struct UnaryPush {
   uint32_t n;
   float alpha;
+  float beta;
 };
+
+// unary.comp's ACT beyond vkformer::Activation's values (shaders/activations.glsl).
+constexpr uint32_t kActTanh = 5;
 
 struct AddPush {
   uint32_t n;
@@ -22,7 +28,8 @@ struct AddPush {
 };
 
 // Tensors beyond one binding go in windows of elements (src/ops/windows.hpp).
-void lower_unary(Lowering& l, float alpha, Activation act) {
+// y = beta * act(alpha * x); act is a vkformer::Activation or kActTanh.
+void lower_unary(Lowering& l, float alpha, uint32_t act, float beta = 1.0f) {
   const ValueDesc& x = l.value(l.input(0));
   const uint64_t es = dtype_size(x.dtype);
   ops::for_row_windows(
@@ -34,18 +41,26 @@ void lower_unary(Lowering& l, float alpha, Activation act) {
         const bool vec4 = n % 4 == 0;
         if (vec4) n /= 4;
         l.dispatch(vec4 ? Kernel::unary_vec4 : Kernel::unary, x.dtype, std::move(bindings),
-                   PushBlock::of(UnaryPush{n, alpha}), ops::elementwise_grid(l, n),
-                   {ops::kElementwiseWorkgroup, static_cast<uint32_t>(act)});
+                   PushBlock::of(UnaryPush{n, alpha, beta}), ops::elementwise_grid(l, n),
+                   {ops::kElementwiseWorkgroup, act});
       });
 }
 
-void lower_scale(Lowering& l) { lower_unary(l, attrs<ScaleAttrs>(l).alpha, Activation::none); }
+void lower_scale(Lowering& l) {
+  const ScaleAttrs& a = attrs<ScaleAttrs>(l);
+  if (a.cap > 0.0f)
+    lower_unary(l, 1.0f / a.cap, kActTanh, a.cap);
+  else
+    lower_unary(l, a.alpha, static_cast<uint32_t>(Activation::none));
+}
 
-void lower_activation(Lowering& l) { lower_unary(l, 1.0f, attrs<ActivationAttrs>(l).activation); }
+void lower_activation(Lowering& l) {
+  lower_unary(l, 1.0f, static_cast<uint32_t>(attrs<ActivationAttrs>(l).activation));
+}
 
 // A reshape is a view of its input, except where the input lives in an external that the graph
 // writes later (see ExecutorImpl::build_program): then it is a copy, made at its place.
-void lower_reshape_copy(Lowering& l) { lower_unary(l, 1.0f, Activation::none); }
+void lower_reshape_copy(Lowering& l) { lower_unary(l, 1.0f, static_cast<uint32_t>(Activation::none)); }
 
 // How add reads b relative to a (MODE, shaders/add.comp): the two cases residual connections
 // and biases need, without the per-element index arithmetic of general broadcasting.
@@ -151,6 +166,17 @@ Tensor Graph::scale(Tensor x, float alpha) {
   ops::require_float(impl(), op, "x", x);
   ops::require_finite(impl(), op, "alpha", alpha);
   return impl().add_node(OpKind::scale, op, {x.id}, ScaleAttrs{alpha}, x.shape, x.dtype);
+}
+
+Tensor Graph::soft_cap(Tensor x, float cap) {
+  const std::string op = "soft_cap";
+  ops::require_float(impl(), op, "x", x);
+  if (!std::isfinite(cap) || !(cap > 0.0f))
+    throw Error(ErrorCode::invalid_argument, impl().label(op) + ": cap must be a finite number > 0, got " +
+                                                 std::to_string(cap));
+  ScaleAttrs a;
+  a.cap = cap;
+  return impl().add_node(OpKind::scale, op, {x.id}, a, x.shape, x.dtype);
 }
 
 Tensor Graph::copy(Tensor x) {

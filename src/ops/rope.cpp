@@ -30,7 +30,7 @@ void lower_rope(Lowering& l) {
   const Shape shape = l.value(l.input(0)).shape;
   const DType dtype = l.value(l.input(0)).dtype;
   const int64_t d = shape.back(), s = shape[-2], rows = shape.numel() / d;
-  const uint32_t table = l.constant(ops::rope_inv_freq(a.dims, a.freq_base));
+  const uint32_t table = l.constant(ops::rope_inv_freq(a.dims, a.freq_base, a.freq_scale, a.freq_factors));
   RopePush p{};
   p.per_row = static_cast<uint32_t>(d - a.dims / 2);
   p.n = static_cast<uint32_t>(rows * p.per_row);
@@ -71,7 +71,8 @@ Tensor Graph::rope(Tensor x, const RopeOptions& options) {
                                         describe(*options.offset_tensor));
     inputs.push_back(options.offset_tensor->id);
   }
-  RopeAttrs attrs{options.style, dims, options.freq_base, options.offset,
+  RopeAttrs attrs{options.style, dims,          options.freq_base,
+                  options.freq_scale, options.freq_factors, options.offset,
                   options.offset_tensor.has_value()};
   return impl().add_node(OpKind::rope, op, std::move(inputs), attrs, x.shape, x.dtype);
 }
@@ -80,10 +81,14 @@ void register_rope_ops(OpRegistry& r) { r.add(OpKind::rope, lower_rope); }
 
 namespace ops {
 
-HostTensor rope_inv_freq(int64_t dims, double freq_base) {
+HostTensor rope_inv_freq(int64_t dims, double freq_base, double freq_scale,
+                         const std::vector<float>& freq_factors) {
   std::vector<float> f(static_cast<size_t>(dims / 2));
-  for (int64_t i = 0; i < dims / 2; ++i)
-    f[i] = static_cast<float>(std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(dims)));
+  for (int64_t i = 0; i < dims / 2; ++i) {
+    double inv = std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(dims)) * freq_scale;
+    if (!freq_factors.empty()) inv /= static_cast<double>(freq_factors[static_cast<size_t>(i)]);
+    f[i] = static_cast<float>(inv);
+  }
   return HostTensor::from_f32(Shape{dims / 2}, f);
 }
 
@@ -100,6 +105,17 @@ int64_t check_rope(const GraphImpl& g, const std::string& op, const std::string&
                                  "] (the head dim), got " + std::to_string(options.dims));
   if (!std::isfinite(options.freq_base) || !(options.freq_base > 1.0))
     invalid("freq_base must be a finite number > 1, got " + std::to_string(options.freq_base));
+  if (!std::isfinite(options.freq_scale) || !(options.freq_scale > 0.0))
+    invalid("freq_scale must be a finite number > 0, got " + std::to_string(options.freq_scale));
+  if (!options.freq_factors.empty()) {
+    if (static_cast<int64_t>(options.freq_factors.size()) != dims / 2)
+      invalid("freq_factors has " + std::to_string(options.freq_factors.size()) + " values, expected dims / 2 = " +
+              std::to_string(dims / 2) + " (or none)");
+    for (size_t i = 0; i < options.freq_factors.size(); ++i)
+      if (!std::isfinite(options.freq_factors[i]) || !(options.freq_factors[i] > 0.0f))
+        invalid("freq_factors[" + std::to_string(i) + "] is " + std::to_string(options.freq_factors[i]) +
+                ", expected a finite number > 0");
+  }
   if (options.offset < 0 || options.offset + s > kMaxPosition)
     invalid("positions [offset, offset + S) = [" + std::to_string(options.offset) + ", " +
             std::to_string(options.offset + s) + ") must lie in [0, 2^24]");

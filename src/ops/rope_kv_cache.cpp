@@ -37,7 +37,7 @@ void lower_rope_kv_cache(Lowering& l) {
   const Shape qs = l.value(q).shape;           // [B, S, C]
   const int64_t B = qs[0], Hkv = cache[1], T = cache[2], D = cache[3], S = qs[1];
   const int64_t group = a.heads / a.kv_heads;
-  const uint32_t table = l.constant(ops::rope_inv_freq(a.dims, a.freq_base));
+  const uint32_t table = l.constant(ops::rope_inv_freq(a.dims, a.freq_base, a.freq_scale, a.freq_factors));
   l.require_index_bound(position, 0, T - S + 1,
                         "the position of " + std::to_string(S) + " new row(s) in a cache of " +
                             std::to_string(T) + " rows");
@@ -190,6 +190,8 @@ RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, in
   at.style = rope.style;
   at.dims = dims;
   at.freq_base = rope.freq_base;
+  at.freq_scale = rope.freq_scale;
+  at.freq_factors = rope.freq_factors;
   at.offset = rope.offset;
   at.has_cache_slot = cache_slot.has_value();
   std::vector<uint32_t> inputs{q.id, k.id, v.id, cache_k.id, cache_v.id, position.id};

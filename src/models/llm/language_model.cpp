@@ -1,12 +1,12 @@
-// LanguageModel: a llama GGUF on the device with its KV caches and two recorded graphs, one for
+// LanguageModel: a decoder-only GGUF (any family of llm/family.hpp) on the device with its KV caches and two recorded graphs, one for
 // chunks of prompt tokens and one for single decoded tokens.
 #include <algorithm>
 #include <string>
 
 #include "exclusive_use.hpp"
-#include "llama/llama_config.hpp"
-#include "llama/llama_graph.hpp"
-#include "llama/llama_weights.hpp"
+#include "llm/config.hpp"
+#include "llm/forward.hpp"
+#include "llm/weights.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/executor.hpp"
@@ -17,7 +17,7 @@ namespace vkformer {
 
 namespace {
 
-using namespace models::llama;
+using namespace models::llm;
 
 // Tokens of one batched prompt pass. Larger chunks use the matmuls better; every chunk pays for
 // all of them, so a short prompt wastes the padding.
@@ -59,7 +59,7 @@ class LanguageModelImpl {
     prompt_last_ = compile(kPromptChunk, Logits::last);
   }
 
-  const LlamaConfig& config() const { return config_; }
+  const LanguageModelConfig& config() const { return config_; }
   const BpeTokenizer& tokenizer() const { return *tokenizer_; }
   int64_t context() const { return context_; }
   int64_t position() const { return position_; }
@@ -117,6 +117,7 @@ class LanguageModelImpl {
   std::vector<float> run(std::span<const int32_t> tokens, Logits logits) {
     const int64_t n = static_cast<int64_t>(tokens.size()), p = position_;
     Executor* e = nullptr;
+    const int64_t rows = n == 1 ? 1 : kPromptChunk;
     if (n == 1) {
       e = decode_.get();
       e->set_input("tokens", HostTensor::from_i32({1, 1}, tokens));
@@ -127,9 +128,11 @@ class LanguageModelImpl {
       std::vector<int32_t> padded(tokens.begin(), tokens.end());
       padded.resize(static_cast<size_t>(kPromptChunk), 0);  // rows past n: computed, never seen
       e->set_input("tokens", HostTensor::from_i32({1, kPromptChunk}, padded));
-      e->set_input("mask", causal_mask(kPromptChunk, cache_rows_, p));
       if (logits == Logits::last) e->set_input("last", scalar_i32(n - 1));
     }
+    if (needs_mask(config_, rows)) e->set_input("mask", causal_mask(rows, cache_rows_, p));
+    if (needs_window_mask(config_))
+      e->set_input("window_mask", causal_mask(rows, cache_rows_, p, config_.sliding_window));
     e->set_input("position", scalar_i32(p));
     e->set_input("key_length", scalar_i32(p + n));
     e->run();
@@ -141,9 +144,9 @@ class LanguageModelImpl {
 
   Device device_;
   LanguageModelOptions options_;
-  LlamaConfig config_;
+  LanguageModelConfig config_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
-  LlamaWeights weights_;
+  LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0, position_ = 0;
   std::unique_ptr<Executor> decode_, prompt_last_, prompt_all_;  // prompt_all_ on first use
@@ -165,7 +168,7 @@ LanguageModelImpl& LanguageModel::impl() const {
   return *impl_;
 }
 
-const LlamaConfig& LanguageModel::config() const { return impl().config(); }
+const LanguageModelConfig& LanguageModel::config() const { return impl().config(); }
 const BpeTokenizer& LanguageModel::tokenizer() const { return impl().tokenizer(); }
 int64_t LanguageModel::context() const { return impl().context(); }
 int64_t LanguageModel::position() const { return impl().position(); }

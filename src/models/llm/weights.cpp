@@ -1,12 +1,15 @@
-#include "llama/llama_weights.hpp"
+#include "llm/weights.hpp"
 
+#include "llm/config.hpp"
+
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
 
 #include "vkformer/error.hpp"
 
-namespace vkformer::models::llama {
+namespace vkformer::models::llm {
 
 namespace {
 
@@ -64,11 +67,13 @@ const GgufTensorInfo& checked(const GgufFile& f, const std::string& name, const 
   return *t;
 }
 
-// Tensors stacked by rows (their last dims equal): one projection instead of several.
+// Tensors stacked by rows (their last dims equal; vectors end to end): one projection, or its
+// bias, instead of several.
 HostTensor stack_rows(const std::vector<HostTensor>& parts) {
   int64_t rows = 0;
   for (const HostTensor& p : parts) rows += p.shape()[0];
-  HostTensor out({rows, parts[0].shape()[1]}, parts[0].dtype());
+  const Shape shape = parts[0].shape().rank() == 1 ? Shape{rows} : Shape{rows, parts[0].shape()[1]};
+  HostTensor out(shape, parts[0].dtype());
   size_t at = 0;
   for (const HostTensor& p : parts) {
     std::memcpy(out.data() + at, p.data(), p.nbytes());
@@ -79,63 +84,83 @@ HostTensor stack_rows(const std::vector<HostTensor>& parts) {
 
 }  // namespace
 
-LlamaWeights load_weights(Device& device, const GgufFile& f, const LlamaConfig& c, DType act) {
-  const int64_t d = c.d_model, hd = c.head_dim, v = c.vocab_size, ff = c.d_ff;
-  struct Planned {
-    std::string name;
-    Shape shape;
-  };
+LanguageModelWeights load_weights(Device& device, const GgufFile& f, const LanguageModelConfig& c, DType act) {
+  const int64_t d = c.d_model, v = c.vocab_size;
   // Every check first, so a bad file uploads nothing.
-  std::vector<Planned> plan = {{"token_embd.weight", {v, d}}, {"output_norm.weight", {d}}};
+  std::vector<TensorSpec> plan = {{"token_embd.weight", {v, d}}, {"output_norm.weight", {d}}};
   if (!c.tied_output) plan.push_back({"output.weight", {v, d}});
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    plan.push_back({block(i, "attn_norm.weight"), {d}});
-    plan.push_back({block(i, "attn_q.weight"), {c.n_heads * hd, d}});
-    plan.push_back({block(i, "attn_k.weight"), {c.n_kv_heads * hd, d}});
-    plan.push_back({block(i, "attn_v.weight"), {c.n_kv_heads * hd, d}});
-    plan.push_back({block(i, "attn_output.weight"), {d, c.n_heads * hd}});
-    plan.push_back({block(i, "ffn_norm.weight"), {d}});
-    plan.push_back({block(i, "ffn_gate.weight"), {ff, d}});
-    plan.push_back({block(i, "ffn_up.weight"), {ff, d}});
-    plan.push_back({block(i, "ffn_down.weight"), {d, ff}});
-  }
+  if (c.rope_freq_factors) plan.push_back({"rope_freqs.weight", {c.rope_dims / 2}});
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    for (TensorSpec& t : block_tensors(c, i)) plan.push_back(std::move(t));
   std::map<std::string, Shape> shapes;
-  for (const Planned& p : plan) {
+  for (const TensorSpec& p : plan) {
     checked(f, p.name, p.shape);
     shapes.emplace(p.name, p.shape);
   }
   auto read = [&](const std::string& name) { return stored(f, name, shapes.at(name), act); };
   auto up = [&](const std::string& name) { return device.upload(read(name)); };
-  LlamaWeights w;
+  LanguageModelWeights w;
   w.token_embd = up("token_embd.weight");
   w.output_norm = up("output_norm.weight");
   w.output = c.tied_output ? w.token_embd : up("output.weight");
+  if (c.rope_freq_factors) {
+    w.rope_freqs = f.read_f32("rope_freqs.weight").to_f32();
+    for (size_t i = 0; i < w.rope_freqs.size(); ++i)
+      if (!(w.rope_freqs[i] > 0.0f) || !std::isfinite(w.rope_freqs[i]))
+        throw Error(ErrorCode::format, f.label() + ": tensor rope_freqs.weight[" + std::to_string(i) + "] is " +
+                                           std::to_string(w.rope_freqs[i]) + ", expected a finite number > 0");
+  }
+  const Family& fam = family_of(c);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     LayerWeights l;
     l.attn_norm = up(block(i, "attn_norm.weight"));
     // Projections that read the same input stacked into one weight where their types agree
-    // (one matmul instead of several), else uploaded apart.
-    auto stacked = [&](std::initializer_list<const char*> names) {
+    // (one matmul instead of several), else uploaded apart; their biases follow.
+    auto stacked = [&](std::initializer_list<const char*> names, bool allowed, std::vector<DeviceTensor>* biases) {
       std::vector<HostTensor> parts;
       for (const char* name : names) parts.push_back(read(block(i, name)));
-      std::vector<DeviceTensor> out;
-      bool same = true;
+      bool same = allowed;
       for (const HostTensor& t : parts) same = same && t.dtype() == parts[0].dtype();
+      std::vector<DeviceTensor> out;
+      std::vector<HostTensor> bias_parts;
+      if (biases)
+        for (const char* name : names) {
+          std::string b = block(i, name);
+          bias_parts.push_back(read(b.replace(b.size() - 6, 6, "bias")));  // ".weight" -> ".bias"
+        }
       if (same) {
         out.push_back(device.upload(stack_rows(parts)));
+        if (biases) biases->push_back(device.upload(stack_rows(bias_parts)));
       } else {
         for (const HostTensor& t : parts) out.push_back(device.upload(t));
+        if (biases)
+          for (const HostTensor& t : bias_parts) biases->push_back(device.upload(t));
       }
       return out;
     };
-    l.qkv = stacked({"attn_q.weight", "attn_k.weight", "attn_v.weight"});
+    if (fam.fused_qkv) {
+      l.qkv.push_back(up(block(i, "attn_qkv.weight")));
+    } else {
+      // q and k normed apart need their own outputs.
+      l.qkv = stacked({"attn_q.weight", "attn_k.weight", "attn_v.weight"}, !c.qk_norm,
+                      c.qkv_bias ? &l.qkv_bias : nullptr);
+    }
+    if (c.qk_norm) {
+      l.q_norm = up(block(i, "attn_q_norm.weight"));
+      l.k_norm = up(block(i, "attn_k_norm.weight"));
+    }
     l.attn_out = up(block(i, "attn_output.weight"));
+    if (c.post_norms) l.attn_post_norm = up(block(i, "post_attention_norm.weight"));
     l.ffn_norm = up(block(i, "ffn_norm.weight"));
-    l.gate_up = stacked({"ffn_gate.weight", "ffn_up.weight"});
+    if (fam.fused_gate_up)
+      l.gate_up.push_back(up(block(i, "ffn_up.weight")));
+    else
+      l.gate_up = stacked({"ffn_gate.weight", "ffn_up.weight"}, true, nullptr);
     l.down = up(block(i, "ffn_down.weight"));
+    if (c.post_norms) l.ffn_post_norm = up(block(i, "post_ffw_norm.weight"));
     w.layers.push_back(std::move(l));
   }
   return w;
 }
 
-}  // namespace vkformer::models::llama
+}  // namespace vkformer::models::llm

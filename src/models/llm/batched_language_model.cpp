@@ -1,4 +1,4 @@
-// BatchedLanguageModel (vkformer/batched_llm.hpp): one copy of a llama GGUF's weights, KV caches
+// BatchedLanguageModel (vkformer/batched_llm.hpp): one copy of a decoder-only GGUF's weights, KV caches
 // of [slots + 1, n_kv_heads, T, head_dim] per layer, and build_forward's graphs over SlotRows:
 // prompt-piece graphs (one sequence, its slot an input) of 16, 32 and 64 tokens, and one
 // decoding step per bucket of rows.
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "exclusive_use.hpp"
-#include "llama/llama_config.hpp"
-#include "llama/llama_graph.hpp"
-#include "llama/llama_weights.hpp"
+#include "llm/config.hpp"
+#include "llm/forward.hpp"
+#include "llm/weights.hpp"
 #include "vkformer/batched_llm.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/error.hpp"
@@ -21,7 +21,7 @@ namespace vkformer {
 
 namespace {
 
-using namespace models::llama;
+using namespace models::llm;
 
 // As LanguageModel's: tokens of one prompt pass, and the cache length the options may leave.
 constexpr int64_t kPromptChunk = 64;
@@ -70,7 +70,7 @@ class BatchedLanguageModelImpl {
     for (int64_t w : kPromptWidths) prompts_[w] = compile(1, w);
   }
 
-  const LlamaConfig& config() const { return config_; }
+  const LanguageModelConfig& config() const { return config_; }
   const BpeTokenizer& tokenizer() const { return *tokenizer_; }
   int slots() const { return options_.slots; }
   int64_t context() const { return context_; }
@@ -213,9 +213,9 @@ class BatchedLanguageModelImpl {
 
   Device device_;
   BatchedLanguageModelOptions options_;
-  LlamaConfig config_;
+  LanguageModelConfig config_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
-  LlamaWeights weights_;
+  LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0;
   std::vector<int64_t> positions_;  // per slot
@@ -240,7 +240,7 @@ BatchedLanguageModelImpl& BatchedLanguageModel::impl() const {
   return *impl_;
 }
 
-const LlamaConfig& BatchedLanguageModel::config() const { return impl().config(); }
+const LanguageModelConfig& BatchedLanguageModel::config() const { return impl().config(); }
 const BpeTokenizer& BatchedLanguageModel::tokenizer() const { return impl().tokenizer(); }
 int BatchedLanguageModel::slots() const { return impl().slots(); }
 int64_t BatchedLanguageModel::context() const { return impl().context(); }

@@ -1,0 +1,55 @@
+#pragma once
+// A decoder-only model's forward pass as a Graph over its uploaded weights and its KV caches, for
+// a fixed number of new tokens S at a run-time position p (rows p .. p+S-1 of the caches):
+//   x = token_embd[ids] · embedding_scale
+//   per block: q, k, v = rms_norm(x) · attn_qkv (+ bias); q, k per-head rms-normed (qk_norm);
+//              the new k (rotated) and v written into the caches first;
+//              o = attn_output · attention(rope(q), cache_k, cache_v)  (soft-capped scores, a
+//              sliding window on the sliding layers); x += o, or rms_norm(o) with post_norms
+//              f = ffn_down · act(ffn_gate · rms_norm(x)) * (ffn_up · rms_norm(x)); x += f (or
+//              rms_norm(f))
+//   logits = output · rms_norm(x), soft-capped where the config says
+// built from the fused ops (Graph::linear's pre-norm, gated pair and residual, rope_kv_cache),
+// so a llama decoding step is six dispatches per block on devices whose kernels fuse them.
+// Inputs: "tokens" i32 [1, S], "position" i32 [1] (p), "key_length" i32 [1] (p + S). With S > 1
+// or soft-capped attention also "mask" [1, 1, S, T] in the activations' type: row i may see cache
+// rows j <= p + i (0), not later ones (-inf); with sliding layers also "window_mask", the same
+// limited to rows j > p + i - window. Both are set for each pass, since p changes while the
+// graph stays recorded (causal_mask). With S > 1 and Logits::last also "last" i32 [1], the row
+// whose logits are wanted. Output "logits": [1, vocab] (Logits::last) or [S, vocab] (Logits::all).
+// With SlotRows (BatchedLanguageModel) the B rows of "tokens" [B, S] are separate sequences in KV
+// slots: the caches are [slots, n_kv_heads, T, head_dim], "slot" i32 [B] names each row's slot,
+// "position" and "key_length" are i32 [B], and "logits" is [B, vocab] (S = 1) or as above
+// (B = 1). Families whose attention takes masks (soft-caps, sliding windows) are not batched.
+#include <vector>
+
+#include "llm/weights.hpp"
+#include "vkformer/graph.hpp"
+
+namespace vkformer::models::llm {
+
+struct KvCaches {
+  std::vector<DeviceTensor> k, v;  // per block, [1, n_kv_heads, T, head_dim]
+};
+
+enum class Logits { last, all };
+
+// Rows of a pass that are separate sequences, each in its own slot of the caches.
+struct SlotRows {
+  int64_t batch = 1;  // B: sequences in the pass (S = 1 when more than one)
+};
+
+// The "mask" input [1, 1, tokens, cache_rows] for a chunk of `tokens` at `position`: row r sees the
+// cache rows up to position + r (shared by every head), and with window > 0 only the last
+// `window` of them ("window_mask").
+HostTensor causal_mask(int64_t tokens, int64_t cache_rows, int64_t position, int64_t window = 0);
+
+// Which masks a graph of `tokens` new tokens takes.
+bool needs_mask(const LanguageModelConfig& config, int64_t tokens);
+bool needs_window_mask(const LanguageModelConfig& config);
+
+Graph build_forward(const LanguageModelConfig& config, const LanguageModelWeights& weights,
+                    const KvCaches& caches, int64_t tokens, Logits logits, DType activations,
+                    const SlotRows* slot_rows = nullptr);
+
+}  // namespace vkformer::models::llm
