@@ -69,7 +69,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   const double scale = c.attention_scale > 0 ? c.attention_scale : 0.0;  // 0: the op's 1/sqrt(hd)
 
   const int64_t batch = slot_rows ? slot_rows->batch : 1;
-  if (slot_rows && (needs_mask(c, s) || needs_window_mask(c)))
+  if (slot_rows && (c.attn_softcap > 0 || needs_window_mask(c)))
     throw Error(ErrorCode::unsupported,
                 "batched decoding: soft-capped attention and sliding windows (" + c.architecture +
                     ") take masks, which a batched step has not");
