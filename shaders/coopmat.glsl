@@ -248,9 +248,13 @@ uint coopmat_emu_length(uvec3 kind) {
       const uvec2 rc_ = coopmat_emu_coord(COOPMAT_EMU_ACC, COOPMAT_M, COOPMAT_N,        \
                                           s_ * COOPMAT_SUBGROUP_SIZE + lane_);           \
       float sum_ = (c).e[s_];                                                            \
-      [[dont_unroll]] for (uint k_ = 0u; k_ < COOPMAT_K; ++k_)                           \
-        sum_ += float(coopmat_emu_scratch[as_ + rc_.x * COOPMAT_K + k_]) *               \
-                float(coopmat_emu_scratch[bs_ + k_ * COOPMAT_N + rc_.y]);                \
+      /* 4 k a turn: llvmpipe ends the loops of an invocation after 65535 iterations */   \
+      /* in all (LP_MAX_TGSI_LOOP_ITERATIONS), which one k a turn reached at 16 slices */ \
+      /* of K; unrolled, lavapipe compiled the kernels 8x slower. Same order of sums. */ \
+      [[dont_unroll]] for (uint k_ = 0u; k_ < COOPMAT_K; k_ += 4u)                       \
+        [[unroll]] for (uint j_ = 0u; j_ < 4u; ++j_)                                     \
+          sum_ += float(coopmat_emu_scratch[as_ + rc_.x * COOPMAT_K + k_ + j_]) *        \
+                  float(coopmat_emu_scratch[bs_ + (k_ + j_) * COOPMAT_N + rc_.y]);       \
       (c).e[s_] = sum_;                                                                  \
     }                                                                                    \
   } while (false)

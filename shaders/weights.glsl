@@ -1,5 +1,5 @@
-// Reading weights stored in any weight dtype, widened to fp32. One of W_F32, W_F16, W_BF16,
-// W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K is defined; the kernel declares the weight
+// Reading weights stored in any weight dtype, widened to fp32. One of W_F32, W_F16, W_BF16 or
+// W_<type> (a type of include/vkformer/quant_types.def: W_Q8_0, ...) is defined; the kernel declares the weight
 // buffer as `uint w[]` and includes this after it. Only 32-bit loads: ggml's blocks are 18
 // (q4_0), 22 (q5_0), 34 (q8_0) and 210 (q6_k) bytes, so 2-byte aligned only, and a 32-bit view
 // with halfword extraction needs no 8- or 16-bit storage feature (vendor-neutral; on lavapipe
@@ -55,7 +55,7 @@
 #elif defined(W_F16) || defined(W_BF16)
 #define ELEMENT_HW 1u
 #else
-#error "define one of W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K"
+#error "define W_F32, W_F16, W_BF16 or one W_<type> of include/vkformer/quant_types.def"
 #endif
 
 uint w_half(uint i) { return (w[i >> 1] >> ((i & 1u) << 4)) & 0xffffu; }
@@ -162,6 +162,18 @@ vec4 block_q(uint row, uint b, uint g) {
 #else  // W_Q6_K
   const uint sb = super_at(row, b), s = b % 8u;
   return q6k_scale(sb, s, g) * q6k_quants(sb, s, g);
+#endif
+}
+// Σ value_e · x_e over block b from the raw sums s = Σ block_q · x and (W_SUM_X types) sx = Σ x.
+float block_dot(uint row, uint b, float s, float sx) {
+#if defined(W_Q4_0)
+  return block_d(row, b) * (s - 8.0 * sx);
+#elif defined(W_Q5_0)
+  return block_d(row, b) * (s - 16.0 * sx);
+#elif defined(W_SUM_X)
+  return block_d(row, b) * s + block_m(row, b) * sx;
+#else
+  return block_d(row, b) * s;
 #endif
 }
 // Elements 4g .. 4g + 3 of block b, dequantized exactly as ggml does: `precise` keeps products

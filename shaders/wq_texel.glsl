@@ -1,7 +1,7 @@
 // Quantized weights read through a texel buffer, for the CPU-device matmul kernels
 // (matmul_wq_texel.comp, matmul_wq_vec.comp). The kernel declares `uniform usamplerBuffer W`
 // viewed as 16-byte texels (R32G32B32A32_UINT) of the weight's raw bytes and includes this after
-// it. One of W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K is defined (block layouts as in
+// it. One W_<type> of include/vkformer/quant_types.def is defined (block layouts as in
 // weights.glsl).
 //
 // Why 16-byte texels: lavapipe fetches one with eight plain 16-byte loads and a transpose, while
@@ -38,7 +38,7 @@
 #define SUPER_HW 105u
 #define W_K_QUANT 1
 #else
-#error "define one of W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K"
+#error "define one W_<type> of include/vkformer/quant_types.def"
 #endif
 
 // The first halfword of row n of a weight with K columns is n * row_hw(K).

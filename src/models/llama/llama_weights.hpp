@@ -31,8 +31,8 @@ struct LlamaWeights {
 };
 
 // Throws format naming the file and tensor (missing, or its shape or type and what was
-// expected) before the first upload. Matrices must be Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, BF16,
-// F16 or F32 and are uploaded in that type (kKeepQuantized in the .cpp); the norms in the
+// expected) before the first upload. Matrices must be a weight type
+// (ggml_weight_type_names()) and are uploaded in that type (kKeepQuantized in the .cpp); the norms in the
 // activations' type.
 LlamaWeights load_weights(Device& device, const GgufFile& file, const LlamaConfig& config,
                           DType activations);
