@@ -44,9 +44,9 @@ const GgufFile& golden() {
 }
 
 const DType kWeightTypes[] = {DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
-                              DType::q5_0, DType::q4_k, DType::q6_k};
+                              DType::q5_0, DType::q4_k, DType::q6_k, DType::q5_k};
 const DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k,
-                             DType::q6_k};
+                             DType::q6_k, DType::q5_k};
 using ShapeNK = std::pair<int64_t, int64_t>;
 // [N, K] as in tools/make_quant_golden.py: K = 1, 3 and 18 blocks of 32, or 1, 2 and 3
 // super-blocks of 256 for the k-quants.
@@ -102,11 +102,11 @@ TEST(QuantGolden, ReadRawKeepsTheBlocksAndDequantizesLikeGguf) {
       for (int64_t i : {int64_t{0}, k - 1, n * k / 2 + 5, n * k - 1})
         EXPECT_EQ(raw.f32_at(i), theirs[i]) << "element " << i;
       // Whole-block sizes (ggml-common.h): q8_0 34, q4_0 18, q4_1 20, q5_0 22 bytes per 32
-      // elements, q4_k 144 and q6_k 210 per 256; bf16 2 per element.
+      // elements, q4_k 144, q5_k 176 and q6_k 210 per 256; bf16 2 per element.
       const std::map<DType, std::pair<int, int>> sizes = {
           {DType::q8_0, {34, 32}},   {DType::q4_0, {18, 32}},   {DType::q4_1, {20, 32}},
           {DType::q5_0, {22, 32}},   {DType::q4_k, {144, 256}}, {DType::q6_k, {210, 256}},
-          {DType::bf16, {2, 1}}};
+          {DType::q5_k, {176, 256}}, {DType::bf16, {2, 1}}};
       const auto [bytes, per] = sizes.at(t);
       EXPECT_EQ(raw.nbytes(), uint64_t(n) * (k / per) * bytes);
     }
@@ -127,9 +127,12 @@ TEST(QuantGolden, BadBytesAndUnsupportedTypesAreNamed) {
   EXPECT_TRUE(fails_with([&] { HostTensor::from_f32({32}, std::vector<float>(32), DType::q4_1); },
                          ErrorCode::unsupported, "does not quantize to q4_1"));
   const GgufFile all(std::filesystem::path(VKF_GGUF_DIR) / "all_types.gguf");
-  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q5_k"); }, ErrorCode::format, "'t.q5_k'"));
-  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q5_k"); }, ErrorCode::format, "Q5_K"));
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q3_k"); }, ErrorCode::format, "'t.q3_k'"));
   EXPECT_TRUE(fails_with([&] { all.read_raw("t.q3_k"); }, ErrorCode::format, "Q3_K"));
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q5_1"); }, ErrorCode::format, "Q5_1"));
+  EXPECT_EQ(all.read_raw("t.q5_k").dtype(), DType::q5_k);
+  EXPECT_EQ(dtype_from_ggml(GgmlType::Q5_K), DType::q5_k);
+  EXPECT_EQ(ggml_type_of(DType::q5_k), GgmlType::Q5_K);
   EXPECT_EQ(all.read_raw("t.q4_k").dtype(), DType::q4_k);
   EXPECT_EQ(all.read_raw("t.q6_k").dtype(), DType::q6_k);
   EXPECT_EQ(dtype_from_ggml(GgmlType::Q4_1), DType::q4_1);
@@ -307,7 +310,7 @@ Weight random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
   };
   std::vector<Scale> scales = {{0, 0.001f, 0.02f}};
   if (t == DType::q4_1) scales.push_back({2, -0.16f, -0.008f});
-  if (t == DType::q4_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
+  if (t == DType::q4_k || t == DType::q5_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
   if (t == DType::q6_k) scales = {{208, 0.0002f, 0.001f}};
   for (uint64_t at = 0; at < bytes.size(); at += block)
     for (const Scale& sc : scales) {
