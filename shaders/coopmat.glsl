@@ -59,6 +59,11 @@
 //                                               gl_SubgroupID: the emulation's subgroups are its
 //                                               own)
 // Rules:
+//   - The emulation on llvmpipe (lavapipe): an invocation's loops iterate at most 65535 times in
+//     all (LP_MAX_TGSI_LOOP_ITERATIONS), after which they end early and results are partial.
+//     The matmul takes about (K / BK) * TILES_M * TILES_N * (M * N / SG) * 1.5 of them: tests
+//     pick shapes and configurations within it (coopmat_test's CoopmatManySlicesOfK: 18 slices
+//     of 32 at 2x2 tiles per subgroup).
 //   - Call coopmat_mul_add and coopmat_barrier in workgroup-uniform control flow, the same
 //     number of times in every subgroup: the emulation synchronizes through barrier().
 //   - Stride and offset of loads and stores: whole rows of 16 bytes are what real hardware

@@ -303,19 +303,21 @@ TEST_F(DeviceTest, LinearFusionsFallBackToSeparateKernels) {
 }
 
 // The residual in the cooperative-matrix GEMMs' epilogue (shaders/matmul_coopmat.comp through the
-// emulation, forced): f16 activations with quantized, bf16 and f16 weights, with bias and an
-// activation, and after a pre-norm. The product and its residual are one dispatch (the norm one
+// emulation, forced): f16 activations with quantized (a 32-element and a super-block type), bf16
+// and f16 weights, with bias and an activation, and after a pre-norm (one row). The product and its residual are one dispatch (the norm one
 // more); a gated pair still takes linear_epilogue.
 TEST_F(DeviceTest, LinearResidualInTheCoopmatEpilogue) {
-  Device dev = open_test_device_with_env({{"VKFORMER_COOPMAT", "emulate"}, {"VKFORMER_MATMUL_PATH", "coopmat"}});
-  for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k,
-                  DType::q5_k, DType::bf16, DType::f16})
-    for (int64_t m : {1, 37}) {
-      const int64_t k = is_k_quant(w) ? 512 : 96;
-      EXPECT_EQ(check_linear(dev, {w, DType::f16, m, 29, k, {false, false, true, true, Activation::relu}}), 1u);
-      EXPECT_EQ(check_linear(dev, {w, DType::f16, m, 29, k, {true, false, true, false, Activation::none}}), 2u);
-    }
-  EXPECT_EQ(check_linear(dev, {DType::q4_k, DType::f16, 37, 29, 512, {false, true, true, false, Activation::silu}}), 2u);
+  // 64 x 64 tiles, slices of 32: the emulation's loops stay within llvmpipe's 65535 iterations
+  // per invocation (shaders/coopmat.glsl) at K = 256.
+  Device dev = open_test_device_with_env({{"VKFORMER_COOPMAT", "emulate"},
+                                          {"VKFORMER_MATMUL_COOPMAT", "16x16x16/2x2/2x2/2"},
+                                          {"VKFORMER_MATMUL_PATH", "coopmat"}});
+  for (DType w : {DType::q4_0, DType::q5_k, DType::bf16, DType::f16}) {
+    const int64_t k = is_k_quant(w) ? 256 : 96;
+    EXPECT_EQ(check_linear(dev, {w, DType::f16, 37, 29, k, {false, false, true, true, Activation::relu}}), 1u);
+    EXPECT_EQ(check_linear(dev, {w, DType::f16, 1, 29, k, {true, false, true, false, Activation::none}}), 2u);
+  }
+  EXPECT_EQ(check_linear(dev, {DType::q4_k, DType::f16, 37, 29, 256, {false, true, true, false, Activation::silu}}), 2u);
 }
 
 TEST_F(DeviceTest, LinearFusionsRejectBadArguments) {
