@@ -13,7 +13,7 @@ install(TARGETS vkformer EXPORT vkformerTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/vkformer
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h"
+  FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h" PATTERN "*.def"
   PATTERN "server.hpp" EXCLUDE)  # its library, vkformer_server, is not installed (yet)
 install(EXPORT vkformerTargets
   NAMESPACE vkformer::

@@ -59,6 +59,11 @@
 //                                               gl_SubgroupID: the emulation's subgroups are its
 //                                               own)
 // Rules:
+//   - The emulation on llvmpipe (lavapipe): an invocation's loops iterate at most 65535 times in
+//     all (LP_MAX_TGSI_LOOP_ITERATIONS), after which they end early and results are partial.
+//     The matmul takes about (K / BK) * TILES_M * TILES_N * (M * N / SG) * 1.5 of them: tests
+//     pick shapes and configurations within it (coopmat_test's CoopmatManySlicesOfK: 18 slices
+//     of 32 at 2x2 tiles per subgroup).
 //   - Call coopmat_mul_add and coopmat_barrier in workgroup-uniform control flow, the same
 //     number of times in every subgroup: the emulation synchronizes through barrier().
 //   - Stride and offset of loads and stores: whole rows of 16 bytes are what real hardware
@@ -248,9 +253,13 @@ uint coopmat_emu_length(uvec3 kind) {
       const uvec2 rc_ = coopmat_emu_coord(COOPMAT_EMU_ACC, COOPMAT_M, COOPMAT_N,        \
                                           s_ * COOPMAT_SUBGROUP_SIZE + lane_);           \
       float sum_ = (c).e[s_];                                                            \
-      [[dont_unroll]] for (uint k_ = 0u; k_ < COOPMAT_K; ++k_)                           \
-        sum_ += float(coopmat_emu_scratch[as_ + rc_.x * COOPMAT_K + k_]) *               \
-                float(coopmat_emu_scratch[bs_ + k_ * COOPMAT_N + rc_.y]);                \
+      /* 4 k a turn: llvmpipe ends the loops of an invocation after 65535 iterations */   \
+      /* in all (LP_MAX_TGSI_LOOP_ITERATIONS), which one k a turn reached at 16 slices */ \
+      /* of K; unrolled, lavapipe compiled the kernels 8x slower. Same order of sums. */ \
+      [[dont_unroll]] for (uint k_ = 0u; k_ < COOPMAT_K; k_ += 4u)                       \
+        [[unroll]] for (uint j_ = 0u; j_ < 4u; ++j_)                                     \
+          sum_ += float(coopmat_emu_scratch[as_ + rc_.x * COOPMAT_K + k_ + j_]) *        \
+                  float(coopmat_emu_scratch[bs_ + (k_ + j_) * COOPMAT_N + rc_.y]);       \
       (c).e[s_] = sum_;                                                                  \
     }                                                                                    \
   } while (false)

@@ -1,7 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-#include "activations.glsl"
 // out[z] = act(alpha * A[z]·B[z] + bias) for a batch of row-major matrices: A[z] is M x K,
 // B[z] is K x N (or N x K with TRANSPOSE_B), bias is [N], out[z] is M x N. Products accumulate in
 // fp32 whatever T is; alpha, bias and the activation are applied once, when storing.
@@ -59,18 +58,7 @@ layout(set = 0, binding = 3) writeonly buffer Part { float part[]; };
 #else
 layout(set = 0, binding = 3) writeonly buffer Out { T o[]; };
 #endif
-layout(push_constant) uniform Push {
-  uint M, N, K;
-  uint batch1;                // out's inner batch dim: z = z0 * batch1 + z1
-  uint a_stride0, a_stride1;  // element strides of a per batch dim (0: broadcast)
-  uint b_stride0, b_stride1;
-  uint y_base;                // first tile row of this dispatch
-  uint z_base;                // first batch (times splits with SPLIT_K) of this dispatch
-  float alpha;
-  uint splits;                // SPLIT_K: K ranges per batch
-  uint k_split;               // SPLIT_K: K per range (a multiple of BK)
-  uint ldo;                   // out's row stride (N, or more when out is a window's columns)
-} p;
+#include "matmul_base.glsl"  // the push block p and matmul_epilogue
 
 // Slices of A (transposed, so that a k-step reads one row) and B. Rows are padded by one float:
 // the loads store along k (A, and B with TRANSPOSE_B), which would otherwise hit one bank.
@@ -198,7 +186,7 @@ void main() {
     if (HAS_BIAS != 0) add = float(bias[n]);
     for (uint i = 0; i < TM; ++i) {
       uint m = m0 + ty + i * TY;
-      if (m < M) o[o_off + m * p.ldo + n] = T(activate(p.alpha * acc[i * TN + j] + add, ACT));
+      if (m < M) o[o_off + m * p.ldo + n] = T(matmul_epilogue(p.alpha * acc[i * TN + j] + add, 0.0, 0.0));
     }
   }
 #endif

@@ -2,12 +2,16 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "common.glsl"
-#include "activations.glsl"
-// out[z] = act(alpha * A[z]·B[z] + bias) on cooperative matrices (shaders/coopmat.glsl): f16 A
-// and B, fp32 accumulators, f16 storage only. One source, three kernels: matmul_coopmat_khr
-// (VK_KHR_cooperative_matrix), matmul_coopmat_nv (VK_NV_cooperative_matrix, where KHR is absent)
-// and matmul_coopmat_emu (the emulation, which the tests run on lavapipe in every configuration
-// the tuning may choose: src/vk/tuning_matmul.cpp, coopmat_configs()).
+// out[z] = act(alpha * A[z]·B[z] + bias) (+ residual) on cooperative matrices
+// (shaders/coopmat.glsl): f16 A and B, fp32 accumulators, f16 storage only. One source, three
+// kernels: matmul_coopmat_khr (VK_KHR_cooperative_matrix), matmul_coopmat_nv
+// (VK_NV_cooperative_matrix, where KHR is absent) and matmul_coopmat_emu (the emulation, which the
+// tests run on lavapipe in every configuration the tuning may choose: src/vk/tuning_matmul.cpp,
+// coopmat_configs()). With WEIGHTS defined (and one W_<type> of weights.glsl: the kernels
+// matmul_wq_coopmat_{khr,nv,emu}_<type>), B is a Linear weight [N, K] (TRANSPOSE_B) in a weight
+// dtype — bf16 or ggml blocks, K whole blocks — read in its own layout: each 8-element chunk of
+// the B stage is dequantized (weights.glsl's block_values, ggml's arithmetic) in registers and
+// staged as f16 like a chunk of an f16 B, so prompt processing runs its MMAs on quantized weights.
 //
 // Tiling. A workgroup of WARPS_M x WARPS_N subgroups (SG invocations each) computes a BM x BN
 // tile of out, BM = LM * TILES_M * WARPS_M, BN = LN * TILES_N * WARPS_N, where LM x LN x LK is
@@ -24,7 +28,8 @@
 //
 // Epilogue: alpha scales every accumulator element in registers; then each tile goes through the
 // subgroup's fp32 scratch in shared memory, from which its invocations add the bias, apply the
-// activation and store the f16 results within bounds (row stride ldo).
+// activation, add the residual (HAS_RESIDUAL: out's shape and row stride) and store the f16
+// results within bounds (row stride ldo).
 // Batch, y_base and z_base as in matmul.comp.
 
 layout(local_size_x_id = 0) in;  // SG * WARPS_M * WARPS_N
@@ -39,8 +44,10 @@ layout(constant_id = 8) const uint TILES_N = 2;
 layout(constant_id = 9) const uint BK_TILES = 2;
 layout(constant_id = 10) const uint TRANSPOSE_B = 0;
 layout(constant_id = 11) const uint HAS_BIAS = 0;
-layout(constant_id = 12) const uint ACT = 0;  // 0 none, 1 relu, 2 gelu
+layout(constant_id = 12) const uint ACT = 0;  // see activations.glsl
 layout(constant_id = 13) const uint VEC8 = 0;
+layout(constant_id = 14) const uint HAS_RESIDUAL = 0;
+const uint GATED = 0u;
 
 #define COOPMAT_M LM
 #define COOPMAT_N LN
@@ -69,22 +76,25 @@ const uint B_PER = (B_CHUNKS + WG - 1) / WG;
 
 layout(set = 0, binding = 0) readonly buffer A { T a[]; };
 layout(set = 0, binding = 0) readonly buffer A8 { uvec4 a8[]; };  // the same buffer, for VEC8
+#ifdef WEIGHTS
+layout(set = 0, binding = 1) readonly buffer W { uint w[]; };  // weights.glsl's view
+#else
 layout(set = 0, binding = 1) readonly buffer B { T b[]; };
 layout(set = 0, binding = 1) readonly buffer B8 { uvec4 b8[]; };
+#endif
 layout(set = 0, binding = 2) readonly buffer Bias { T bias[]; };  // bound to A when HAS_BIAS = 0
 layout(set = 0, binding = 3) writeonly buffer Out { T o[]; };
-layout(push_constant) uniform Push {  // as matmul.comp
-  uint M, N, K;
-  uint batch1;
-  uint a_stride0, a_stride1;
-  uint b_stride0, b_stride1;
-  uint y_base;
-  uint z_base;
-  float alpha;
-  uint splits;
-  uint k_split;
-  uint ldo;  // out's row stride (N, or more when out is a window's columns)
-} p;
+layout(set = 0, binding = 4) readonly buffer Residual { T residual[]; };  // bound to A when absent
+#define MATMUL_FUSIONS 1  // HAS_RESIDUAL and GATED (always 0) above
+#include "matmul_base.glsl"  // the push block p and matmul_epilogue
+#ifdef WEIGHTS
+#include "weights.glsl"
+#define B_ELEM(e) a[e]  // never read: B comes from load_w8
+#define B_VEC8(e) a8[e]
+#else
+#define B_ELEM(e) b[e]
+#define B_VEC8(e) b8[e]
+#endif
 
 shared uvec4 As[2 * A_STAGE];
 shared uvec4 Bs[2 * B_STAGE];
@@ -101,13 +111,34 @@ uint m0, n0, a_off, b_off;
 uvec4 load8(bool which_b, uint base, uint row, uint col, uint rows, uint cols) {
   if (row >= rows || col >= cols) return uvec4(0);
   const uint e = base + row * cols + col;
-  if (VEC8 != 0) return which_b ? b8[e / 8] : a8[e / 8];  // cols % 8 == 0: all 8 are inside
+  if (VEC8 != 0) return which_b ? B_VEC8(e / 8) : a8[e / 8];  // cols % 8 == 0: all 8 are inside
   float16_t h[8];
   COOPMAT_UNROLL for (uint j = 0; j < 8; ++j)
-    h[j] = col + j < cols ? float16_t(which_b ? b[e + j] : a[e + j]) : float16_t(0.0);
+    h[j] = col + j < cols ? float16_t(which_b ? B_ELEM(e + j) : a[e + j]) : float16_t(0.0);
   return uvec4(packFloat2x16(f16vec2(h[0], h[1])), packFloat2x16(f16vec2(h[2], h[3])),
                packFloat2x16(f16vec2(h[4], h[5])), packFloat2x16(f16vec2(h[6], h[7])));
 }
+
+#ifdef WEIGHTS
+// Elements k .. k + 7 of weight row n (k a multiple of 8), dequantized, as 8 halves; zeros
+// outside the weight. A quantized row is whole 32-element blocks, so the 8 lie in one block.
+uvec4 load_w8(uint n, uint k) {
+  if (n >= p.N || k >= p.K) return uvec4(0);
+  const uint row = n * row_halfwords(p.K);
+#ifdef W_QUANTIZED
+  const uint blk = k / 32u, g = (k % 32u) / 4u;
+  const vec4 lo = block_values(row, blk, g), hi = block_values(row, blk, g + 1u);
+#else
+  vec4 lo, hi;
+  COOPMAT_UNROLL for (uint j = 0; j < 4u; ++j) {
+    lo[j] = k + j < p.K ? weight_at(row, k + j) : 0.0;
+    hi[j] = k + 4u + j < p.K ? weight_at(row, k + 4u + j) : 0.0;
+  }
+#endif
+  return uvec4(packFloat2x16(f16vec2(lo.xy)), packFloat2x16(f16vec2(lo.zw)),
+               packFloat2x16(f16vec2(hi.xy)), packFloat2x16(f16vec2(hi.zw)));
+}
+#endif
 
 void load_slice(uint k0) {
   const uint lid = gl_LocalInvocationIndex;
@@ -118,10 +149,14 @@ void load_slice(uint k0) {
   COOPMAT_UNROLL for (uint t = 0; t < B_PER; ++t) {
     const uint c = lid + t * WG, r = c / (B_COLS / 8), cc = (c % (B_COLS / 8)) * 8;
     if (c >= B_CHUNKS) continue;
+#ifdef WEIGHTS
+    rb[t] = load_w8(n0 + r, k0 + cc);  // TRANSPOSE_B: row n, columns k
+#else
     if (TRANSPOSE_B != 0)
       rb[t] = load8(true, b_off, n0 + r, k0 + cc, p.N, p.K);  // row n, columns k
     else
       rb[t] = load8(true, b_off, k0 + r, n0 + cc, p.K, p.N);  // row k, columns n
+#endif
   }
 }
 
@@ -197,7 +232,8 @@ void main() {
         const uint m = tm0 + e / LN, n = tn0 + e % LN;
         if (m >= p.M || n >= p.N) continue;
         const float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
-        o[o_off + m * p.ldo + n] = T(activate(Cs[c_off + e] + add, ACT));
+        const float res = HAS_RESIDUAL != 0 ? float(residual[o_off + m * p.ldo + n]) : 0.0;
+        o[o_off + m * p.ldo + n] = T(matmul_epilogue(Cs[c_off + e] + add, 0.0, res));
       }
       coopmat_barrier();  // the next tile overwrites the scratch
     }

@@ -1,7 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-#include "activations.glsl"
 // out[z] = act(alpha * A[z]·B[z] + bias) for small M (decoding: one or a few tokens at a time),
 // where there is nothing to tile: every element of B is used by M <= MM rows only, so the
 // kernel streams B once, coalesced, and keeps the MM rows of A in cache.
@@ -35,18 +34,7 @@ layout(set = 0, binding = 1) readonly buffer B { T b[]; };
 layout(set = 0, binding = 1) readonly buffer B4 { T4 b4[]; };
 layout(set = 0, binding = 2) readonly buffer Bias { T bias[]; };  // bound to A when HAS_BIAS = 0
 layout(set = 0, binding = 3) writeonly buffer Out { T o[]; };
-layout(push_constant) uniform Push {  // as matmul.comp
-  uint M, N, K;
-  uint batch1;
-  uint a_stride0, a_stride1;
-  uint b_stride0, b_stride1;
-  uint y_base;
-  uint z_base;
-  float alpha;
-  uint splits;
-  uint k_split;
-  uint ldo;  // out's row stride (N, or more when out is a window's columns)
-} p;
+#include "matmul_base.glsl"  // the push block p and matmul_epilogue
 
 shared float red[TRANSPOSE_B != 0 ? MM * NC * WG : MM * WG];
 
@@ -99,7 +87,7 @@ void main() {
       uint m = v / NC, n = n0 + v % NC;
       if (m >= M || n >= N) continue;
       float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
-      o[o_off + m * p.ldo + n] = T(activate(p.alpha * red[v * WG] + add, ACT));
+      o[o_off + m * p.ldo + n] = T(matmul_epilogue(p.alpha * red[v * WG] + add, 0.0, 0.0));
     }
   } else {
     const uint KY = WG / NC;  // invocations per column, splitting K
@@ -119,7 +107,7 @@ void main() {
     if (ky == 0 && n < N) {
       float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
       for (uint i = 0; i < MM; ++i)
-        if (i < M) o[o_off + i * p.ldo + n] = T(activate(p.alpha * red[i * WG + lid] + add, ACT));
+        if (i < M) o[o_off + i * p.ldo + n] = T(matmul_epilogue(p.alpha * red[i * WG + lid] + add, 0.0, 0.0));
     }
   }
 }

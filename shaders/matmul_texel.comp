@@ -4,7 +4,6 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
-#include "activations.glsl"
 // out[z] = act(alpha * A[z]·B[z] + bias) like matmul.comp, for devices where a workgroup runs on
 // one CPU thread and its invocations are the lanes of a SIMD register (lavapipe, SwiftShader):
 // there every buffer load is a loop over the lanes and dominates the FMAs, while texel fetches
@@ -51,17 +50,7 @@ layout(set = 0, binding = 0) uniform samplerBuffer A;
 layout(set = 0, binding = 1) uniform samplerBuffer B;
 layout(set = 0, binding = 2) readonly buffer Bias { T bias[]; };  // bound to a when HAS_BIAS = 0
 layout(set = 0, binding = 3) writeonly buffer Out { T o[]; };
-layout(push_constant) uniform Push {
-  uint M, N, K;
-  uint batch1;                // out's inner batch dim: z = z0 * batch1 + z1
-  uint a_stride0, a_stride1;  // element strides of a per batch dim (0: broadcast)
-  uint b_stride0, b_stride1;
-  uint y_base;                // first tile row of this dispatch
-  uint z_base;                // first batch of this dispatch
-  float alpha;
-  uint splits, k_split;       // unused here (the block is shared with matmul.comp)
-  uint ldo;                   // out's row stride (N, or more when out is a window's columns)
-} p;
+#include "matmul_base.glsl"  // the push block p and matmul_epilogue
 
 float acc[TM * TN];
 uint a_idx[NA];   // per A fetch of a batch: texel of its lane's (row, quad) at the batch start
@@ -160,7 +149,7 @@ void main() {
     float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
     [[unroll]] for (uint i = 0; i < TM; ++i) {
       uint m = m0 + i;
-      if (m < M) o[o_off + m * p.ldo + n] = T(activate(p.alpha * acc[i * TN + j] + add, ACT));
+      if (m < M) o[o_off + m * p.ldo + n] = T(matmul_epilogue(p.alpha * acc[i * TN + j] + add, 0.0, 0.0));
     }
   }
 }

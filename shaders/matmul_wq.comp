@@ -1,7 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-#include "activations.glsl"
 // out = act(alpha * A·Wᵀ + bias) where W [N, K] (a Linear weight) is stored in another dtype
 // than the activations A [M, K] (f32 or f16): bf16, a ggml block type (q8_0, q4_0, q4_1, q5_0,
 // q4_k, q6_k; see weights.glsl), or the other float type. The prompt-processing path (M > 1).
@@ -34,18 +33,7 @@ layout(set = 0, binding = 0) readonly buffer A4 { T4 a4[]; };
 layout(set = 0, binding = 1) readonly buffer W { uint w[]; };
 layout(set = 0, binding = 2) readonly buffer Bias { T bias[]; };  // bound to A when HAS_BIAS = 0
 layout(set = 0, binding = 3) writeonly buffer Out { T o[]; };
-layout(push_constant) uniform Push {  // matmul.comp's block; the batch fields are unused (a
-  uint M, N, K;                       // weight's batch is always folded into M)
-  uint batch1;
-  uint a_stride0, a_stride1;
-  uint b_stride0, b_stride1;
-  uint y_base;
-  uint z_base;
-  float alpha;
-  uint splits;
-  uint k_split;
-  uint ldo;
-} p;
+#include "matmul_base.glsl"  // the push block p and matmul_epilogue
 
 #include "weights.glsl"
 
@@ -126,7 +114,7 @@ void main() {
       const uint n = n0 + tx * TN + j;
       if (n >= N) break;
       const float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
-      o[m * p.ldo + n] = T(activate(p.alpha * acc[i * TN + j] + add, ACT));
+      o[m * p.ldo + n] = T(matmul_epilogue(p.alpha * acc[i * TN + j] + add, 0.0, 0.0));
     }
   }
 }

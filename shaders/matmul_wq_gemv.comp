@@ -1,7 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-#include "activations.glsl"
 // out = act(alpha * A·Wᵀ + bias) for a weight W [N, K] stored in another dtype than A (see
 // matmul_wq.comp), one row of A per workgroup row (grid y): the decoding path (M = 1), which is
 // bound by reading W, so each block of W is read exactly once per row of A.
@@ -28,18 +27,7 @@ layout(set = 0, binding = 0) readonly buffer A4 { T4 a4[]; };
 layout(set = 0, binding = 1) readonly buffer W { uint w[]; };
 layout(set = 0, binding = 2) readonly buffer Bias { T bias[]; };  // bound to A when HAS_BIAS = 0
 layout(set = 0, binding = 3) writeonly buffer Out { T o[]; };
-layout(push_constant) uniform Push {  // matmul.comp's block
-  uint M, N, K;
-  uint batch1;
-  uint a_stride0, a_stride1;
-  uint b_stride0, b_stride1;
-  uint y_base;
-  uint z_base;
-  float alpha;
-  uint splits;
-  uint k_split;
-  uint ldo;
-} p;
+#include "matmul_base.glsl"  // the push block p and matmul_epilogue
 
 #include "weights.glsl"
 
@@ -66,15 +54,7 @@ void main() {
       sx += dot(x, vec4(1.0));
 #endif
     }
-#if defined(W_Q4_0)
-    acc += block_d(row, b) * (s - 8.0 * sx);
-#elif defined(W_Q5_0)
-    acc += block_d(row, b) * (s - 16.0 * sx);
-#elif defined(W_Q4_1) || defined(W_Q4_K)
-    acc += block_d(row, b) * s + block_m(row, b) * sx;
-#else
-    acc += block_d(row, b) * s;
-#endif
+    acc += block_dot(row, b, s, sx);
   }
 #else
   for (uint k = lane; k < K; k += LANES) acc = fma(float(a[a_row + k]), weight_at(row, k), acc);
@@ -92,6 +72,6 @@ void main() {
   }
   if (lane == 0 && n < N && m < M) {
     const float add = HAS_BIAS != 0 ? float(bias[n]) : 0.0;
-    o[m * p.ldo + n] = T(activate(p.alpha * acc + add, ACT));
+    o[m * p.ldo + n] = T(matmul_epilogue(p.alpha * acc + add, 0.0, 0.0));
   }
 }

@@ -5,9 +5,8 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
-#include "activations.glsl"
 // The decoding step's mat-vec out = epilogue(x · Wᵀ) for one row x [K] and a quantized Linear
-// weight W [N, K] (one of W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K), for CPU devices
+// weight W [N, K] (one W_<type> of quant_types.def), for CPU devices
 // (matmul_wq_texel.comp's layout with one row: x and W through texel buffers, one subgroup per
 // workgroup, lane l owning columns n0 + l + SG * j).
 //
@@ -47,19 +46,9 @@ layout(set = 0, binding = 4) readonly buffer Residual { T residual[]; };
 layout(set = 0, binding = 5) uniform samplerBuffer Gamma;  // HAS_NORM: γ [K]
 // Optional bindings that are absent are bound to A (bias, residual) or A's texels (gamma) and
 // never read.
-layout(push_constant) uniform Push {
-  uint M, N, K;  // M = 1; N output columns
-  uint batch1;
-  uint a_stride0, a_stride1;
-  uint b_stride0, b_stride1;
-  uint y_base;
-  uint z_base;
-  float alpha;
-  uint splits;
-  uint k_split;
-  uint ldo;
-  float eps;  // HAS_NORM
-} p;
+#define MATMUL_PUSH_EPS 1
+#define MATMUL_FUSIONS 1  // GATED, HAS_RESIDUAL above
+#include "matmul_base.glsl"  // the push block p and matmul_epilogue
 
 #define WQ_BLOCKS TN  // the lane's blocks held at once (wq_texel.glsl)
 #include "wq_texel.glsl"
@@ -115,13 +104,7 @@ void main() {
     const uint n = n0 + lane + SG * j;
     if (n >= N) continue;
     float v = scale * acc[j] + (HAS_BIAS != 0u ? float(bias[n]) : 0.0);
-    if (GATED != 0u) {
-      const float up = scale * acc[TO + j] + (HAS_BIAS != 0u ? float(bias[n + N]) : 0.0);
-      v = activate(v, ACT) * up;
-    } else {
-      v = activate(v, ACT);
-    }
-    if (HAS_RESIDUAL != 0u) v += float(residual[n]);
-    o[n] = T(v);
+    const float up = GATED != 0u ? scale * acc[TO + j] + (HAS_BIAS != 0u ? float(bias[n + N]) : 0.0) : 0.0;
+    o[n] = T(matmul_epilogue(v, up, HAS_RESIDUAL != 0u ? float(residual[n]) : 0.0));
   }
 }

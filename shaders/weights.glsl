@@ -1,5 +1,5 @@
-// Reading weights stored in any weight dtype, widened to fp32. One of W_F32, W_F16, W_BF16,
-// W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K is defined; the kernel declares the weight
+// Reading weights stored in any weight dtype, widened to fp32. One of W_F32, W_F16, W_BF16 or
+// W_<type> (a type of include/vkformer/quant_types.def: W_Q8_0, ...) is defined; the kernel declares the weight
 // buffer as `uint w[]` and includes this after it. Only 32-bit loads: ggml's blocks are 18
 // (q4_0), 22 (q5_0), 34 (q8_0) and 210 (q6_k) bytes, so 2-byte aligned only, and a 32-bit view
 // with halfword extraction needs no 8- or 16-bit storage feature (vendor-neutral; on lavapipe
@@ -16,6 +16,8 @@
 // the k-quants are 256-element super-blocks, block b being sub-block b % 8 of super-block b / 8:
 //   q4_k: d, dmin (f16), 12 bytes of 6-bit scales sc and mins mn (8 each), 128 bytes: sub-block
 //         s has its nibbles in bytes 32 * (s / 2) ..+ 31, low for even s; value d*sc * q - dmin*mn
+//   q5_k: q4_k's header (d, dmin, 12 scale bytes), 32 bytes of high bits, then its 128 bytes
+//         of nibbles; element e of sub-block s has its fifth bit at bit s of high byte e % 32
 //   q6_k: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8 scales, d (f16); element e
 //         of sub-block s = 4h + r: low nibble in byte 64h + 32(r % 2) + e (high nibble for
 //         r >= 2), high bits 2r.. of byte 128 + 32h + e, scale byte 192 + 8h + 2r + e / 16;
@@ -45,7 +47,16 @@
 #define W_QUANTIZED 1
 #define W_SUM_X 1
 #define W_K_QUANT 1
+#define W_K4_SCALES 1
 #define SUPER_HW 72u
+#define K4_NIBBLES_HW 8u
+#elif defined(W_Q5_K)
+#define W_QUANTIZED 1
+#define W_SUM_X 1
+#define W_K_QUANT 1
+#define W_K4_SCALES 1
+#define SUPER_HW 88u
+#define K4_NIBBLES_HW 24u
 #elif defined(W_Q6_K)
 #define W_QUANTIZED 1
 #define W_K_QUANT 1
@@ -55,7 +66,7 @@
 #elif defined(W_F16) || defined(W_BF16)
 #define ELEMENT_HW 1u
 #else
-#error "define one of W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K"
+#error "define W_F32, W_F16, W_BF16 or one W_<type> of include/vkformer/quant_types.def"
 #endif
 
 uint w_half(uint i) { return (w[i >> 1] >> ((i & 1u) << 4)) & 0xffffu; }
@@ -85,7 +96,7 @@ uint super_at(uint row, uint b) { return row + (b / 8u) * SUPER_HW; }
 uint block_at(uint row, uint b) { return row + b * BLOCK_HW; }
 #endif
 
-#ifdef W_Q4_K
+#ifdef W_K4_SCALES  // q4_k, q5_k
 // Byte i of the 12 scale bytes of the super-block at halfword sb.
 uint q4k_scale_byte(uint sb, uint i) { return (w_pair(sb + 2u + (i & ~3u) / 2u) >> (8u * (i & 3u))) & 0xffu; }
 // Sub-block s's 6-bit scale (x) and min (y), ggml's get_scale_min_k4.
@@ -119,7 +130,7 @@ float q6k_scale(uint sb, uint s, uint g) {
 
 // The scale d of block b of the row at `row` (q4_k: d * sc, rounded as ggml does).
 float block_d(uint row, uint b) {
-#if defined(W_Q4_K)
+#if defined(W_K4_SCALES)
   const uint sb = super_at(row, b);
   precise float d = w_f16(sb) * float(q4k_scale_min(sb, b % 8u).x);
   return d;
@@ -134,7 +145,7 @@ float block_d(uint row, uint b) {
 float block_m(uint row, uint b) {
 #if defined(W_Q4_1)
   return w_f16(block_at(row, b) + 1u);
-#elif defined(W_Q4_K)
+#elif defined(W_K4_SCALES)
   const uint sb = super_at(row, b);
   precise float m = w_f16(sb + 1u) * float(q4k_scale_min(sb, b % 8u).y);
   return -m;
@@ -143,7 +154,7 @@ float block_m(uint row, uint b) {
 #endif
 }
 // Elements 4g .. 4g + 3 (g in 0..7) of block b as raw quantized values: int8 for q8_0, the
-// unsigned 4-bit (q4_0, q4_1, q4_k) or 5-bit (q5_0) values, and for q6_k the signed q - 32
+// unsigned 4-bit (q4_0, q4_1, q4_k) or 5-bit (q5_0, q5_k) values, and for q6_k the signed q - 32
 // times the int8 scale of those elements. Callers apply block_d (and block_m) once per block.
 vec4 block_q(uint row, uint b, uint g) {
 #if defined(W_Q8_0)
@@ -155,13 +166,30 @@ vec4 block_q(uint row, uint b, uint g) {
   const uint blk = block_at(row, b);
   const uvec4 high = (uvec4(w_pair(blk + 1u)) >> (4u * g + uvec4(0u, 1u, 2u, 3u))) & 1u;
   return vec4(block_nibbles(blk, g) | (high << 4));
-#elif defined(W_Q4_K)
-  const uint s = b % 8u;
-  const uint v = w_pair(super_at(row, b) + 8u + 16u * (s / 2u) + 2u * g);
-  return vec4(bytes4(v >> (4u * (s & 1u))) & 0xfu);
+#elif defined(W_K4_SCALES)
+  const uint s = b % 8u, sb = super_at(row, b);
+  const uint v = w_pair(sb + K4_NIBBLES_HW + 16u * (s / 2u) + 2u * g);
+  const uvec4 q = bytes4(v >> (4u * (s & 1u))) & 0xfu;
+#if defined(W_Q5_K)
+  return vec4(q | (((bytes4(w_pair(sb + 8u + 2u * g)) >> s) & 1u) << 4));
+#else
+  return vec4(q);
+#endif
 #else  // W_Q6_K
   const uint sb = super_at(row, b), s = b % 8u;
   return q6k_scale(sb, s, g) * q6k_quants(sb, s, g);
+#endif
+}
+// Σ value_e · x_e over block b from the raw sums s = Σ block_q · x and (W_SUM_X types) sx = Σ x.
+float block_dot(uint row, uint b, float s, float sx) {
+#if defined(W_Q4_0)
+  return block_d(row, b) * (s - 8.0 * sx);
+#elif defined(W_Q5_0)
+  return block_d(row, b) * (s - 16.0 * sx);
+#elif defined(W_SUM_X)
+  return block_d(row, b) * s + block_m(row, b) * sx;
+#else
+  return block_d(row, b) * s;
 #endif
 }
 // Elements 4g .. 4g + 3 of block b, dequantized exactly as ggml does: `precise` keeps products
@@ -172,7 +200,7 @@ vec4 block_values(uint row, uint b, uint g) {
   precise vec4 v = block_d(row, b) * (block_q(row, b, g) - 8.0);
 #elif defined(W_Q5_0)
   precise vec4 v = block_d(row, b) * (block_q(row, b, g) - 16.0);
-#elif defined(W_Q4_1) || defined(W_Q4_K)
+#elif defined(W_Q4_1) || defined(W_K4_SCALES)
   precise vec4 v = block_d(row, b) * block_q(row, b, g) + block_m(row, b);
 #elif defined(W_Q6_K)
   // ggml: (d * sc) * q, the scale product rounded first.

@@ -1,7 +1,7 @@
 // Quantized weights read through a texel buffer, for the CPU-device matmul kernels
 // (matmul_wq_texel.comp, matmul_wq_vec.comp). The kernel declares `uniform usamplerBuffer W`
 // viewed as 16-byte texels (R32G32B32A32_UINT) of the weight's raw bytes and includes this after
-// it. One of W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K is defined (block layouts as in
+// it. One W_<type> of include/vkformer/quant_types.def is defined (block layouts as in
 // weights.glsl).
 //
 // Why 16-byte texels: lavapipe fetches one with eight plain 16-byte loads and a transpose, while
@@ -34,11 +34,14 @@
 #elif defined(W_Q4_K)
 #define SUPER_HW 72u  // 144 bytes: 9 whole texels, and rows are whole super-blocks
 #define W_K_QUANT 1
+#elif defined(W_Q5_K)
+#define SUPER_HW 88u  // 176 bytes: 11 whole texels: the header, 2 of high bits, 8 of nibbles
+#define W_K_QUANT 1
 #elif defined(W_Q6_K)
 #define SUPER_HW 105u
 #define W_K_QUANT 1
 #else
-#error "define one of W_Q8_0, W_Q4_0, W_Q4_1, W_Q5_0, W_Q4_K, W_Q6_K"
+#error "define one W_<type> of include/vkformer/quant_types.def"
 #endif
 
 // The first halfword of row n of a weight with K columns is n * row_hw(K).
@@ -88,7 +91,7 @@ void fetch_32_bytes(uint h) {
 // matmul_wq_rows.comp). load_block(j, row, b) puts block b of the row starting at halfword `row`
 // into slot j < WQ_BLOCKS: its raw words (qw) and scales, value = bd · q + bm per half of the
 // block (q6_k scales its halves apart); quant(j, e) is the quantized value q of its element e.
-#if defined(W_Q6_K)
+#if defined(W_Q6_K) || defined(W_Q5_K)
 #define QW 16u
 #elif defined(W_Q8_0) || defined(W_Q4_K)
 #define QW 8u
@@ -108,7 +111,8 @@ void set_scale(uint j, float d, float m) {
 }
 
 void load_block(uint j, uint row, uint b) {
-#if defined(W_Q4_K)
+#if defined(W_Q4_K) || defined(W_Q5_K)
+  // Super-blocks are whole texels: the header, (q5_k) 2 of high bits, 8 of nibbles.
   const uint sb = (row + (b / 8u) * SUPER_HW) >> 3, s = b % 8u;
   const uvec4 header = texelFetch(W, int(sb));
   const vec2 dm = unpackHalf2x16(header.x);
@@ -124,8 +128,22 @@ void load_block(uint j, uint row, uint b) {
     mn = (hi >> 4) | (((s1 >> (8u * (s - 4u))) >> 6 & 3u) << 4);
   }
   set_scale(j, dm.x * float(sc), -(dm.y * float(mn)));
-  const uvec4 q0 = texelFetch(W, int(sb + 1u + 2u * (s / 2u)));
-  const uvec4 q1 = texelFetch(W, int(sb + 2u + 2u * (s / 2u)));
+#if defined(W_Q5_K)
+  const uint nibbles = sb + 3u;
+  const uvec4 h0 = texelFetch(W, int(sb + 1u)), h1 = texelFetch(W, int(sb + 2u));
+  qw[j * QW + 8] = h0.x >> s;
+  qw[j * QW + 9] = h0.y >> s;
+  qw[j * QW + 10] = h0.z >> s;
+  qw[j * QW + 11] = h0.w >> s;
+  qw[j * QW + 12] = h1.x >> s;
+  qw[j * QW + 13] = h1.y >> s;
+  qw[j * QW + 14] = h1.z >> s;
+  qw[j * QW + 15] = h1.w >> s;
+#else
+  const uint nibbles = sb + 1u;
+#endif
+  const uvec4 q0 = texelFetch(W, int(nibbles + 2u * (s / 2u)));
+  const uvec4 q1 = texelFetch(W, int(nibbles + 1u + 2u * (s / 2u)));
   const uint shift = 4u * (s & 1u);
   qw[j * QW + 0] = q0.x >> shift;
   qw[j * QW + 1] = q0.y >> shift;
@@ -187,6 +205,10 @@ float quant(uint j, uint e) {
   return float(int(qw[j * QW + e / 4u] << (24u - 8u * (e % 4u))) >> 24);
 #elif defined(W_Q4_K)
   return float((qw[j * QW + e / 4u] >> (8u * (e % 4u))) & 0xfu);
+#elif defined(W_Q5_K)
+  const uint low = (qw[j * QW + e / 4u] >> (8u * (e % 4u))) & 0xfu;
+  const uint high = (qw[j * QW + 8u + e / 4u] >> (8u * (e % 4u))) & 1u;
+  return float(low | (high << 4));
 #elif defined(W_Q6_K)
   const uint low = (qw[j * QW + e / 4u] >> (8u * (e % 4u))) & 0xfu;
   const uint high = (qw[j * QW + 8u + e / 4u] >> (8u * (e % 4u))) & 3u;

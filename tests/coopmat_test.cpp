@@ -217,6 +217,12 @@ INSTANTIATE_TEST_SUITE_P(Emulated, CoopmatSubgroupTest,
                                            "16x8x8/1x2/3x1/2/128"),
                          [](const auto& info) { return param_name(info.param); });
 
+// K of many slices (16 and 18 of 32): the two stages alternate many times.
+TEST_F(DeviceTest, CoopmatManySlicesOfK) {
+  Device dev = open_emulated("16x16x16/2x2/2x2/2");
+  check_emulated(dev, {f16({{37, 512}, {512, 29}}), f16(tb({{19, 576}, {23, 576}}))}, 10);
+}
+
 // Shapes smaller than one MMA tile in each dimension, and vectors.
 TEST_F(DeviceTest, CoopmatSmallerThanOneMmaTile) {
   Device dev = open_emulated("16x16x16/2x2/2x2/2");

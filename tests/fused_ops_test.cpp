@@ -62,7 +62,7 @@ Weight random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
   };
   std::vector<Scale> scales = {{0, 0.001f, 0.02f}};
   if (t == DType::q4_1) scales.push_back({2, -0.16f, -0.008f});
-  if (t == DType::q4_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
+  if (t == DType::q4_k || t == DType::q5_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
   if (t == DType::q6_k) scales = {{208, 0.0002f, 0.001f}};
   for (uint64_t at = 0; at < bytes.size(); at += dtype_block_bytes(t))
     for (const Scale& sc : scales) {
@@ -232,7 +232,7 @@ const Fusions kFusionSets[] = {
 // decoding step: fused on CPU devices) and three (the fallback), N odd, K of a few blocks.
 TEST_F(DeviceTest, LinearFusionsMatchReference) {
   for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k,
-                  DType::f32, DType::f16})
+                  DType::q5_k, DType::f32, DType::f16})
     for (DType act : {DType::f32, DType::f16})
       for (int64_t m : {1, 3})
         for (const Fusions& f : kFusionSets) {
@@ -300,6 +300,24 @@ TEST_F(DeviceTest, LinearFusionsFallBackToSeparateKernels) {
         EXPECT_EQ(check_linear(d, c), fallback_dispatches(c)) << case_name(c);
       }
   }
+}
+
+// The residual in the cooperative-matrix GEMMs' epilogue (shaders/matmul_coopmat.comp through the
+// emulation, forced): f16 activations with quantized (a 32-element and a super-block type), bf16
+// and f16 weights, with bias and an activation, and after a pre-norm (one row). The product and its residual are one dispatch (the norm one
+// more); a gated pair still takes linear_epilogue.
+TEST_F(DeviceTest, LinearResidualInTheCoopmatEpilogue) {
+  // 64 x 64 tiles, slices of 32: the emulation's loops stay within llvmpipe's 65535 iterations
+  // per invocation (shaders/coopmat.glsl) at K = 256.
+  Device dev = open_test_device_with_env({{"VKFORMER_COOPMAT", "emulate"},
+                                          {"VKFORMER_MATMUL_COOPMAT", "16x16x16/2x2/2x2/2"},
+                                          {"VKFORMER_MATMUL_PATH", "coopmat"}});
+  for (DType w : {DType::q4_0, DType::q5_k, DType::bf16, DType::f16}) {
+    const int64_t k = is_k_quant(w) ? 256 : 96;
+    EXPECT_EQ(check_linear(dev, {w, DType::f16, 37, 29, k, {false, false, true, true, Activation::relu}}), 1u);
+    EXPECT_EQ(check_linear(dev, {w, DType::f16, 1, 29, k, {true, false, true, false, Activation::none}}), 2u);
+  }
+  EXPECT_EQ(check_linear(dev, {DType::q4_k, DType::f16, 37, 29, 256, {false, true, true, false, Activation::silu}}), 2u);
 }
 
 TEST_F(DeviceTest, LinearFusionsRejectBadArguments) {

@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "device_impl.hpp"
+#include "executor_impl.hpp"
+#include "tuning_matmul.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/gguf.hpp"
@@ -42,9 +44,9 @@ const GgufFile& golden() {
 }
 
 const DType kWeightTypes[] = {DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
-                              DType::q5_0, DType::q4_k, DType::q6_k};
+                              DType::q5_0, DType::q4_k, DType::q6_k, DType::q5_k};
 const DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k,
-                             DType::q6_k};
+                             DType::q6_k, DType::q5_k};
 using ShapeNK = std::pair<int64_t, int64_t>;
 // [N, K] as in tools/make_quant_golden.py: K = 1, 3 and 18 blocks of 32, or 1, 2 and 3
 // super-blocks of 256 for the k-quants.
@@ -100,11 +102,11 @@ TEST(QuantGolden, ReadRawKeepsTheBlocksAndDequantizesLikeGguf) {
       for (int64_t i : {int64_t{0}, k - 1, n * k / 2 + 5, n * k - 1})
         EXPECT_EQ(raw.f32_at(i), theirs[i]) << "element " << i;
       // Whole-block sizes (ggml-common.h): q8_0 34, q4_0 18, q4_1 20, q5_0 22 bytes per 32
-      // elements, q4_k 144 and q6_k 210 per 256; bf16 2 per element.
+      // elements, q4_k 144, q5_k 176 and q6_k 210 per 256; bf16 2 per element.
       const std::map<DType, std::pair<int, int>> sizes = {
           {DType::q8_0, {34, 32}},   {DType::q4_0, {18, 32}},   {DType::q4_1, {20, 32}},
           {DType::q5_0, {22, 32}},   {DType::q4_k, {144, 256}}, {DType::q6_k, {210, 256}},
-          {DType::bf16, {2, 1}}};
+          {DType::q5_k, {176, 256}}, {DType::bf16, {2, 1}}};
       const auto [bytes, per] = sizes.at(t);
       EXPECT_EQ(raw.nbytes(), uint64_t(n) * (k / per) * bytes);
     }
@@ -125,9 +127,12 @@ TEST(QuantGolden, BadBytesAndUnsupportedTypesAreNamed) {
   EXPECT_TRUE(fails_with([&] { HostTensor::from_f32({32}, std::vector<float>(32), DType::q4_1); },
                          ErrorCode::unsupported, "does not quantize to q4_1"));
   const GgufFile all(std::filesystem::path(VKF_GGUF_DIR) / "all_types.gguf");
-  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q5_k"); }, ErrorCode::format, "'t.q5_k'"));
-  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q5_k"); }, ErrorCode::format, "Q5_K"));
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q3_k"); }, ErrorCode::format, "'t.q3_k'"));
   EXPECT_TRUE(fails_with([&] { all.read_raw("t.q3_k"); }, ErrorCode::format, "Q3_K"));
+  EXPECT_TRUE(fails_with([&] { all.read_raw("t.q5_1"); }, ErrorCode::format, "Q5_1"));
+  EXPECT_EQ(all.read_raw("t.q5_k").dtype(), DType::q5_k);
+  EXPECT_EQ(dtype_from_ggml(GgmlType::Q5_K), DType::q5_k);
+  EXPECT_EQ(ggml_type_of(DType::q5_k), GgmlType::Q5_K);
   EXPECT_EQ(all.read_raw("t.q4_k").dtype(), DType::q4_k);
   EXPECT_EQ(all.read_raw("t.q6_k").dtype(), DType::q6_k);
   EXPECT_EQ(dtype_from_ggml(GgmlType::Q4_1), DType::q4_1);
@@ -144,6 +149,10 @@ struct Case {
   bool bias = false;
   float alpha = 1.0f;
   Activation activation = Activation::none;
+  // The kernel stages the dequantized weights as f16 (the cooperative-matrix GEMM): each rounds
+  // by up to 2^-11 relative, sqrt(K) 2^-11 |alpha| max|x| max|w| more over a row (twice that
+  // allowed, for the activation's slope).
+  bool weights_in_f16 = false;
 };
 
 std::string case_name(const Case& c) {
@@ -152,6 +161,7 @@ std::string case_name(const Case& c) {
          std::to_string(c.n) + "," + std::to_string(c.k) + "]T" + (c.bias ? " +bias" : "") +
          (c.alpha != 1.0f ? " alpha" : "") + (c.activation == Activation::silu   ? " silu"
           : c.activation == Activation::relu ? " relu"
+          : c.activation == Activation::gelu ? " gelu"
                                              : "");
 }
 
@@ -170,7 +180,9 @@ Weight case_weight(const Case& c, uint32_t seed) {
   return {make_tensor({c.n, c.k}, v, c.weight), stored(v, c.weight)};
 }
 
-void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given = nullptr) {
+// Checks case c on `device`; `kernels` (if given) receives the name of every kernel it ran.
+void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given = nullptr,
+           std::vector<std::string>* kernels = nullptr) {
   SCOPED_TRACE(case_name(c));
   const Weight w = given ? *given : case_weight(c, seed);
   const auto xv = random_values(c.m * c.k, seed + 1), bv = random_values(c.n, seed + 2);
@@ -183,10 +195,14 @@ void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given
   options.activation = c.activation;
   if (c.bias) options.bias = g.input("bias", {c.n}, c.act);
   g.output("y", g.matmul(x, weight, options));
-  Executor ex(device, g);
-  std::map<std::string, HostTensor> inputs = {{"x", make_tensor({c.m, c.k}, xv, c.act)}};
-  if (c.bias) inputs.emplace("bias", make_tensor({c.n}, bv, c.act));
-  const HostTensor y = ex.run(inputs).at("y");
+  // The executor's implementation, whose program says which kernels ran.
+  ExecutorImpl ex(device, g, {});
+  ex.set_input("x", make_tensor({c.m, c.k}, xv, c.act));
+  if (c.bias) ex.set_input("bias", make_tensor({c.n}, bv, c.act));
+  ex.run();
+  const HostTensor y = ex.output("y");
+  if (kernels)
+    for (const Dispatch& d : ex.program().dispatches) kernels->push_back(d.kernel->name);
   ASSERT_EQ(y.dtype(), c.act);
   ASSERT_EQ(y.shape(), (Shape{c.m, c.n}));
 
@@ -203,12 +219,15 @@ void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given
       s = c.alpha * s + (c.bias ? bs[j] : 0.0);
       want[i * c.n + j] = c.activation == Activation::silu   ? silu(s)
                           : c.activation == Activation::relu ? std::max(s, 0.0)
+                          : c.activation == Activation::gelu ? 0.5 * s * (1.0 + std::erf(s / std::sqrt(2.0)))
                                                              : s;
     }
   const double scale = std::abs(c.alpha) * std::sqrt(double(c.k)) * max_x * max_w +
                        (c.bias ? max_b : 0.0);
   Tolerance tol{8 * std::sqrt(double(c.k)) * std::ldexp(1.0, -24) * scale, std::ldexp(1.0, -21)};
   if (c.act == DType::f16) tol = {tol.atol + std::ldexp(1.0, -25), tol.rtol + std::ldexp(1.0, -11)};
+  if (c.weights_in_f16)
+    tol.atol += 2 * std::sqrt(double(c.k)) * std::ldexp(1.0, -11) * std::abs(c.alpha) * max_x * max_w;
   EXPECT_TRUE(all_close(y, want, tol));
   const double err = max_abs_error(y, want);
   std::printf("[ quant mm ] %-52s max abs error %.3g (%.3g of scale %.3g; atol %.3g)\n",
@@ -291,7 +310,7 @@ Weight random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
   };
   std::vector<Scale> scales = {{0, 0.001f, 0.02f}};
   if (t == DType::q4_1) scales.push_back({2, -0.16f, -0.008f});
-  if (t == DType::q4_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
+  if (t == DType::q4_k || t == DType::q5_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
   if (t == DType::q6_k) scales = {{208, 0.0002f, 0.001f}};
   for (uint64_t at = 0; at < bytes.size(); at += block)
     for (const Scale& sc : scales) {
@@ -462,6 +481,88 @@ TEST_F(DeviceTest, QuantizedTensorsElsewhereAreClearErrors) {
   EXPECT_TRUE(fails_with([&] { g.linear(x96, k96); }, ErrorCode::shape_mismatch, "blocks of 256"));
   EXPECT_TRUE(fails_with([&] { g.embedding(ids, k96); }, ErrorCode::shape_mismatch, "blocks of 256"));
   EXPECT_TRUE(fails_with([&] { g.embedding(ids, ids); }, ErrorCode::shape_mismatch, "i32"));
+}
+
+// ---- Prompt processing on cooperative matrices (shaders/matmul_coopmat.comp with WEIGHTS),
+// through the emulated fragment: every weight type, every configuration the tuning can choose,
+// every epilogue, windows. Each case must run the weight type's emulated kernel and nothing else.
+
+Device open_coopmat(const std::string& tiles, const char* max_binding = nullptr) {
+  std::vector<std::pair<const char*, const char*>> env = {{"VKFORMER_COOPMAT", "emulate"},
+                                                          {"VKFORMER_MATMUL_PATH", "coopmat"}};
+  if (!tiles.empty()) env.push_back({"VKFORMER_MATMUL_COOPMAT", tiles.c_str()});
+  if (max_binding) env.push_back({"VKFORMER_MAX_BINDING_BYTES", max_binding});
+  return open_test_device_with_env(env);
+}
+
+// Runs c on `dev` and expects only the weight type's emulated cooperative-matrix kernel.
+void check_coopmat(Device& dev, Case c, uint32_t seed = 7) {
+  c.weights_in_f16 = true;
+  std::vector<std::string> kernels;
+  check(dev, c, seed, nullptr, &kernels);
+  ASSERT_FALSE(kernels.empty()) << case_name(c);
+  for (const std::string& k : kernels)
+    EXPECT_EQ(k, "matmul_wq_coopmat_emu_" + std::string(dtype_name(c.weight)) + "_f16") << case_name(c);
+}
+
+// Every weight type at its golden shapes (N odd; K of 1, 3 and 18 blocks, or 1, 2 and 3
+// super-blocks, so K is not a multiple of the 32- or 64-wide slices), M within one 64-row tile,
+// past it, and one row.
+TEST_F(DeviceTest, QuantCoopmatEveryWeightType) {
+  Device dev = open_coopmat("16x16x16/2x2/2x2/2");
+  for (DType t : kWeightTypes)
+    for (auto [n, k] : shapes_for(t))
+      for (int64_t m : {1, 17, 67}) check_coopmat(dev, {t, DType::f16, m, n, k, m == 17});
+}
+
+// Every configuration of the tuning (vk::coopmat_configs() at every emulated MMA shape), each
+// with M and N past one output tile and K past two slices, the weight types taking turns.
+TEST_F(DeviceTest, QuantCoopmatEveryConfiguration) {
+  size_t i = 0;
+  for (const vk::MmaShape& s : vk::emulated_mma_shapes())
+    for (const vk::CoopmatConfig& f : vk::coopmat_configs()) {
+      vk::MatmulCoopmatTiles t;
+      t.m = s.m, t.n = s.n, t.k = s.k, t.config = f;
+      const std::string tiles = t.str().substr(0, t.str().rfind('/'));
+      SCOPED_TRACE(tiles);
+      Device dev = open_coopmat(tiles);
+      const DType w = kWeightTypes[i++ % std::size(kWeightTypes)];
+      const int64_t m = t.bm() + 3, n = std::min<int64_t>(t.bn() + 5, 65);
+      check_coopmat(dev, {w, DType::f16, m, n, k_for(w, 96), true, -0.75f, Activation::relu});
+    }
+}
+
+// Every epilogue: alpha, bias, each activation, for a 32-element and a super-block type.
+TEST_F(DeviceTest, QuantCoopmatEveryEpilogue) {
+  Device dev = open_coopmat("16x8x16/2x2/2x2/2");
+  for (DType t : {DType::q4_0, DType::q6_k})
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu, Activation::silu})
+      for (bool bias : {false, true})
+        check_coopmat(dev, {t, DType::f16, 37, 19, k_for(t, 576), bias, bias ? 1.0f : -1.5f, act});
+}
+
+// Weights and rows larger than one binding (8 KiB): windows of x's rows (and out's) and of weight
+// rows (q6_k's [65, 512]: 27 KiB, super-blocks at odd halfwords), each its own dispatch.
+TEST_F(DeviceTest, QuantCoopmatBindingWindows) {
+  Device dev = open_coopmat("16x16x16/2x2/2x2/2", "8192");
+  check_coopmat(dev, {DType::q6_k, DType::f16, 40, 65, 512, true});
+  check_coopmat(dev, {DType::q4_0, DType::f16, 40, 19, 576});
+}
+
+// Without VKFORMER_MATMUL_PATH the emulation takes prompts (M of a tile or more) and leaves one
+// row (decoding) and f32 activations to the other kernels; without VKFORMER_COOPMAT=emulate
+// lavapipe never takes it.
+TEST_F(DeviceTest, QuantCoopmatChosenLikeTheF16Gemm) {
+  Device dev = open_test_device_with_env({{"VKFORMER_COOPMAT", "emulate"}});
+  check_coopmat(dev, {DType::q4_k, DType::f16, 33, 65, 512});
+  for (const Case& c : {Case{DType::q4_k, DType::f16, 1, 65, 512}, Case{DType::q4_k, DType::f32, 33, 65, 512}}) {
+    std::vector<std::string> kernels;
+    check(dev, c, 7, nullptr, &kernels);
+    for (const std::string& k : kernels) EXPECT_EQ(k.find("coopmat"), std::string::npos) << case_name(c);
+  }
+  std::vector<std::string> kernels;
+  check(device(), {DType::q4_k, DType::f16, 33, 65, 512}, 7, nullptr, &kernels);
+  for (const std::string& k : kernels) EXPECT_EQ(k.find("coopmat"), std::string::npos);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
     python3 -m pip install gguf numpy
     python3 tools/make_quant_golden.py
 
-For each weight type vkformer's kernels read (BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K) and each
+For each weight type vkformer's kernels read (BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K, Q5_K) and each
 shape [N, K] in SHAPES (K_SHAPES for the k-quants), the file holds
   "<type>.<N>x<K>"          the weights in the type's own blocks: as the `gguf` package (llama.cpp's
                             Python quantizer) quantizes them, or, for the k-quants, which it cannot
@@ -14,8 +14,8 @@ shape [N, K] in SHAPES (K_SHAPES for the k-quants), the file holds
                             reference multiplies.
 The values are normal(0, 0.5) with, per row, one block of zeros (d = 0) in the first row, one
 constant block (max == min) in the second, and a few outliers of +-4 (large scales next to small
-ones). The k-quant blocks have random quants, 6-bit (Q4_K) or int8 (Q6_K) sub-block scales and
-mins, fp16 super-block scales of the size llama.cpp's quantizer gives normal(0, 0.5) weights,
+ones). The k-quant blocks have random quants (and Q5_K's fifth bits), 6-bit (Q4_K, Q5_K) or int8
+(Q6_K) sub-block scales and mins, fp16 super-block scales of the size llama.cpp's quantizer gives normal(0, 0.5) weights,
 and one super-block with d = 0 in the first row. Activations are made by the test itself.
 The tensors of earlier versions of this script are unchanged (their random stream comes first).
 """
@@ -34,8 +34,11 @@ LATER_TYPES = [Q.Q5_0]
 # start at odd halfwords in every other row when K is an odd number of them).
 K_TYPES = [Q.Q4_K, Q.Q6_K]
 K_SHAPES = [(17, 256), (65, 512), (19, 768)]
+# Added later, from a stream of their own.
+LATER_K_TYPES = [Q.Q5_K]
 # Byte offsets of the fp16 super-block scales (ggml-common.h) and their ranges.
-K_SCALES = {Q.Q4_K: [(0, 0.0005, 0.003), (2, 0.0002, 0.002)], Q.Q6_K: [(208, 0.0002, 0.001)]}
+K_SCALES = {Q.Q4_K: [(0, 0.0005, 0.003), (2, 0.0002, 0.002)], Q.Q6_K: [(208, 0.0002, 0.001)],
+            Q.Q5_K: [(0, 0.0002, 0.0015), (2, 0.0001, 0.001)]}
 
 
 def values(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
@@ -80,6 +83,10 @@ def main() -> None:
     for qtype in K_TYPES:
         for n, k in K_SHAPES:
             add_weight(w, qtype, n, k, k_blocks(later, qtype, n, k))
+    later_k = np.random.default_rng(2615)
+    for qtype in LATER_K_TYPES:
+        for n, k in K_SHAPES:
+            add_weight(w, qtype, n, k, k_blocks(later_k, qtype, n, k))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

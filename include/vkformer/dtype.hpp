@@ -6,8 +6,9 @@
 namespace vkformer {
 
 // Element types of tensors. f16 and bf16 are storage types: kernels load them, compute in fp32,
-// store f16. The q types are ggml's block-quantized weight types: each row (the last dim) is a
-// run of blocks, stored exactly as in a GGUF file. 32-element blocks:
+// store f16. The q types are ggml's block-quantized weight types, listed once in
+// vkformer/quant_types.def: each row (the last dim) is a run of blocks, stored exactly as in a
+// GGUF file. 32-element blocks:
 //   q8_0: f16 d, 32 × int8 q                     value d·q               (34 bytes)
 //   q4_0: f16 d, 16 bytes of nibbles             value d·(q − 8)         (18 bytes)
 //   q4_1: f16 d, f16 m, 16 bytes of nibbles      value d·q + m           (20 bytes)
@@ -18,22 +19,53 @@ namespace vkformer {
 //         value d·sc·q − dmin·m per 32 elements
 //   q6_k: 128 bytes of low nibbles, 64 of high 2 bits, 16 int8 scales, f16 d       (210 bytes)
 //         value d·sc·(q − 32) per 16 elements
-// bf16 is the upper half of an f32. Quantized tensors are weights: matmul/linear (as B, [N, K]
-// transposed) and embedding (as the table) read them; any other op refuses them by name.
-enum class DType : uint8_t { f32, f16, i32, bf16, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k };
+// (shaders/weights.glsl details every layout). bf16 is the upper half of an f32. Quantized
+// tensors are weights: matmul/linear (as B, [N, K] transposed) and embedding (as the table) read
+// them; any other op refuses them by name.
+enum class DType : uint8_t {
+  f32,
+  f16,
+  i32,
+  bf16,
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) name,
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
+};
+
+// Every dtype, in enumerator order.
+inline constexpr DType kAllDTypes[] = {
+    DType::f32, DType::f16, DType::i32, DType::bf16,
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) DType::name,
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
+};
+inline constexpr size_t kDTypeCount = sizeof(kAllDTypes) / sizeof(kAllDTypes[0]);
 
 constexpr bool is_quantized(DType t) {
-  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1 || t == DType::q5_0 ||
-         t == DType::q4_k || t == DType::q6_k;
+  return false
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) || t == DType::name
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
+      ;
 }
-
-// ggml's 256-element super-block types.
-constexpr bool is_k_quant(DType t) { return t == DType::q4_k || t == DType::q6_k; }
 
 // Elements per block: 256 for the k-quants, 32 for the other quantized types, 1 otherwise.
 constexpr int64_t dtype_block_elements(DType t) {
-  return is_k_quant(t) ? 256 : is_quantized(t) ? 32 : 1;
+  switch (t) {
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) \
+  case DType::name: return block_elements;
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
+    case DType::f32:
+    case DType::f16:
+    case DType::i32:
+    case DType::bf16: return 1;
+  }
+  return 1;
 }
+
+// ggml's 256-element super-block types.
+constexpr bool is_k_quant(DType t) { return dtype_block_elements(t) == 256; }
 
 // Bytes per block (per element for the plain types).
 constexpr size_t dtype_block_bytes(DType t) {
@@ -42,12 +74,10 @@ constexpr size_t dtype_block_bytes(DType t) {
     case DType::f16: return 2;
     case DType::i32: return 4;
     case DType::bf16: return 2;
-    case DType::q8_0: return 34;
-    case DType::q4_0: return 18;
-    case DType::q4_1: return 20;
-    case DType::q5_0: return 22;
-    case DType::q4_k: return 144;
-    case DType::q6_k: return 210;
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) \
+  case DType::name: return block_bytes;
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
   }
   return 0;
 }
@@ -71,12 +101,10 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::f16: return "f16";
     case DType::i32: return "i32";
     case DType::bf16: return "bf16";
-    case DType::q8_0: return "q8_0";
-    case DType::q4_0: return "q4_0";
-    case DType::q4_1: return "q4_1";
-    case DType::q5_0: return "q5_0";
-    case DType::q4_k: return "q4_k";
-    case DType::q6_k: return "q6_k";
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) \
+  case DType::name: return #name;
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
   }
   return "?";
 }
@@ -87,8 +115,11 @@ constexpr bool is_float(DType t) { return t == DType::f32 || t == DType::f16; }
 // Types a weight of matmul/linear or an embedding table may have (read and widened to fp32).
 constexpr bool is_weight_type(DType t) { return is_float(t) || t == DType::bf16 || is_quantized(t); }
 
-// Parses "f32" / "float32", "f16" / "float16", "i32" / "int32", "bf16" / "bfloat16", "q8_0",
-// "q4_0", "q4_1", "q5_0", "q4_k", "q6_k"; throws vkformer::Error otherwise.
+// "f32, f16, bf16, q8_0, ... or q6_k": the weight types, for error messages.
+const char* weight_type_names();
+
+// Parses "f32" / "float32", "f16" / "float16", "i32" / "int32", "bf16" / "bfloat16" and the
+// quantized types' names ("q8_0", ...); throws vkformer::Error otherwise.
 DType parse_dtype(std::string_view name);
 
 }  // namespace vkformer

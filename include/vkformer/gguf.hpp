@@ -66,12 +66,14 @@ uint64_t ggml_row_bytes(GgmlType type, uint64_t n);
 // another throws format naming it. Size mismatches throw invalid_argument.
 void dequantize_row(GgmlType type, std::span<const std::byte> src, std::span<float> dst);
 
-// The vkformer dtype that holds a ggml type's blocks unchanged: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-// Q5_0, Q4_K, Q6_K (I32 too). Another type throws format naming it ("ggml type Q5_K has no
-// vkformer dtype ...").
+// The vkformer dtype that holds a ggml type's blocks unchanged: F32, F16, BF16, I32 and the
+// quantized types of vkformer/quant_types.def. Another type throws format naming it ("ggml type
+// Q2_K has no vkformer dtype ...").
 DType dtype_from_ggml(GgmlType type);
 // The reverse, for every dtype (i32 is I32).
 GgmlType ggml_type_of(DType dtype);
+// "F32, F16, BF16, Q8_0, ... or Q6_K": the ggml types of weights vkformer reads, for errors.
+const char* ggml_weight_type_names();
 
 // ------------------------------------------------------------------------------- GGUF values
 enum class GgufValueType : uint32_t {

@@ -146,10 +146,10 @@ class Graph {
   // so another graph can read it without a round trip through the host.
   void output_to(Tensor t, const Tensor& external_target);
 
-  // Linear algebra. b (linear's weight) may also be stored as bf16 or a quantized dtype (q8_0,
-  // q4_0, q4_1, q5_0, q4_k, q6_k), or in the other float dtype than a: then it must be [N, K]
+  // Linear algebra. b (linear's weight) may also be stored as bf16 or a quantized dtype
+  // (vkformer/quant_types.def), or in the other float dtype than a: then it must be [N, K]
   // used transposed (linear, or transpose_b), K whole blocks when quantized (32 elements, 256
-  // for q4_k and q6_k), and it is dequantized on the fly (fp32 accumulation).
+  // for the k-quants), and it is dequantized on the fly (fp32 accumulation).
   Tensor matmul(Tensor a, Tensor b, const MatmulOptions& options = {});
   Tensor linear(Tensor x, Tensor weight, std::optional<Tensor> bias = {},
                 Activation activation = Activation::none);

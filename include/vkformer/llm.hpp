@@ -2,7 +2,7 @@
 // Decoder-only language models from GGUF files (llama.cpp's format): the llama (Llama 2/3, Mistral,
 // SmolLM2, TinyLlama), qwen2, qwen3, gemma2, gemma3 and phi3 architectures (docs/models.md), with
 // a byte-level BPE or SentencePiece vocabulary, with their weights kept on the device in their stored types
-// (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, BF16, F16, F32: Q4_K_M and Q6_K files too), a KV cache, and two graphs recorded once and replayed:
+// (F32, F16, BF16 and the quantized types of vkformer/quant_types.def: Q4_K_M, Q5_K_M and Q6_K files too), a KV cache, and two graphs recorded once and replayed:
 // one that runs a chunk of prompt tokens in one batched pass and one for a single decoded token.
 //
 //   auto device = vkformer::Device::open();

@@ -49,8 +49,8 @@ void bind_graph(nb::module_& m) {
   using OptT = std::optional<Tensor>;
   nb::class_<Graph>(m, "Graph",
                     "Ops on Tensors, each checking shapes as it is added (include/vkformer/graph.hpp). "
-                    "Activations: none, relu, gelu, gelu_tanh, silu. Dtypes: f32, f16, i32, and weight "
-                    "types bf16, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k.")
+                    "Activations: none, relu, gelu, gelu_tanh, silu. Dtypes: f32, f16, i32, and the weight "
+                    "types bf16 and ggml's quantized blocks (include/vkformer/quant_types.def).")
       .def(nb::init<>())
       .def(
           "input",

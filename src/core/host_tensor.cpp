@@ -36,12 +36,10 @@ float element_as_f32(const std::byte* data, DType dtype, int64_t i) {
     case DType::f16: return half_to_float(reinterpret_cast<const uint16_t*>(data)[i]);
     case DType::i32: return static_cast<float>(reinterpret_cast<const int32_t*>(data)[i]);
     case DType::bf16: return bfloat16_to_float(reinterpret_cast<const uint16_t*>(data)[i]);
-    case DType::q8_0:
-    case DType::q4_0:
-    case DType::q4_1:
-    case DType::q5_0:
-    case DType::q4_k:
-    case DType::q6_k: {
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) case DType::name:
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
+    {
       // Dequantize the element's block, exactly as to_f32 does.
       const int64_t per = dtype_block_elements(dtype);
       float block[256];
@@ -89,12 +87,9 @@ HostTensor HostTensor::from_f32(Shape shape, std::span<const float> values, DTyp
       for (size_t i = 0; i < values.size(); ++i) out[i] = float_to_bfloat16(values[i]);
       break;
     }
-    case DType::q8_0:
-    case DType::q4_0:
-    case DType::q4_1:
-    case DType::q5_0:
-    case DType::q4_k:
-    case DType::q6_k:
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) case DType::name:
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
       throw Error(ErrorCode::unsupported,
                   "HostTensor::from_f32: vkformer does not quantize to " +
                       std::string(dtype_name(dtype)) +

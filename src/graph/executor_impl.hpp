@@ -35,6 +35,7 @@ class ExecutorImpl {
   std::vector<OpTime> profile() const { return profile_; }
   double last_gpu_microseconds() const;
   ExecutorStats stats() const { return stats_; }
+  const Program& program() const { return program_; }  // what was lowered (tests: which kernels)
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;
 

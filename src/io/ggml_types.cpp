@@ -259,19 +259,17 @@ DType dtype_from_ggml(GgmlType type) {
     case GgmlType::F16: return DType::f16;
     case GgmlType::BF16: return DType::bf16;
     case GgmlType::I32: return DType::i32;
-    case GgmlType::Q8_0: return DType::q8_0;
-    case GgmlType::Q4_0: return DType::q4_0;
-    case GgmlType::Q4_1: return DType::q4_1;
-    case GgmlType::Q5_0: return DType::q5_0;
-    case GgmlType::Q4_K: return DType::q4_k;
-    case GgmlType::Q6_K: return DType::q6_k;
-    default: break;
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) \
+  case GgmlType::ggml_name: return DType::name;
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
+    default: break;  // ggml types vkformer has no dtype for
   }
   const GgmlTypeInfo* info = find_ggml_type(static_cast<uint32_t>(type));
   throw Error(ErrorCode::format,
               "ggml type " + (info ? std::string(info->name) : describe_ggml_type_number(
                                                                    static_cast<uint32_t>(type))) +
-                  " has no vkformer dtype (supported: F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K)");
+                  " has no vkformer dtype (supported: I32, " + ggml_weight_type_names() + ")");
 }
 
 GgmlType ggml_type_of(DType dtype) {
@@ -280,14 +278,27 @@ GgmlType ggml_type_of(DType dtype) {
     case DType::f16: return GgmlType::F16;
     case DType::i32: return GgmlType::I32;
     case DType::bf16: return GgmlType::BF16;
-    case DType::q8_0: return GgmlType::Q8_0;
-    case DType::q4_0: return GgmlType::Q4_0;
-    case DType::q4_1: return GgmlType::Q4_1;
-    case DType::q5_0: return GgmlType::Q5_0;
-    case DType::q4_k: return GgmlType::Q4_K;
-    case DType::q6_k: return GgmlType::Q6_K;
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) \
+  case DType::name: return GgmlType::ggml_name;
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
   }
   throw Error(ErrorCode::invalid_argument, "ggml_type_of: not a dtype");
+}
+
+const char* ggml_weight_type_names() {
+  static const std::string names = [] {
+    std::string s = "F32, F16, BF16";
+    const char* const quantized[] = {
+#define VKFORMER_QUANT_TYPE(name, ggml_name, block_elements, block_bytes) #ggml_name,
+#include "vkformer/quant_types.def"
+#undef VKFORMER_QUANT_TYPE
+    };
+    const size_t n = sizeof(quantized) / sizeof(quantized[0]);
+    for (size_t i = 0; i < n; ++i) s += std::string(i + 1 == n ? " or " : ", ") + quantized[i];
+    return s;
+  }();
+  return names.c_str();
 }
 
 std::string describe_ggml_type_number(uint32_t number) {

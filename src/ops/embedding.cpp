@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,16 +39,11 @@ struct PositionalEncodingPush {
 };
 
 // The kernel for a table in a weight dtype (bf16 or ggml blocks), dequantizing as it copies.
-Kernel weight_table_kernel(DType table) {
-  switch (table) {
-    case DType::bf16: return Kernel::embedding_wq_bf16;
-    case DType::q8_0: return Kernel::embedding_wq_q8_0;
-    case DType::q4_0: return Kernel::embedding_wq_q4_0;
-    case DType::q5_0: return Kernel::embedding_wq_q5_0;
-    case DType::q4_k: return Kernel::embedding_wq_q4_k;
-    case DType::q6_k: return Kernel::embedding_wq_q6_k;
-    default: return Kernel::embedding_wq_q4_1;
-  }
+Kernel weight_table_kernel(Lowering& l, DType table) {
+  if (const std::optional<Kernel> k = kernels::weight_kernel(kernels::WeightKernel::embedding_wq, table))
+    return *k;
+  throw Error(ErrorCode::internal, l.node().label + ": no embedding kernel for tables in " +
+                                       std::string(dtype_name(table)));
 }
 
 void lower_embedding(Lowering& l) {
@@ -63,7 +59,7 @@ void lower_embedding(Lowering& l) {
   const bool vec4 = weights ? is_quantized(dtype) : d % 4 == 0;
   const int64_t w = vec4 ? 4 : 1;
   const int64_t tokens = l.value(ids).shape.numel();
-  const Kernel kernel = weights ? weight_table_kernel(dtype)
+  const Kernel kernel = weights ? weight_table_kernel(l, dtype)
                                 : vec4 ? Kernel::embedding_vec4 : Kernel::embedding;
   // Tables and outputs beyond one binding: windows of tokens (ids and out) times windows of
   // table rows; every token span visits every row span.
@@ -178,7 +174,7 @@ Tensor Graph::embedding(Tensor ids, Tensor table) {
   ops::require_rank(impl(), op, "ids", ids, 1, 3);
   impl().check(table, op, "table");
   if (!is_weight_type(table.dtype))
-    shape_error(impl().label(op), "table must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q4_k or q6_k, got " +
+    shape_error(impl().label(op), "table must be " + std::string(weight_type_names()) + ", got " +
                                       describe(table));
   ops::require_rank(impl(), op, "table", table, 2, 2);
   if (is_quantized(table.dtype) && table.shape[1] % dtype_block_elements(table.dtype) != 0)

@@ -18,20 +18,6 @@ namespace ops {
 
 namespace {
 
-// Matches the push block of shaders/matmul.comp (and matmul_texel, matmul_gemv and
-// matmul_coopmat, which read the same block).
-struct MatmulPush {
-  uint32_t m, n, k;
-  uint32_t batch1;
-  uint32_t a_stride0, a_stride1;
-  uint32_t b_stride0, b_stride1;
-  uint32_t y_base, z_base;
-  float alpha;
-  uint32_t splits;   // matmul_split: K ranges per batch
-  uint32_t k_split;  // matmul_split: K per range
-  uint32_t ldo;      // out's row stride: n, or more when out is a window of columns
-};
-
 // Matches the push block of shaders/matmul_reduce.comp.
 struct ReducePush {
   uint32_t total, mn, n, splits;
@@ -264,19 +250,20 @@ struct CoopmatSpec {
   uint32_t has_bias;
   uint32_t activation;
   uint32_t vec8;       // K, and N unless B is transposed, multiples of 8: 16-byte loads
+  uint32_t has_residual;
   std::vector<uint32_t> values() const {
     std::vector<uint32_t> v(sizeof(*this) / 4);
     std::memcpy(v.data(), this, sizeof(*this));
     return v;
   }
 };
-static_assert(sizeof(CoopmatSpec) == 14 * 4 && std::is_trivially_copyable_v<CoopmatSpec>);
+static_assert(sizeof(CoopmatSpec) == 15 * 4 && std::is_trivially_copyable_v<CoopmatSpec>);
 
-// shaders/matmul_coopmat.comp on the tuning's cooperative matrices: KHR, NV where only NV exists,
-// or the emulation where asked (VKFORMER_COOPMAT=emulate, the tests).
-void emit_coopmat(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning, const MatmulPush& p) {
-  const vk::MatmulCoopmatTiles& t = tuning.coopmat_tiles;
-  const MatmulCall& c = g.call;
+}  // namespace
+
+void emit_coopmat(Lowering& l, Kernel kernel, const MatmulCall& c, DType dtype, uint64_t batch,
+                  std::vector<Binding> operands, const MatmulPush& p) {
+  const vk::MatmulCoopmatTiles& t = l.tuning().matmul.coopmat_tiles;
   const DeviceInfo& info = l.info();
   if (!t.usable() || t.invocations() > info.max_workgroup_invocations ||
       t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
@@ -296,10 +283,16 @@ void emit_coopmat(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning, co
                          c.transpose_b ? 1u : 0u,
                          c.bias != kNoValue ? 1u : 0u,
                          act(c),
-                         p.k % 8 == 0 && (c.transpose_b || p.n % 8 == 0) ? 1u : 0u};
-  dispatch_tiles(l, vk::coopmat_matmul_kernel(t.api), g.dtype, g.operands, p,
-                 ceil_div(p.n, t.bn()), ceil_div(p.m, t.bm()), g.batch, spec.values());
+                         p.k % 8 == 0 && (c.transpose_b || p.n % 8 == 0) ? 1u : 0u,
+                         c.residual != kNoValue ? 1u : 0u};
+  if (operands.size() == 4) operands.push_back(operands[0]);  // no residual
+  if (operands.size() != 5 || c.gated || c.norm != kNoValue)
+    bad_tiling(l, "cooperative-matrix product: operands a, b, bias, out and residual, no other fusion");
+  dispatch_tiles(l, kernel, dtype, operands, p, ceil_div(p.n, t.bn()), ceil_div(p.m, t.bm()),
+                 batch, spec.values());
 }
+
+namespace {
 
 // A matmul whose a, b or out is larger than one binding may span: the product is computed in
 // windows (src/ops/windows.hpp). With a batch of matrices, whole matrices per window; with one
@@ -421,6 +414,78 @@ bool matmul_output_shape(const Shape& a, const Shape& b, bool transpose_b, Shape
   return true;
 }
 
+namespace {
+
+// The push block of a folded product (whole bindings; windows adjust it).
+MatmulPush push_of(const Folded& f, const MatmulCall& c) {
+  MatmulPush p{};
+  p.m = static_cast<uint32_t>(f.m);
+  p.n = static_cast<uint32_t>(f.n);
+  p.k = static_cast<uint32_t>(f.k);
+  p.batch1 = static_cast<uint32_t>(f.d[1]);
+  p.a_stride0 = static_cast<uint32_t>(f.as[0]);
+  p.a_stride1 = static_cast<uint32_t>(f.as[1]);
+  p.b_stride0 = static_cast<uint32_t>(f.bs[0]);
+  p.b_stride1 = static_cast<uint32_t>(f.bs[1]);
+  p.alpha = c.alpha;
+  p.splits = 1;
+  p.k_split = p.k;
+  p.ldo = p.n;
+  return p;
+}
+
+vk::MatmulKernels kernels_for(Lowering& l, DType dtype) {
+  vk::MatmulKernels kernels;
+  kernels.texel = l.supported(Kernel::matmul_texel, dtype);
+  kernels.gemv = l.supported(Kernel::matmul_gemv, dtype);
+  kernels.split = l.supported(Kernel::matmul_split, dtype) && l.supported(Kernel::matmul_reduce, dtype);
+  kernels.coopmat = l.tuning().matmul.coopmat_tiles.api != vk::CoopmatApi::none &&
+                    l.supported(vk::coopmat_matmul_kernel(l.tuning().matmul.coopmat_tiles.api), dtype);
+  kernels.transpose = l.supported(Kernel::matmul_transpose, dtype);
+  return kernels;
+}
+
+// The plan of one product of q.m x q.n over `batch` matrices with `operands` bound.
+vk::MatmulPlan plan_of(Lowering& l, const MatmulCall& c, const MatmulPush& q, uint64_t batch,
+                       const std::vector<Binding>& operands) {
+  const ValueDesc& a = l.value(c.a);
+  const ValueDesc& b = l.value(c.b);
+  const uint64_t es = dtype_size(a.dtype);
+  vk::MatmulProblem problem;
+  problem.m = q.m;
+  problem.n = q.n;
+  problem.k = q.k;
+  problem.batch = batch;
+  problem.transpose_b = c.transpose_b;
+  problem.dtype = a.dtype;
+  const uint64_t texels = l.info().max_texel_buffer_elements;
+  problem.texel_fits = operands[0].bytes(a) / es / 4 <= texels && operands[1].bytes(b) / es / 4 <= texels;
+  return vk::plan_matmul(l.tuning().matmul, problem, kernels_for(l, a.dtype));
+}
+
+}  // namespace
+
+bool emit_matmul_with_residual(Lowering& l, const MatmulCall& c) {
+  if (c.gated || c.norm != kNoValue || c.residual == kNoValue) return false;
+  const ValueDesc& a = l.value(c.a);
+  const ValueDesc& b = l.value(c.b);
+  const ValueDesc& o = l.value(c.out);
+  const ValueDesc& r = l.value(c.residual);
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  if (a.bytes() > limit || b.bytes() > limit || o.bytes() > limit || r.bytes() > limit ||
+      r.dtype != o.dtype || r.shape.numel() != o.shape.numel())
+    return false;
+  if (b.dtype != a.dtype) return emit_matmul_weights_with_residual(l, c);
+  const Folded f = fold(a.shape, b.shape, c.transpose_b);
+  const MatmulPush p = push_of(f, c);
+  const std::vector<Binding> operands = {
+      {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}, {c.residual}};
+  if (plan_of(l, c, p, f.batch, operands).path != vk::MatmulPath::coopmat) return false;
+  emit_coopmat(l, vk::coopmat_matmul_kernel(l.tuning().matmul.coopmat_tiles.api), c, a.dtype,
+               f.batch, operands, p);
+  return true;
+}
+
 void emit_matmul(Lowering& l, const MatmulCall& c) {
   auto bug = [&](const std::string& what) {
     throw Error(ErrorCode::internal, l.node().label + ": emit_matmul: " + what);
@@ -453,52 +518,22 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
   }
 
   const Folded f = fold(a.shape, b.shape, c.transpose_b);
-  MatmulPush p{};
-  p.m = static_cast<uint32_t>(f.m);
-  p.n = static_cast<uint32_t>(f.n);
-  p.k = static_cast<uint32_t>(f.k);
-  p.batch1 = static_cast<uint32_t>(f.d[1]);
-  p.a_stride0 = static_cast<uint32_t>(f.as[0]);
-  p.a_stride1 = static_cast<uint32_t>(f.as[1]);
-  p.b_stride0 = static_cast<uint32_t>(f.bs[0]);
-  p.b_stride1 = static_cast<uint32_t>(f.bs[1]);
-  p.alpha = c.alpha;
-  p.splits = 1;
-  p.k_split = p.k;
-  p.ldo = p.n;
-
-  vk::MatmulKernels kernels;
-  kernels.texel = l.supported(Kernel::matmul_texel, a.dtype);
-  kernels.gemv = l.supported(Kernel::matmul_gemv, a.dtype);
-  kernels.split = l.supported(Kernel::matmul_split, a.dtype) &&
-                  l.supported(Kernel::matmul_reduce, a.dtype);
-  kernels.coopmat = l.tuning().matmul.coopmat_tiles.api != vk::CoopmatApi::none &&
-                    l.supported(vk::coopmat_matmul_kernel(l.tuning().matmul.coopmat_tiles.api),
-                                a.dtype);
-  kernels.transpose = l.supported(Kernel::matmul_transpose, a.dtype);
+  const MatmulPush p = push_of(f, c);
   const vk::MatmulTuning& tuning = l.tuning().matmul;
-  const uint64_t es = dtype_size(a.dtype);
 
   // One product of q.m x q.n over `batch` matrices, with `operands` bound (whole or windows).
   auto emit = [&](const MatmulPush& q, uint64_t batch, const std::vector<Binding>& operands,
                   bool may_split_k) {
-    vk::MatmulProblem problem;
-    problem.m = q.m;
-    problem.n = q.n;
-    problem.k = q.k;
-    problem.batch = batch;
-    problem.transpose_b = c.transpose_b;
-    problem.dtype = a.dtype;
-    const uint64_t texels = l.info().max_texel_buffer_elements;
-    problem.texel_fits = operands[0].bytes(a) / es / 4 <= texels &&
-                         operands[1].bytes(b) / es / 4 <= texels;
-    vk::MatmulPlan plan = vk::plan_matmul(tuning, problem, kernels);
+    vk::MatmulPlan plan = plan_of(l, c, q, batch, operands);
     if (!may_split_k) plan.splits = 1;  // matmul_reduce writes rows of n, not of ldo
     Grid grid{c, a.dtype, batch, operands};
     switch (plan.path) {
       case vk::MatmulPath::texel: emit_texel(l, grid, tuning, plan, q); break;
       case vk::MatmulPath::gemv: emit_gemv(l, grid, tuning, plan, q); break;
-      case vk::MatmulPath::coopmat: emit_coopmat(l, grid, tuning, q); break;
+      case vk::MatmulPath::coopmat:
+        emit_coopmat(l, vk::coopmat_matmul_kernel(tuning.coopmat_tiles.api), c, a.dtype, batch,
+                     operands, q);
+        break;
       case vk::MatmulPath::general: emit_general(l, grid, tuning, plan, q); break;
     }
   };
@@ -526,7 +561,7 @@ Tensor matmul_node(GraphImpl& g, const std::string& op, const char* arg_a, const
   ops::require_float(g, op, arg_a, a);
   g.check(b, op, arg_b);
   if (!is_weight_type(b.dtype))
-    shape_error(label, std::string(arg_b) + " must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q4_k or q6_k, got " +
+    shape_error(label, std::string(arg_b) + " must be " + weight_type_names() + ", got " +
                            describe(b));
   const bool gated = fusions && fusions->gated;
   Shape out;

@@ -36,6 +36,20 @@ struct MatmulCall {
   bool fused() const { return norm != kNoValue || gated || residual != kNoValue; }
 };
 
+// The push block of every kernel that includes shaders/matmul_base.glsl, in its layout.
+struct MatmulPush {
+  uint32_t m, n, k;
+  uint32_t batch1;
+  uint32_t a_stride0, a_stride1;
+  uint32_t b_stride0, b_stride1;
+  uint32_t y_base, z_base;
+  float alpha;
+  uint32_t splits;   // matmul_split: K ranges per batch
+  uint32_t k_split;  // matmul_split: K per range
+  uint32_t ldo;      // out's row stride: n, or more when out is a window of columns
+};
+static_assert(sizeof(MatmulPush) == 14 * 4);
+
 // Adds the dispatch to the program. Throws ErrorCode::internal (naming the node) if the values'
 // shapes or dtypes do not fit: callers build their temporaries with matmul_output_shape.
 void emit_matmul(Lowering& l, const MatmulCall& call);
@@ -50,6 +64,17 @@ void emit_matmul_weights(Lowering& l, const MatmulCall& call);
 // false (nothing emitted) otherwise.
 bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& call);
 
+// out = a·b (+ bias, activation) + call.residual in one shaders/matmul_coopmat.comp dispatch, where
+// the product takes cooperative matrices with whole bindings (the f16 GEMM, or the weight dtype's
+// matmul_wq_coopmat_* kernel) and call has no other fusion; returns false (nothing emitted)
+// otherwise.
+bool emit_matmul_with_residual(Lowering& l, const MatmulCall& call);
+bool emit_matmul_weights_with_residual(Lowering& l, const MatmulCall& call);
+// shaders/matmul_coopmat.comp on the tuning's cooperative matrices with `kernel` (the f16 GEMM of
+// the tuning's API, or a weight dtype's matmul_wq_coopmat_*): operands a, b, bias, out and
+// optionally residual (absent ones bound to a), over `batch` matrices (grid z).
+void emit_coopmat(Lowering& l, kernels::Kernel kernel, const MatmulCall& call, DType dtype,
+                  uint64_t batch, std::vector<Binding> operands, const MatmulPush& p);
 // A matmul with fusions (call.fused()): in one kernel where emit_matmul_weights_fused can, else
 // as rms_norm, the product and shaders/linear_epilogue.comp (src/ops/matmul_fused.cpp).
 void emit_matmul_fused(Lowering& l, const MatmulCall& call);

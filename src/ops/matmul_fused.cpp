@@ -1,6 +1,6 @@
 // linear's fusions (Graph::LinearOptions: pre-norm, gated pair, residual): in the weight kernel
-// itself where it takes them (quantized weights on CPU devices), otherwise as the kernels that
-// compute them apart: rms_norm into a temporary, the product, then shaders/linear_epilogue.comp
+// itself where it takes them (quantized weights on CPU devices; the residual alone in the
+// cooperative-matrix GEMMs), otherwise as the kernels that compute them apart: rms_norm into a temporary, the product, then shaders/linear_epilogue.comp
 // for the gate and the residual. Both give the same values up to fp32 rounding (the fused pre-norm
 // also keeps the normalized row in fp32 where the separate one stores it in the activations'
 // type).
@@ -38,6 +38,11 @@ void emit_matmul_fused(Lowering& l, const MatmulCall& c) {
   if (!c.gated && c.residual == kNoValue) {
     emit_matmul(l, plain);
     return;
+  }
+  if (!c.gated) {  // the residual in the product's epilogue, where its kernel takes one
+    MatmulCall with_residual = plain;
+    with_residual.residual = c.residual;
+    if (emit_matmul_with_residual(l, with_residual)) return;
   }
   // The product without the epilogue, then the epilogue.
   const Shape out_shape = l.value(c.out).shape;

@@ -1,5 +1,5 @@
 // matmul/linear with a weight stored in another dtype than the activations: quantized ggml
-// blocks (q8_0, q4_0, q4_1, q5_0, q4_k, q6_k), bf16, or f16 weights under f32 activations (and
+// blocks (vkformer/quant_types.def), bf16, or f16 weights under f32 activations (and
 // f32 under f16).
 // The weight is always linear's [N, K] (transposed b), so its batch folds into M and one kernel
 // family per weight dtype reads its rows directly, dequantizing as it goes.
@@ -17,19 +17,8 @@ using kernels::Kernel;
 
 namespace {
 
-// Matches the push block of shaders/matmul_wq.comp and matmul_wq_gemv.comp (matmul.comp's).
-struct WeightMatmulPush {
-  uint32_t m, n, k;
-  uint32_t batch1;
-  uint32_t a_stride0, a_stride1;
-  uint32_t b_stride0, b_stride1;
-  uint32_t y_base, z_base;
-  float alpha;
-  uint32_t splits;
-  uint32_t k_split;
-  uint32_t ldo;
-};
-static_assert(sizeof(WeightMatmulPush) <= 128);
+// shaders/matmul_base.glsl's push block, which the weight kernels share.
+using WeightMatmulPush = MatmulPush;
 
 // Matches the push block of shaders/matmul_wq_vec.comp: the above and the norm's epsilon.
 struct VecPush {
@@ -42,73 +31,45 @@ static_assert(sizeof(VecPush) == sizeof(WeightMatmulPush) + 4);
   throw Error(ErrorCode::internal, l.node().label + ": emit_matmul_weights: " + what);
 }
 
-Kernel tiled_kernel(Lowering& l, DType w) {
-  switch (w) {
-    case DType::f32: return Kernel::matmul_wq_f32;
-    case DType::f16: return Kernel::matmul_wq_f16;
-    case DType::bf16: return Kernel::matmul_wq_bf16;
-    case DType::q8_0: return Kernel::matmul_wq_q8_0;
-    case DType::q4_0: return Kernel::matmul_wq_q4_0;
-    case DType::q4_1: return Kernel::matmul_wq_q4_1;
-    case DType::q5_0: return Kernel::matmul_wq_q5_0;
-    case DType::q4_k: return Kernel::matmul_wq_q4_k;
-    case DType::q6_k: return Kernel::matmul_wq_q6_k;
-    default: bug(l, "no kernel for weights in " + std::string(dtype_name(w)));
-  }
+// The tiled and gemv kernels read every weight dtype: one missing is a bug naming the type.
+Kernel required_kernel(Lowering& l, kernels::WeightKernel family, DType w) {
+  const std::optional<Kernel> k = kernels::weight_kernel(family, w);
+  if (!k) bug(l, "no kernel for weights in " + std::string(dtype_name(w)));
+  return *k;
 }
 
-Kernel gemv_kernel(Lowering& l, DType w) {
-  switch (w) {
-    case DType::f32: return Kernel::matmul_wq_gemv_f32;
-    case DType::f16: return Kernel::matmul_wq_gemv_f16;
-    case DType::bf16: return Kernel::matmul_wq_gemv_bf16;
-    case DType::q8_0: return Kernel::matmul_wq_gemv_q8_0;
-    case DType::q4_0: return Kernel::matmul_wq_gemv_q4_0;
-    case DType::q4_1: return Kernel::matmul_wq_gemv_q4_1;
-    case DType::q5_0: return Kernel::matmul_wq_gemv_q5_0;
-    case DType::q4_k: return Kernel::matmul_wq_gemv_q4_k;
-    case DType::q6_k: return Kernel::matmul_wq_gemv_q6_k;
-    default: bug(l, "no kernel for weights in " + std::string(dtype_name(w)));
+// The cooperative-matrix kernels of a weight dtype, per API (shaders/matmul_coopmat.comp with
+// WEIGHTS).
+std::optional<kernels::WeightKernel> coopmat_family(vk::CoopmatApi api) {
+  switch (api) {
+    case vk::CoopmatApi::khr: return kernels::WeightKernel::matmul_wq_coopmat_khr;
+    case vk::CoopmatApi::nv: return kernels::WeightKernel::matmul_wq_coopmat_nv;
+    case vk::CoopmatApi::emulated: return kernels::WeightKernel::matmul_wq_coopmat_emu;
+    case vk::CoopmatApi::none: break;
   }
+  return std::nullopt;
 }
 
-// shaders/matmul_wq_texel.comp (CPU devices): quantized types only.
-std::optional<Kernel> texel_kernel(DType w) {
-  switch (w) {
-    case DType::q8_0: return Kernel::matmul_wq_texel_q8_0;
-    case DType::q4_0: return Kernel::matmul_wq_texel_q4_0;
-    case DType::q4_1: return Kernel::matmul_wq_texel_q4_1;
-    case DType::q5_0: return Kernel::matmul_wq_texel_q5_0;
-    case DType::q4_k: return Kernel::matmul_wq_texel_q4_k;
-    case DType::q6_k: return Kernel::matmul_wq_texel_q6_k;
-    default: return std::nullopt;
-  }
-}
-
-// shaders/matmul_wq_vec.comp (CPU devices, M = 1): quantized types only.
-std::optional<Kernel> vec_kernel(DType w) {
-  switch (w) {
-    case DType::q8_0: return Kernel::matmul_wq_vec_q8_0;
-    case DType::q4_0: return Kernel::matmul_wq_vec_q4_0;
-    case DType::q4_1: return Kernel::matmul_wq_vec_q4_1;
-    case DType::q5_0: return Kernel::matmul_wq_vec_q5_0;
-    case DType::q4_k: return Kernel::matmul_wq_vec_q4_k;
-    case DType::q6_k: return Kernel::matmul_wq_vec_q6_k;
-    default: return std::nullopt;
-  }
-}
-
-// shaders/matmul_wq_rows.comp (CPU devices, M = 1, lanes on consecutive blocks).
-std::optional<Kernel> rows_kernel(DType w) {
-  switch (w) {
-    case DType::q8_0: return Kernel::matmul_wq_rows_q8_0;
-    case DType::q4_0: return Kernel::matmul_wq_rows_q4_0;
-    case DType::q4_1: return Kernel::matmul_wq_rows_q4_1;
-    case DType::q5_0: return Kernel::matmul_wq_rows_q5_0;
-    case DType::q4_k: return Kernel::matmul_wq_rows_q4_k;
-    case DType::q6_k: return Kernel::matmul_wq_rows_q6_k;
-    default: return std::nullopt;
-  }
+// Prompt processing on cooperative matrices: the kernel for weights in w under f16 activations
+// where the tuning takes cooperative matrices for an f16 product of this size (vk::plan_matmul:
+// at least one MMA tile each way, or VKFORMER_MATMUL_PATH=coopmat; only devices that report
+// cooperative matrices, or VKFORMER_COOPMAT=emulate), else none.
+std::optional<Kernel> coopmat_kernel(Lowering& l, DType act, DType w, const WeightMatmulPush& p) {
+  const vk::MatmulTuning& tuning = l.tuning().matmul;
+  const std::optional<kernels::WeightKernel> family = coopmat_family(tuning.coopmat_tiles.api);
+  if (act != DType::f16 || !family) return std::nullopt;
+  const std::optional<Kernel> kernel = kernels::weight_kernel(*family, w);
+  if (!kernel || !l.supported(*kernel, act)) return std::nullopt;
+  vk::MatmulProblem problem;
+  problem.m = p.m;
+  problem.n = p.n;
+  problem.k = p.k;
+  problem.transpose_b = true;
+  problem.dtype = act;
+  vk::MatmulKernels can;
+  can.coopmat = true;
+  if (vk::plan_matmul(tuning, problem, can).path != vk::MatmulPath::coopmat) return std::nullopt;
+  return kernel;
 }
 
 // Dispatches x * y workgroups, several dispatches where y exceeds the device's grid (rows of
@@ -160,7 +121,7 @@ void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
   uint32_t r = sg / std::gcd(kb, sg);
   if (c.gated && r % 2) r *= 2;
   const uint64_t rounds = (uint64_t(r) * kb + sg - 1) / sg;
-  const std::optional<Kernel> rows = rows_kernel(w);
+  const std::optional<Kernel> rows = kernels::weight_kernel(kernels::WeightKernel::matmul_wq_rows, w);
   if (streamed && rows && rounds <= t.texel_rows_max_rounds && l.supported(*rows, act)) {
     const uint32_t outputs = c.gated ? r / 2 : r;
     const uint64_t groups = ceil_div(p.n, outputs);
@@ -185,7 +146,7 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
   const DeviceInfo& info = l.info();
   const uint32_t has_bias = c.bias != kNoValue ? 1u : 0u;
   const uint32_t activation = static_cast<uint32_t>(c.activation);
-  if (const std::optional<Kernel> vec = vec_kernel(w);
+  if (const std::optional<Kernel> vec = kernels::weight_kernel(kernels::WeightKernel::matmul_wq_vec, w);
       vec && p.m == 1 && use_texel(l, act, *vec, operands)) {
     std::vector<Binding> six = operands;
     six.push_back(operands[0]);
@@ -193,7 +154,11 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
     emit_vec(l, c, *vec, act, six, p);
     return;
   }
-  if (const std::optional<Kernel> texel = texel_kernel(w); texel && use_texel(l, act, *texel, operands)) {
+  if (const std::optional<Kernel> coopmat = coopmat_kernel(l, act, w, p)) {
+    emit_coopmat(l, *coopmat, c, act, 1, operands, p);
+    return;
+  }
+  if (const std::optional<Kernel> texel = kernels::weight_kernel(kernels::WeightKernel::matmul_wq_texel, w); texel && use_texel(l, act, *texel, operands)) {
     const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
     const uint32_t tm = p.m == 1 ? 1 : std::min(t.texel_tm, p.m);
     const uint32_t tn = p.m == 1 ? t.texel_gemv_tn : t.texel_tn;
@@ -204,7 +169,7 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
                   {sg, tm, tn, has_bias, activation});
     return;
   }
-  const Kernel gemv = gemv_kernel(l, w);
+  const Kernel gemv = required_kernel(l, kernels::WeightKernel::matmul_wq_gemv, w);
   if (p.m <= t.gemv_max_m && l.supported(gemv, act)) {
     uint32_t wg = std::min<uint32_t>({t.gemv_workgroup, info.max_workgroup_invocations,
                                       info.max_workgroup_size[0]});
@@ -222,18 +187,43 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
       t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
     bug(l, "tiling " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "/" +
                std::to_string(t.tm) + "x" + std::to_string(t.tn));
-  dispatch_rows(l, tiled_kernel(l, w), act, operands, p, ceil_div(p.n, t.bn), ceil_div(p.m, t.bm),
+  dispatch_rows(l, required_kernel(l, kernels::WeightKernel::matmul_wq, w), act, operands, p, ceil_div(p.n, t.bn), ceil_div(p.m, t.bm),
                 {static_cast<uint32_t>(t.invocations()), t.bm, t.bn, t.tm, t.tn, has_bias,
                  activation, t.shared_memory ? 0u : 1u});
 }
 
 }  // namespace
 
+// The whole product with its residual where the coopmat kernel takes it (emit_matmul_with_residual
+// checked the bindings).
+bool emit_matmul_weights_with_residual(Lowering& l, const MatmulCall& c) {
+  const ValueDesc& a = l.value(c.a);
+  const ValueDesc& b = l.value(c.b);
+  if (!is_float(a.dtype) || !is_weight_type(b.dtype) || !c.transpose_b || b.shape.rank() != 2 ||
+      l.value(c.out).dtype != a.dtype)
+    return false;
+  const uint64_t k = static_cast<uint64_t>(b.shape[1]), n = static_cast<uint64_t>(b.shape[0]);
+  WeightMatmulPush p{};
+  p.m = static_cast<uint32_t>(static_cast<uint64_t>(a.shape.numel()) / k);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  p.batch1 = 1;
+  p.alpha = c.alpha;
+  p.splits = 1;
+  p.k_split = p.k;
+  p.ldo = p.n;
+  const std::optional<Kernel> kernel = coopmat_kernel(l, a.dtype, b.dtype, p);
+  if (!kernel) return false;
+  emit_coopmat(l, *kernel, c, a.dtype, 1,
+               {{c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}, {c.residual}}, p);
+  return true;
+}
+
 bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& c) {
   const ValueDesc& a = l.value(c.a);
   const ValueDesc& b = l.value(c.b);
   const DType act = a.dtype, w = b.dtype;
-  const std::optional<Kernel> vec = vec_kernel(w);
+  const std::optional<Kernel> vec = kernels::weight_kernel(kernels::WeightKernel::matmul_wq_vec, w);
   if (!vec || !is_float(act) || !c.transpose_b || b.shape.rank() != 2) return false;
   const uint64_t k = static_cast<uint64_t>(b.shape[1]);
   const uint64_t n = static_cast<uint64_t>(b.shape[0]) / (c.gated ? 2 : 1);

@@ -22,7 +22,7 @@ std::string block(int64_t i, const char* suffix) { return "blk." + std::to_strin
 constexpr bool kKeepQuantized = true;
 
 // What the model stores for a tensor of the file: matrices in their stored type (the matmul and
-// embedding kernels read Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, BF16, F16 and F32 weights under either activation
+// embedding kernels read every weight type (ggml_weight_type_names()) under either activation
 // type) or widened (kKeepQuantized); vectors (the norms) in the activations' type, which rms_norm
 // needs.
 HostTensor stored(const GgufFile& f, const std::string& name, const Shape& shape, DType activations) {
@@ -62,8 +62,8 @@ const GgufTensorInfo& checked(const GgufFile& f, const std::string& name, const 
   }
   if (!readable)
     throw Error(ErrorCode::format, f.label() + ": tensor " + name + " has type " + std::string(type.name) +
-                                       (matrix ? "; weight matrices must be Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, BF16, F16 or F32"
-                                               : ", which vkformer cannot read"));
+                                       (matrix ? "; weight matrices must be " + std::string(ggml_weight_type_names())
+                                               : std::string(", which vkformer cannot read")));
   return *t;
 }
 

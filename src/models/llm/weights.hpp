@@ -37,8 +37,8 @@ struct LanguageModelWeights {
 };
 
 // Throws format naming the file and tensor (missing, or its shape or type and what was
-// expected) before the first upload. Matrices must be Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, BF16,
-// F16 or F32 and are uploaded in that type (kKeepQuantized in the .cpp); norms and biases in the
+// expected) before the first upload. Matrices must be a weight type (ggml_weight_type_names())
+// and are uploaded in that type (kKeepQuantized in the .cpp); norms and biases in the
 // activations' type.
 LanguageModelWeights load_weights(Device& device, const GgufFile& file, const LanguageModelConfig& config,
                                   DType activations);
