@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "test_device.hpp"
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/batched_llm.hpp"
 #include "vkformer/llm.hpp"
@@ -32,20 +33,6 @@ namespace fs = std::filesystem;
 constexpr double kTolerance = 1e-4;
 
 fs::path tiny_model() { return fs::path(VKF_LLAMA_GOLDEN_DIR) / "tiny" / "tiny_llama_tied.gguf"; }
-
-const FetchedModel& smollm2() {
-  static const FetchedModel file = [] {
-    FetchedModel m;
-    if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
-      m.path = env;
-      if (!fs::is_regular_file(m.path)) m.error = "VKFORMER_SMOLLM2_GGUF=" + m.path.string() + " is no file";
-      return m;
-    }
-    return run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
-                            "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
-  }();
-  return file;
-}
 
 // max |a - b| / max |b| over one row of logits.
 double relative_error(std::span<const float> got, std::span<const float> want) {
@@ -261,14 +248,14 @@ TEST_F(BatchedTinyLlama, BadSlotsTokensAndFullContextsAreRefusedByName) {
 class BatchedSmolLM2 : public DeviceTest {};
 
 TEST_F(BatchedSmolLM2, EveryRowEqualsItsSequenceAlone) {
-  ASSERT_TRUE(smollm2().error.empty()) << smollm2().error;
+  ASSERT_TRUE(smollm2_gguf().error.empty()) << smollm2_gguf().error;
   BatchedLanguageModelOptions o;
   o.slots = 4;
   o.context = 160;
-  BatchedLanguageModel lm = BatchedLanguageModel::load(test_device(), smollm2().path, o);
+  BatchedLanguageModel lm = BatchedLanguageModel::load(test_device(), smollm2_gguf().path, o);
   LanguageModelOptions lo;
   lo.context = 160;
-  LanguageModel alone = LanguageModel::load(test_device(), smollm2().path, lo);
+  LanguageModel alone = LanguageModel::load(test_device(), smollm2_gguf().path, lo);
   const int64_t vocab = alone.config().vocab_size;
   const int64_t prompt_len[] = {12, 80, 3, 30};
   const int64_t decode_len[] = {6, 4, 5, 3};

@@ -22,6 +22,7 @@
 
 #include "special_files.hpp"
 #include "test_device.hpp"
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/embedder.hpp"
 
@@ -33,23 +34,6 @@ using json = nlohmann::json;
 
 // ------------------------------------------------------------------------------ the real model
 using ModelDir = vkformer::testing::FetchedModel;
-
-// The all-MiniLM-L6-v2 folder, or why there is none: a failed fetch fails the tests that need it.
-const ModelDir& minilm_dir() {
-  static const ModelDir dir = [] {
-    ModelDir d;
-    if (const char* env = std::getenv("VKFORMER_MINILM_DIR"); env && *env) {
-      d.path = env;
-      if (!fs::exists(d.path / "model.safetensors"))
-        d.error = "VKFORMER_MINILM_DIR=" + d.path.string() + " has no model.safetensors";
-      return d;
-    }
-    return run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_minilm.sh",
-                            "set VKFORMER_MINILM_DIR to a folder holding all-MiniLM-L6-v2 to "
-                            "use one you have");
-  }();
-  return dir;
-}
 
 struct Golden {
   std::vector<std::string> texts;

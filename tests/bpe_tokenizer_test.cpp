@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io_util.hpp"  // is_valid_utf8: strict (no overlongs, surrogates, > U+10FFFF)
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/gguf.hpp"
@@ -60,38 +61,9 @@ const std::vector<CorpusText>& corpus() {
   return texts;
 }
 
-const FetchedModel& smollm2() {
-  static const FetchedModel file = [] {
-    FetchedModel m;
-    if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
-      m.path = env;
-      return m;
-    }
-    return vkformer::testing::run_fetch_script(
-        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
-        "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
-  }();
-  return file;
-}
-
-const FetchedModel& llama_vocabs() {
-  static const FetchedModel dir = [] {
-    FetchedModel m;
-    if (const char* env = std::getenv("VKFORMER_LLAMA_VOCABS_DIR"); env && *env) {
-      m.path = env;
-      return m;
-    }
-    return vkformer::testing::run_fetch_script(
-        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_llama_vocabs.sh",
-        "it takes llama.cpp's vocabulary files from the llama-cpp-python sdist; set "
-        "VKFORMER_LLAMA_VOCABS_DIR to the folder it printed to use one you have");
-  }();
-  return dir;
-}
-
 // The GGUF file of a golden vocabulary, or why there is none.
 FetchedModel vocab_file(const std::string& name) {
-  const FetchedModel& source = name == "smollm2" ? smollm2() : llama_vocabs();
+  const FetchedModel& source = name == "smollm2" ? vkformer::testing::smollm2_gguf() : vkformer::testing::llama_vocabs_dir();
   if (!source.error.empty() || name == "smollm2") return source;
   return {source.path / ("ggml-vocab-" + name + ".gguf"), ""};
 }
@@ -185,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenVocab,
                          });
 
 TEST(BpeTokenizer, SmolLM2Metadata) {
-  const FetchedModel& m = smollm2();
+  const FetchedModel& m = vkformer::testing::smollm2_gguf();
   ASSERT_TRUE(m.error.empty()) << m.error;
   const BpeTokenizer tok = BpeTokenizer::load(m.path);
   EXPECT_EQ(tok.vocab_size(), 49152u);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fetched_models.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/vkformer.h"
@@ -21,16 +22,6 @@ namespace vkformer::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The model folder, or the fetch's failure message (a failure of the test, never a skip).
-std::string minilm_dir(std::string* error) {
-  if (const char* env = std::getenv("VKFORMER_MINILM_DIR"); env && *env) return env;
-  const FetchedModel m = run_fetch_script(
-      std::string(VKF_SOURCE_DIR) + "/scripts/fetch_minilm.sh",
-      "set VKFORMER_MINILM_DIR to a folder holding all-MiniLM-L6-v2 to use one you have");
-  *error = m.error;
-  return m.path.string();
-}
 
 class CApiEmbedTest : public DeviceTest {
  protected:
@@ -44,9 +35,9 @@ class CApiEmbedTest : public DeviceTest {
 };
 
 TEST_F(CApiEmbedTest, EmbedsLikeSentenceTransformers) {
-  std::string error;
-  const std::string dir = minilm_dir(&error);
-  ASSERT_TRUE(error.empty()) << error;
+  const FetchedModel& minilm = minilm_dir();
+  ASSERT_TRUE(minilm.error.empty()) << minilm.error;
+  const std::string dir = minilm.path.string();
   vkf_embedder* e = nullptr;
   ASSERT_EQ(vkf_embedder_load(dev, dir.c_str(), VKF_F32, &e), VKF_OK) << vkf_last_error();
   EXPECT_EQ(vkf_embedder_dimension(e), 384);

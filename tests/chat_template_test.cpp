@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/gguf.hpp"
@@ -162,13 +163,7 @@ TEST(ChatTemplate, FormatsByName) {
 // for every conversation; where jinja2 raised an error (a system role Gemma has not, roles that
 // do not alternate), apply() refuses too. The others are refused with the unsupported message.
 TEST(ChatTemplate, RecognizedTemplatesRenderAsHuggingFaceDoes) {
-  FetchedModel dir;
-  if (const char* env = std::getenv("VKFORMER_LLAMA_VOCABS_DIR"); env && *env)
-    dir.path = env;
-  else
-    dir = run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_llama_vocabs.sh",
-                           "it takes llama.cpp's templates from the llama-cpp-python sdist; set "
-                           "VKFORMER_LLAMA_VOCABS_DIR to the folder it printed to use one you have");
+  const FetchedModel& dir = llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   std::ifstream in(std::string(VKF_SOURCE_DIR) + "/tests/golden_chat/renderings.json", std::ios::binary);
   const auto golden = nlohmann::json::parse(in);
@@ -244,15 +239,9 @@ TEST(ChatTemplate, RecognizedTemplatesRenderAsHuggingFaceDoes) {
 }
 
 TEST(ChatTemplate, SmolLM2GgufCarriesThisTemplate) {
-  std::filesystem::path path;
-  if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
-    path = env;
-  } else {
-    const auto m = run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
-                                    "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
-    ASSERT_TRUE(m.error.empty()) << m.error;
-    path = m.path;
-  }
+  const FetchedModel& m = smollm2_gguf();
+  ASSERT_TRUE(m.error.empty()) << m.error;
+  const std::filesystem::path& path = m.path;
   GgufFile f(path);
   EXPECT_EQ(f.get_string("tokenizer.chat_template"), kSmolLM2);
   EXPECT_EQ(ChatTemplate::from_gguf(f).apply({{"user", "Hi"}}),

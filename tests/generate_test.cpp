@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "test_device.hpp"
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/generate.hpp"
@@ -245,15 +246,9 @@ TEST_F(Generate, ConversationsAppendOnlyTheNewTurn) {
 // ------------------------------------------------------------------------------ SmolLM2
 
 TEST_F(Generate, SmolLM2GreedyMatchesTheFloat64Reference) {
-  fs::path path;
-  if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
-    path = env;
-  } else {
-    const auto m = run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
-                                    "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
-    ASSERT_TRUE(m.error.empty()) << m.error;
-    path = m.path;
-  }
+  const FetchedModel& m = smollm2_gguf();
+  ASSERT_TRUE(m.error.empty()) << m.error;
+  const fs::path& path = m.path;
   LanguageModel lm = LanguageModel::load(device(), path, {.context = 256});
   const json golden = json::parse(std::ifstream(kGolden / "manifest.json"));
   for (const char* name : {"plain", "chat", "list"}) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
@@ -689,23 +690,8 @@ TEST(GgmlTypes, DequantizeByHand) {
 // The model file, or the reason there is none.
 using ModelFile = vkformer::testing::FetchedModel;
 
-const ModelFile& smollm2() {
-  static const ModelFile file = [] {
-    ModelFile m;
-    if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
-      m.path = env;
-      if (!fs::is_regular_file(m.path)) m.error = "VKFORMER_SMOLLM2_GGUF=" + m.path.string() + " is no file";
-      return m;
-    }
-    return vkformer::testing::run_fetch_script(
-        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
-        "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
-  }();
-  return file;
-}
-
 TEST(GgufSmolLM2, MetadataAndTensors) {
-  const ModelFile& m = smollm2();
+  const ModelFile& m = vkformer::testing::smollm2_gguf();
   ASSERT_TRUE(m.error.empty()) << m.error;
   GgufFile f(m.path);
   EXPECT_TRUE(f.memory_mapped());
@@ -765,7 +751,7 @@ TEST(GgufSmolLM2, MetadataAndTensors) {
 }
 
 TEST(GgufSmolLM2, RowsDequantizeAsTheGgufPackage) {
-  const ModelFile& m = smollm2();
+  const ModelFile& m = vkformer::testing::smollm2_gguf();
   ASSERT_TRUE(m.error.empty()) << m.error;
   GgufFile f(m.path);
   std::ifstream in(kDir / "smollm2" / "expected.json");

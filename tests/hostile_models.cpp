@@ -17,6 +17,7 @@
 
 #include "io_util.hpp"
 #include "test_device.hpp"
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/generate.hpp"
@@ -212,12 +213,7 @@ TEST_F(DeviceTest, TokenizersOfAnotherSizeThanTheEmbeddingAreRefusedAtLoad) {
 
 // SmolLM2 (scripts/fetch_smollm2.sh): the cases on the real file.
 TEST_F(DeviceTest, SmolLM2WithAContradictingBlockCountOrTokenizerIsRefused) {
-  FetchedModel m;
-  if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env)
-    m.path = env;
-  else
-    m = run_fetch_script((kTests.parent_path() / "scripts" / "fetch_smollm2.sh").string(),
-                         "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
+  const FetchedModel& m = smollm2_gguf();
   ASSERT_TRUE(m.error.empty()) << m.error;
   const fs::path b29 = with_u32(m.path, "llama.block_count", 29, "smollm2_29.gguf");
   EXPECT_TRUE(fails_with([&] { LanguageModel::load(device(), b29); }, ErrorCode::format,

@@ -27,6 +27,7 @@
 
 #include "device_impl.hpp"
 #include "test_device.hpp"
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 #include "vkformer/gguf.hpp"
@@ -446,20 +447,6 @@ TEST_F(TinyLlama, FilesOfOtherArchitecturesMissingTensorsOrOtherTypesAreRefusedB
 
 // ------------------------------------------------------------------------------ SmolLM2
 
-const FetchedModel& smollm2() {
-  static const FetchedModel file = [] {
-    FetchedModel m;
-    if (const char* env = std::getenv("VKFORMER_SMOLLM2_GGUF"); env && *env) {
-      m.path = env;
-      if (!fs::is_regular_file(m.path)) m.error = "VKFORMER_SMOLLM2_GGUF=" + m.path.string() + " is no file";
-      return m;
-    }
-    return run_fetch_script(std::string(VKF_SOURCE_DIR) + "/scripts/fetch_smollm2.sh",
-                            "set VKFORMER_SMOLLM2_GGUF to the file to use one you have");
-  }();
-  return file;
-}
-
 const json& golden() {
   static const json m = json::parse(std::ifstream(fs::path(VKF_LLAMA_GOLDEN_DIR) / "manifest.json"));
   return m;
@@ -473,7 +460,7 @@ LanguageModel& smollm2_model(DType activations) {
     LanguageModelOptions o;
     o.context = 512;
     o.activations = activations;
-    it = models.emplace(activations, LanguageModel::load(test_device(), smollm2().path, o)).first;
+    it = models.emplace(activations, LanguageModel::load(test_device(), smollm2_gguf().path, o)).first;
   }
   return it->second;
 }
@@ -493,7 +480,7 @@ int32_t argmax(std::span<const float> logits) {
 
 class SmolLM2 : public DeviceTest {
  protected:
-  void SetUp() override { ASSERT_TRUE(smollm2().error.empty()) << smollm2().error; }
+  void SetUp() override { ASSERT_TRUE(smollm2_gguf().error.empty()) << smollm2_gguf().error; }
 
   // The long text teacher-forced: logits at the stored positions within 1e-2 × max|logit|,
   // the argmax at every position against the reference's (differences only at near ties).

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "vkformer/bpe_tokenizer.hpp"
 
@@ -21,27 +22,12 @@ using vkformer::ErrorCode;
 using vkformer::testing::fails_with;
 using vkformer::testing::FetchedModel;
 
-const FetchedModel& llama_vocabs() {
-  static const FetchedModel dir = [] {
-    FetchedModel m;
-    if (const char* env = std::getenv("VKFORMER_LLAMA_VOCABS_DIR"); env && *env) {
-      m.path = env;
-      return m;
-    }
-    return vkformer::testing::run_fetch_script(
-        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_llama_vocabs.sh",
-        "it takes llama.cpp's vocabulary files from the llama-cpp-python sdist; set "
-        "VKFORMER_LLAMA_VOCABS_DIR to the folder it printed to use one you have");
-  }();
-  return dir;
-}
-
 // Each vocabulary is loaded once for all tests (the large ones take a second or more).
 const BpeTokenizer& vocab(const std::string& name) {
   static std::map<std::string, BpeTokenizer> loaded;
   auto it = loaded.find(name);
   if (it == loaded.end())
-    it = loaded.emplace(name, BpeTokenizer::load(llama_vocabs().path / ("ggml-vocab-" + name + ".gguf"))).first;
+    it = loaded.emplace(name, BpeTokenizer::load(vkformer::testing::llama_vocabs_dir().path / ("ggml-vocab-" + name + ".gguf"))).first;
   return it->second;
 }
 
@@ -95,7 +81,7 @@ std::string show(const std::vector<int32_t>& ids) {
 class LlamaCppVectors : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlamaCppVectors, EveryTextGivesLlamaCppsIds) {
-  const FetchedModel& dir = llama_vocabs();
+  const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   const fs::path gguf = dir.path / ("ggml-vocab-" + GetParam() + ".gguf");
   const BpeTokenizer& tok = vocab(GetParam());
@@ -126,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(Shipped, LlamaCppVectors,
 // SentencePiece and SentencePiece-style BPE decode what they encoded back to the text (every
 // byte has a token), and so does streaming the tokens through a Utf8StreamDecoder.
 TEST(LlamaCppVocabs, SentencePieceRoundTrips) {
-  const FetchedModel& dir = llama_vocabs();
+  const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   for (const char* name : {"llama-spm", "gemma-4"}) {
     const fs::path gguf = dir.path / ("ggml-vocab-" + std::string(name) + ".gguf");
@@ -151,7 +137,7 @@ TEST(LlamaCppVocabs, SentencePieceRoundTrips) {
 // 40,000 bytes of letters, accented letters, digits, punctuation and spaces encode and decode
 // back.
 TEST(LlamaCppVocabs, LongRunsThroughRegexPreTokenizers) {
-  const FetchedModel& dir = llama_vocabs();
+  const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   for (const char* name : {"deepseek-llm", "deepseek-coder"}) {
     const BpeTokenizer& tok = vocab(name);
@@ -167,7 +153,7 @@ TEST(LlamaCppVocabs, LongRunsThroughRegexPreTokenizers) {
 // The shipped vocabularies without test vectors load (aquila, gpt-neox: "gpt2" without a
 // pre-tokenizer; baichuan: SentencePiece).
 TEST(LlamaCppVocabs, TheOthersLoad) {
-  const FetchedModel& dir = llama_vocabs();
+  const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   for (const char* name : {"aquila", "gpt-neox", "baichuan"}) {
     const BpeTokenizer tok = BpeTokenizer::load(dir.path / ("ggml-vocab-" + std::string(name) + ".gguf"));
@@ -177,7 +163,7 @@ TEST(LlamaCppVocabs, TheOthersLoad) {
 
 // Kinds vkformer does not tokenize are named in the error.
 TEST(LlamaCppVocabs, UnsupportedKindsAreNamed) {
-  const FetchedModel& dir = llama_vocabs();
+  const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   EXPECT_TRUE(fails_with([&] { BpeTokenizer::load(dir.path / "ggml-vocab-bert-bge.gguf"); },
                          ErrorCode::unsupported,
@@ -189,7 +175,7 @@ TEST(LlamaCppVocabs, UnsupportedKindsAreNamed) {
 
 // Every shipped vocabulary is covered by one of the tests above.
 TEST(LlamaCppVocabs, EveryShippedVocabularyIsCovered) {
-  const FetchedModel& dir = llama_vocabs();
+  const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir.path)) {

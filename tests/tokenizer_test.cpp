@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "special_files.hpp"
+#include "fetched_models.hpp"
 #include "test_util.hpp"
 #include "utf8.hpp"
 #include "wordpiece_model.hpp"
@@ -49,23 +50,6 @@ void write_file(const fs::path& path, const std::string& content) {
 
 // The all-MiniLM-L6-v2 folder, or the reason there is none (then the folder is empty).
 using ModelDir = vkformer::testing::FetchedModel;
-
-const ModelDir& minilm_dir() {
-  static const ModelDir dir = [] {
-    ModelDir d;
-    if (const char* env = std::getenv("VKFORMER_MINILM_DIR"); env && *env) {
-      d.path = env;
-      if (!fs::exists(d.path / "tokenizer.json"))
-        d.error = "VKFORMER_MINILM_DIR=" + d.path.string() + " has no tokenizer.json";
-      return d;
-    }
-    return vkformer::testing::run_fetch_script(
-        std::string(VKF_SOURCE_DIR) + "/scripts/fetch_minilm.sh",
-        "set VKFORMER_MINILM_DIR to a folder holding all-MiniLM-L6-v2's tokenizer files to use "
-        "one you have");
-  }();
-  return dir;
-}
 
 struct GoldenCase {
   std::string category, text;
@@ -152,7 +136,7 @@ TEST(TokenizerCorpus, HasEveryCategoryAndEnoughTexts) {
 }
 
 TEST(TokenizerCorpus, MiniLmTokenizerJsonMatchesHuggingFace) {
-  const ModelDir& dir = minilm_dir();
+  const ModelDir& dir = vkformer::testing::minilm_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   WordPieceTokenizer tok = WordPieceTokenizer::load(dir.path);
   EXPECT_EQ(tok.vocab_size(), 30522u);
@@ -166,7 +150,7 @@ TEST(TokenizerCorpus, MiniLmTokenizerJsonMatchesHuggingFace) {
 }
 
 TEST(TokenizerCorpus, MiniLmVocabTxtMatchesHuggingFace) {
-  const ModelDir& dir = minilm_dir();
+  const ModelDir& dir = vkformer::testing::minilm_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   WordPieceTokenizer tok = WordPieceTokenizer::load(dir.path / "vocab.txt");
   EXPECT_EQ(tok.vocab_size(), 30522u);
@@ -174,7 +158,7 @@ TEST(TokenizerCorpus, MiniLmVocabTxtMatchesHuggingFace) {
 }
 
 TEST(TokenizerCorpus, TokenizerJsonFileAlone) {
-  const ModelDir& dir = minilm_dir();
+  const ModelDir& dir = vkformer::testing::minilm_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   WordPieceTokenizer tok = WordPieceTokenizer::load(dir.path / "tokenizer.json");
   EXPECT_EQ(tok.config().model_max_length, 128u);  // its truncation block
