@@ -1,7 +1,7 @@
 // BpeTokenizer against llama.cpp's tokenizer: every text of tests/golden_bpe/corpus.json must
 // give the ids llama-tokenize gave (tools/make_bpe_golden.py) for SmolLM2-135M-Instruct
-// (pre-tokenizer smollm) and llama.cpp's vocabulary files for gpt-2, llama-bpe, qwen2 and
-// falcon; decoding round trips; streaming through Utf8StreamDecoder only ever yields valid UTF-8;
+// (pre-tokenizer smollm) and llama.cpp's vocabulary files (byte-level BPE, SentencePiece and
+// SentencePiece-style BPE: GoldenCorpus lists them); byte-level BPE decoding round trips; streaming through Utf8StreamDecoder only ever yields valid UTF-8;
 // and metadata that does not fit together is a format error naming the key. Host only.
 #include <gtest/gtest.h>
 
@@ -102,9 +102,15 @@ std::string show(const std::vector<int32_t>& ids) {
   return s + "]";
 }
 
+// Every vocabulary with corpus goldens: the byte-level BPE ones below and SentencePiece
+// (llama-spm: Llama 2, Mistral; phi-3), SentencePiece-style BPE (gemma-4) and the other
+// pre-tokenizers llama.cpp ships vocabularies for.
+class GoldenCorpus : public ::testing::TestWithParam<std::string> {};
+// The byte-level BPE vocabularies (GPT-2's byte-to-character map), whose every token decodes to
+// its bytes.
 class GoldenVocab : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GoldenVocab, EveryTextGivesLlamaCppsIds) {
+TEST_P(GoldenCorpus, EveryTextGivesLlamaCppsIds) {
   const std::string name = GetParam();
   FetchedModel file = vocab_file(name);
   ASSERT_TRUE(file.error.empty()) << file.error;
@@ -175,14 +181,20 @@ TEST_P(GoldenVocab, DecodeAndStreamingRoundTrip) {
   RecordProperty("bytes_without_token", static_cast<int>(missing));
 }
 
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+
 INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenVocab,
-                         ::testing::Values("smollm2", "gpt-2", "llama-bpe", "qwen2", "falcon"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+                         ::testing::Values("smollm2", "gpt-2", "llama-bpe", "qwen2", "falcon"), test_name);
+INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenCorpus,
+                         ::testing::Values("smollm2", "gpt-2", "llama-bpe", "qwen2", "falcon", "llama-spm",
+                                           "phi-3", "gemma-4", "command-r", "deepseek-coder", "deepseek-llm",
+                                           "mpt", "qwen35", "refact", "starcoder"),
+                         test_name);
 
 TEST(BpeTokenizer, SmolLM2Metadata) {
   const FetchedModel& m = smollm2();
