@@ -18,7 +18,7 @@
 #include "io_util.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/generate.hpp"
 #include "vkformer/gguf.hpp"
 #include "vkformer/llm.hpp"

@@ -28,7 +28,7 @@
 #include "device_impl.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/gguf.hpp"
 #include "vkformer/io.hpp"
 #include "vkformer/llm.hpp"

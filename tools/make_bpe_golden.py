@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/golden_bpe: a corpus of texts and, for each byte-level BPE vocabulary, the ids
 llama.cpp's own tokenizer gives them. tests/bpe_tokenizer_test.cpp compares vkformer's
-BpeTokenizer with these ids.
+GgufTokenizer with these ids.
 
     tools/build_llama_cpp_peer.sh                      # llama.cpp, once
     tools/make_bpe_golden.py [--peer DIR] [--llama-tokenize PATH]
