@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
 #include "io_util.hpp"  // is_valid_utf8: strict (no overlongs, surrogates, > U+10FFFF)
@@ -71,8 +71,8 @@ vkformer::GgufFile small_vocab() {
   return vkformer::GgufFile::from_bytes(std::move(bytes), "fuzz.gguf");
 }
 
-const vkformer::BpeTokenizer& small_tokenizer() {
-  static const vkformer::BpeTokenizer t = vkformer::BpeTokenizer::from_gguf(small_vocab());
+const vkformer::GgufTokenizer& small_tokenizer() {
+  static const vkformer::GgufTokenizer t = vkformer::GgufTokenizer::from_gguf(small_vocab());
   return t;
 }
 
@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data + 2), size - 2);
   if (data[0] % 2 == 0) {
-    const vkformer::BpeTokenizer& tok = small_tokenizer();
+    const vkformer::GgufTokenizer& tok = small_tokenizer();
     const bool parse_special = data[1] % 2 == 1;
     const std::vector<int32_t> ids = tok.encode(rest, false, parse_special);
     if (vkformer::io::is_valid_utf8(rest) && tok.decode(ids) != rest) __builtin_trap();  // no byte lost
@@ -96,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::byte> bytes(rest.size());
     if (!rest.empty()) std::memcpy(bytes.data(), rest.data(), rest.size());
     const auto file = vkformer::GgufFile::from_bytes(std::move(bytes), "fuzz.gguf");
-    const auto t = vkformer::BpeTokenizer::from_gguf(file);
+    const auto t = vkformer::GgufTokenizer::from_gguf(file);
     t.decode(t.encode("Hello, world! 123 caf\xc3\xa9 <|im_start|>\xff", data[1] % 2 == 1));
   } catch (const vkformer::Error&) {
   }

@@ -1,7 +1,7 @@
-// BpeTokenizer against llama.cpp's tokenizer: every text of tests/golden_bpe/corpus.json must
+// GgufTokenizer against llama.cpp's tokenizer: every text of tests/golden_bpe/corpus.json must
 // give the ids llama-tokenize gave (tools/make_bpe_golden.py) for SmolLM2-135M-Instruct
-// (pre-tokenizer smollm) and llama.cpp's vocabulary files for gpt-2, llama-bpe, qwen2 and
-// falcon; decoding round trips; streaming through Utf8StreamDecoder only ever yields valid UTF-8;
+// (pre-tokenizer smollm) and llama.cpp's vocabulary files (byte-level BPE, SentencePiece and
+// SentencePiece-style BPE: GoldenCorpus lists them); byte-level BPE decoding round trips; streaming through Utf8StreamDecoder only ever yields valid UTF-8;
 // and metadata that does not fit together is a format error naming the key. Host only.
 #include <gtest/gtest.h>
 
@@ -10,19 +10,21 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "io_util.hpp"  // is_valid_utf8: strict (no overlongs, surrogates, > U+10FFFF)
 #include "fetched_models.hpp"
 #include "test_util.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/bpe_tokenizer.hpp"  // the deprecated alias; includes gguf_tokenizer.hpp
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/gguf.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using vkformer::BpeTokenizer;
+using vkformer::GgufTokenizer;
 using vkformer::ErrorCode;
 using vkformer::GgufFile;
 using vkformer::io::is_valid_utf8;
@@ -74,14 +76,20 @@ std::string show(const std::vector<int32_t>& ids) {
   return s + "]";
 }
 
+// Every vocabulary with corpus goldens: the byte-level BPE ones below and SentencePiece
+// (llama-spm: Llama 2, Mistral; phi-3), SentencePiece-style BPE (gemma-4) and the other
+// pre-tokenizers llama.cpp ships vocabularies for.
+class GoldenCorpus : public ::testing::TestWithParam<std::string> {};
+// The byte-level BPE vocabularies (GPT-2's byte-to-character map), whose every token decodes to
+// its bytes.
 class GoldenVocab : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(GoldenVocab, EveryTextGivesLlamaCppsIds) {
+TEST_P(GoldenCorpus, EveryTextGivesLlamaCppsIds) {
   const std::string name = GetParam();
   FetchedModel file = vocab_file(name);
   ASSERT_TRUE(file.error.empty()) << file.error;
   const json golden = read_json(fs::path(VKF_BPE_GOLDEN_DIR) / (name + ".json"));
-  const BpeTokenizer tok = BpeTokenizer::load(file.path);
+  const GgufTokenizer tok = GgufTokenizer::load(file.path);
   const auto& texts = corpus();
   ASSERT_EQ(golden.at("ids").size(), texts.size());
   const bool add_special = golden.at("add_special");
@@ -104,6 +112,12 @@ TEST_P(GoldenVocab, EveryTextGivesLlamaCppsIds) {
   RecordProperty("texts_compared", static_cast<int>(checked));
 }
 
+// Code written against the tokenizer's first name still compiles (with a deprecation warning).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static_assert(std::is_same_v<vkformer::BpeTokenizer, GgufTokenizer>);
+#pragma GCC diagnostic pop
+
 std::string byte_char(uint8_t byte);
 
 // Decoding what was encoded gives the text back, and so does streaming the tokens' bytes one
@@ -114,7 +128,7 @@ TEST_P(GoldenVocab, DecodeAndStreamingRoundTrip) {
   const std::string name = GetParam();
   FetchedModel file = vocab_file(name);
   ASSERT_TRUE(file.error.empty()) << file.error;
-  const BpeTokenizer tok = BpeTokenizer::load(file.path);
+  const GgufTokenizer tok = GgufTokenizer::load(file.path);
   size_t tokens = 0, missing = 0;
   bool has_byte[256];
   for (int b = 0; b < 256; ++b) {
@@ -147,19 +161,25 @@ TEST_P(GoldenVocab, DecodeAndStreamingRoundTrip) {
   RecordProperty("bytes_without_token", static_cast<int>(missing));
 }
 
-INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenVocab,
-                         ::testing::Values("smollm2", "gpt-2", "llama-bpe", "qwen2", "falcon"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s)
-                             if (c == '-') c = '_';
-                           return s;
-                         });
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
 
-TEST(BpeTokenizer, SmolLM2Metadata) {
+INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenVocab,
+                         ::testing::Values("smollm2", "gpt-2", "llama-bpe", "qwen2", "falcon"), test_name);
+INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenCorpus,
+                         ::testing::Values("smollm2", "gpt-2", "llama-bpe", "qwen2", "falcon", "llama-spm",
+                                           "phi-3", "gemma-4", "command-r", "deepseek-coder", "deepseek-llm",
+                                           "mpt", "qwen35", "refact", "starcoder"),
+                         test_name);
+
+TEST(GgufTokenizer, SmolLM2Metadata) {
   const FetchedModel& m = vkformer::testing::smollm2_gguf();
   ASSERT_TRUE(m.error.empty()) << m.error;
-  const BpeTokenizer tok = BpeTokenizer::load(m.path);
+  const GgufTokenizer tok = GgufTokenizer::load(m.path);
   EXPECT_EQ(tok.vocab_size(), 49152u);
   EXPECT_EQ(tok.pre_tokenizer(), "smollm");
   EXPECT_EQ(tok.bos_id(), 1);
@@ -184,8 +204,8 @@ TEST(BpeTokenizer, SmolLM2Metadata) {
   EXPECT_TRUE(fails_with([&] { tok.id_to_token(49152); }, ErrorCode::invalid_argument, "49152"));
   const std::vector<int32_t> bad = {1, -3};
   EXPECT_TRUE(fails_with([&] { tok.decode(bad); }, ErrorCode::invalid_argument, "-3"));
-  BpeTokenizer moved = tok;
-  BpeTokenizer taken = std::move(moved);
+  GgufTokenizer moved = tok;
+  GgufTokenizer taken = std::move(moved);
   EXPECT_TRUE(fails_with([&] { moved.vocab_size(); }, ErrorCode::invalid_argument, "moved"));
   EXPECT_EQ(taken.vocab_size(), 49152u);
 }
@@ -283,8 +303,8 @@ Metadata tiny_vocab() {
           {"tokenizer.ggml.eos_token_id", u32(259)}};
 }
 
-TEST(BpeTokenizer, SyntheticVocabularyFollowsLlamaCppsRules) {
-  const BpeTokenizer tok = BpeTokenizer::from_gguf(gguf(tiny_vocab()));
+TEST(GgufTokenizer, SyntheticVocabularyFollowsLlamaCppsRules) {
+  const GgufTokenizer tok = GgufTokenizer::from_gguf(gguf(tiny_vocab()));
   using V = std::vector<int32_t>;
   // Merges by rank: "a b" then "ab c". A space starts the next word ("Ġ" is byte 0x20's
   // character, id 32): " ab" merges a+b first (rank 0), and "Ġ ab" is no merge.
@@ -300,7 +320,7 @@ TEST(BpeTokenizer, SyntheticVocabularyFollowsLlamaCppsRules) {
   Metadata with_bos = tiny_vocab();
   with_bos["tokenizer.ggml.add_bos_token"] = boolean(true);
   with_bos["tokenizer.ggml.add_eos_token"] = boolean(true);
-  const BpeTokenizer both = BpeTokenizer::from_gguf(gguf(with_bos));
+  const GgufTokenizer both = GgufTokenizer::from_gguf(gguf(with_bos));
   EXPECT_EQ(both.encode("a", true), (V{259, 'a', 259}));
   EXPECT_EQ(both.encode("a", false), (V{'a'}));
   // Invalid UTF-8 is read as U+FFFD (EF BF BD), byte by byte.
@@ -309,12 +329,12 @@ TEST(BpeTokenizer, SyntheticVocabularyFollowsLlamaCppsRules) {
   Metadata llama3 = tiny_vocab();
   llama3["tokenizer.ggml.pre"] = str("llama-bpe");
   llama3["tokenizer.ggml.merges"] = strings({"a b", "\xC4\xA0 a"});  // nothing makes "abc"
-  const BpeTokenizer l3 = BpeTokenizer::from_gguf(gguf(llama3));
+  const GgufTokenizer l3 = GgufTokenizer::from_gguf(gguf(llama3));
   EXPECT_EQ(l3.encode("abc", false), (V{257}));
   EXPECT_TRUE(l3.add_bos());  // llama.cpp's default for the llama3 family
   Metadata gpt2 = llama3;
   gpt2["tokenizer.ggml.pre"] = str("gpt-2");
-  EXPECT_EQ(BpeTokenizer::from_gguf(gguf(gpt2)).encode("abc", false), (V{256, 'c'}));
+  EXPECT_EQ(GgufTokenizer::from_gguf(gguf(gpt2)).encode("abc", false), (V{256, 'c'}));
 }
 
 Value f32s(const std::vector<float>& items) {
@@ -358,9 +378,9 @@ Metadata tiny_spm() {
 
 // llama.cpp's SentencePiece rules: a space (U+2581) before text at the start and after a special
 // token, merges by the merged token's score, bytes without a token as <0xNN>, BOS by default.
-TEST(BpeTokenizer, SentencePieceFollowsLlamaCppsRules) {
+TEST(GgufTokenizer, SentencePieceFollowsLlamaCppsRules) {
   using V = std::vector<int32_t>;
-  const BpeTokenizer tok = BpeTokenizer::from_gguf(gguf(tiny_spm()));
+  const GgufTokenizer tok = GgufTokenizer::from_gguf(gguf(tiny_spm()));
   EXPECT_EQ(tok.bos_id(), 1);  // llama.cpp's defaults for SentencePiece: BOS 1, EOS 2, BOS added
   EXPECT_EQ(tok.eos_id(), 2);
   EXPECT_TRUE(tok.add_bos());
@@ -382,20 +402,20 @@ TEST(BpeTokenizer, SentencePieceFollowsLlamaCppsRules) {
   // add_space_prefix = false: no space before the text.
   Metadata no_prefix = tiny_spm();
   no_prefix["tokenizer.ggml.add_space_prefix"] = boolean(false);
-  const BpeTokenizer raw = BpeTokenizer::from_gguf(gguf(no_prefix));
+  const GgufTokenizer raw = GgufTokenizer::from_gguf(gguf(no_prefix));
   EXPECT_EQ(raw.encode("ab", false), (V{262}));
   EXPECT_EQ(raw.decode(raw.encode(" ab", false)), " ab");
   // Scores must be one per token.
   Metadata bad = tiny_spm();
   bad["tokenizer.ggml.scores"] = f32s({1.0f});
-  EXPECT_TRUE(fails_with([&] { BpeTokenizer::from_gguf(gguf(bad)); }, ErrorCode::format,
+  EXPECT_TRUE(fails_with([&] { GgufTokenizer::from_gguf(gguf(bad)); }, ErrorCode::format,
                          "tokenizer.ggml.scores: 1 scores for 265 tokens"));
 }
 
 // Each mistake in the metadata is a format error naming the key.
-TEST(BpeTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
+TEST(GgufTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
   auto fails = [](Metadata m, std::string_view needle) {
-    return fails_with([&] { BpeTokenizer::from_gguf(gguf(m)); }, ErrorCode::format, needle);
+    return fails_with([&] { GgufTokenizer::from_gguf(gguf(m)); }, ErrorCode::format, needle);
   };
   auto with = [](std::string key, Value v) {
     Metadata m = tiny_vocab();
@@ -409,7 +429,7 @@ TEST(BpeTokenizer, BadMetadataIsAFormatErrorNamingTheKey) {
   };
   // A kind of vocabulary or a pre-tokenizer vkformer does not have is unsupported, named.
   auto unsupported = [](Metadata m, std::string_view needle) {
-    return fails_with([&] { BpeTokenizer::from_gguf(gguf(m)); }, ErrorCode::unsupported, needle);
+    return fails_with([&] { GgufTokenizer::from_gguf(gguf(m)); }, ErrorCode::unsupported, needle);
   };
   EXPECT_TRUE(unsupported(with("tokenizer.ggml.model", str("rwkv")),
                           "tokenizer.ggml.model: unsupported vocabulary kind 'rwkv' (RWKV)"));

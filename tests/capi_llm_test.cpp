@@ -8,7 +8,7 @@
 
 #include "test_device.hpp"
 #include "test_util.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/generate.hpp"
 #include "vkformer/llm.hpp"
 #include "vkformer/vkformer.h"
@@ -47,7 +47,7 @@ class CapiLlm : public DeviceTest {
 };
 
 TEST_F(CapiLlm, TokenizeAndDetokenizeAsTheCppTokenizer) {
-  const auto tok = BpeTokenizer::load(kTiny);
+  const auto tok = GgufTokenizer::load(kTiny);
   const char* text = "<|im_start|>user\nhello there<|im_end|>\n";
   const auto want = tok.encode(text);
   std::vector<int32_t> ids(want.size());

@@ -19,7 +19,7 @@
 #include "test_device.hpp"
 #include "fetched_models.hpp"
 #include "test_util.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/generate.hpp"
 #include "vkformer/llm.hpp"
 
@@ -101,7 +101,7 @@ TEST_F(Generate, GreedyTokensAreTheArgmaxOfTheWholeSequence) {
 TEST_F(Generate, StoppingInsideACharacterShowsNothingOfIt) {
   LanguageModel lm = LanguageModel::load(device(), tiny("untied"));
   const std::vector<int32_t> prompt = tiny_ids("untied", "hello");
-  const BpeTokenizer& tok = lm.tokenizer();
+  const GgufTokenizer& tok = lm.tokenizer();
   TextGenerationOptions options{.max_tokens = 24, .sampling = {.temperature = 3.0f}};
   size_t cut = 0;
   std::vector<int32_t> tokens;
@@ -201,7 +201,7 @@ TEST_F(Generate, SeededSamplingIsReproducible) {
 // tokens), and its reply equals greedy generation over the same tokens from an empty cache.
 TEST_F(Generate, ConversationsAppendOnlyTheNewTurn) {
   LanguageModel lm = LanguageModel::load(device(), tiny("untied"));
-  const BpeTokenizer& tok = lm.tokenizer();
+  const GgufTokenizer& tok = lm.tokenizer();
   const ChatTemplate t = ChatTemplate::load(tiny("untied"));
   Conversation chat(lm, t, "Be brief.");
   const TextGenerationOptions o{.max_tokens = 6};

@@ -19,7 +19,7 @@
 #include "test_device.hpp"
 #include "fetched_models.hpp"
 #include "test_util.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/generate.hpp"
 #include "vkformer/gguf.hpp"
 #include "vkformer/llm.hpp"

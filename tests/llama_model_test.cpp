@@ -29,7 +29,7 @@
 #include "test_device.hpp"
 #include "fetched_models.hpp"
 #include "test_util.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/gguf.hpp"
 #include "vkformer/io.hpp"
 #include "vkformer/llm.hpp"

@@ -12,22 +12,22 @@
 
 #include "fetched_models.hpp"
 #include "test_util.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using vkformer::BpeTokenizer;
+using vkformer::GgufTokenizer;
 using vkformer::ErrorCode;
 using vkformer::testing::fails_with;
 using vkformer::testing::FetchedModel;
 
 // Each vocabulary is loaded once for all tests (the large ones take a second or more).
-const BpeTokenizer& vocab(const std::string& name) {
-  static std::map<std::string, BpeTokenizer> loaded;
+const GgufTokenizer& vocab(const std::string& name) {
+  static std::map<std::string, GgufTokenizer> loaded;
   auto it = loaded.find(name);
   if (it == loaded.end())
-    it = loaded.emplace(name, BpeTokenizer::load(vkformer::testing::llama_vocabs_dir().path / ("ggml-vocab-" + name + ".gguf"))).first;
+    it = loaded.emplace(name, GgufTokenizer::load(vkformer::testing::llama_vocabs_dir().path / ("ggml-vocab-" + name + ".gguf"))).first;
   return it->second;
 }
 
@@ -84,7 +84,7 @@ TEST_P(LlamaCppVectors, EveryTextGivesLlamaCppsIds) {
   const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   const fs::path gguf = dir.path / ("ggml-vocab-" + GetParam() + ".gguf");
-  const BpeTokenizer& tok = vocab(GetParam());
+  const GgufTokenizer& tok = vocab(GetParam());
   const auto vectors = read_vectors(gguf);
   ASSERT_GE(vectors.size(), 40u);
   size_t mismatches = 0;
@@ -116,7 +116,7 @@ TEST(LlamaCppVocabs, SentencePieceRoundTrips) {
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   for (const char* name : {"llama-spm", "gemma-4"}) {
     const fs::path gguf = dir.path / ("ggml-vocab-" + std::string(name) + ".gguf");
-    const BpeTokenizer& tok = vocab(name);
+    const GgufTokenizer& tok = vocab(name);
     for (const Vector& v : read_vectors(gguf)) {
       const auto ids = tok.encode(v.text, false, false);
       EXPECT_EQ(tok.decode(ids), v.text) << name;
@@ -140,7 +140,7 @@ TEST(LlamaCppVocabs, LongRunsThroughRegexPreTokenizers) {
   const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   for (const char* name : {"deepseek-llm", "deepseek-coder"}) {
-    const BpeTokenizer& tok = vocab(name);
+    const GgufTokenizer& tok = vocab(name);
     for (const std::string unit : {"abcdefgh", "\xC3\xA9t\xC3\xA9", "1234", "!?", "  "}) {
       std::string text;
       while (text.size() < 40000) text += unit;  // unguarded, 30,000 letters crashed
@@ -156,7 +156,7 @@ TEST(LlamaCppVocabs, TheOthersLoad) {
   const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
   for (const char* name : {"aquila", "gpt-neox", "baichuan"}) {
-    const BpeTokenizer tok = BpeTokenizer::load(dir.path / ("ggml-vocab-" + std::string(name) + ".gguf"));
+    const GgufTokenizer tok = GgufTokenizer::load(dir.path / ("ggml-vocab-" + std::string(name) + ".gguf"));
     EXPECT_GT(tok.encode("Hello world", false).size(), 0u) << name;
   }
 }
@@ -165,10 +165,10 @@ TEST(LlamaCppVocabs, TheOthersLoad) {
 TEST(LlamaCppVocabs, UnsupportedKindsAreNamed) {
   const FetchedModel& dir = vkformer::testing::llama_vocabs_dir();
   ASSERT_TRUE(dir.error.empty()) << dir.error;
-  EXPECT_TRUE(fails_with([&] { BpeTokenizer::load(dir.path / "ggml-vocab-bert-bge.gguf"); },
+  EXPECT_TRUE(fails_with([&] { GgufTokenizer::load(dir.path / "ggml-vocab-bert-bge.gguf"); },
                          ErrorCode::unsupported,
                          "tokenizer.ggml.model: unsupported vocabulary kind 'bert' (WordPiece)"));
-  EXPECT_TRUE(fails_with([&] { BpeTokenizer::load(dir.path / "ggml-vocab-nomic-bert-moe.gguf"); },
+  EXPECT_TRUE(fails_with([&] { GgufTokenizer::load(dir.path / "ggml-vocab-nomic-bert-moe.gguf"); },
                          ErrorCode::unsupported,
                          "unsupported vocabulary kind 't5' (SentencePiece Unigram)"));
 }

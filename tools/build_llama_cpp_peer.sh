@@ -9,15 +9,18 @@
 # nice so other builds keep a core. It configures build-vulkan/ (GGML_VULKAN=ON, needs glslc,
 # libvulkan-dev and spirv-headers); if that fails it builds build-cpu/ instead and says why.
 # Binaries end up in PEER_DIR/llama.cpp-build-{vulkan,cpu}/bin. Running it again rebuilds only
-# what changed.
+# what changed. BACKEND=cpu skips the Vulkan attempt (no glslc, or only the tokenizer and
+# llama-quantize are wanted: the CPU build is much shorter).
 set -euo pipefail
 
 VERSION=0.3.36                 # llama-cpp-python; the llama.cpp commit it vendors is in the log
 PEER_DIR="${1:-/work/peers}"
 JOBS="${JOBS:-1}"
-# llama-completion is the classic one-shot CLI; llama-cli needs the server library (slow) and
-# comes last so the others are usable early.
-TARGETS=(llama-tokenize llama-bench llama-completion llama-cli)
+BACKEND="${BACKEND:-auto}"     # auto: Vulkan, falling back to CPU; cpu: CPU only
+# llama-quantize writes the K-quant fixtures (tools/make_family_models.py); llama-completion is
+# the classic one-shot CLI; llama-cli and llama-server need the server library (slow) and come
+# last so the others are usable early.
+TARGETS=(llama-tokenize llama-quantize llama-bench llama-completion llama-cli llama-server)
 
 say() { echo "build_llama_cpp_peer: $*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -33,7 +36,8 @@ src="$PEER_DIR/llama_cpp_python-$VERSION/vendor/llama.cpp"
 
 # ggml-vulkan compiles its shaders with glslc and finds SPIR-V headers through their CMake config.
 need=()
-for p in glslc libvulkan-dev spirv-headers; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+[[ "$BACKEND" == cpu ]] ||
+  for p in glslc libvulkan-dev spirv-headers; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if (( ${#need[@]} )); then
   say "installing ${need[*]}"
   apt-get install -y "${need[@]}" >&2 || say "apt-get failed; the Vulkan build may fail"
@@ -75,11 +79,11 @@ build() {  # build DIR [cmake options...]: configure once, then each target in t
 }
 
 vk="$PEER_DIR/llama.cpp-build-vulkan"
-if build "$vk" -DGGML_VULKAN=ON; then
+if [[ "$BACKEND" != cpu ]] && build "$vk" -DGGML_VULKAN=ON; then
   say "done: $vk/bin"
   echo "$vk/bin"
 else
-  say "the Vulkan build failed (see above); building the CPU backend alone"
+  [[ "$BACKEND" == cpu ]] || say "the Vulkan build failed (see above); building the CPU backend alone"
   cpu="$PEER_DIR/llama.cpp-build-cpu"
   build "$cpu" -DGGML_VULKAN=OFF || die "the CPU-only build failed too"
   echo "$cpu/bin"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "llm_cli.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/error.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "interrupt.hpp"
 #include "llm_cli.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/error.hpp"
 

@@ -10,7 +10,7 @@
 #include "cli.hpp"
 #include "llm_cli.hpp"
 #include "model_kind.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/tokenizer.hpp"
 
@@ -54,7 +54,7 @@ std::string readable(const std::string& bytes) {
 int tokenize_gguf(const TokenizeArgs& args, const std::vector<std::string>& texts) {
   if (args.max_length != 0)
     usage_error("tokenize: --max-length applies to WordPiece tokenizers, not to " + args.model);
-  const BpeTokenizer tok = BpeTokenizer::load(args.model);
+  const GgufTokenizer tok = GgufTokenizer::load(args.model);
   for (const std::string& text : texts) {
     std::vector<int32_t> ids = tok.encode(text, true, !args.no_parse_special);
     std::vector<std::string> tokens, pieces;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/golden_bpe: a corpus of texts and, for each byte-level BPE vocabulary, the ids
 llama.cpp's own tokenizer gives them. tests/bpe_tokenizer_test.cpp compares vkformer's
-BpeTokenizer with these ids.
+GgufTokenizer with these ids.
 
     tools/build_llama_cpp_peer.sh                      # llama.cpp, once
     tools/make_bpe_golden.py [--peer DIR] [--llama-tokenize PATH]
@@ -22,9 +22,11 @@ Files written:
                 llama-tokenize does when the file asks for BOS.
 
 Vocabularies: SmolLM2-135M-Instruct (scripts/fetch_smollm2.sh; pre-tokenizer smollm) and
-llama.cpp's vocabulary-only files for gpt-2, llama-bpe (Llama 3), qwen2 and falcon
-(scripts/fetch_llama_vocabs.sh). The random texts use a fixed seed, so a second run writes the
-same files.
+llama.cpp's vocabulary-only files (scripts/fetch_llama_vocabs.sh) named in LLAMA_VOCABS:
+byte-level BPE (gpt-2, llama-bpe = Llama 3, qwen2, falcon, ...), SentencePiece (llama-spm =
+Llama 2 / Mistral, phi-3) and SentencePiece-style BPE (gemma-4). --only NAME... rewrites only
+those (and corpus.json, the same texts). The random texts use a fixed seed, so a second run
+writes the same files.
 """
 import argparse
 import hashlib
@@ -42,6 +44,8 @@ PEER_SOURCES = "llama_cpp_python-0.3.36/vendor/llama.cpp"
 PEER = "llama.cpp vendored by llama-cpp-python 0.3.36 (PyPI sdist): llama_tokenize as llama-tokenize calls it"
 SEED = 20261124
 RANDOM_TEXTS = 48
+LLAMA_VOCABS = ["gpt-2", "llama-bpe", "qwen2", "falcon", "llama-spm", "phi-3", "gemma-4",
+                "command-r", "deepseek-coder", "deepseek-llm", "mpt", "qwen35", "refact", "starcoder"]
 
 HAND = {
     "english": [
@@ -259,6 +263,7 @@ def main():
                     help="where tools/build_llama_cpp_peer.sh built llama.cpp")
     ap.add_argument("--llama-tokenize", help="also check the first vocabulary with this tool")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", nargs="*", help="vocabularies to (re)write; default all")
     args = ap.parse_args()
 
     items = corpus()
@@ -267,10 +272,13 @@ def main():
         json.dump(items, f, ensure_ascii=False, indent=1)
         f.write("\n")
 
-    vocabs = {"smollm2": fetch("fetch_smollm2.sh")}
+    vocabs = {}
+    if not args.only or "smollm2" in args.only:
+        vocabs["smollm2"] = fetch("fetch_smollm2.sh")
     vocab_dir = fetch("fetch_llama_vocabs.sh")
-    for name in ["gpt-2", "llama-bpe", "qwen2", "falcon"]:
-        vocabs[name] = vocab_dir / f"ggml-vocab-{name}.gguf"
+    for name in LLAMA_VOCABS:
+        if not args.only or name in args.only:
+            vocabs[name] = vocab_dir / f"ggml-vocab-{name}.gguf"
 
     with tempfile.TemporaryDirectory() as tmpdir:
         driver = build_driver(args.peer, pathlib.Path(tmpdir))

@@ -16,11 +16,23 @@ GQA, tied or separate output, RoPE style, base and scaling (Llama 3.1's rope_fre
 linear scaling and local base), soft-capping (Gemma 2, with caps small enough that tanh bends)
 and a sliding window of 6, shorter than the longer prompts. Weights, norms and biases are random
 (normal), so a wrong norm offset or a missed bias shows. For each family it writes
-<family>.f32.gguf, <family>.f16.gguf and <family>.q8_0.gguf (the converter's own --outtype; Q4_K
-needs llama.cpp's C quantizer, which is not built here) and in manifest.json per prompt (token
-ids) the .npy file of the model's float32 logits at every position, and a 32-token greedy
-continuation of the first long prompt, and the long prompt's logits of the model with its weights
-rounded through Q8_0 as the converter rounds them (the Q8_0 file's reference).
+<family>.f32.gguf, <family>.f16.gguf and <family>.q8_0.gguf (the converter's own --outtype) and
+in manifest.json per prompt (token ids) the .npy file of the model's float32 logits at every
+position, and a 32-token greedy continuation of the first long prompt, and the long prompt's
+logits of the model with its weights rounded through Q8_0 as the converter rounds them (the Q8_0
+file's reference).
+
+K-quants (--llama-quantize PATH, llama.cpp's own llama-quantize; gguf-py cannot write them): a
+second model per family, the same configuration at the smallest widths whose every matrix row is
+whole 256-element super-blocks (width 256, 4 query heads of 64, FFN 256; 1 block), converted
+to F32 and quantized by llama-quantize to Q4_K_M (every family) and Q5_K_M (K_QUANTS_5 below):
+<family>_k.q4_k_m.gguf, <family>_k.q5_k_m.gguf. At width 32 every K-type tensor would fall back
+to Q5_0/Q5_1/Q8_0 and the K kernels would not run. Their reference, <family>_k_long_<type>.npy, is
+transformers on the same weights dequantized: each tensor of the quantized file decoded by
+gguf-py and put back into the transformers model, its rows matched to the model's rows through the
+F32 file (the converter reorders Llama's q/k rows for its RoPE layout; quantization is per row, so
+the rows' order does not change what they round to). manifest.json records each file's tensor
+types.
 
 The converter needs a tokenizer; these models have none, so the script gives the converter's
 model class a set_vocab that writes a 320-token SentencePiece-style vocabulary (control tokens
@@ -44,6 +56,18 @@ PROMPTS = {
 }
 GREEDY = 32
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The K-quant models: every row of every matrix whole 256-element super-blocks (hidden and FFN
+# 256, 4 query heads of 64 so that attn_output's rows are 256 wide too).
+# One block: llama-quantize's Q4_K_M/Q5_K_M then give its attn_v and ffn_down Q6_K (as in a real
+# model's first and last blocks) and its other matrices Q4_K/Q5_K; a second block would double
+# the files without another kernel or shape.
+K_WIDTH = dict(hidden_size=256, intermediate_size=256, num_attention_heads=4, head_dim=64,
+               num_hidden_layers=1,
+               # the narrow models' 0.25 scaled by sqrt(32/256): activations and logits of the
+               # same size, so top-1 margins are alike
+               initializer_range=0.0884)
+K_QUANTS = ("Q4_K_M",)
+K_QUANTS_5 = ("llama3", "qwen2")  # also Q5_K_M: one separate-output llama, one with biases
 
 
 def families():
@@ -133,12 +157,12 @@ def convert(llama_cpp, model_dir, out, outtype, window_for_llama):
     conv.main()
 
 
-def build(name, spec, work, out_dir, llama_cpp, skip_convert=False):
-    import numpy as np
+def random_model(seed_name, spec, kwargs, model_dir):
+    """The family's transformers model with seeded random weights, saved for the converter."""
     import torch
     import transformers
-    config_cls, model_cls, kwargs = spec
-    torch.manual_seed(sum(map(ord, name)))
+    config_cls, model_cls, _ = spec
+    torch.manual_seed(sum(map(ord, seed_name)))
     config = getattr(transformers, config_cls)(**kwargs)
     model = getattr(transformers, model_cls)(config).eval()
     model.config._attn_implementation = "eager"  # honours soft-capping and the sliding window
@@ -150,22 +174,34 @@ def build(name, spec, work, out_dir, llama_cpp, skip_convert=False):
                 p.copy_(offset + 0.2 * torch.randn_like(p))
             elif pname.endswith(".bias"):
                 p.copy_(0.3 * torch.randn_like(p))
-    model_dir = work / name
     model.save_pretrained(model_dir, safe_serialization=True)
     # Gemma 3's converter counts the vocabulary from tokenizer.json.
     (model_dir / "tokenizer.json").write_text(json.dumps(
         {"model": {"vocab": {f"t{i}": i for i in range(VOCAB)}}, "added_tokens": []}))
+    return model
+
+
+def run_converter(name, llama_cpp, model_dir, out, outtype):
     window = WINDOW if name == "mistral" else 0
+    r = subprocess.run([sys.executable, __file__, "--convert", str(llama_cpp), str(model_dir), str(out),
+                        outtype, str(window)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{name} {outtype}: convert_hf_to_gguf failed:\n{r.stderr[-3000:]}")
+
+
+def build(name, spec, work, out_dir, llama_cpp, skip_convert=False):
+    import numpy as np
+    import torch
+    kwargs = spec[2]
+    model_dir = work / name
+    model = random_model(name, spec, kwargs, model_dir)
     files = {}
     for outtype in ("f32", "f16", "q8_0"):
         out = out_dir / f"{name}.{outtype}.gguf"
         files[outtype] = out.name
         if skip_convert and out.exists():
             continue
-        r = subprocess.run([sys.executable, __file__, "--convert", str(llama_cpp), str(model_dir), str(out),
-                            outtype, str(window)], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"{name} {outtype}: convert_hf_to_gguf failed:\n{r.stderr[-3000:]}")
+        run_converter(name, llama_cpp, model_dir, out, outtype)
     entry = {"gguf": files, "prompts": {}}
     with torch.no_grad():
         for pname, ids in PROMPTS.items():
@@ -190,8 +226,85 @@ def build(name, spec, work, out_dir, llama_cpp, skip_convert=False):
         f = f"{name}_long_q8_0.npy"
         np.save(out_dir / f, model(torch.tensor([PROMPTS["long"]])).logits[0].float().numpy().astype(np.float32))
         entry["q8_0_dequantized"] = {"prompt": "long", "logits": f}
-    entry["config"] = {k: (v if isinstance(v, (int, float, str, bool, type(None), list, dict)) else str(v))
-                       for k, v in kwargs.items()}
+    entry["config"] = plain(kwargs)
+    return entry
+
+
+def plain(kwargs):
+    return {k: (v if isinstance(v, (int, float, str, bool, type(None), list, dict)) else str(v))
+            for k, v in kwargs.items()}
+
+
+def k_quant_config(kwargs):
+    k = dict(kwargs, **K_WIDTH)
+    if "query_pre_attn_scalar" in k:  # Gemma scales scores by 1/sqrt(head_dim), as it does
+        k["query_pre_attn_scalar"] = K_WIDTH["head_dim"]
+    return k
+
+
+def dequantize_into(model, f32_path, quant_path, gguf):
+    """Puts each matrix of quant_path, decoded by gguf-py, into the transformers model. A model
+    matrix's rows are found in the F32 file by their bytes (random rows are unique), which says
+    which tensor and which of its rows each one became. Returns {tensor name: type name}."""
+    import numpy as np
+    import torch
+    rows = {}
+    for t in gguf.GGUFReader(f32_path).tensors:
+        if len(t.shape) == 2:
+            for i, r in enumerate(np.asarray(t.data)):
+                rows[r.tobytes()] = (t.name, i)
+    quant = {t.name: t for t in gguf.GGUFReader(quant_path).tensors}
+    decoded = {}
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if p.ndim != 2:
+                continue
+            hits = [rows.get(r.tobytes()) for r in p.numpy().astype(np.float32)]
+            names = {h[0] for h in hits if h}
+            if None in hits or len(names) != 1:
+                sys.exit(f"{pname}: its rows are not the rows of one tensor of {f32_path}")
+            tname = names.pop()
+            if tname not in decoded:
+                t = quant[tname]
+                decoded[tname] = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type)
+            p.copy_(torch.from_numpy(decoded[tname][[h[1] for h in hits]].astype(np.float32)))
+    return {name: t.tensor_type.name for name, t in quant.items()}
+
+
+def build_k_quants(name, spec, work, out_dir, llama_cpp, llama_quantize, skip_convert=False):
+    """The family's K-quant model (K_WIDTH), its Q4_K_M (and Q5_K_M) files from llama-quantize and
+    transformers' logits on each file's dequantized weights."""
+    import numpy as np
+    import torch
+    sys.path.insert(0, str(llama_cpp / "gguf-py"))
+    import gguf
+    kwargs = k_quant_config(spec[2])
+    model_dir = work / f"{name}_k"
+    model = random_model(f"{name}_k", spec, kwargs, model_dir)
+    f32 = work / f"{name}_k.f32.gguf"
+    run_converter(name, llama_cpp, model_dir, f32, "f32")
+    ids = PROMPTS["long"]
+    with torch.no_grad():
+        top1 = model(torch.tensor([ids])).logits[0].argmax(-1)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    entry = {"prompt": "long", "config": plain(kwargs), "files": {}}
+    for qtype in K_QUANTS + (("Q5_K_M",) if name in K_QUANTS_5 else ()):
+        out = out_dir / f"{name}_k.{qtype.lower()}.gguf"
+        if not (skip_convert and out.exists()):
+            r = subprocess.run([str(llama_quantize), str(f32), str(out), qtype], capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit(f"{name} {qtype}: llama-quantize failed:\n{r.stdout[-2000:]}{r.stderr[-3000:]}")
+        model.load_state_dict(original)
+        types = dequantize_into(model, f32, out, gguf)
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0].float().numpy()
+        f = f"{name}_k_long_{qtype.lower()}.npy"
+        np.save(out_dir / f, logits.astype(np.float32))
+        entry["files"][qtype.lower()] = {
+            "gguf": out.name, "logits": f, "tensor_types": types,
+            # how often the quantization kept the unquantized model's top token (recorded only)
+            "top1_as_unquantized": int((torch.from_numpy(logits).argmax(-1) == top1).sum()),
+        }
     return entry
 
 
@@ -207,6 +320,11 @@ def main():
     ap.add_argument("--only", nargs="*", help="families to (re)make; the manifest keeps the others")
     ap.add_argument("--skip-convert", action="store_true",
                     help="keep GGUF files already there (the weights are seeded: the same model)")
+    ap.add_argument("--llama-quantize", type=pathlib.Path,
+                    help="llama.cpp's llama-quantize (tools/build_llama_cpp_peer.sh): also make the "
+                         "K-quant models; without it the manifest keeps the ones it has")
+    ap.add_argument("--k-quants-only", action="store_true",
+                    help="with --llama-quantize: make only the K-quant models, keep the rest")
     args = ap.parse_args()
     try:
         import torch  # noqa: F401
@@ -226,7 +344,14 @@ def main():
     for name, spec in families().items():
         if args.only and name not in args.only:
             continue
-        manifest[name] = build(name, spec, work, args.out, args.llama_cpp.resolve(), args.skip_convert)
+        k_quants = manifest.get(name, {}).get("k_quants")
+        if not args.k_quants_only:
+            manifest[name] = build(name, spec, work, args.out, args.llama_cpp.resolve(), args.skip_convert)
+        if args.llama_quantize:
+            k_quants = build_k_quants(name, spec, work, args.out, args.llama_cpp.resolve(),
+                                      args.llama_quantize.resolve(), args.skip_convert)
+        if k_quants:
+            manifest[name]["k_quants"] = k_quants
         manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
         print(name, "done", flush=True)
     import shutil

@@ -46,7 +46,7 @@ class BatchedLanguageModel {
   BatchedLanguageModel& operator=(BatchedLanguageModel&&) noexcept;
 
   const LanguageModelConfig& config() const;
-  const BpeTokenizer& tokenizer() const;
+  const GgufTokenizer& tokenizer() const;
   int slots() const;
   int64_t context() const;            // tokens one slot holds
   int64_t position(int slot) const;   // tokens in the slot's cache now

@@ -7,12 +7,12 @@
 //   chat.reply("What is the capital of France?", {.max_tokens = 64},
 //              [](std::string_view text, int32_t) { std::cout << text << std::flush; return true; });
 //
-// Streaming: each token's bytes (BpeTokenizer::token_bytes) pass through a Utf8StreamDecoder, so
+// Streaming: each token's bytes (GgufTokenizer::token_bytes) pass through a Utf8StreamDecoder, so
 // the callback only ever sees whole UTF-8 characters; a character split over tokens arrives with
 // the token that completes it (that token's call carries it, earlier ones carry ""); one that
 // generation stops inside (max_tokens, the callback, a full context) is not shown at all, and
 // one the model ends generation inside is shown as U+FFFD (its bytes are no UTF-8). The token
-// that ends generation (BpeTokenizer::is_end_of_generation) is neither shown nor kept.
+// that ends generation (GgufTokenizer::is_end_of_generation) is neither shown nor kept.
 //
 // Every generated token except that last one is run through the model before generate()
 // returns, so the cache holds the prompt and the whole reply and a conversation continues from
@@ -91,7 +91,7 @@ class Conversation {
                              const TokenCallback& on_token = {});
 
   // The system prompt if given, then user and assistant turns; a reply is kept as its tokens'
-  // bytes (BpeTokenizer::decode), which are what the cache holds.
+  // bytes (GgufTokenizer::decode), which are what the cache holds.
   const std::vector<ChatMessage>& messages() const { return messages_; }
   const ChatTemplate& chat_template() const { return template_; }
   // Tokens the last reply() appended before generating (its turn's text, not the whole chat).

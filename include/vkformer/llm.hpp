@@ -25,7 +25,7 @@
 
 namespace vkformer {
 
-class BpeTokenizer;
+class GgufTokenizer;
 
 // Hyper-parameters of a decoder-only model, from the GGUF's "<arch>.*" keys and the family its
 // general.architecture names (src/models/llm/family_*.cpp: what sets each apart).
@@ -86,7 +86,7 @@ class LanguageModel {
   LanguageModel& operator=(LanguageModel&&) noexcept;
 
   const LanguageModelConfig& config() const;
-  const BpeTokenizer& tokenizer() const;
+  const GgufTokenizer& tokenizer() const;
   int64_t context() const;   // tokens the KV cache holds
   int64_t position() const;  // tokens in the cache now: where the next append starts
 

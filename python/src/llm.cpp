@@ -12,7 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/generate.hpp"
@@ -24,7 +24,7 @@ namespace {
 
 struct Llm {
   std::optional<LanguageModel> model;
-  std::optional<BpeTokenizer> tokenizer;  // a copy: immutable, usable while another thread generates
+  std::optional<GgufTokenizer> tokenizer;  // a copy: immutable, usable while another thread generates
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_error;  // why there is none, for chat()
   std::mutex mutex;                 // one generation at a time; others wait

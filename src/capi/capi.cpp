@@ -9,7 +9,7 @@
 #include <thread>
 #include <type_traits>
 
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/generate.hpp"
 #include "vkformer/gguf.hpp"

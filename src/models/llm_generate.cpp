@@ -4,7 +4,7 @@
 #include <span>
 #include <string>
 
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/generate.hpp"
 #include "vkformer/llm.hpp"
@@ -55,7 +55,7 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
   if (max_tokens <= 0)
     throw Error(ErrorCode::invalid_argument, "generate: max_tokens must be > 0, got " + std::to_string(max_tokens));
   if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt has no tokens");
-  const BpeTokenizer& tokenizer = model.tokenizer();
+  const GgufTokenizer& tokenizer = model.tokenizer();
   TextGenerationResult r;
 
   const auto t0 = Clock::now();

@@ -6,7 +6,7 @@
 #include "client_socket.hpp"
 #include "requests.hpp"
 #include "server_impl.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/llm.hpp"
 
 namespace vkformer {
@@ -29,7 +29,7 @@ constexpr int kPollsPerKeepAlive = 8;
 void ServerImpl::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
   if (!scheduler_) throw ApiError(404, "invalid_request_error", "this server has no language model (start it with --model)", "model", "model_not_found");
   const json body = server::parse_body(req.body, options_.max_json_depth);
-  const BpeTokenizer& tokenizer = slots_->model().tokenizer();
+  const GgufTokenizer& tokenizer = slots_->model().tokenizer();
   server::GenerationParams params;
   std::vector<int32_t> prompt;
   if (chat) {

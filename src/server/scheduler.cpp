@@ -6,7 +6,7 @@
 
 #include "api_error.hpp"
 #include "stop_strings.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 
 namespace vkformer::server {
 
@@ -112,7 +112,7 @@ void Scheduler::admit() {
 }
 
 void Scheduler::step() {
-  const BpeTokenizer& tokenizer = slots_.model().tokenizer();
+  const GgufTokenizer& tokenizer = slots_.model().tokenizer();
   auto release = [&](size_t s) {
     std::lock_guard lock(mutex_);
     active_[s].reset();

@@ -1,7 +1,7 @@
 // Utf8StreamDecoder follows the WHATWG UTF-8 decoder (encoding.spec.whatwg.org): the allowed
 // range of each byte after a lead byte excludes overlong forms, surrogates and code points past
 // U+10FFFF, so what it passes on is always valid UTF-8.
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 
 namespace vkformer {
 

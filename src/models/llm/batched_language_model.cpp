@@ -13,7 +13,7 @@
 #include "llm/forward.hpp"
 #include "llm/weights.hpp"
 #include "vkformer/batched_llm.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
 
@@ -57,7 +57,7 @@ class BatchedLanguageModelImpl {
                   what + ": context is " + std::to_string(o.context) + ", expected 0 to the model's context_length " +
                       std::to_string(config_.context_length));
     context_ = o.context > 0 ? o.context : std::min(config_.context_length, kDefaultMaxContext);
-    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(file));
+    tokenizer_ = std::make_unique<GgufTokenizer>(GgufTokenizer::from_gguf(file));
     weights_ = load_weights(device_, file, config_, o.activations);
     // A chunk always starts below context_ and writes kPromptChunk rows, padding included.
     cache_rows_ = context_ + kPromptChunk;
@@ -71,7 +71,7 @@ class BatchedLanguageModelImpl {
   }
 
   const LanguageModelConfig& config() const { return config_; }
-  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufTokenizer& tokenizer() const { return *tokenizer_; }
   int slots() const { return options_.slots; }
   int64_t context() const { return context_; }
   int64_t position(int slot) const { return positions_[checked(slot, "position")]; }
@@ -214,7 +214,7 @@ class BatchedLanguageModelImpl {
   Device device_;
   BatchedLanguageModelOptions options_;
   LanguageModelConfig config_;
-  std::unique_ptr<BpeTokenizer> tokenizer_;
+  std::unique_ptr<GgufTokenizer> tokenizer_;
   LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0;
@@ -241,7 +241,7 @@ BatchedLanguageModelImpl& BatchedLanguageModel::impl() const {
 }
 
 const LanguageModelConfig& BatchedLanguageModel::config() const { return impl().config(); }
-const BpeTokenizer& BatchedLanguageModel::tokenizer() const { return impl().tokenizer(); }
+const GgufTokenizer& BatchedLanguageModel::tokenizer() const { return impl().tokenizer(); }
 int BatchedLanguageModel::slots() const { return impl().slots(); }
 int64_t BatchedLanguageModel::context() const { return impl().context(); }
 int64_t BatchedLanguageModel::position(int slot) const { return impl().position(slot); }

@@ -7,7 +7,7 @@
 #include "llm/config.hpp"
 #include "llm/forward.hpp"
 #include "llm/weights.hpp"
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/executor.hpp"
 #include "vkformer/gguf.hpp"
@@ -47,7 +47,7 @@ class LanguageModelImpl {
                       " for this model) to the model's context_length " +
                       std::to_string(config_.context_length));
     context_ = o.context > 0 ? o.context : std::min(config_.context_length, kDefaultMaxContext);
-    tokenizer_ = std::make_unique<BpeTokenizer>(BpeTokenizer::from_gguf(file));
+    tokenizer_ = std::make_unique<GgufTokenizer>(GgufTokenizer::from_gguf(file));
     weights_ = load_weights(device_, file, config_, o.activations);
     // A chunk always starts below context_ and writes kPromptChunk rows, padding included.
     cache_rows_ = context_ + kPromptChunk;
@@ -60,7 +60,7 @@ class LanguageModelImpl {
   }
 
   const LanguageModelConfig& config() const { return config_; }
-  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufTokenizer& tokenizer() const { return *tokenizer_; }
   int64_t context() const { return context_; }
   int64_t position() const { return position_; }
   ExclusiveUse& in_use() { return in_use_; }
@@ -145,7 +145,7 @@ class LanguageModelImpl {
   Device device_;
   LanguageModelOptions options_;
   LanguageModelConfig config_;
-  std::unique_ptr<BpeTokenizer> tokenizer_;
+  std::unique_ptr<GgufTokenizer> tokenizer_;
   LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0, position_ = 0;
@@ -169,7 +169,7 @@ LanguageModelImpl& LanguageModel::impl() const {
 }
 
 const LanguageModelConfig& LanguageModel::config() const { return impl().config(); }
-const BpeTokenizer& LanguageModel::tokenizer() const { return impl().tokenizer(); }
+const GgufTokenizer& LanguageModel::tokenizer() const { return impl().tokenizer(); }
 int64_t LanguageModel::context() const { return impl().context(); }
 int64_t LanguageModel::position() const { return impl().position(); }
 

@@ -1,7 +1,7 @@
-// The public BpeTokenizer: special tokens split off the raw text, then for the text between
+// The public GgufTokenizer: special tokens split off the raw text, then for the text between
 // them pre-tokenizer, byte map and merges (BPE) or SentencePiece's merges by score
 // (llama.cpp's llama_vocab::impl::tokenize for BPE and SPM).
-#include "vkformer/bpe_tokenizer.hpp"
+#include "vkformer/gguf_tokenizer.hpp"
 
 #include "bpe_unicode.hpp"
 #include "bpe_vocab.hpp"
@@ -11,7 +11,7 @@
 
 namespace vkformer {
 
-struct BpeTokenizer::Impl {
+struct GgufTokenizer::Impl {
   text::bpe::BpeVocab vocab;
 };
 
@@ -119,23 +119,23 @@ void encode_raw(std::string_view raw, const text::bpe::BpeVocab& v, std::vector<
 
 }  // namespace
 
-BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
+GgufTokenizer GgufTokenizer::from_gguf(const GgufFile& file) {
   auto impl = std::make_shared<Impl>();
   impl->vocab = text::bpe::read_bpe_vocab(file);
-  return BpeTokenizer(std::move(impl));
+  return GgufTokenizer(std::move(impl));
 }
 
-BpeTokenizer BpeTokenizer::load(const std::filesystem::path& gguf) {
+GgufTokenizer GgufTokenizer::load(const std::filesystem::path& gguf) {
   return from_gguf(GgufFile(gguf));
 }
 
-const BpeTokenizer::Impl& BpeTokenizer::impl() const {
+const GgufTokenizer::Impl& GgufTokenizer::impl() const {
   if (!impl_)
-    throw Error(ErrorCode::invalid_argument, "BpeTokenizer: used after being moved from");
+    throw Error(ErrorCode::invalid_argument, "GgufTokenizer: used after being moved from");
   return *impl_;
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special,
+std::vector<int32_t> GgufTokenizer::encode(std::string_view text, bool add_special,
                                           bool parse_special) const {
   const text::bpe::BpeVocab& v = impl().vocab;
   std::vector<int32_t> ids;
@@ -159,7 +159,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
   return ids;
 }
 
-std::string BpeTokenizer::decode(std::span<const int32_t> ids) const {
+std::string GgufTokenizer::decode(std::span<const int32_t> ids) const {
   std::string out;
   for (int32_t id : ids) out += token_bytes(id);
   // The space SentencePiece put before the text: llama.cpp's detokenizer drops one leading
@@ -173,49 +173,49 @@ namespace {
 void check_id(const text::bpe::BpeVocab& v, int32_t id) {
   if (id < 0 || static_cast<size_t>(id) >= v.tokens.size())
     throw Error(ErrorCode::invalid_argument,
-                "BpeTokenizer: token id " + std::to_string(id) + " is outside the vocabulary (" +
+                "GgufTokenizer: token id " + std::to_string(id) + " is outside the vocabulary (" +
                     std::to_string(v.tokens.size()) + " tokens, ids 0.." +
                     std::to_string(v.tokens.size() - 1) + ")");
 }
 }  // namespace
 
-const std::string& BpeTokenizer::token_bytes(int32_t id) const {
+const std::string& GgufTokenizer::token_bytes(int32_t id) const {
   check_id(impl().vocab, id);
   return impl().vocab.bytes[static_cast<size_t>(id)];
 }
 
-const std::string& BpeTokenizer::id_to_token(int32_t id) const {
+const std::string& GgufTokenizer::id_to_token(int32_t id) const {
   check_id(impl().vocab, id);
   return impl().vocab.tokens[static_cast<size_t>(id)];
 }
 
-std::optional<int32_t> BpeTokenizer::token_to_id(std::string_view token) const {
+std::optional<int32_t> GgufTokenizer::token_to_id(std::string_view token) const {
   const auto& index = impl().vocab.index;
   auto it = index.find(std::string(token));
   if (it == index.end()) return std::nullopt;
   return it->second;
 }
 
-size_t BpeTokenizer::vocab_size() const { return impl().vocab.tokens.size(); }
-int32_t BpeTokenizer::bos_id() const { return impl().vocab.bos; }
-int32_t BpeTokenizer::eos_id() const { return impl().vocab.eos; }
-int32_t BpeTokenizer::eot_id() const { return impl().vocab.eot; }
-bool BpeTokenizer::add_bos() const { return impl().vocab.add_bos; }
-bool BpeTokenizer::add_eos() const { return impl().vocab.add_eos; }
-const std::string& BpeTokenizer::pre_tokenizer() const { return impl().vocab.pre_name; }
+size_t GgufTokenizer::vocab_size() const { return impl().vocab.tokens.size(); }
+int32_t GgufTokenizer::bos_id() const { return impl().vocab.bos; }
+int32_t GgufTokenizer::eos_id() const { return impl().vocab.eos; }
+int32_t GgufTokenizer::eot_id() const { return impl().vocab.eot; }
+bool GgufTokenizer::add_bos() const { return impl().vocab.add_bos; }
+bool GgufTokenizer::add_eos() const { return impl().vocab.add_eos; }
+const std::string& GgufTokenizer::pre_tokenizer() const { return impl().vocab.pre_name; }
 
-bool BpeTokenizer::is_end_of_generation(int32_t id) const {
+bool GgufTokenizer::is_end_of_generation(int32_t id) const {
   const auto& v = impl().vocab;
   return id >= 0 && static_cast<size_t>(id) < v.tokens.size() && v.end_of_generation[id];
 }
 
-bool BpeTokenizer::is_control(int32_t id) const {
+bool GgufTokenizer::is_control(int32_t id) const {
   const auto& v = impl().vocab;
   check_id(v, id);
   return v.attrs[id] & (text::bpe::kAttrControl | text::bpe::kAttrUnknown);
 }
 
-std::string BpeTokenizer::supported_pre_tokenizers() {
+std::string GgufTokenizer::supported_pre_tokenizers() {
   return text::bpe::supported_pre_tokenizers();
 }
 
