@@ -173,7 +173,8 @@ INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenVocab,
 INSTANTIATE_TEST_SUITE_P(LlamaCpp, GoldenCorpus,
                          ::testing::Values("smollm2", "gpt-2", "llama-bpe", "qwen2", "falcon", "llama-spm",
                                            "phi-3", "gemma-4", "command-r", "deepseek-coder", "deepseek-llm",
-                                           "mpt", "qwen35", "refact", "starcoder"),
+                                           "mpt", "qwen35", "refact", "starcoder", "aquila", "gpt-neox",
+                                           "baichuan"),
                          test_name);
 
 TEST(GgufTokenizer, SmolLM2Metadata) {

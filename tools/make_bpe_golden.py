@@ -45,7 +45,8 @@ PEER = "llama.cpp vendored by llama-cpp-python 0.3.36 (PyPI sdist): llama_tokeni
 SEED = 20261124
 RANDOM_TEXTS = 48
 LLAMA_VOCABS = ["gpt-2", "llama-bpe", "qwen2", "falcon", "llama-spm", "phi-3", "gemma-4",
-                "command-r", "deepseek-coder", "deepseek-llm", "mpt", "qwen35", "refact", "starcoder"]
+                "command-r", "deepseek-coder", "deepseek-llm", "mpt", "qwen35", "refact", "starcoder",
+                "aquila", "gpt-neox", "baichuan"]
 
 HAND = {
     "english": [
