@@ -1,7 +1,8 @@
 // BatchedLanguageModel (vkformer/batched_llm.hpp): one copy of a decoder-only GGUF's weights, KV caches
 // of [slots + 1, n_kv_heads, T, head_dim] per layer, and build_forward's graphs over SlotRows:
 // prompt-piece graphs (one sequence, its slot an input) of 16, 32 and 64 tokens, and one
-// decoding step per bucket of rows.
+// decoding step per bucket of rows. Sliding-window layers take a window mask row per sequence
+// (step_window_mask); soft-capped attention (Gemma 2) is capped inside the attention kernel.
 // The last slot is scratch: padding rows of a bucket write there, never into a sequence's slot.
 #include <algorithm>
 #include <cstdint>
@@ -114,6 +115,8 @@ class BatchedLanguageModelImpl {
         padded.resize(static_cast<size_t>(width), 0);  // rows past n: computed, never seen
         prompt->set_input("tokens", HostTensor::from_i32({1, width}, padded));
         prompt->set_input("mask", causal_mask(width, cache_rows_, p));
+        if (needs_window_mask(config_))
+          prompt->set_input("window_mask", causal_mask(width, cache_rows_, p, config_.sliding_window));
         prompt->set_input("last", i32({static_cast<int32_t>(n - 1)}));
         prompt->set_input("slot", i32({slot}));
         prompt->set_input("position", i32({static_cast<int32_t>(p)}));
@@ -164,6 +167,8 @@ class BatchedLanguageModelImpl {
     e.set_input("slot", i32(slot));
     e.set_input("position", i32(position));
     e.set_input("key_length", i32(key_length));
+    if (needs_window_mask(config_))
+      e.set_input("window_mask", step_window_mask(position, cache_rows_, config_.sliding_window));
     e.run();
     for (const Next& x : batch) ++positions_[static_cast<size_t>(x.slot)];
     std::vector<float> logits = e.output("logits").to_f32();
