@@ -33,6 +33,7 @@ Vec softmax(const Vec& x, int64_t B, int64_t H, int64_t Sq, int64_t Sk, const So
         double mx = ninf;
         for (int64_t j = 0; j < Sk; ++j) {
           double v = x[base + j] * m.scale;
+          if (m.softcap > 0) v = m.softcap * std::tanh(v / m.softcap);
           if (m.mask) v += (*m.mask)[base + j];
           if (m.causal && j > i + (Sk - Sq)) v = ninf;
           if (m.key_padding && (*m.key_padding)[b * Sk + j]) v = ninf;

@@ -21,6 +21,7 @@ struct SoftmaxMasks {
   const std::vector<int32_t>* key_padding = nullptr;  // [B, Sk]
   bool log = false;
   int64_t key_length = -1;  // keys j >= key_length are masked; -1: all Sk keys are valid
+  double softcap = 0.0;     // > 0: each scaled score x becomes softcap * tanh(x / softcap)
 };
 // x is [B, H, Sq, Sk]; mask (if any) is already expanded to the same shape.
 Vec softmax(const Vec& x, int64_t B, int64_t H, int64_t Sq, int64_t Sk, const SoftmaxMasks& m);

@@ -8,7 +8,8 @@
 // A workgroup of WG invocations owns BR query rows of one (b, h) and walks the keys in tiles of
 // BC. q (pre-scaled, [BR, D]) stays in shared memory all along. Per tile:
 //   1. K tile [BC, D] -> shared (kv_s).
-//   2. Scores s = q·kᵀ + mask, -inf where a boolean mask hides the key -> shared p_s [BR, BC].
+//   2. Scores s = q·kᵀ (soft-capped with SOFT_CAP) + mask, -inf where a boolean mask hides the
+//      key -> shared p_s [BR, BC].
 //      Register-blocked: an invocation computes SR x SC scores at a time, reading SR + SC shared
 //      values per SR * SC multiply-adds.
 //   3. V tile [BC, DV] -> kv_s (K is no longer needed), while G = WG / BR invocations per row run
@@ -43,6 +44,7 @@ layout(constant_id = 11) const uint SC = 4;        // score block: keys
 layout(constant_id = 12) const uint OR = 4;        // output block: rows
 layout(constant_id = 13) const uint OD = 4;        // output block: head-dim columns
 layout(constant_id = 14) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
+layout(constant_id = 15) const bool SOFT_CAP = false;      // attention_soft_cap.glsl
 
 const uint S_UNITS = (BR / SR) * (BC / SC);          // score blocks per tile
 const uint O_COLS = DV_CAP / OD;                     // output blocks per row group
@@ -74,9 +76,11 @@ layout(push_constant) uniform Push {
                           // windows from there, the mask and key padding whole
   uint group;             // query heads per KV head (H / Hkv; 1 without grouped-query attention)
   uint kv_batches;        // batches of k and v (PER_SEQUENCE: slots, more than q's)
+  float softcap;          // SOFT_CAP: the cap
 } p;
 
 #include "attention_sequences.glsl"
+#include "attention_soft_cap.glsl"
 
 const uint PS = BC + 1;     // row stride of p_s (odd: rows of a column in different banks)
 shared float q_s[BR * D_CAP];   // [BR, d], packed
@@ -149,7 +153,7 @@ void main() {
           if (HAS_KEY_PADDING && visible) visible = key_padding[b * p.sk + j] == 0;
           float sv = NEG_INF;
           if (visible) {
-            sv = s[i * SC + jj];
+            sv = attention_soft_cap(s[i * SC + jj]);
             if (HAS_MASK)
               sv += float(mask[mask_base + (q0 + r) * p.mask_stride[2] + j * p.mask_stride[3]]);
           }

@@ -51,6 +51,7 @@ layout(constant_id = 11) const bool HAS_KEY_PADDING = false;
 layout(constant_id = 12) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 13) const bool CAUSAL = false;
 layout(constant_id = 14) const bool VEC8 = false;  // d and dv multiples of 8: vector loads
+layout(constant_id = 15) const bool SOFT_CAP = false;  // attention_soft_cap.glsl
 
 #define COOPMAT_M LM
 #define COOPMAT_N LN

@@ -1,7 +1,7 @@
 // What flash attention (attention_flash.comp) and split-K flash decoding
 // (attention_flash_decode.comp) share: the inputs, the push block, and which keys a query row
 // sees with which logit. The kernel defines the boolean constants HAS_MASK, HAS_KEY_PADDING,
-// HAS_KEY_LENGTH and CAUSAL before including this, and declares its own output.
+// HAS_KEY_LENGTH, CAUSAL and SOFT_CAP before including this, and declares its own output.
 #ifndef VKF_ATTENTION_FLASH_GLSL
 #define VKF_ATTENTION_FLASH_GLSL
 
@@ -29,7 +29,10 @@ layout(push_constant) uniform Push {  // FlashPush in src/ops/attention_flash.cp
   uint group;           // query heads per KV head (H / Hkv)
   uint splits;          // decode: key ranges per (b, KV head)
   uint kv_batches;      // decode: batches of k and v (PER_SEQUENCE: slots, more than q's)
+  float softcap;        // SOFT_CAP: the cap
 } p;
+
+#include "attention_soft_cap.glsl"
 
 // How many keys rows up to `last_row` (of sq) may see: key_length, read at run time so that a
 // KV cache can grow between replays, and the causal limit (row i sees keys j <= i + sk - sq).
@@ -43,14 +46,15 @@ uint attention_keys_at(uint last_row, uint length_index) {
 uint attention_keys(uint last_row) { return attention_keys_at(last_row, 0u); }
 
 // The logit of query row `row` of head (b, h) for key j, fp32, from the dot product s: s * scale
-// plus the additive mask, or -inf where the key is hidden (past `keys`, the causal limit, key
-// padding) or the row is past sq. A mask entry of -inf hides a key too.
+// (soft-capped with SOFT_CAP) plus the additive mask, or -inf where the key is hidden (past
+// `keys`, the causal limit, key padding) or the row is past sq. A mask entry of -inf hides a key
+// too.
 float attention_logit(float s, uint b, uint h, uint row, uint j, uint keys) {
   bool visible = j < keys && row < p.sq;
   if (CAUSAL) visible = visible && int(j) <= int(row) + int(p.sk) - int(p.sq);
   if (HAS_KEY_PADDING && visible) visible = key_padding[b * p.sk + j] == 0;
   if (!visible) return NEG_INF;
-  float x = s * p.scale;
+  float x = attention_soft_cap(s * p.scale);
   if (HAS_MASK)
     x += float(mask[b * p.mask_stride[0] + h * p.mask_stride[1] + row * p.mask_stride[2] +
                     j * p.mask_stride[3]]);

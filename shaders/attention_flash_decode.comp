@@ -27,6 +27,7 @@ layout(constant_id = 6) const bool HAS_KEY_PADDING = false;
 layout(constant_id = 7) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 8) const bool CAUSAL = false;
 layout(constant_id = 9) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
+layout(constant_id = 10) const bool SOFT_CAP = false;     // attention_soft_cap.glsl
 
 #include "attention_flash.glsl"
 layout(set = 0, binding = 8) readonly buffer KvSlot { int kv_slot[]; };  // [B] (PER_SEQUENCE)

@@ -17,7 +17,8 @@
 //   1. With USE_SHUFFLE, lane i loads key j0 + i's row of K and every invocation gets key j0 + i
 //      from lane i with subgroupShuffle (one vector permute per component on a CPU): one load
 //      serves LANES keys. Without it every invocation loads every key itself.
-//   2. Scores s = q·k (+ mask) for R rows x LANES keys, -inf where a boolean mask hides the key.
+//   2. Scores s = q·k (soft-capped with SOFT_CAP, then + mask) for R rows x LANES keys, -inf
+//      where a boolean mask hides the key.
 //   3. Online softmax per row: m' = max(m, max s), p = exp(s - m'), l' = l exp(m - m') + sum p,
 //      acc' = acc exp(m - m') + sum p v, with V shared like K, or (PV_COLUMNS below) with each
 //      lane accumulating some output columns of all the workgroup's rows.
@@ -53,6 +54,7 @@ layout(constant_id = 6) const bool HAS_KEY_PADDING = false;
 layout(constant_id = 7) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 8) const bool CAUSAL = false;
 layout(constant_id = 9) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
+layout(constant_id = 10) const bool SOFT_CAP = false;     // attention_soft_cap.glsl
 
 #ifdef TEXEL
 // P.V by columns where DV is a multiple of 4 * LANES: invocation `lane` accumulates output texels
@@ -102,9 +104,11 @@ layout(push_constant) uniform Push {
                           // windows from there, the mask and key padding whole
   uint group;             // query heads per KV head (H / Hkv; 1 without grouped-query attention)
   uint kv_batches;        // batches of k and v (PER_SEQUENCE: slots, more than q's)
+  float softcap;          // SOFT_CAP: the cap
 } p;
 
 #include "attention_sequences.glsl"
+#include "attention_soft_cap.glsl"
 
 // Chunk c (elements 4c..4c+3) of the row that starts at element `base` of q, k or v.
 #ifdef TEXEL
@@ -223,7 +227,7 @@ void main() {
           visible = visible && key_padding[b * p.sk + min(j, keys - 1)] == 0;
 #endif
         }
-        float sv = s[r * LANES + i];
+        float sv = attention_soft_cap(s[r * LANES + i]);
         if (HAS_MASK)
           sv += float(mask[mask_base + min(row, p.sq - 1) * p.mask_stride[2] +
                            min(j, keys - 1) * p.mask_stride[3]]);

@@ -40,6 +40,7 @@ struct AttentionCase {
   int32_t key_length = -1;  // -1: no key_length tensor
   float scale = 0.0f;       // 0: 1/sqrt(D)
   int64_t Hkv = 0;          // heads of k and v (grouped-query attention); 0: H
+  float softcap = 0.0f;     // > 0: soft-capped scores (fused paths only: no "unfused" output)
 };
 
 // k or v [B, Hkv, S, E] repeated to [B, H, S, E] (query head h reads KV head h / (H / Hkv)): the
@@ -92,6 +93,8 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
   ref::SoftmaxMasks m;
   m.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
   m.causal = c.causal;
+  o.softcap = c.softcap;
+  m.softcap = c.softcap;
   std::vector<double> mask_expanded;
   if (c.mask) {
     auto mv = random_values(c.mask->numel(), 4, -2.0f, 2.0f);
@@ -121,7 +124,7 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
   o.path = Path::fused;
   g.output("fused", g.attention(q, k, v, o));
   o.path = Path::unfused;
-  g.output("unfused", g.attention(q, k, v, o));
+  if (c.softcap == 0.0f) g.output("unfused", g.attention(q, k, v, o));
   if (with_automatic) {
     o.path = Path::automatic;
     g.output("automatic", g.attention(q, k, v, o));
@@ -234,6 +237,26 @@ TEST_P(AttentionTilingTest, MatchesReference) {
     Tolerance tol = attention_tolerance(c.dtype);
     EXPECT_TRUE(all_close(r.fused, r.want, tol)) << "fused";
     EXPECT_TRUE(all_close(r.fused, as_double(r.unfused), tol)) << "fused vs unfused";
+  }
+}
+
+// Soft-capped scores (AttentionOptions::softcap, Gemma 2's cap · tanh(x / cap) before the mask)
+// on every fused kernel and variant: every mask and key_length with a cap that bends most
+// scores (|q·k · 0.3| reaches ~5 here, the cap is 1), and a grouped decoding step over a KV
+// cache as BatchedLanguageModel runs one (a mask row per sequence, stacked query heads).
+TEST_P(AttentionTilingTest, SoftCappedMatchesReference) {
+  std::optional<Device> dev = open_device_with_tiles(GetParam());
+  if (!dev) GTEST_SKIP() << GetParam() << " does not fit device " << device().info().name;
+  const AttentionCase cases[] = {
+      {"softcap_everything", 2, 2, 7, 40, 64, 48, DType::f32, true, Shape{1, 1, 7, 40}, true, 23, 0.3f, 0,
+       1.0f},
+      {"softcap_gqa_decode", 2, 6, 1, 33, 16, 8, DType::f16, false, Shape{2, 1, 1, 33}, false, 30, 0.0f, 2,
+       0.5f},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Result r = run_case(*dev, c, false);
+    EXPECT_TRUE(all_close(r.fused, r.want, attention_tolerance(c.dtype))) << "fused";
   }
 }
 
@@ -588,6 +611,27 @@ TEST_F(DeviceTest, AutomaticGroupedDecodingStepStacksTheGroup) {
   EXPECT_EQ(dispatches(9, 3, Shape{1, 1, 1, 40}), stacked_unfused ? 3u : 1u);
   EXPECT_EQ(dispatches(9, 3, Shape{1, 9, 1, 40}), single_unfused ? 3u : 1u);
   EXPECT_EQ(dispatches(9, 9, std::nullopt), single_unfused ? 3u : 1u);
+}
+
+// The unfused chain has no soft-capping step: asking it for one is refused by name, and a bad
+// cap when the graph is built.
+TEST_F(DeviceTest, SoftCappedAttentionRefusesTheUnfusedPathAndBadCaps) {
+  Graph g;
+  Tensor q = g.input("q", {1, 2, 3, 8}, DType::f32), k = g.input("k", {1, 2, 5, 8}, DType::f32);
+  AttentionOptions o;
+  o.softcap = 30.0f;
+  o.path = Path::unfused;
+  g.output("out", g.attention(q, k, k, o));
+  EXPECT_TRUE(fails_with([&] { Executor ex(device(), g); }, ErrorCode::unsupported,
+                         "soft-capped attention (softcap) needs a fused attention path"));
+  Graph bad;
+  Tensor bq = bad.input("q", {1, 2, 3, 8}, DType::f32), bk = bad.input("k", {1, 2, 5, 8}, DType::f32);
+  for (float cap : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    AttentionOptions b;
+    b.softcap = cap;
+    EXPECT_TRUE(fails_with([&] { bad.attention(bq, bk, bk, b); }, ErrorCode::invalid_argument,
+                           "softcap must be a finite number >= 0"));
+  }
 }
 
 // A grouped-query decoding step with a mask per head (not stacked) and one shared by the heads

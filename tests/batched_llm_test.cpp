@@ -2,7 +2,8 @@
 // same sequence run alone through LanguageModel (itself checked against a double-precision llama
 // and PyTorch in llama_model_test), with sequences at different positions and lengths, prompts
 // over several chunks, slots joining and leaving between steps, padding rows of a bucket, and
-// an idle slot that must keep its cache. On the tiny llama and SmolLM2-135M-Instruct.
+// an idle slot that must keep its cache. On the tiny llama and SmolLM2-135M-Instruct, and on the
+// families whose attention takes masks (Gemma 2's soft-capping, sliding windows: BatchedFamilies).
 //
 // Tolerance: max |logit difference| <= 1e-4 x max|logit| of the row (f32 activations). Alone and
 // batched, the same kernels read the same numbers; only the matmul's accumulation order differs
@@ -16,6 +17,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -272,6 +275,111 @@ TEST_F(BatchedSmolLM2, EveryRowEqualsItsSequenceAlone) {
   std::printf("\n");
   EXPECT_GT(rows[4], 0);
 }
+
+// ---- Families whose attention takes masks: soft-capping and sliding windows ----
+
+// The tiny family models of tests/golden_families (width 32, 4 query heads of 8 dims over 2 KV
+// heads, sliding windows of 6): Gemma 2 (soft-capped attention, sliding and global layers
+// alternating), Gemma 3 (5 sliding layers to 1 global, local RoPE base), Mistral and Phi-3
+// (a window on every layer). Sequences run far past the window, so each row of a step must see
+// only the last 6 rows of its own slot (global layers: all of them), soft-capped for Gemma 2.
+fs::path family_model(const std::string& family) {
+  return fs::path(VKF_FAMILIES_GOLDEN_DIR) / (family + ".f32.gguf");
+}
+
+int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+class BatchedFamilies : public DeviceTestWithParam<std::string> {};
+
+// Five sequences in four slots as in BatchedTinyLlama.EveryRowEqualsItsSequenceAlone: prompts
+// of 5, 70 (two chunks), 1, 17 and 3 tokens decoding 10 to 20 tokens each, so the window (6)
+// cuts into every sequence at some step while the others are elsewhere; a paused slot and
+// padded steps of 3 rows.
+TEST_P(BatchedFamilies, EveryRowEqualsItsSequenceAlone) {
+  const std::string family = GetParam();
+  BatchedLanguageModelOptions o;
+  o.slots = 4;
+  o.context = 96;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), family_model(family), o);
+  ASSERT_GT(lm.config().sliding_window, 0) << family << ": the model has no sliding window";
+  LanguageModelOptions lo;
+  lo.context = 96;
+  LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const int64_t prompt_len[] = {5, 70, 1, 17, 3};
+  const int64_t decode_len[] = {20, 12, 16, 10, 14};
+  std::vector<Sequence> seqs(5);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(30 + i));
+    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(300 + i));
+    run_alone(alone, seqs[i]);
+  }
+  std::map<int, int> rows;
+  Pause pause;
+  pause.seq = 2;
+  pause.from = 4;
+  pause.to = 6;
+  const double worst = run_schedule(lm, seqs, {0, 0, 1, 3, 12}, &rows, pause);
+  std::printf("%s batched: worst max|dlogit| / max|logit| %.2e; steps by rows:", family.c_str(), worst);
+  for (auto [r, n] : rows) std::printf(" %d:%d", r, n);
+  std::printf("\n");
+  EXPECT_GT(rows[4], 0);
+  EXPECT_GT(rows[2], 0);
+}
+
+// Greedy decoding: four sequences started together (prompts of 2 to 40 tokens), each taking its
+// own argmax every step and leaving after 8 to 24 tokens, give the tokens each gives alone.
+TEST_P(BatchedFamilies, GreedyTokensEqualTheSequenceAlone) {
+  const std::string family = GetParam();
+  BatchedLanguageModelOptions o;
+  o.slots = 4;
+  o.context = 80;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), family_model(family), o);
+  LanguageModelOptions lo;
+  lo.context = 80;
+  LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const int64_t prompt_len[] = {2, 40, 9, 23};
+  const size_t steps[] = {24, 8, 16, 20};
+  std::vector<std::vector<int32_t>> prompts, want(4), got(4);
+  for (size_t i = 0; i < 4; ++i) {
+    prompts.push_back(ids(prompt_len[i], vocab, static_cast<uint32_t>(50 + i)));
+    alone.reset();
+    std::vector<float> logits = alone.append(prompts[i]);
+    for (size_t t = 0; t < steps[i]; ++t) {
+      want[i].push_back(argmax(logits));
+      if (t + 1 < steps[i]) logits = alone.append({&want[i].back(), 1});
+    }
+  }
+  std::vector<std::vector<float>> last(4);
+  for (int i = 0; i < 4; ++i) {
+    lm.reset(i);
+    last[static_cast<size_t>(i)] = lm.append(i, prompts[static_cast<size_t>(i)]);
+  }
+  for (size_t t = 0;; ++t) {
+    std::vector<BatchedLanguageModel::Next> batch;
+    for (int i = 0; i < 4; ++i) {
+      const size_t u = static_cast<size_t>(i);
+      if (t >= steps[u]) continue;
+      got[u].push_back(argmax(last[u]));
+      if (t + 1 < steps[u]) batch.push_back({i, got[u].back()});
+    }
+    if (batch.empty()) break;
+    const std::vector<float> out = lm.decode(batch);
+    for (size_t r = 0; r < batch.size(); ++r)
+      last[static_cast<size_t>(batch[r].slot)].assign(out.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                                                      out.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+  }
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[i]) << family << " sequence " << i;
+  std::set<int32_t> distinct;
+  for (const auto& w : want) distinct.insert(w.begin(), w.end());
+  EXPECT_GT(distinct.size(), 4u) << "the continuations are too alike to tell rows apart";
+}
+
+INSTANTIATE_TEST_SUITE_P(Windowed, BatchedFamilies, ::testing::Values("gemma2", "gemma3", "mistral", "phi3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace vkformer::testing

@@ -5,7 +5,9 @@
 // matmul with a row per sequence (the weights read once per step), each row's RoPE position, cache
 // write and attention in its own slot over its own length. A sequence's prompt goes in through
 // append() in chunks against its slot, between other sequences' steps. Each row's logits equal
-// those of the same tokens run alone through a LanguageModel, to fp32 rounding.
+// those of the same tokens run alone through a LanguageModel, to fp32 rounding, in every family:
+// sliding-window layers see the last `sliding_window` positions of the row's own slot, and
+// Gemma 2's attention is soft-capped per row over its slot and length.
 //
 //   auto lm = vkformer::BatchedLanguageModel::load(device, "SmolLM2.gguf", {.slots = 8});
 //   std::vector<float> a = lm.append(0, prompt_a);   // slot 0's next-token logits

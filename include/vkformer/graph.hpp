@@ -80,6 +80,10 @@ struct AttentionOptions {
   // key_length [B]; taken by the fused kernels only (an unsupported error where none fits), with
   // k and v within one binding.
   std::optional<Tensor> kv_slot;
+  // > 0: each score q·kᵀ · scale becomes softcap · tanh(score / softcap) before the mask is added
+  // (Gemma 2's attention soft-capping). Taken by the fused kernels only (an unsupported error
+  // where none fits, or with Path::unfused).
+  float softcap = 0.0f;
   enum class Path : uint8_t { automatic, fused, unfused } path = Path::automatic;
 };
 

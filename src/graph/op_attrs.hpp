@@ -73,6 +73,7 @@ struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_le
   bool has_key_padding_mask = false;
   bool has_key_length = false;
   bool has_kv_slot = false;  // per-sequence KV slots (AttentionOptions::kv_slot)
+  float softcap = 0.0f;      // > 0: soft-capped scores (AttentionOptions::softcap)
   AttentionOptions::Path path = AttentionOptions::Path::automatic;
 };
 // layer_norm inputs: x, gamma, beta; add_layer_norm: a, b, gamma, beta; rms_norm: x, weight

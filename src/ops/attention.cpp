@@ -43,6 +43,7 @@ struct AttentionPush {
   uint32_t bh_base;  // the first (b, h) of a dispatch over windows of q, k, v and out
   uint32_t group;    // query heads per KV head
   uint32_t kv_batches;  // batches of k and v (per-sequence slots: more than q's)
+  float softcap;        // AttentionOptions::softcap, read where the SOFT_CAP constant is set
 };
 static_assert(sizeof(AttentionPush) <= 128);
 
@@ -103,6 +104,8 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   p.kv_stride = static_cast<uint32_t>(std::max(D, Dv)) + 1;
   p.group = static_cast<uint32_t>(group);
   p.kv_batches = static_cast<uint32_t>(l.value(in.k).shape[0]);
+  p.softcap = a.softcap;
+  const uint32_t soft_cap = a.softcap > 0.0f;
   std::copy(mask_stride, mask_stride + 4, p.mask_stride);
   // Long caches or many heads beyond one binding: windows of whole (b, KV head) slices of k and
   // v with their `group` query heads of q and out (src/ops/windows.hpp); the kernels find the
@@ -134,12 +137,12 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
       l.dispatch(fused_kernel(t), q.dtype, std::move(bindings), PushBlock::of(p),
                  l.rows_grid(groups),
                  {t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4, has_mask,
-                  has_padding, has_length, in.causal, per_sequence});
+                  has_padding, has_length, in.causal, per_sequence, soft_cap});
     } else {
       l.dispatch(Kernel::attention, q.dtype, std::move(bindings), PushBlock::of(p),
                  l.rows_grid(groups),
                  {t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
-                  has_length, in.causal, t.sr, t.sc, t.or_, t.od, per_sequence});
+                  has_length, in.causal, t.sr, t.sc, t.or_, t.od, per_sequence, soft_cap});
     }
   }
 }
@@ -230,7 +233,13 @@ void lower_attention(Lowering& l) {
     l.require_index_bound(in.kv_slot, 0, l.value(in.k).shape[0],
                           "kv_slot names one of the " + std::to_string(l.value(in.k).shape[0]) +
                               " batches of k and v");
-  const bool tuned_unfused = !per_sequence && a.path == Path::automatic &&
+  // Soft-capped scores too: the chain's matmul -> softmax has no step for them.
+  const bool soft_capped = a.softcap > 0.0f;
+  if (soft_capped && a.path == Path::unfused)
+    throw Error(ErrorCode::unsupported,
+                l.node().label + ": soft-capped attention (softcap) needs a fused attention path");
+  const bool fused_only = per_sequence || soft_capped;
+  const bool tuned_unfused = !fused_only && a.path == Path::automatic &&
                              (qs[2] <= tuned.automatic_unfused_max_queries ||
                               (tuned.automatic_unfused_where_it_fits && unfused_fits));
   if (per_sequence && a.path == Path::unfused)
@@ -246,7 +255,7 @@ void lower_attention(Lowering& l) {
   const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
   bool fused_ok = vk::attention_launch_for(tuned, l.info(), problem, &launch) &&
                   l.supported(fused_kernel(launch), l.value(in.q).dtype);
-  if (a.path == Path::automatic && !fused_ok && !per_sequence) {
+  if (a.path == Path::automatic && !fused_ok && !fused_only) {
     lower_unfused(l, in);
     return;
   }
@@ -335,6 +344,10 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
     inputs.push_back(ks.id);
     a.has_kv_slot = true;
   }
+  if (!std::isfinite(options.softcap) || options.softcap < 0.0f)
+    throw Error(ErrorCode::invalid_argument, impl().label(op) + ": softcap must be a finite number >= 0 (0: none), got " +
+                                                 std::to_string(options.softcap));
+  a.softcap = options.softcap;
   if (options.path == Path::fused && (D > kFusedMaxHeadDim || v.shape[3] > kFusedMaxHeadDim))
     throw Error(ErrorCode::unsupported,
                 impl().label(op) + ": the fused attention kernel takes head dims up to " +

@@ -34,6 +34,7 @@ struct FlashPush {
   uint32_t group;
   uint32_t splits;
   uint32_t kv_batches;
+  float softcap;  // AttentionOptions::softcap, read where the SOFT_CAP constant is set
 };
 
 // shaders/attention_flash_combine.comp.
@@ -61,8 +62,9 @@ struct FlashSpec {
   uint32_t d_cap, dv_cap;
   uint32_t has_mask, has_key_padding, has_key_length, causal;
   uint32_t vec8;       // d and dv multiples of 8: 8 elements per load
+  uint32_t soft_cap;
 };
-static_assert(sizeof(FlashSpec) == 15 * 4);
+static_assert(sizeof(FlashSpec) == 16 * 4);
 
 // The specialization constants of shaders/attention_flash_decode.comp, in constant_id order.
 struct DecodeSpec {
@@ -72,8 +74,9 @@ struct DecodeSpec {
   uint32_t d_cap, dv_cap;
   uint32_t has_mask, has_key_padding, has_key_length, causal;
   uint32_t per_sequence;
+  uint32_t soft_cap;
 };
-static_assert(sizeof(DecodeSpec) == 10 * 4);
+static_assert(sizeof(DecodeSpec) == 11 * 4);
 
 constexpr uint32_t kCombineWorkgroup = 64;
 
@@ -110,6 +113,7 @@ FlashPush push_for(const Lowering& l, const AttentionOperands& in, const Shapes&
   p.dv = static_cast<uint32_t>(s.Dv);
   p.group = static_cast<uint32_t>(s.group);
   p.kv_batches = static_cast<uint32_t>(l.value(in.k).shape[0]);
+  p.softcap = ops::attrs<AttentionAttrs>(l).softcap;
   if (in.mask != kNoValue)
     broadcast_strides4(l.value(in.mask).shape, {s.B, s.H, s.Sq, s.Sk}, p.mask_stride);
   return p;
@@ -171,7 +175,8 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const vk::DecodeLaunc
   p.q_blocks = 1;
   const DecodeSpec spec{t.config.workgroup, t.rows, t.config.tile_keys, t.d_cap, t.dv_cap,
                         in.mask != kNoValue, in.key_padding != kNoValue,
-                        in.key_length != kNoValue, in.causal, in.kv_slot != kNoValue};
+                        in.key_length != kNoValue, in.causal, in.kv_slot != kNoValue,
+                        p.softcap > 0.0f};
   std::vector<Binding> whole = input_bindings(in);
   const bool split = t.splits > 1;
   uint32_t part_o = kNoValue, part_ml = kNoValue;
@@ -235,7 +240,8 @@ void emit_flash(Lowering& l, const AttentionOperands& in, const vk::FlashLaunch&
                        in.key_padding != kNoValue,
                        in.key_length != kNoValue,
                        in.causal,
-                       s.D % 8 == 0 && s.Dv % 8 == 0};
+                       s.D % 8 == 0 && s.Dv % 8 == 0,
+                       p.softcap > 0.0f};
   std::vector<Binding> whole = input_bindings(in);
   whole.push_back({in.out, true});
   for_kv_windows(l, in, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {

@@ -1,7 +1,8 @@
 // BatchedLanguageModel (vkformer/batched_llm.hpp): one copy of a decoder-only GGUF's weights, KV caches
 // of [slots + 1, n_kv_heads, T, head_dim] per layer, and build_forward's graphs over SlotRows:
 // prompt-piece graphs (one sequence, its slot an input) of 16, 32 and 64 tokens, and one
-// decoding step per bucket of rows.
+// decoding step per bucket of rows. Sliding-window layers take a window mask row per sequence
+// (step_window_mask); soft-capped attention (Gemma 2) is capped inside the attention kernel.
 // The last slot is scratch: padding rows of a bucket write there, never into a sequence's slot.
 #include <algorithm>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "exclusive_use.hpp"
 #include "llm/config.hpp"
 #include "llm/forward.hpp"
+#include "llm/loaded_model.hpp"
 #include "llm/weights.hpp"
 #include "vkformer/batched_llm.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
@@ -28,7 +30,6 @@ constexpr int64_t kPromptChunk = 64;
 // Prompt passes are recorded for these widths too, and a piece of n tokens runs the narrowest
 // that holds it: a server's short prompts (and last pieces) pay for 16 or 32 rows, not 64.
 constexpr int64_t kPromptWidths[] = {16, 32, kPromptChunk};
-constexpr int64_t kDefaultMaxContext = 4096;
 constexpr int kMaxSlots = 256;
 
 HostTensor i32(std::vector<int32_t> v) {
@@ -44,28 +45,21 @@ class BatchedLanguageModelImpl {
                            const BatchedLanguageModelOptions& o)
       : device_(std::move(device)), options_(o) {
     const std::string what = "BatchedLanguageModel::load";
-    if (!is_float(o.activations))
-      throw Error(ErrorCode::invalid_argument, what + ": activations must be f32 or f16, got " +
-                                                   std::string(dtype_name(o.activations)));
     if (o.slots < 1 || o.slots > kMaxSlots)
       throw Error(ErrorCode::invalid_argument, what + ": slots is " + std::to_string(o.slots) +
                                                    ", expected 1 to " + std::to_string(kMaxSlots));
-    GgufFile file(path);
-    config_ = read_config(file);
-    if (o.context < 0 || o.context > config_.context_length)
-      throw Error(ErrorCode::invalid_argument,
-                  what + ": context is " + std::to_string(o.context) + ", expected 0 to the model's context_length " +
-                      std::to_string(config_.context_length));
-    context_ = o.context > 0 ? o.context : std::min(config_.context_length, kDefaultMaxContext);
-    tokenizer_ = std::make_unique<GgufTokenizer>(GgufTokenizer::from_gguf(file));
-    weights_ = load_weights(device_, file, config_, o.activations);
-    // A chunk always starts below context_ and writes kPromptChunk rows, padding included.
-    cache_rows_ = context_ + kPromptChunk;
-    const int64_t batches = o.slots + 1;  // the last: scratch for padding rows
-    for (int64_t i = 0; i < config_.n_layers; ++i) {
-      caches_.k.push_back(device_.allocate({batches, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
-      caches_.v.push_back(device_.allocate({batches, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
-    }
+    LoadOptions load;
+    load.activations = o.activations;
+    load.context = o.context;
+    load.kv_batches = o.slots + 1;  // the last: scratch for padding rows
+    load.prompt_chunk = kPromptChunk;
+    LoadedModel m = load_model(device_, path, load, what);
+    config_ = std::move(m.config);
+    tokenizer_ = std::move(m.tokenizer);
+    weights_ = std::move(m.weights);
+    caches_ = std::move(m.caches);
+    context_ = m.context;
+    cache_rows_ = m.cache_rows;
     positions_.assign(static_cast<size_t>(o.slots), 0);
     for (int64_t w : kPromptWidths) prompts_[w] = compile(1, w);
   }
@@ -114,6 +108,8 @@ class BatchedLanguageModelImpl {
         padded.resize(static_cast<size_t>(width), 0);  // rows past n: computed, never seen
         prompt->set_input("tokens", HostTensor::from_i32({1, width}, padded));
         prompt->set_input("mask", causal_mask(width, cache_rows_, p));
+        if (needs_window_mask(config_))
+          prompt->set_input("window_mask", causal_mask(width, cache_rows_, p, config_.sliding_window));
         prompt->set_input("last", i32({static_cast<int32_t>(n - 1)}));
         prompt->set_input("slot", i32({slot}));
         prompt->set_input("position", i32({static_cast<int32_t>(p)}));
@@ -164,6 +160,8 @@ class BatchedLanguageModelImpl {
     e.set_input("slot", i32(slot));
     e.set_input("position", i32(position));
     e.set_input("key_length", i32(key_length));
+    if (needs_window_mask(config_))
+      e.set_input("window_mask", step_window_mask(position, cache_rows_, config_.sliding_window));
     e.run();
     for (const Next& x : batch) ++positions_[static_cast<size_t>(x.slot)];
     std::vector<float> logits = e.output("logits").to_f32();

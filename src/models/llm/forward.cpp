@@ -10,22 +10,39 @@
 
 namespace vkformer::models::llm {
 
+namespace {
+
+// The mask row of a token at `position`: cache rows [first, position] visible (0), the rest -inf;
+// first is 0, or with window > 0 the first of the last `window` rows up to the token.
+void fill_mask_row(float* row, int64_t cache_rows, int64_t position, int64_t window) {
+  const int64_t seen = std::min(position + 1, cache_rows);
+  const int64_t first = window > 0 ? std::clamp<int64_t>(position + 1 - window, 0, seen) : 0;
+  std::fill(row, row + cache_rows, -std::numeric_limits<float>::infinity());
+  std::fill(row + first, row + seen, 0.0f);
+}
+
+}  // namespace
+
 HostTensor causal_mask(int64_t tokens, int64_t cache_rows, int64_t position, int64_t window) {
   std::vector<float> mask(static_cast<size_t>(tokens * cache_rows));
-  const float hidden = -std::numeric_limits<float>::infinity();
-  for (int64_t r = 0; r < tokens; ++r) {
-    float* row = mask.data() + r * cache_rows;
-    const int64_t seen = std::min(position + r + 1, cache_rows);
-    const int64_t first = window > 0 ? std::clamp<int64_t>(position + r + 1 - window, 0, seen) : 0;
-    std::fill(row, row + cache_rows, hidden);
-    std::fill(row + first, row + seen, 0.0f);
-  }
+  for (int64_t r = 0; r < tokens; ++r) fill_mask_row(mask.data() + r * cache_rows, cache_rows, position + r, window);
   return HostTensor::from_f32({1, 1, tokens, cache_rows}, mask);
 }
 
+HostTensor step_window_mask(std::span<const int32_t> positions, int64_t cache_rows, int64_t window) {
+  const int64_t rows = static_cast<int64_t>(positions.size());
+  std::vector<float> mask(static_cast<size_t>(rows * cache_rows));
+  for (int64_t r = 0; r < rows; ++r)
+    fill_mask_row(mask.data() + r * cache_rows, cache_rows, positions[static_cast<size_t>(r)], window);
+  return HostTensor::from_f32({rows, 1, 1, cache_rows}, mask);
+}
+
 // One new token sees every cached row below key_length; a chunk also needs the causal mask, and
-// soft-capped attention (built from matmuls, without key_length) always does.
-bool needs_mask(const LanguageModelConfig& c, int64_t tokens) { return tokens > 1 || c.attn_softcap > 0; }
+// soft-capped attention built from matmuls (without key_length) always does. SlotRows' passes
+// soft-cap inside the fused attention kernels, which read key_length.
+bool needs_mask(const LanguageModelConfig& c, int64_t tokens, bool slot_rows) {
+  return tokens > 1 || (c.attn_softcap > 0 && !slot_rows);
+}
 
 bool needs_window_mask(const LanguageModelConfig& c) {
   return c.sliding_window > 0 && std::find(c.sliding_layers.begin(), c.sliding_layers.end(), true) != c.sliding_layers.end();
@@ -33,10 +50,11 @@ bool needs_window_mask(const LanguageModelConfig& c) {
 
 namespace {
 
-// softmax(cap · tanh(q·kᵀ · scale / cap) + mask) · v: Gemma 2's soft-capped attention, which the
-// fused attention kernels do not compute, from matmuls over the whole cache (the mask hides rows
-// past the position). q [1, H, S, D] is viewed as [1, Hkv, G·S, D], each KV head's G query heads
-// one after the other, so that every matmul reads the caches [1, Hkv, T, D] in place.
+// softmax(cap · tanh(q·kᵀ · scale / cap) + mask) · v: Gemma 2's soft-capped attention for one
+// sequence, from matmuls over the whole cache (the mask hides rows past the position). q
+// [1, H, S, D] is viewed as [1, Hkv, G·S, D], each KV head's G query heads one after the other,
+// so that every matmul reads the caches [1, Hkv, T, D] in place. SlotRows passes, whose rows read
+// their own slots, soft-cap inside the fused kernels instead (AttentionOptions::softcap).
 Tensor soft_capped_attention(Graph& g, const RopeKvCache& r, int64_t heads, int64_t kv_heads, int64_t s,
                              double scale, double cap, const Tensor& mask) {
   const int64_t d = r.q.shape[3], t = r.k_cache.shape[2], group = heads / kv_heads;
@@ -69,10 +87,6 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   const double scale = c.attention_scale > 0 ? c.attention_scale : 0.0;  // 0: the op's 1/sqrt(hd)
 
   const int64_t batch = slot_rows ? slot_rows->batch : 1;
-  if (slot_rows && (c.attn_softcap > 0 || needs_window_mask(c)))
-    throw Error(ErrorCode::unsupported,
-                "batched decoding: soft-capped attention and sliding windows (" + c.architecture +
-                    ") take masks, which a batched step has not");
   Tensor ids = g.input("tokens", {batch, s}, DType::i32);
   Tensor position = g.input("position", {batch}, DType::i32);
   Tensor key_length = g.input("key_length", {batch}, DType::i32);
@@ -82,9 +96,14 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   attend.key_length = key_length;
   attend.kv_slot = slot;
   attend.scale = static_cast<float>(scale);
-  if (needs_mask(c, s)) attend.mask = g.input("mask", {1, 1, s, cache_rows}, act);
+  // With SlotRows soft-capping is the fused kernel's (the matmuls of soft_capped_attention would
+  // read k and v by q's batch, not by slot).
+  if (slot_rows) attend.softcap = static_cast<float>(c.attn_softcap);
+  if (needs_mask(c, s, slot_rows != nullptr)) attend.mask = g.input("mask", {1, 1, s, cache_rows}, act);
+  // A step's rows sit at positions of their own: a window mask row each ([B, 1, 1, T], S = 1).
   AttentionOptions attend_window = attend;
-  if (needs_window_mask(c)) attend_window.mask = g.input("window_mask", {1, 1, s, cache_rows}, act);
+  if (needs_window_mask(c))
+    attend_window.mask = g.input("window_mask", {batch, 1, s, cache_rows}, act);
   RopeOptions rope;
   rope.style = c.rope_style;
   rope.dims = c.rope_dims;
@@ -139,7 +158,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
     // Grouped-query attention: q has n_heads heads, the caches n_kv_heads (Graph::attention maps
     // them, and stacks a decode step's group of query heads into one block by itself).
     const AttentionOptions& layer_attend = sliding ? attend_window : attend;
-    Tensor a = c.attn_softcap > 0
+    Tensor a = c.attn_softcap > 0 && !slot_rows
                    ? soft_capped_attention(g, r, heads, kv_heads, s,
                                            scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)),
                                            c.attn_softcap, *layer_attend.mask)

@@ -19,8 +19,11 @@
 // whose logits are wanted. Output "logits": [1, vocab] (Logits::last) or [S, vocab] (Logits::all).
 // With SlotRows (BatchedLanguageModel) the B rows of "tokens" [B, S] are separate sequences in KV
 // slots: the caches are [slots, n_kv_heads, T, head_dim], "slot" i32 [B] names each row's slot,
-// "position" and "key_length" are i32 [B], and "logits" is [B, vocab] (S = 1) or as above
-// (B = 1). Families whose attention takes masks (soft-caps, sliding windows) are not batched.
+// "position" and "key_length" are i32 [B], "window_mask" is [B, 1, 1, T] (S = 1: one row per
+// sequence, step_window_mask) and "logits" is [B, vocab] (S = 1) or as above (B = 1). There the
+// fused attention kernels soft-cap the scores themselves (AttentionOptions::softcap, reading
+// each row's slot and key_length), so a one-token step takes no "mask".
+#include <span>
 #include <vector>
 
 #include "llm/weights.hpp"
@@ -44,8 +47,13 @@ struct SlotRows {
 // `window` of them ("window_mask").
 HostTensor causal_mask(int64_t tokens, int64_t cache_rows, int64_t position, int64_t window = 0);
 
-// Which masks a graph of `tokens` new tokens takes.
-bool needs_mask(const LanguageModelConfig& config, int64_t tokens);
+// The "window_mask" input [B, 1, 1, cache_rows] of a SlotRows step whose row b adds the token at
+// positions[b] of its slot: causal_mask's row for it, so each row sees only the last `window`
+// rows of its own slot up to itself, [max(0, p + 1 - window), p].
+HostTensor step_window_mask(std::span<const int32_t> positions, int64_t cache_rows, int64_t window);
+
+// Which masks a graph of `tokens` new tokens takes (slot_rows: a SlotRows graph).
+bool needs_mask(const LanguageModelConfig& config, int64_t tokens, bool slot_rows = false);
 bool needs_window_mask(const LanguageModelConfig& config);
 
 Graph build_forward(const LanguageModelConfig& config, const LanguageModelWeights& weights,

@@ -6,6 +6,7 @@
 #include "exclusive_use.hpp"
 #include "llm/config.hpp"
 #include "llm/forward.hpp"
+#include "llm/loaded_model.hpp"
 #include "llm/weights.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
@@ -22,8 +23,6 @@ using namespace models::llm;
 // Tokens of one batched prompt pass. Larger chunks use the matmuls better; every chunk pays for
 // all of them, so a short prompt wastes the padding.
 constexpr int64_t kPromptChunk = 64;
-// The cache length when the options leave it to the model.
-constexpr int64_t kDefaultMaxContext = 4096;
 
 HostTensor scalar_i32(int64_t v) {
   return HostTensor::from_i32({1}, std::vector<int32_t>{static_cast<int32_t>(v)});
@@ -35,26 +34,17 @@ class LanguageModelImpl {
  public:
   LanguageModelImpl(Device device, const std::filesystem::path& path, const LanguageModelOptions& o)
       : device_(std::move(device)), options_(o) {
-    if (!is_float(o.activations))
-      throw Error(ErrorCode::invalid_argument, "LanguageModel::load: activations must be f32 or f16, got " +
-                                                   std::string(dtype_name(o.activations)));
-    GgufFile file(path);
-    config_ = read_config(file);
-    if (o.context < 0 || o.context > config_.context_length)
-      throw Error(ErrorCode::invalid_argument,
-                  "LanguageModel::load: context is " + std::to_string(o.context) + ", expected 0 (" +
-                      std::to_string(std::min(config_.context_length, kDefaultMaxContext)) +
-                      " for this model) to the model's context_length " +
-                      std::to_string(config_.context_length));
-    context_ = o.context > 0 ? o.context : std::min(config_.context_length, kDefaultMaxContext);
-    tokenizer_ = std::make_unique<GgufTokenizer>(GgufTokenizer::from_gguf(file));
-    weights_ = load_weights(device_, file, config_, o.activations);
-    // A chunk always starts below context_ and writes kPromptChunk rows, padding included.
-    cache_rows_ = context_ + kPromptChunk;
-    for (int64_t i = 0; i < config_.n_layers; ++i) {
-      caches_.k.push_back(device_.allocate({1, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
-      caches_.v.push_back(device_.allocate({1, config_.n_kv_heads, cache_rows_, config_.head_dim}, o.activations));
-    }
+    LoadOptions load;
+    load.activations = o.activations;
+    load.context = o.context;
+    load.prompt_chunk = kPromptChunk;
+    LoadedModel m = load_model(device_, path, load, "LanguageModel::load");
+    config_ = std::move(m.config);
+    tokenizer_ = std::move(m.tokenizer);
+    weights_ = std::move(m.weights);
+    caches_ = std::move(m.caches);
+    context_ = m.context;
+    cache_rows_ = m.cache_rows;
     decode_ = compile(1, Logits::last);
     prompt_last_ = compile(kPromptChunk, Logits::last);
   }
