@@ -111,6 +111,9 @@ size_t fused_dispatches() { return 1; }
 size_t fallback_dispatches(const LinearCase& c) {
   return (c.f.norm ? 1 : 0) + 1 + (c.f.gated || c.f.residual ? 1 : 0);
 }
+// Prompt rows (M > 1) on the tiled texel kernel: the pre-norm apart, the gate and the residual
+// in the product's epilogue.
+size_t tiled_dispatches(const LinearCase& c) { return (c.f.norm ? 1 : 0) + 1; }
 
 // Runs the case on `device` and checks every output against the reference; returns the
 // executor's dispatch count.
@@ -240,8 +243,36 @@ TEST_F(DeviceTest, LinearFusionsMatchReference) {
           const LinearCase c{w, act, m, 19, k, f};
           const size_t dispatches = check_linear(device(), c);
           if (m == 1 && fuses(device(), w)) EXPECT_EQ(dispatches, fused_dispatches()) << case_name(c);
+          else if (fuses(device(), w)) EXPECT_EQ(dispatches, tiled_dispatches(c)) << case_name(c);
           else if (is_quantized(w)) EXPECT_EQ(dispatches, fallback_dispatches(c)) << case_name(c);
         }
+}
+
+// A prompt's rows on the tiled texel kernel with the gate and the residual in its epilogue
+// (CPU devices; elsewhere the fallback, checked the same): SmolLM2's FFN and output shapes at
+// M = 17 (one row past a tile of 16) and 64 (a prompt chunk), and blocks that leave partial
+// tiles both ways: 3 x 3 (a gated lane takes 2 gate and 2 up columns) and 5 x 2.
+TEST_F(DeviceTest, LinearFusionsOnPromptRows) {
+  const Fusions ffn{true, true, false, false, Activation::silu}, down{false, false, true, false, Activation::none};
+  const Fusions all{false, true, true, true, Activation::silu};
+  for (DType act : {DType::f32, DType::f16})
+    for (int64_t m : {17, 64}) {
+      if (act == DType::f16 && m == 17) continue;
+      for (const Fusions& f : {ffn, down}) {
+        const LinearCase c{DType::q4_1, act, m, f.gated ? 1536 : 576, f.gated ? 576 : 1536, f};
+        const size_t dispatches = check_linear(device(), c);
+        if (fuses(device(), c.weight)) EXPECT_EQ(dispatches, tiled_dispatches(c)) << case_name(c);
+      }
+      check_linear(device(), {DType::q6_k, act, m, 131, 512, all});
+      check_linear(device(), {DType::q5_0, act, m, 67, 96, all});
+    }
+  for (const char* block : {"3x3/2", "5x2/2"}) {
+    SCOPED_TRACE(block);
+    Device d = open_test_device_with_env({{"VKFORMER_MATMUL_WQ_TEXEL", block}});
+    for (DType w : {DType::q4_1, DType::q4_k})
+      for (const Fusions& f : {kFusionSets[1], kFusionSets[4], all})
+        check_linear(d, {w, DType::f32, 19, 37, is_k_quant(w) ? 256 : 96, f});
+  }
 }
 
 // The SmolLM2 shapes (many workgroups, K of 18 and 48 blocks: rows that start at every word of
