@@ -515,8 +515,9 @@ void check_rope_kv_cache(Device& device, const RopeCacheCase& c, bool windows = 
 }
 
 // Grouped-query (6 query heads on 2 KV heads, SmolLM2's 9 on 3) and multi-head, one new row (a
-// decoding step, replayed at several positions) and a chunk of 5, both pairings, a partial
-// rotation with pass-through columns (dims 4 of an odd D 7), f16, a static offset, two batches.
+// decoding step, replayed at several positions) and chunks of 5, 21 and 37 (CPU devices take 16
+// rows per workgroup: whole and partial groups of rows), both pairings, a partial rotation with
+// pass-through columns (dims 4 of an odd D 7), f16, a static offset, two batches.
 TEST_F(DeviceTest, RopeKvCacheMatchesReference) {
   using Style = RopeOptions::Style;
   const RopeCacheCase cases[] = {
@@ -526,6 +527,8 @@ TEST_F(DeviceTest, RopeKvCacheMatchesReference) {
       {2, 4, 4, 3, 7, 11, 4, Style::interleaved, DType::f32, false, {2, 8}},
       {2, 6, 2, 5, 16, 23, 8, Style::interleaved, DType::f16, true, {0, 17}},
       {1, 2, 1, 1, 128, 9000, -1, Style::neox, DType::f16, false, {8990}, 3},
+      {1, 9, 3, 37, 64, 80, -1, Style::interleaved, DType::f32, true, {0, 43}},
+      {2, 6, 2, 21, 16, 30, 8, Style::neox, DType::f16, false, {0, 9}},
   };
   for (const RopeCacheCase& c : cases) check_rope_kv_cache(device(), c);
 }
