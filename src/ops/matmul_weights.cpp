@@ -27,6 +27,16 @@ struct VecPush {
 };
 static_assert(sizeof(VecPush) == sizeof(WeightMatmulPush) + 4);
 
+// Matches the push block of shaders/matmul_wq_texel.comp: the above and its fusion flags.
+struct TexelPush {
+  WeightMatmulPush base;
+  uint32_t flags;  // 1: gated pair, 2: residual
+};
+static_assert(sizeof(TexelPush) == sizeof(WeightMatmulPush) + 4);
+
+WeightMatmulPush& base_push(WeightMatmulPush& p) { return p; }
+WeightMatmulPush& base_push(TexelPush& p) { return p.base; }
+
 [[noreturn]] void bug(Lowering& l, const std::string& what) {
   throw Error(ErrorCode::internal, l.node().label + ": emit_matmul_weights: " + what);
 }
@@ -74,11 +84,12 @@ std::optional<Kernel> coopmat_kernel(Lowering& l, DType act, DType w, const Weig
 
 // Dispatches x * y workgroups, several dispatches where y exceeds the device's grid (rows of
 // M on small tiles); the kernels add y_base.
+template <typename Push>
 void dispatch_rows(Lowering& l, Kernel kernel, DType dtype, const std::vector<Binding>& bindings,
-                   WeightMatmulPush p, uint64_t x, uint64_t y, const std::vector<uint32_t>& spec) {
+                   Push p, uint64_t x, uint64_t y, const std::vector<uint32_t>& spec) {
   const uint64_t max_y = std::max<uint32_t>(l.info().max_workgroup_count[1], 1);
   for (uint64_t y0 = 0; y0 < y; y0 += max_y) {
-    p.y_base = static_cast<uint32_t>(y0);
+    base_push(p).y_base = static_cast<uint32_t>(y0);
     l.dispatch(kernel, dtype, bindings, PushBlock::of(p), l.grid(x, std::min(max_y, y - y0), 1),
                spec);
   }
@@ -167,8 +178,8 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
                  std::to_string(sg) + " lanes");
     std::vector<Binding> five = operands;
     five.push_back(operands[0]);  // no residual
-    dispatch_rows(l, *texel, act, five, p, ceil_div(p.n, uint64_t(sg) * tn), ceil_div(p.m, tm),
-                  {sg, tm, tn, has_bias, activation, 0, 0});
+    dispatch_rows(l, *texel, act, five, TexelPush{p, 0}, ceil_div(p.n, uint64_t(sg) * tn),
+                  ceil_div(p.m, tm), {sg, tm, tn, has_bias, activation});
     return;
   }
   const Kernel gemv = required_kernel(l, kernels::WeightKernel::matmul_wq_gemv, w);
@@ -224,7 +235,8 @@ bool emit_matmul_weights_with_residual(Lowering& l, const MatmulCall& c) {
 namespace {
 
 // Rows of a prompt (M > 1) on the tiled texel kernel with the gate and the residual in its
-// epilogue (shaders/matmul_wq_texel.comp's GATED and HAS_RESIDUAL); the pre-norm is not fused
+// epilogue (shaders/matmul_wq_texel.comp's run-time flags: one pipeline for every linear of a
+// weight type, as its JIT takes lavapipe about a second per variant); the pre-norm is not fused
 // there (the caller emits it first). Same conditions as emit_one's texel path, with whole
 // bindings only.
 bool emit_texel_epilogue(Lowering& l, const MatmulCall& c, uint64_t m, uint64_t n, uint64_t k) {
@@ -260,9 +272,9 @@ bool emit_texel_epilogue(Lowering& l, const MatmulCall& c, uint64_t m, uint64_t 
   if (sg == 0 || tm == 0 || columns == 0 || sg > l.info().max_workgroup_size[0])
     bug(l, "texel tiling " + std::to_string(tm) + "x" + std::to_string(tn) + " on " + std::to_string(sg) +
                " lanes");
-  dispatch_rows(l, *texel, act, operands, p, ceil_div(p.n, uint64_t(sg) * columns), ceil_div(p.m, tm),
-                {sg, tm, tn, c.bias != kNoValue ? 1u : 0u, static_cast<uint32_t>(c.activation), c.gated ? 1u : 0u,
-                 c.residual != kNoValue ? 1u : 0u});
+  const uint32_t flags = (c.gated ? 1u : 0u) | (c.residual != kNoValue ? 2u : 0u);
+  dispatch_rows(l, *texel, act, operands, TexelPush{p, flags}, ceil_div(p.n, uint64_t(sg) * columns),
+                ceil_div(p.m, tm), {sg, tm, tn, c.bias != kNoValue ? 1u : 0u, static_cast<uint32_t>(c.activation)});
   return true;
 }
 
