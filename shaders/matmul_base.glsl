@@ -2,7 +2,8 @@
 // weight kernels' copy in src/ops/matmul_weights.cpp) and the fused epilogue of one output.
 // Include after the kernel's specialization constants: ACT, and with MATMUL_FUSIONS defined
 // GATED and HAS_RESIDUAL (kernels without them get both as 0). MATMUL_PUSH_EPS adds the
-// fused norm's epsilon to the block (matmul_wq_vec.comp, matmul_wq_rows.comp).
+// fused norm's epsilon to the block (matmul_wq_vec.comp, matmul_wq_rows.comp), MATMUL_PUSH_FLAGS
+// a word of run-time fusion flags (matmul_wq_texel.comp).
 #ifndef VKF_MATMUL_BASE_GLSL
 #define VKF_MATMUL_BASE_GLSL
 
@@ -21,6 +22,9 @@ layout(push_constant) uniform Push {
   uint ldo;                   // out's row stride (N, or more when out is a window's columns)
 #ifdef MATMUL_PUSH_EPS
   float eps;                  // the fused norm's epsilon
+#endif
+#ifdef MATMUL_PUSH_FLAGS
+  uint flags;                 // run-time fusions (matmul_wq_texel.comp): 1 gated, 2 residual
 #endif
 } p;
 

@@ -111,6 +111,9 @@ size_t fused_dispatches() { return 1; }
 size_t fallback_dispatches(const LinearCase& c) {
   return (c.f.norm ? 1 : 0) + 1 + (c.f.gated || c.f.residual ? 1 : 0);
 }
+// Prompt rows (M > 1) on the tiled texel kernel: the pre-norm apart, the gate and the residual
+// in the product's epilogue.
+size_t tiled_dispatches(const LinearCase& c) { return (c.f.norm ? 1 : 0) + 1; }
 
 // Runs the case on `device` and checks every output against the reference; returns the
 // executor's dispatch count.
@@ -240,8 +243,36 @@ TEST_F(DeviceTest, LinearFusionsMatchReference) {
           const LinearCase c{w, act, m, 19, k, f};
           const size_t dispatches = check_linear(device(), c);
           if (m == 1 && fuses(device(), w)) EXPECT_EQ(dispatches, fused_dispatches()) << case_name(c);
+          else if (fuses(device(), w)) EXPECT_EQ(dispatches, tiled_dispatches(c)) << case_name(c);
           else if (is_quantized(w)) EXPECT_EQ(dispatches, fallback_dispatches(c)) << case_name(c);
         }
+}
+
+// A prompt's rows on the tiled texel kernel with the gate and the residual in its epilogue
+// (CPU devices; elsewhere the fallback, checked the same): SmolLM2's FFN and output shapes at
+// M = 17 (one row past a tile of 16) and 64 (a prompt chunk), and blocks that leave partial
+// tiles both ways: 3 x 3 (a gated lane takes 2 gate and 2 up columns) and 5 x 2.
+TEST_F(DeviceTest, LinearFusionsOnPromptRows) {
+  const Fusions ffn{true, true, false, false, Activation::silu}, down{false, false, true, false, Activation::none};
+  const Fusions all{false, true, true, true, Activation::silu};
+  for (DType act : {DType::f32, DType::f16})
+    for (int64_t m : {17, 64}) {
+      if (act == DType::f16 && m == 17) continue;
+      for (const Fusions& f : {ffn, down}) {
+        const LinearCase c{DType::q4_1, act, m, f.gated ? 1536 : 576, f.gated ? 576 : 1536, f};
+        const size_t dispatches = check_linear(device(), c);
+        if (fuses(device(), c.weight)) EXPECT_EQ(dispatches, tiled_dispatches(c)) << case_name(c);
+      }
+      check_linear(device(), {DType::q6_k, act, m, 131, 512, all});
+      check_linear(device(), {DType::q5_0, act, m, 67, 96, all});
+    }
+  for (const char* block : {"3x3/2", "5x2/2"}) {
+    SCOPED_TRACE(block);
+    Device d = open_test_device_with_env({{"VKFORMER_MATMUL_WQ_TEXEL", block}});
+    for (DType w : {DType::q4_1, DType::q4_k})
+      for (const Fusions& f : {kFusionSets[1], kFusionSets[4], all})
+        check_linear(d, {w, DType::f32, 19, 37, is_k_quant(w) ? 256 : 96, f});
+  }
 }
 
 // The SmolLM2 shapes (many workgroups, K of 18 and 48 blocks: rows that start at every word of
@@ -484,8 +515,9 @@ void check_rope_kv_cache(Device& device, const RopeCacheCase& c, bool windows = 
 }
 
 // Grouped-query (6 query heads on 2 KV heads, SmolLM2's 9 on 3) and multi-head, one new row (a
-// decoding step, replayed at several positions) and a chunk of 5, both pairings, a partial
-// rotation with pass-through columns (dims 4 of an odd D 7), f16, a static offset, two batches.
+// decoding step, replayed at several positions) and chunks of 5, 21 and 37 (CPU devices take 16
+// rows per workgroup: whole and partial groups of rows), both pairings, a partial rotation with
+// pass-through columns (dims 4 of an odd D 7), f16, a static offset, two batches.
 TEST_F(DeviceTest, RopeKvCacheMatchesReference) {
   using Style = RopeOptions::Style;
   const RopeCacheCase cases[] = {
@@ -495,6 +527,8 @@ TEST_F(DeviceTest, RopeKvCacheMatchesReference) {
       {2, 4, 4, 3, 7, 11, 4, Style::interleaved, DType::f32, false, {2, 8}},
       {2, 6, 2, 5, 16, 23, 8, Style::interleaved, DType::f16, true, {0, 17}},
       {1, 2, 1, 1, 128, 9000, -1, Style::neox, DType::f16, false, {8990}, 3},
+      {1, 9, 3, 37, 64, 80, -1, Style::interleaved, DType::f32, true, {0, 43}},
+      {2, 6, 2, 21, 16, 30, 8, Style::neox, DType::f16, false, {0, 9}},
   };
   for (const RopeCacheCase& c : cases) check_rope_kv_cache(device(), c);
 }

@@ -60,8 +60,9 @@ void emit_matmul(Lowering& l, const MatmulCall& call);
 void emit_matmul_weights(Lowering& l, const MatmulCall& call);
 
 // Emits `call` with its fusions in the weight kernel itself where one takes them (quantized
-// weights on CPU devices: shaders/matmul_wq_vec.comp, matmul_wq_texel.comp) and returns true;
-// false (nothing emitted) otherwise.
+// weights on CPU devices, whole bindings: shaders/matmul_wq_vec.comp every fusion of one row,
+// matmul_wq_texel.comp the gated pair and the residual of more rows, without a pre-norm) and
+// returns true; false (nothing emitted) otherwise.
 bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& call);
 
 // out = a·b (+ bias, activation) + call.residual in one shaders/matmul_coopmat.comp dispatch, where

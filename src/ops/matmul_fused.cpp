@@ -1,5 +1,6 @@
 // linear's fusions (Graph::LinearOptions: pre-norm, gated pair, residual): in the weight kernel
-// itself where it takes them (quantized weights on CPU devices; the residual alone in the
+// itself where it takes them (quantized weights on CPU devices: all of them for one row, the
+// gated pair and the residual after a separate rms_norm for more; the residual alone in the
 // cooperative-matrix GEMMs), otherwise as the kernels that compute them apart: rms_norm into a temporary, the product, then shaders/linear_epilogue.comp
 // for the gate and the residual. Both give the same values up to fp32 rounding (the fused pre-norm
 // also keeps the normalized row in fp32 where the separate one stores it in the activations'
@@ -43,6 +44,12 @@ void emit_matmul_fused(Lowering& l, const MatmulCall& c) {
     MatmulCall with_residual = plain;
     with_residual.residual = c.residual;
     if (emit_matmul_with_residual(l, with_residual)) return;
+  }
+  {  // the gate and the residual in the weight kernel's epilogue (prompt rows on CPU devices)
+    MatmulCall normed = c;
+    normed.a = plain.a;
+    normed.norm = kNoValue;
+    if (emit_matmul_weights_fused(l, normed)) return;
   }
   // The product without the epilogue, then the epilogue.
   const Shape out_shape = l.value(c.out).shape;

@@ -27,6 +27,16 @@ struct VecPush {
 };
 static_assert(sizeof(VecPush) == sizeof(WeightMatmulPush) + 4);
 
+// Matches the push block of shaders/matmul_wq_texel.comp: the above and its fusion flags.
+struct TexelPush {
+  WeightMatmulPush base;
+  uint32_t flags;  // 1: gated pair, 2: residual
+};
+static_assert(sizeof(TexelPush) == sizeof(WeightMatmulPush) + 4);
+
+WeightMatmulPush& base_push(WeightMatmulPush& p) { return p; }
+WeightMatmulPush& base_push(TexelPush& p) { return p.base; }
+
 [[noreturn]] void bug(Lowering& l, const std::string& what) {
   throw Error(ErrorCode::internal, l.node().label + ": emit_matmul_weights: " + what);
 }
@@ -74,11 +84,12 @@ std::optional<Kernel> coopmat_kernel(Lowering& l, DType act, DType w, const Weig
 
 // Dispatches x * y workgroups, several dispatches where y exceeds the device's grid (rows of
 // M on small tiles); the kernels add y_base.
+template <typename Push>
 void dispatch_rows(Lowering& l, Kernel kernel, DType dtype, const std::vector<Binding>& bindings,
-                   WeightMatmulPush p, uint64_t x, uint64_t y, const std::vector<uint32_t>& spec) {
+                   Push p, uint64_t x, uint64_t y, const std::vector<uint32_t>& spec) {
   const uint64_t max_y = std::max<uint32_t>(l.info().max_workgroup_count[1], 1);
   for (uint64_t y0 = 0; y0 < y; y0 += max_y) {
-    p.y_base = static_cast<uint32_t>(y0);
+    base_push(p).y_base = static_cast<uint32_t>(y0);
     l.dispatch(kernel, dtype, bindings, PushBlock::of(p), l.grid(x, std::min(max_y, y - y0), 1),
                spec);
   }
@@ -165,8 +176,10 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
     if (sg == 0 || tm == 0 || tn == 0 || sg > info.max_workgroup_size[0])
       bug(l, "texel tiling " + std::to_string(tm) + "x" + std::to_string(tn) + " on " +
                  std::to_string(sg) + " lanes");
-    dispatch_rows(l, *texel, act, operands, p, ceil_div(p.n, uint64_t(sg) * tn), ceil_div(p.m, tm),
-                  {sg, tm, tn, has_bias, activation});
+    std::vector<Binding> five = operands;
+    five.push_back(operands[0]);  // no residual
+    dispatch_rows(l, *texel, act, five, TexelPush{p, 0}, ceil_div(p.n, uint64_t(sg) * tn),
+                  ceil_div(p.m, tm), {sg, tm, tn, has_bias, activation});
     return;
   }
   const Kernel gemv = required_kernel(l, kernels::WeightKernel::matmul_wq_gemv, w);
@@ -219,6 +232,54 @@ bool emit_matmul_weights_with_residual(Lowering& l, const MatmulCall& c) {
   return true;
 }
 
+namespace {
+
+// Rows of a prompt (M > 1) on the tiled texel kernel with the gate and the residual in its
+// epilogue (shaders/matmul_wq_texel.comp's run-time flags: one pipeline for every linear of a
+// weight type, as its JIT takes lavapipe about a second per variant); the pre-norm is not fused
+// there (the caller emits it first). Same conditions as emit_one's texel path, with whole
+// bindings only.
+bool emit_texel_epilogue(Lowering& l, const MatmulCall& c, uint64_t m, uint64_t n, uint64_t k) {
+  const ValueDesc& a = l.value(c.a);
+  const DType act = a.dtype, w = l.value(c.b).dtype;
+  const std::optional<Kernel> texel = kernels::weight_kernel(kernels::WeightKernel::matmul_wq_texel, w);
+  if (!texel || c.norm != kNoValue || m < 2) return false;
+  if (c.residual != kNoValue && (l.value(c.residual).dtype != act || l.value(c.residual).bytes() > l.tuning().max_binding_bytes ||
+                                 static_cast<uint64_t>(l.value(c.residual).shape.numel()) != m * n))
+    return false;
+  WeightMatmulPush p{};
+  p.m = static_cast<uint32_t>(m);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  p.batch1 = 1;
+  p.alpha = c.alpha;
+  p.splits = 1;
+  p.k_split = p.k;
+  p.ldo = p.n;
+  if (coopmat_kernel(l, act, w, p)) return false;  // f16 prompts on cooperative matrices
+  const std::vector<Binding> operands = {{c.a},
+                                         {c.b},
+                                         {c.bias != kNoValue ? c.bias : c.a},
+                                         {c.out, true},
+                                         {c.residual != kNoValue ? c.residual : c.a}};
+  if (!use_texel(l, act, *texel, operands)) return false;
+  const vk::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
+  const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
+  const uint32_t tm = std::min<uint32_t>(t.texel_tm, p.m);
+  uint32_t tn = t.texel_tn;
+  if (c.gated) tn += tn % 2;  // as many up columns as gate columns
+  const uint32_t columns = c.gated ? tn / 2 : tn;
+  if (sg == 0 || tm == 0 || columns == 0 || sg > l.info().max_workgroup_size[0])
+    bug(l, "texel tiling " + std::to_string(tm) + "x" + std::to_string(tn) + " on " + std::to_string(sg) +
+               " lanes");
+  const uint32_t flags = (c.gated ? 1u : 0u) | (c.residual != kNoValue ? 2u : 0u);
+  dispatch_rows(l, *texel, act, operands, TexelPush{p, flags}, ceil_div(p.n, uint64_t(sg) * columns),
+                ceil_div(p.m, tm), {sg, tm, tn, c.bias != kNoValue ? 1u : 0u, static_cast<uint32_t>(c.activation)});
+  return true;
+}
+
+}  // namespace
+
 bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& c) {
   const ValueDesc& a = l.value(c.a);
   const ValueDesc& b = l.value(c.b);
@@ -230,7 +291,8 @@ bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& c) {
   const uint64_t m = static_cast<uint64_t>(a.shape.numel()) / k;
   // Whole bindings only (windows of a gated weight would part its gate and up rows).
   const uint64_t limit = l.tuning().max_binding_bytes;
-  if (m != 1 || a.bytes() > limit || b.bytes() > limit || l.value(c.out).bytes() > limit) return false;
+  if (a.bytes() > limit || b.bytes() > limit || l.value(c.out).bytes() > limit) return false;
+  if (m != 1) return emit_texel_epilogue(l, c, m, n, k);
   const std::vector<Binding> operands = {
       {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
   if (!use_texel(l, act, *vec, operands)) return false;
