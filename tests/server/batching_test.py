@@ -32,7 +32,8 @@ def chat(base, i, max_tokens):
     return reply["choices"][0]["message"]["content"], reply["usage"]["completion_tokens"], reply["choices"][0]["finish_reason"]
 
 
-server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "16", "--model-name", "tiny"])
+server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "16", "--model-name", "tiny"],
+                steady_memory=True)
 try:
     base = server.base
     max_tokens = [8 + (i * 7) % 32 for i in range(64)]
