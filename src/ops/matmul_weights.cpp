@@ -50,6 +50,20 @@ Kernel required_kernel(Lowering& l, kernels::WeightKernel family, DType w) {
 
 // The cooperative-matrix kernels of a weight dtype, per API (shaders/matmul_coopmat.comp with
 // WEIGHTS).
+// One dispatch over [m, k]·[n, k]ᵀ into a dense [m, n]: no batch, no split of K.
+WeightMatmulPush single_dispatch_push(uint64_t m, uint64_t n, uint64_t k, float alpha) {
+  WeightMatmulPush p{};
+  p.m = static_cast<uint32_t>(m);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  p.batch1 = 1;
+  p.alpha = alpha;
+  p.splits = 1;
+  p.k_split = p.k;
+  p.ldo = p.n;
+  return p;
+}
+
 std::optional<kernels::WeightKernel> coopmat_family(vk::CoopmatApi api) {
   switch (api) {
     case vk::CoopmatApi::khr: return kernels::WeightKernel::matmul_wq_coopmat_khr;
@@ -216,15 +230,7 @@ bool emit_matmul_weights_with_residual(Lowering& l, const MatmulCall& c) {
       l.value(c.out).dtype != a.dtype)
     return false;
   const uint64_t k = static_cast<uint64_t>(b.shape[1]), n = static_cast<uint64_t>(b.shape[0]);
-  WeightMatmulPush p{};
-  p.m = static_cast<uint32_t>(static_cast<uint64_t>(a.shape.numel()) / k);
-  p.n = static_cast<uint32_t>(n);
-  p.k = static_cast<uint32_t>(k);
-  p.batch1 = 1;
-  p.alpha = c.alpha;
-  p.splits = 1;
-  p.k_split = p.k;
-  p.ldo = p.n;
+  WeightMatmulPush p = single_dispatch_push(static_cast<uint64_t>(a.shape.numel()) / k, n, k, c.alpha);
   const std::optional<Kernel> kernel = coopmat_kernel(l, a.dtype, b.dtype, p);
   if (!kernel) return false;
   emit_coopmat(l, *kernel, c, a.dtype, 1,
@@ -247,15 +253,7 @@ bool emit_texel_epilogue(Lowering& l, const MatmulCall& c, uint64_t m, uint64_t 
   if (c.residual != kNoValue && (l.value(c.residual).dtype != act || l.value(c.residual).bytes() > l.tuning().max_binding_bytes ||
                                  static_cast<uint64_t>(l.value(c.residual).shape.numel()) != m * n))
     return false;
-  WeightMatmulPush p{};
-  p.m = static_cast<uint32_t>(m);
-  p.n = static_cast<uint32_t>(n);
-  p.k = static_cast<uint32_t>(k);
-  p.batch1 = 1;
-  p.alpha = c.alpha;
-  p.splits = 1;
-  p.k_split = p.k;
-  p.ldo = p.n;
+  WeightMatmulPush p = single_dispatch_push(m, n, k, c.alpha);
   if (coopmat_kernel(l, act, w, p)) return false;  // f16 prompts on cooperative matrices
   const std::vector<Binding> operands = {{c.a},
                                          {c.b},
@@ -298,15 +296,7 @@ bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& c) {
   if (!use_texel(l, act, *vec, operands)) return false;
   // Gamma is read as texels like a: whole texels of a's dtype.
   if (c.norm != kNoValue && (k % 4 || l.value(c.norm).dtype != act)) return false;
-  WeightMatmulPush p{};
-  p.m = 1;
-  p.n = static_cast<uint32_t>(n);
-  p.k = static_cast<uint32_t>(k);
-  p.batch1 = 1;
-  p.alpha = c.alpha;
-  p.splits = 1;
-  p.k_split = p.k;
-  p.ldo = p.n;
+  WeightMatmulPush p = single_dispatch_push(1, n, k, c.alpha);
   std::vector<Binding> six = operands;
   six.push_back(c.residual != kNoValue ? Binding{c.residual} : Binding{c.a});
   six.push_back(c.norm != kNoValue ? Binding{c.norm} : Binding{c.a});
@@ -331,15 +321,7 @@ void emit_matmul_weights(Lowering& l, const MatmulCall& c) {
   if (o.shape.numel() != static_cast<int64_t>(m * n))
     bug(l, "out is " + o.shape.str() + " for " + std::to_string(m) + " x " + std::to_string(n));
 
-  WeightMatmulPush p{};
-  p.m = static_cast<uint32_t>(m);
-  p.n = static_cast<uint32_t>(n);
-  p.k = static_cast<uint32_t>(k);
-  p.batch1 = 1;
-  p.alpha = c.alpha;
-  p.splits = 1;
-  p.k_split = p.k;
-  p.ldo = p.n;
+  WeightMatmulPush p = single_dispatch_push(m, n, k, c.alpha);
   const std::vector<Binding> whole = {
       {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
   const uint64_t limit = l.tuning().max_binding_bytes;
