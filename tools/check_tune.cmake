@@ -21,12 +21,36 @@ set(sep "[/\\\\]")
 expect(0 "tuning +static table: not tuned \\(run 'vkformer tune'; cache [^\n]*${sep}cache${sep}tuning${sep}[0-9a-f]+\\.json\\)"
        devices)
 
+# Milliseconds in a JSON number of seconds (CMake's math is integer only).
+function(ms_of out seconds)
+  if(NOT seconds MATCHES "^([0-9]+)(\\.([0-9]*))?$")
+    message(FATAL_ERROR "not a plain number of seconds: '${seconds}'")
+  endif()
+  string(SUBSTRING "${CMAKE_MATCH_3}000" 0 3 frac)
+  math(EXPR ms "${CMAKE_MATCH_1} * 1000 + 1${frac} - 1000")
+  set(${out} ${ms} PARENT_SCOPE)
+endfunction()
+
+# The sweep decides before each step whether its budget allows it, and a step in flight (a
+# pipeline's JIT, a round of timings) is not interrupted; on a loaded machine one step can take
+# seconds. So it stops within its budget plus two of its own longest steps (the one in flight,
+# then releasing the devices; tools/tuner.hpp), which its JSON reports, and half a second.
+function(check_stopped_in_time json budget)
+  file(READ ${json} doc)
+  string(JSON took GET "${doc}" took_s)
+  string(JSON step GET "${doc}" longest_step_s)
+  ms_of(took_ms ${took})
+  ms_of(step_ms ${step})
+  math(EXPR bound_ms "${budget} * 1000 + 2 * ${step_ms} + 500")
+  if(took_ms GREATER bound_ms)
+    message(SEND_ERROR "vkformer tune --budget ${budget} took ${took} s, past its bound of "
+                       "${bound_ms} ms (longest step ${step} s):\n${last_output}")
+  endif()
+endfunction()
+
 # A budget too short for the whole set: it stops in time, says so, and --no-save writes nothing.
-expect(0 "Took ([0-9.]+) s of a 3 s budget \\(spent" tune --budget 3 --no-save)
-string(REGEX MATCH "Took ([0-9.]+) s of a 3 s budget" m "${last_output}")
-if(CMAKE_MATCH_1 GREATER 4.5)
-  message(SEND_ERROR "vkformer tune --budget 3 took ${CMAKE_MATCH_1} s:\n${last_output}")
-endif()
+expect(0 "Took ([0-9.]+) s of a 3 s budget \\(spent" tune --budget 3 --no-save --json ${OUT}/tune3.json)
+check_stopped_in_time(${OUT}/tune3.json 3)
 file(GLOB_RECURSE written ${OUT}/cache/*)
 if(written)
   message(SEND_ERROR "vkformer tune --no-save wrote ${written}")
@@ -42,10 +66,7 @@ if(NOT tune_output MATCHES "Took ([0-9.]+) s of a ${budget} s budget")
   message(FATAL_ERROR "vkformer tune: no 'Took N s of a ${budget} s budget' line:\n${tune_output}")
 endif()
 set(took ${CMAKE_MATCH_1})
-# The sweep stops at its budget; what follows (writing the file) is quick.
-if(took GREATER 17)
-  message(SEND_ERROR "vkformer tune --budget ${budget} took ${took} s")
-endif()
+check_stopped_in_time(${OUT}/tune.json ${budget})
 file(GLOB cache_files ${OUT}/cache/tuning/*.json)
 list(LENGTH cache_files n)
 if(NOT n EQUAL 1)

@@ -92,6 +92,7 @@ json report_json(const TuneReport& r, const TuneSettings& s, const std::string& 
   j["settings"] = {{"shapes", s.shapes_label}, {"budget_s", s.budget_s}, {"margin", s.margin},
                    {"shape_tolerance", s.shape_tolerance}, {"rounds", s.rounds}};
   j["took_s"] = r.took_s;
+  j["longest_step_s"] = r.longest_step_s;
   j["budget_spent"] = r.budget_spent;
   j["cache"] = cache_path.empty() ? json(nullptr) : json(cache_path);
   j["tunables"] = json::array();

@@ -131,10 +131,18 @@ double guessed_cost(size_t candidates, const std::vector<vk::TuneShape>& shapes)
 class Sweep {
  public:
   Sweep(const TuneSettings& s, const std::function<void(const std::string&)>& say)
-      : s_(s), say_(say), start_(Clock::now()) {}
+      : s_(s), say_(say), start_(Clock::now()), last_check_(start_) {}
 
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-  double left() const { return s_.budget_s - elapsed(); }
+  // Every decision to start more work asks this, so the time between two calls is one step that
+  // nothing interrupts (a pipeline's JIT, a round of timings, releasing a device): the longest
+  // such step bounds how far past its budget the sweep can run (report.longest_step_s).
+  double left() {
+    const auto now = Clock::now();
+    longest_step_s_ = std::max(longest_step_s_, std::chrono::duration<double>(now - last_check_).count());
+    last_check_ = now;
+    return s_.budget_s - std::chrono::duration<double>(now - start_).count();
+  }
 
   TuneReport run() {
     TuneReport report;
@@ -179,7 +187,9 @@ class Sweep {
                      [&](const TunableResult& a, const TunableResult& b) {
                        return vk::find_tunable(a.id) < vk::find_tunable(b.id);
                      });
+    left();  // the step since the last decision
     report.took_s = elapsed();
+    report.longest_step_s = longest_step_s_;
     report.validation_messages = validation_messages_;
     return report;
   }
@@ -249,10 +259,15 @@ class Sweep {
     double one_round = 0;
     for (const Live& l : live) one_round += round_s(l);
     for (int round = 0; round < s_.rounds; ++round) {
-      if (round > 0 && left() < one_round) break;
+      // Nothing starts once the budget is spent, a first round included.
+      if (left() < (round > 0 ? one_round : 0.0)) break;
       if (round >= kMinRounds && used() + one_round > share) break;
       for (Live& l : live) time_round(l);
       r.rounds = round + 1;
+    }
+    if (r.rounds == 0) {  // prepared, never timed: the static table stays, as if not reached
+      release(live);
+      return skip("not reached", r.note + "budget spent before a round was timed");
     }
     for (Live& l : live) summarize(l);
 
@@ -294,11 +309,15 @@ class Sweep {
     say_("  -> " + r.winner + (r.status == "tuned" ? " (" : " kept (") + r.note + ")");
     for (Live& l : live) r.candidates.push_back(l.result);
     last_candidate_s_ = used() / static_cast<double>(live.size());
+    release(live);
+    return r;
+  }
+
+  void release(std::vector<Live>& live) {
     for (Live& l : live) {
       l.executors.clear();
       if (l.device) validation_messages_ += report_validation(*l.device);
     }
-    return r;
   }
 
   // The static choice and the winner alone, alternating, with fresh samples: the winner must
@@ -310,7 +329,7 @@ class Sweep {
     int rounds = 0;
     for (; rounds < s_.confirm_rounds; ++rounds) {
       if (rounds >= kMinRounds && left() < pair_s) break;
-      if (rounds > 0 && left() < pair_s) return false;  // no time to confirm: keep the static
+      if (left() < (rounds > 0 ? pair_s : 0.0)) return false;  // no time to confirm: keep the static
       time_round(base);
       time_round(best);
     }
@@ -400,6 +419,8 @@ class Sweep {
   const TuneSettings& s_;
   const std::function<void(const std::string&)>& say_;
   Clock::time_point start_;
+  Clock::time_point last_check_;  // the last call of left()
+  double longest_step_s_ = 0;
   Choices winners_;  // the tunables decided so far, applied under later ones
   double last_candidate_s_ = 0;  // seconds per candidate of the last tunable swept
   size_t validation_messages_ = 0;

@@ -55,6 +55,9 @@ struct TuneReport {
   DeviceInfo device;
   std::vector<TunableResult> tunables;
   double took_s = 0;
+  // The longest stretch between two of the sweep's budget checks: it stops at most about two of
+  // these past its budget (the step in flight, then releasing the tunable's devices).
+  double longest_step_s = 0;
   bool budget_spent = false;
   size_t validation_messages = 0;  // reported on stderr (with --validation)
 };
