@@ -9,22 +9,7 @@ unset(ENV{VKFORMER_DEVICE})
 # Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
 set(VKFORMER ${LAUNCHER} ${VKFORMER})
 
-set(failures 0)
-
-# expect(<exit status> <regex the output must match> <args...>); stdout and stderr together.
-function(expect status regex)
-  execute_process(COMMAND ${VKFORMER} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE out)
-  string(JOIN " " cmd ${ARGN})
-  if(NOT rc STREQUAL "${status}")
-    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}")
-  elseif(NOT out MATCHES "${regex}")
-    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}")
-  else()
-    message(STATUS "vkformer ${cmd}: ok")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)  # expect()
 
 expect(0 "Usage: vkformer.*--device SPEC.*devices" --help)
 expect(0 "Usage: vkformer devices.*--json" devices --help)

@@ -27,24 +27,8 @@ set(model ${GOLDEN}/encoder_post_relu_b1_s1)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 
-# expect(<exit status> <regex> <args...>): stdout and stderr together must match; no case may
-# take 60 s (a read blocked on a FIFO would).
-function(expect status regex)
-  execute_process(COMMAND ${VKFORMER} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE out TIMEOUT 60)
-  string(JOIN " " cmd ${ARGN})
-  string(SUBSTRING "${cmd}" 0 200 cmd)
-  if(NOT rc STREQUAL "${status}")
-    string(SUBSTRING "${out}" 0 2000 out)
-    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}")
-  elseif(NOT out MATCHES "${regex}")
-    string(SUBSTRING "${out}" 0 2000 out)
-    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}")
-  else()
-    message(STATUS "vkformer ${cmd}: ok")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)  # expect()
+set(EXPECT_TIMEOUT 60)  # no case may take longer
 
 # check(<message> <condition...>): a failure with the message unless the condition holds.
 function(check what)

@@ -18,32 +18,8 @@ file(MAKE_DIRECTORY ${OUT})
 set(model ${TINY}/tiny_llama_untied.gguf)
 set(seq2seq ${GOLDEN}/seq2seq_small)
 
-# expect(<status> <regex> [STDIN file] args...): exit status and stdout + stderr together; no
-# case may take 120 s.
-function(expect status regex)
-  set(args ${ARGN})
-  set(input_args)
-  list(GET args 0 first)
-  if(first STREQUAL "STDIN")
-    list(GET args 1 input)
-    list(REMOVE_AT args 0 1)
-    set(input_args INPUT_FILE ${input})
-  endif()
-  execute_process(COMMAND ${VKFORMER} ${args} ${input_args} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE out TIMEOUT 120)
-  string(JOIN " " cmd ${args})
-  string(SUBSTRING "${cmd}" 0 200 cmd)
-  if(NOT rc STREQUAL "${status}")
-    string(SUBSTRING "${out}" 0 3000 out)
-    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}")
-  elseif(NOT out MATCHES "${regex}")
-    string(SUBSTRING "${out}" 0 3000 out)
-    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}")
-  else()
-    message(STATUS "vkformer ${cmd}: ok")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)  # expect()
+set(EXPECT_TIMEOUT 120)  # no case may take longer
 
 # count(<var> <regex> <text>): how many times the regex matches.
 function(count var regex text)

@@ -12,29 +12,10 @@ unset(ENV{VKFORMER_DEVICE})
 # Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
 set(VKFORMER ${LAUNCHER} ${VKFORMER})
 
-execute_process(COMMAND ${FETCH} RESULT_VARIABLE rc OUTPUT_VARIABLE model ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "scripts/fetch_minilm.sh failed (exit ${rc}):\n${err}")
-endif()
-string(STRIP "${model}" model)
-string(REGEX REPLACE ".*\n" "" model "${model}")  # its last line
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)  # fetch_model(), expect()
+fetch_model(${FETCH} model)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
-
-function(expect status regex)
-  execute_process(COMMAND ${VKFORMER} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE out)
-  string(JOIN " " cmd ${ARGN})
-  if(NOT rc STREQUAL "${status}")
-    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}")
-  elseif(NOT out MATCHES "${regex}")
-    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}")
-  else()
-    message(STATUS "vkformer ${cmd}: ok")
-  endif()
-  string(REGEX MATCH "\\[[^]]*\\]" json "${out}")
-  set(last_json "${json}" PARENT_SCOPE)
-endfunction()
 
 # Hugging Face tokenizers' ids for these texts (tests/golden/tokenizer has the same rules).
 expect(0 "^{\"ids\":\\[101,7592,1010,2088,999,102\\],\"tokens\":\\[\"\\[CLS\\]\",\"hello\",\",\",\"world\",\"!\",\"\\[SEP\\]\"\\]}\n$"
@@ -50,6 +31,7 @@ expect(0 "(^|\n)0\\.6[89][0-9]*  A man is eating food\\.\n0\\.[0-9]+  Caf"
 expect(0 "(^|\n)\\[{\"index\":1,\"score\":0\\.6[89][0-9]*,\"text\":\"A man is eating food\\.\"}\\]\n"
        embed --model ${model} --query "Someone is having a meal." --json --top 1 --file ${OUT}/texts.txt)
 expect(0 "\\[-?[0-9][-0-9.e,]*\\]\n" embed --model ${model} "one text")
+string(REGEX MATCH "\\[[^]]*\\]" last_json "${last_output}")  # the printed vector
 string(REGEX MATCHALL "," commas "${last_json}")
 list(LENGTH commas n)
 if(NOT n EQUAL 383)

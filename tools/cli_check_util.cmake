@@ -13,17 +13,35 @@ function(fetch_model script var)
   set(${var} "${path}" PARENT_SCOPE)
 endfunction()
 
-# expect(<status> <regex> args...): runs ${VKFORMER} args and checks its exit status and its
-# stdout and stderr together; a mismatch is an error that names the command, the rest goes on.
-# The output is left in `last_output` for further checks.
+# expect(<status> <regex> [STDIN <file>] args...): runs ${VKFORMER} args (with the file on its
+# standard input) and checks its exit status and its stdout and stderr together; a mismatch is an
+# error that names the command (its first 200 characters) and shows the first 3000 characters of
+# the output, and the rest goes on. With EXPECT_TIMEOUT set, a command running longer fails (a
+# read blocked on a FIFO would hang the check). The output is left in `last_output`.
 function(expect status regex)
-  execute_process(COMMAND ${VKFORMER} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+  set(args ${ARGN})
+  set(extra)
+  list(LENGTH args n)
+  if(n GREATER 1)
+    list(GET args 0 first)
+    if(first STREQUAL "STDIN")
+      list(GET args 1 input)
+      list(REMOVE_AT args 0 1)
+      set(extra INPUT_FILE ${input})
+    endif()
+  endif()
+  if(EXPECT_TIMEOUT)
+    list(APPEND extra TIMEOUT ${EXPECT_TIMEOUT})
+  endif()
+  execute_process(COMMAND ${VKFORMER} ${args} ${extra} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE out)
-  string(JOIN " " cmd ${ARGN})
+  string(JOIN " " cmd ${args})
+  string(SUBSTRING "${cmd}" 0 200 cmd)
+  string(SUBSTRING "${out}" 0 3000 shown)
   if(NOT rc STREQUAL "${status}")
-    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}")
+    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${shown}")
   elseif(NOT out MATCHES "${regex}")
-    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}")
+    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${shown}")
   else()
     message(STATUS "vkformer ${cmd}: ok")
   endif()
