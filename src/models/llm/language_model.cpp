@@ -124,7 +124,9 @@ class LanguageModelImpl {
     if (needs_window_mask(config_))
       e->set_input("window_mask", causal_mask(rows, cache_rows_, p, config_.sliding_window));
     e->set_input("position", scalar_i32(p));
-    e->set_input("key_length", scalar_i32(p + n));
+    // p + rows: a chunk's attention is causal aligned to key_length (forward.hpp); its padded rows'
+    // keys are then visible only to the padded rows themselves.
+    e->set_input("key_length", scalar_i32(p + rows));
     e->run();
     position_ = p + n;
     std::vector<float> out = e->output("logits").to_f32();
