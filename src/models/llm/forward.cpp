@@ -167,6 +167,10 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
       r = g.rope_kv_cache(q, k, project(2, "attn_v.weight", "attn_v.bias"), heads, kv_heads, cache_k, cache_v,
                           position, layer_rope, slot);
     }
+    if (logits == Logits::none && i + 1 == c.n_layers) {  // the caches are written: nothing else is wanted
+      g.output("caches_filled", key_length);
+      return g;
+    }
     // Grouped-query attention: q has n_heads heads, the caches n_kv_heads (Graph::attention maps
     // them, and stacks a decode step's group of query heads into one block by itself).
     const AttentionOptions& layer_attend = sliding ? attend_window : attend;

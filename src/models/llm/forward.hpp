@@ -37,7 +37,11 @@ struct KvCaches {
   std::vector<DeviceTensor> k, v;  // per block, [1, n_kv_heads, T, head_dim]
 };
 
-enum class Logits { last, all };
+// Which logits a pass returns. none: a pass that only fills the KV caches (the chunks of a prompt
+// before its last): the last block's attention, its output projection and feed-forward and the
+// output head, which feed only the logits, are left out, and the graph's one output,
+// "caches_filled", echoes its "key_length" input (an executor needs an output).
+enum class Logits { last, all, none };
 
 // Rows of a pass that are separate sequences, each in its own slot of the caches.
 struct SlotRows {
