@@ -35,7 +35,7 @@ Vec softmax(const Vec& x, int64_t B, int64_t H, int64_t Sq, int64_t Sk, const So
           double v = x[base + j] * m.scale;
           if (m.softcap > 0) v = m.softcap * std::tanh(v / m.softcap);
           if (m.mask) v += (*m.mask)[base + j];
-          if (m.causal && j > i + (Sk - Sq)) v = ninf;
+          if (m.causal && j > i + ((m.causal_end >= 0 ? m.causal_end : Sk) - Sq)) v = ninf;
           if (m.key_padding && (*m.key_padding)[b * Sk + j]) v = ninf;
           if (m.key_length >= 0 && j >= m.key_length) v = ninf;
           row[j] = v;

@@ -17,6 +17,9 @@ Vec matmul(const Vec& a, const Vec& b, int64_t batch, int64_t b_batch, int64_t m
 struct SoftmaxMasks {
   double scale = 1.0;
   bool causal = false;
+  // causal: query i sees keys j <= i + causal_end - Sq; -1: causal_end = Sk (the queries are the
+  // last Sq keys)
+  int64_t causal_end = -1;
   const Vec* mask = nullptr;  // additive, expanded to [B, H, Sq, Sk]
   const std::vector<int32_t>* key_padding = nullptr;  // [B, Sk]
   bool log = false;

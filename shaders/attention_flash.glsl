@@ -30,17 +30,24 @@ layout(push_constant) uniform Push {  // FlashPush in src/ops/attention_flash.cp
   uint splits;          // decode: key ranges per (b, KV head)
   uint kv_batches;      // decode: batches of k and v (PER_SEQUENCE: slots, more than q's)
   float softcap;        // SOFT_CAP: the cap
+  uint causal_at_length;  // causal aligned to key_length (below)
 } p;
 
 #include "attention_soft_cap.glsl"
 
+// The causal limit: row i sees keys j <= i + attention_causal_shift(), the queries being the
+// last sq of the sk keys, or with causal_at_length of the key_length valid ones (a KV cache's
+// newest rows, whatever the cache's size; never with per-sequence lengths).
+int attention_causal_shift() {
+  return (HAS_KEY_LENGTH && p.causal_at_length != 0u ? key_length[0] : int(p.sk)) - int(p.sq);
+}
+
 // How many keys rows up to `last_row` (of sq) may see: key_length, read at run time so that a
-// KV cache can grow between replays, and the causal limit (row i sees keys j <= i + sk - sq).
-// Keys at or past it are never loaded.
+// KV cache can grow between replays, and the causal limit. Keys at or past it are never loaded.
 uint attention_keys_at(uint last_row, uint length_index) {
   int end = int(p.sk);
   if (HAS_KEY_LENGTH) end = min(end, key_length[length_index]);
-  if (CAUSAL) end = min(end, int(last_row) + int(p.sk) - int(p.sq) + 1);
+  if (CAUSAL) end = min(end, int(last_row) + attention_causal_shift() + 1);
   return uint(max(end, 0));
 }
 uint attention_keys(uint last_row) { return attention_keys_at(last_row, 0u); }
@@ -51,7 +58,7 @@ uint attention_keys(uint last_row) { return attention_keys_at(last_row, 0u); }
 // too.
 float attention_logit(float s, uint b, uint h, uint row, uint j, uint keys) {
   bool visible = j < keys && row < p.sq;
-  if (CAUSAL) visible = visible && int(j) <= int(row) + int(p.sk) - int(p.sq);
+  if (CAUSAL) visible = visible && int(j) <= int(row) + attention_causal_shift();
   if (HAS_KEY_PADDING && visible) visible = key_padding[b * p.sk + j] == 0;
   if (!visible) return NEG_INF;
   float x = attention_soft_cap(s * p.scale);

@@ -105,6 +105,7 @@ layout(push_constant) uniform Push {
   uint group;             // query heads per KV head (H / Hkv; 1 without grouped-query attention)
   uint kv_batches;        // batches of k and v (PER_SEQUENCE: slots, more than q's)
   float softcap;          // SOFT_CAP: the cap
+  uint causal_at_length;  // causal aligned to key_length: row i sees keys j <= i + key_length - sq
 } p;
 
 #include "attention_sequences.glsl"
@@ -170,7 +171,11 @@ void main() {
   // Keys at or past key_end are hidden from every row of the block.
   int key_end = int(p.sk);
   if (HAS_KEY_LENGTH) key_end = min(key_end, key_length[key_length_index(b)]);
-  const int causal_shift = int(p.sk) - int(p.sq);  // row i sees keys j <= i + causal_shift
+  // Row i sees keys j <= i + causal_shift: the queries are the last sq of the sk keys, or of the
+  // key_length valid ones (a KV cache's newest rows, whatever the cache's size).
+  const int causal_end =
+      HAS_KEY_LENGTH && p.causal_at_length != 0u ? key_length[key_length_index(b)] : int(p.sk);
+  const int causal_shift = causal_end - int(p.sq);
   if (CAUSAL) key_end = min(key_end, int(min(q0 + LANES * R, p.sq)) - 1 + causal_shift + 1);
   const uint keys = uint(max(key_end, 0));
 

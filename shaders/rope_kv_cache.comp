@@ -13,18 +13,22 @@
 // and copying columns dims .. D - 1, with rope.glsl's angle. The sources may be one packed
 // projection bound three times.
 //
-// Work items: invocation x < D of workgroup (slot, chunk, slice) of the grid, for each of the
-// ROWS rows s of its chunk, where a slice is one (b, g) of the caches' window (the lowering
-// splits caches beyond one binding into windows of whole slices), slot < GROUP is query head
-// g * GROUP + slot, slot GROUP the key and GROUP + 1 the value head, and x a rotated pair
-// (x < dims / 2) or a copied column for q and k, a column for v. The grid replaces divisions by
-// run-time values (scalarized on CPU devices) per item; on CPU devices ROWS > 1 also spreads
-// each workgroup's set-up and divisions over several rows (a prompt chunk's 64 rows as 960
-// one-row workgroups took as long as 5% of its matmuls on lavapipe).
+// Work items: invocation x < ceil(D / 2) of workgroup (chunk, slice) of the grid, for each of
+// the ROWS rows s of its chunk, where a slice is one (b, g) of the caches' window (the lowering
+// splits caches beyond one binding into windows of whole slices). Invocation x writes two
+// columns of each of the slice's rows: of q (its GROUP query heads g * GROUP + i) and k, the
+// rotated pair x (x < dims / 2), with one cos/sin for all of them, or two copied columns
+// dims + 2 (x - dims / 2) and the one after; of v, columns 2x and 2x + 1. The grid replaces
+// divisions by run-time values (scalarized on CPU devices) per item; on CPU devices ROWS > 1
+// also spreads each workgroup's set-up and divisions over several rows (a prompt chunk's 64 rows
+// as 960 one-row workgroups took as long as 5% of its matmuls on lavapipe). One invocation per
+// column pair, not per column, and one angle per pair for all heads: with an invocation per
+// column and a workgroup per head, half the lanes of q and k idled and each of the GROUP + 1
+// heads recomputed the same cos/sin.
 // PER_SEQUENCE (a batched decoding step, one sequence per b): item b writes at its own
 // position[b] into batch cache_slot[b] of the caches (bound whole, with more batches than q).
 
-layout(local_size_x_id = 0) in;  // D rounded up to a multiple of the subgroup
+layout(local_size_x_id = 0) in;  // ceil(D / 2) rounded up to a multiple of the subgroup
 layout(constant_id = 1) const uint NEOX = 0;
 layout(constant_id = 2) const bool PER_SEQUENCE = false;
 layout(constant_id = 3) const uint ROWS = 1;  // rows per workgroup
@@ -54,10 +58,9 @@ layout(push_constant) uniform Push {
 } p;
 
 void main() {
-  const uint j = gl_LocalInvocationID.x;
-  if (j >= p.d) return;
-  const uint chunks = (p.s + ROWS - 1u) / ROWS;
-  const uint slot = gl_WorkGroupID.x, chunk = gl_WorkGroupID.y % chunks, local = gl_WorkGroupID.y / chunks;
+  const uint x = gl_LocalInvocationID.x;
+  if (2u * x >= p.d) return;
+  const uint chunk = gl_WorkGroupID.x, local = gl_WorkGroupID.y;
   const uint slice = p.slice_base + local;
   const uint b = slice / p.kv_heads, g = slice % p.kv_heads;
   const uint first = uint(clamp(position[PER_SEQUENCE ? b : 0u], 0, int(p.t - p.s)));
@@ -65,39 +68,44 @@ void main() {
   // slots outside the caches, a computed one must not write out of range).
   const uint dst_slice = PER_SEQUENCE
       ? uint(clamp(cache_slot[b], 0, int(p.cache_batches) - 1)) * p.kv_heads + g : local;
-  const bool is_q = slot < p.group;
-  const uint head = is_q ? g * p.group + slot : g;
+  // The q and k columns of this invocation: a rotated pair, or two copied ones (the second may
+  // be past D).
+  const bool rotates = x < p.half_dims;
+  uint ia = 2u * x, ib = ia + 1u;
+  if (rotates && NEOX != 0u) {
+    ia = x;
+    ib = x + p.half_dims;
+  }
+  const bool second = ib < p.d;
+  const float inv = rotates ? inv_freq[x] : 0.0;
   const uint s_end = min(chunk * ROWS + ROWS, p.s);
   for (uint s = chunk * ROWS; s < s_end; ++s) {
     const uint row = first + s;
-    if (slot == p.group + 1u) {  // value: a copy
-      cache_v[(dst_slice * p.t + row) * p.d + j] = src_v[(b * p.s + s) * p.v_stride + p.v_off + g * p.d + j];
+    const uint cache_row = (dst_slice * p.t + row) * p.d;
+    const uint v_src = (b * p.s + s) * p.v_stride + p.v_off + g * p.d;
+    cache_v[cache_row + 2u * x] = src_v[v_src + 2u * x];
+    if (2u * x + 1u < p.d) cache_v[cache_row + 2u * x + 1u] = src_v[v_src + 2u * x + 1u];
+    const uint k_src = (b * p.s + s) * p.k_stride + p.k_off + g * p.d;
+    const uint q_src = (b * p.s + s) * p.q_stride + p.q_off + g * p.group * p.d;
+    const uint q_dst = ((b * p.heads + g * p.group) * p.s + s) * p.d;
+    if (!rotates) {  // copies, exact whatever the values
+      cache_k[cache_row + ia] = src_k[k_src + ia];
+      if (second) cache_k[cache_row + ib] = src_k[k_src + ib];
+      for (uint i = 0; i < p.group; ++i) {
+        q_out[q_dst + i * p.s * p.d + ia] = src_q[q_src + i * p.d + ia];
+        if (second) q_out[q_dst + i * p.s * p.d + ib] = src_q[q_src + i * p.d + ib];
+      }
       continue;
     }
-    const uint src = is_q ? (b * p.s + s) * p.q_stride + p.q_off + head * p.d
-                          : (b * p.s + s) * p.k_stride + p.k_off + head * p.d;
-    // Where the row goes: q_out[b, head, s, :] or the key cache's row.
-    const uint dst = is_q ? ((b * p.heads + head) * p.s + s) * p.d : (dst_slice * p.t + row) * p.d;
-    if (j >= p.half_dims) {  // a copied column, or nothing (j >= D - half_dims)
-      const uint c = p.half_dims + j;
-      if (c >= p.d) continue;
-      if (is_q) q_out[dst + c] = src_q[src + c];
-      else cache_k[dst + c] = src_k[src + c];
-      continue;
-    }
-    const int pos = clamp(p.base + int(row), 0, kMaxPosition);
-    const vec2 cs = rope_cos_sin(pos, inv_freq[j]);
-    const uint ia = NEOX != 0u ? j : 2u * j;
-    const uint ib = ia + (NEOX != 0u ? p.half_dims : 1u);
-    const float xa = float(is_q ? src_q[src + ia] : src_k[src + ia]);
-    const float xb = float(is_q ? src_q[src + ib] : src_k[src + ib]);
-    const float ya = xa * cs.x - xb * cs.y, yb = xa * cs.y + xb * cs.x;
-    if (is_q) {
-      q_out[dst + ia] = T(ya);
-      q_out[dst + ib] = T(yb);
-    } else {
-      cache_k[dst + ia] = T(ya);
-      cache_k[dst + ib] = T(yb);
+    const vec2 cs = rope_cos_sin(clamp(p.base + int(row), 0, kMaxPosition), inv);
+    float xa = float(src_k[k_src + ia]), xb = float(src_k[k_src + ib]);
+    cache_k[cache_row + ia] = T(xa * cs.x - xb * cs.y);
+    cache_k[cache_row + ib] = T(xa * cs.y + xb * cs.x);
+    for (uint i = 0; i < p.group; ++i) {
+      xa = float(src_q[q_src + i * p.d + ia]);
+      xb = float(src_q[q_src + i * p.d + ib]);
+      q_out[q_dst + i * p.s * p.d + ia] = T(xa * cs.x - xb * cs.y);
+      q_out[q_dst + i * p.s * p.d + ib] = T(xa * cs.y + xb * cs.x);
     }
   }
 }

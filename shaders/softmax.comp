@@ -4,7 +4,7 @@
 // Softmax (or log-softmax) over the last dim of x, one workgroup per row.
 //
 // A row's logits are v_j = x_j * scale + mask_j, and -inf where a boolean mask hides key j
-// (causal: j > i + Sk - Sq; key padding; j >= key_length). Each invocation folds its strided
+// (causal: j > i + Sk - Sq, or i + key_length - Sq with causal_at_length; key padding; j >= key_length). Each invocation folds its strided
 // share of the row into a running pair (m, s) = (max v, sum exp(v - m)) in one pass, rescaling s
 // when m grows; the pairs of the workgroup are combined with
 //   (m, s) + (m', s') = (M, s exp(m - M) + s' exp(m' - M)),  M = max(m, m'),
@@ -40,6 +40,7 @@ layout(push_constant) uniform Push {
   float scale;
   uint mask_stride[4];  // mask strides over [d0, d1, sq, sk]; 0 where the mask broadcasts
   uint rows_per_batch;  // rows per key-padding-mask row: numel / (B * sk)
+  uint causal_at_length;  // causal aligned to key_length: query i sees keys j <= i + key_length - sq
 } p;
 
 // Partial (m, s) pairs: one per invocation for the tree, one per subgroup (at most WG) otherwise.
@@ -102,8 +103,9 @@ void main() {
 
   // Keys j >= limit are hidden by the causal mask and the key length.
   int limit = int(p.sk);
-  if (CAUSAL) limit = min(limit, int(row % p.sq) + int(p.sk) - int(p.sq) + 1);
   if (HAS_KEY_LENGTH) limit = min(limit, key_length[0]);
+  const int causal_end = HAS_KEY_LENGTH && p.causal_at_length != 0u ? key_length[0] : int(p.sk);
+  if (CAUSAL) limit = min(limit, int(row % p.sq) + causal_end - int(p.sq) + 1);
   uint mask_base = 0;
   if (HAS_MASK) {
     uint i = row % p.sq, rest = row / p.sq;

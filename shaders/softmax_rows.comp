@@ -6,7 +6,7 @@
 // read once and kept in registers.
 //
 // Logits are v_j = x_j * scale + mask_j, -inf where a boolean mask hides key j (causal:
-// j > i + Sk - Sq; key padding; j >= key_length). A workgroup of LANES invocations (one SIMD
+// j > i + Sk - Sq, or i + key_length - Sq with causal_at_length; key padding; j >= key_length). A workgroup of LANES invocations (one SIMD
 // vector on a CPU) takes ROWS consecutive rows, one at a time. The row is read as texels of 4
 // (x is a texel buffer: a texel fetch is a plain gather on a CPU, several times cheaper than a
 // buffer load, which checks bounds lane by lane); invocation `lane` holds texels lane + LANES * e,
@@ -56,6 +56,7 @@ layout(push_constant) uniform Push {
   float scale;
   uint mask_stride[4];  // mask strides over [d0, d1, sq, sk]; 0 where the mask broadcasts
   uint rows_per_batch;  // rows per key-padding-mask row: numel / (B * sk)
+  uint causal_at_length;  // causal aligned to key_length: query i sees keys j <= i + key_length - sq
 } p;
 
 #include "row_reduce.glsl"
@@ -117,8 +118,9 @@ void enter_next_row() {
   const uint sq = p.sq;
   row_base = next_row * (p.sk / 4);
   limit = int(p.sk);
-  if (CAUSAL) limit = min(limit, int(qi) + int(p.sk) - int(sq) + 1);
   if (HAS_KEY_LENGTH) limit = min(limit, key_length[0]);
+  const int causal_end = HAS_KEY_LENGTH && p.causal_at_length != 0u ? key_length[0] : int(p.sk);
+  if (CAUSAL) limit = min(limit, int(qi) + causal_end - int(sq) + 1);
   mask_base = 0;
   if (HAS_MASK) mask_base = qi * p.mask_stride[2] + i1 * p.mask_stride[1] + i0 * p.mask_stride[0];
   pad_base = HAS_KEY_PADDING ? batch * p.sk : 0;

@@ -41,6 +41,7 @@ struct AttentionCase {
   float scale = 0.0f;       // 0: 1/sqrt(D)
   int64_t Hkv = 0;          // heads of k and v (grouped-query attention); 0: H
   float softcap = 0.0f;     // > 0: soft-capped scores (fused paths only: no "unfused" output)
+  bool causal_at_key_length = false;  // causal aligned to key_length instead of Sk
 };
 
 // k or v [B, Hkv, S, E] repeated to [B, H, S, E] (query head h reads KV head h / (H / Hkv)): the
@@ -90,9 +91,11 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
   AttentionOptions o;
   o.scale = c.scale;
   o.causal = c.causal;
+  o.causal_at_key_length = c.causal_at_key_length;
   ref::SoftmaxMasks m;
   m.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
   m.causal = c.causal;
+  if (c.causal_at_key_length) m.causal_end = c.key_length;
   o.softcap = c.softcap;
   m.softcap = c.softcap;
   std::vector<double> mask_expanded;
@@ -192,6 +195,16 @@ std::vector<AttentionCase> attention_cases() {
       {"gqa_9_3_causal", 1, 9, 7, 7, 64, 64, DType::f32, true, {}, false, -1, 0.0f, 3},
       {"gqa_4_1_all_masks", 2, 4, 5, 11, 16, 12, DType::f32, true, Shape{2, 4, 5, 11}, true, 9,
        0.0f, 1},
+      // Causal aligned to key_length (a prompt chunk at position key_length - Sq of a longer
+      // cache): SmolLM2's heads with a 64-row chunk at position 26 of 100 cache rows (row i sees
+      // keys j <= 26 + i, not 36 + i as aligned to Sk); every mask with D != Dv; and a
+      // key_length below Sq, whose first rows see no key at all (zeros).
+      {"causal_at_key_length_gqa_9_3", 1, 9, 64, 100, 64, 64, DType::f32, true, {}, false, 90,
+       0.0f, 3, 0.0f, true},
+      {"causal_at_key_length_all_masks", 2, 2, 7, 40, 64, 48, DType::f32, true, Shape{1, 1, 7, 40},
+       true, 23, 0.3f, 0, 0.0f, true},
+      {"causal_at_key_length_short", 1, 2, 9, 16, 8, 8, DType::f32, true, {}, false, 5, 0.0f, 0,
+       0.0f, true},
   };
   std::vector<AttentionCase> all = base;
   for (AttentionCase c : base) {
@@ -220,9 +233,10 @@ class AttentionTilingTest : public DeviceTestWithParam<const char*> {};
 TEST_P(AttentionTilingTest, MatchesReference) {
   std::optional<Device> dev = open_device_with_tiles(GetParam());
   if (!dev) GTEST_SKIP() << GetParam() << " does not fit device " << device().info().name;
-  // Five pipelines per tiling (compiling them dominates the time on CPU devices): every mask
+  // Six pipelines per tiling (compiling them dominates the time on CPU devices): every mask
   // and key_length with D != Dv, f16, a head dim that is not a multiple of 4 (buffer loads
-  // instead of texels), several key tiles and row blocks of wide heads, and grouped-query heads.
+  // instead of texels), several key tiles and row blocks of wide heads, grouped-query heads, and
+  // causal attention aligned to key_length.
   const AttentionCase cases[] = {
       {"everything", 2, 2, 7, 40, 64, 48, DType::f32, true, Shape{1, 1, 7, 40}, true, 23, 0.3f},
       {"mask_b1qk_padding", 2, 2, 13, 29, 32, 24, DType::f16, false, Shape{2, 1, 13, 29}, true},
@@ -230,6 +244,8 @@ TEST_P(AttentionTilingTest, MatchesReference) {
       {"multi_tile", 1, 1, 67, 71, 128, 128, DType::f32, true},
       {"gqa_6_2_all_masks", 2, 6, 5, 19, 16, 12, DType::f32, true, Shape{2, 6, 5, 19}, true, 17,
        0.0f, 2},
+      {"causal_at_key_length_gqa", 1, 6, 37, 60, 64, 64, DType::f32, true, Shape{1, 1, 37, 60},
+       true, 50, 0.0f, 2, 0.0f, true},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -70,6 +70,7 @@ struct Case {
   // cannot tell 1e10 + s from 1e10 + s', so such ties would depend on rounding, not on overflow.
   float extreme = 0.0f;
   int64_t hidden_row = -1;  // this query row of the mask is -inf throughout (a masked row)
+  bool causal_at_key_length = false;  // causal aligned to key_length instead of Sk
 };
 
 // k or v [B, Hkv, S, E] repeated to [B, H, S, E] for the reference (query head h reads KV head
@@ -104,10 +105,12 @@ Outcome run_case(Device& dev, const Case& c, Path path = Path::fused) {
   AttentionOptions o;
   o.scale = c.scale;
   o.causal = c.causal;
+  o.causal_at_key_length = c.causal_at_key_length;
   o.path = path;
   ref::SoftmaxMasks m;
   m.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
   m.causal = c.causal;
+  if (c.causal_at_key_length) m.causal_end = c.key_length;
   std::vector<double> mask_expanded;
   if (c.mask) {
     const Shape& ms = *c.mask;
@@ -316,6 +319,9 @@ std::vector<Case> flash_cases() {
       {"key_length", 2, 2, 33, 70, 64, 64, DType::f16, false, std::nullopt, false, 45},
       {"key_length_zero", 1, 2, 9, 40, 64, 64, DType::f16, false, std::nullopt, false, 0},
       {"key_length_causal_mask", 1, 2, 40, 40, 64, 64, DType::f16, true, Shape{40, 40}, false, 23},
+      // Causal aligned to key_length: a 40-row chunk at position 15 of 83 cache rows, GQA.
+      {"causal_at_key_length", 1, 4, 40, 83, 64, 64, DType::f16, true, std::nullopt, false, 55, 2,
+       0.0f, 0.0f, -1, true},
       // Logits of +-6e4 (the f16 mask's range).
       {"huge_mask_logits", 1, 2, 18, 37, 64, 64, DType::f16, false, Shape{18, 37}, false, -1, 0,
        0.0f, 6e4f},

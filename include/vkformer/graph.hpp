@@ -68,7 +68,12 @@ struct SoftmaxOptions {
 
 struct AttentionOptions {
   float scale = 0.0f;    // 0 means 1/sqrt(head_dim)
+  // Query i sees keys j <= i + Sk - Sq: the queries are the last Sq of the keys.
   bool causal = false;
+  // With causal and key_length (not kv_slot): the queries are the last Sq of the key_length
+  // valid keys instead, j <= i + key_length - Sq, read at run time (a prompt chunk at any
+  // position of a KV cache, without an [Sq, Sk] mask to build, upload and read).
+  bool causal_at_key_length = false;
   std::optional<Tensor> mask;              // additive, broadcast against [B, H, Sq, Sk]
   std::optional<Tensor> key_padding_mask;  // i32 [B, Sk], nonzero = ignore
   // Query positions i attend keys j < key_length only (KV caches): i32 [1] tensor holding the

@@ -69,6 +69,7 @@ struct SplitHeadsAttrs {  // inputs: x
 struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_length], [kv_slot]
   float scale = 1.0f;
   bool causal = false;
+  bool causal_at_key_length = false;  // AttentionOptions::causal_at_key_length
   bool has_mask = false;
   bool has_key_padding_mask = false;
   bool has_key_length = false;

@@ -44,6 +44,7 @@ struct AttentionPush {
   uint32_t group;    // query heads per KV head
   uint32_t kv_batches;  // batches of k and v (per-sequence slots: more than q's)
   float softcap;        // AttentionOptions::softcap, read where the SOFT_CAP constant is set
+  uint32_t causal_at_length;  // AttentionOptions::causal_at_key_length
 };
 static_assert(sizeof(AttentionPush) <= 128);
 
@@ -69,6 +70,7 @@ Operands operands(const Lowering& l) {
   if (a.has_kv_slot) o.kv_slot = l.input(next++);
   o.out = l.output();
   o.causal = a.causal;
+  o.causal_at_key_length = a.causal_at_key_length;
   return o;
 }
 
@@ -105,6 +107,7 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   p.group = static_cast<uint32_t>(group);
   p.kv_batches = static_cast<uint32_t>(l.value(in.k).shape[0]);
   p.softcap = a.softcap;
+  p.causal_at_length = in.causal_at_key_length;
   const uint32_t soft_cap = a.softcap > 0.0f;
   std::copy(mask_stride, mask_stride + 4, p.mask_stride);
   // Long caches or many heads beyond one binding: windows of whole (b, KV head) slices of k and
@@ -181,6 +184,7 @@ void lower_unfused(Lowering& l, const Operands& in) {
   sm.key_padding_mask = in.key_padding;
   sm.key_length = in.key_length;
   sm.causal = in.causal;
+  sm.causal_at_key_length = in.causal_at_key_length;
   ops::emit_softmax(l, sm);
   ops::MatmulCall pv;
   pv.a = probs_rows;
@@ -208,6 +212,7 @@ void stack_grouped_decode(Lowering& l, Operands& in) {
   in.q = l.view(in.q, {B, Hkv, H / Hkv, D});
   in.out = l.view(in.out, {B, Hkv, H / Hkv, Dv});
   in.causal = false;
+  in.causal_at_key_length = false;
 }
 
 void lower_attention(Lowering& l) {
@@ -306,6 +311,10 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
   ops::require_finite(impl(), op, "scale", options.scale);
   a.scale = options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(D));
   a.causal = options.causal;
+  a.causal_at_key_length = options.causal_at_key_length;
+  if (options.causal_at_key_length && (!options.causal || !options.key_length || options.kv_slot))
+    throw Error(ErrorCode::invalid_argument,
+                impl().label(op) + ": causal_at_key_length needs causal and key_length, without kv_slot");
   a.path = options.path;
   if (options.mask) {
     const Tensor& m = *options.mask;

@@ -35,6 +35,7 @@ struct FlashPush {
   uint32_t splits;
   uint32_t kv_batches;
   float softcap;  // AttentionOptions::softcap, read where the SOFT_CAP constant is set
+  uint32_t causal_at_length;  // AttentionOptions::causal_at_key_length
 };
 
 // shaders/attention_flash_combine.comp.
@@ -114,6 +115,7 @@ FlashPush push_for(const Lowering& l, const AttentionOperands& in, const Shapes&
   p.group = static_cast<uint32_t>(s.group);
   p.kv_batches = static_cast<uint32_t>(l.value(in.k).shape[0]);
   p.softcap = ops::attrs<AttentionAttrs>(l).softcap;
+  p.causal_at_length = in.causal_at_key_length;
   if (in.mask != kNoValue)
     broadcast_strides4(l.value(in.mask).shape, {s.B, s.H, s.Sq, s.Sk}, p.mask_stride);
   return p;

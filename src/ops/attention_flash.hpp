@@ -19,6 +19,7 @@ struct AttentionOperands {
   uint32_t kv_slot = kNoValue;  // per-sequence KV slots (AttentionOptions::kv_slot)
   uint32_t out = kNoValue;
   bool causal = false;
+  bool causal_at_key_length = false;  // causal aligned to key_length (AttentionOptions)
 };
 
 // The problem the tuning sees for these operands.

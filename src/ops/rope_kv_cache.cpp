@@ -69,15 +69,17 @@ void lower_rope_kv_cache(Lowering& l) {
   std::vector<ops::Span> spans = ops::split_spans(
       static_cast<uint64_t>(B * Hkv), {slice, slice}, l.tuning().max_binding_bytes,
       ops::window_alignment(l.info()), l.node().label + ": (batch, head) slices of the caches");
-  // A workgroup per (slot, chunk of `rows` rows, slice) of D invocations (whole subgroups). CPU
-  // devices take 16 rows per workgroup (shaders/rope_kv_cache.comp says why), GPUs one.
+  // A workgroup per (chunk of `rows` rows, slice) of ceil(D / 2) invocations (whole subgroups),
+  // each writing a column pair of every head. CPU devices take 16 rows per workgroup
+  // (shaders/rope_kv_cache.comp says why), GPUs one.
   const uint64_t rows = l.tuning().cpu_device ? std::min<int64_t>(S, 16) : 1;
   const uint64_t chunks = (static_cast<uint64_t>(S) + rows - 1) / rows;
   const uint32_t sg = std::max<uint32_t>(l.info().subgroup_size, 1);
-  const uint64_t wg = (static_cast<uint64_t>(D) + sg - 1) / sg * sg;
+  const uint64_t pairs = (static_cast<uint64_t>(D) + 1) / 2;
+  const uint64_t wg = (pairs + sg - 1) / sg * sg;
   if (wg > l.info().max_workgroup_invocations || wg > l.info().max_workgroup_size[0])
-    throw Error(ErrorCode::unsupported, l.node().label + ": head dim " + std::to_string(D) +
-                                            " is more than a workgroup of device '" +
+    throw Error(ErrorCode::unsupported, l.node().label + ": head dim " + std::to_string(D) + " needs " +
+                                            std::to_string(pairs) + " invocations, more than a workgroup of device '" +
                                             l.info().name + "' holds");
   // Per-sequence slots write anywhere in the caches: they must be bound whole (one dispatch).
   if (cache_slot != kNoValue && static_cast<uint64_t>(cache[0] * Hkv) * slice > l.tuning().max_binding_bytes)
@@ -97,7 +99,7 @@ void lower_rope_kv_cache(Lowering& l) {
     l.dispatch(Kernel::rope_kv_cache, dtype,
                {{q}, {k}, {v}, {table}, {position}, {l.output(), true}, ck, cv,
                 {cache_slot != kNoValue ? cache_slot : position}},
-               PushBlock::of(p), l.grid(static_cast<uint64_t>(group + 2), s.count * chunks, 1),
+               PushBlock::of(p), l.grid(chunks, s.count, 1),
                {static_cast<uint32_t>(wg), a.style == RopeOptions::Style::neox ? 1u : 0u,
                 cache_slot != kNoValue ? 1u : 0u, static_cast<uint32_t>(rows)});
   }

@@ -66,6 +66,7 @@ struct SoftmaxPush {
   float scale;
   uint32_t mask_stride[4];
   uint32_t rows_per_batch;
+  uint32_t causal_at_length;  // SoftmaxCall::causal_at_key_length
 };
 
 uint32_t floor_pow2(uint32_t v) {
@@ -87,6 +88,7 @@ void emit_softmax(Lowering& l, const SoftmaxCall& call) {
   p.d1 = r >= 3 ? static_cast<uint32_t>(s[-3]) : 1;
   p.scale = call.scale;
   p.rows_per_batch = p.rows;
+  p.causal_at_length = call.causal_at_key_length;
   const bool has_mask = call.mask != kNoValue;
   const bool has_padding = call.key_padding_mask != kNoValue;
   const bool has_length = call.key_length != kNoValue;

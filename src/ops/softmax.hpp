@@ -19,6 +19,7 @@ struct SoftmaxCall {
   uint32_t key_length = kNoValue;
   float scale = 1.0f;
   bool causal = false;  // key j hidden for query i when j > i + (Sk - Sq), rows = x's dim -2
+  bool causal_at_key_length = false;  // ... when j > i + (key_length - Sq) instead
   bool log = false;
 };
 

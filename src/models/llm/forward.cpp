@@ -37,11 +37,19 @@ HostTensor step_window_mask(std::span<const int32_t> positions, int64_t cache_ro
   return HostTensor::from_f32({rows, 1, 1, cache_rows}, mask);
 }
 
-// One new token sees every cached row below key_length; a chunk also needs the causal mask, and
-// soft-capped attention built from matmuls (without key_length) always does. SlotRows' passes
-// soft-cap inside the fused attention kernels, which read key_length.
+// One new token sees every cached row below key_length. A chunk's rows see the rows up to their
+// own: a chunk of a SlotRows pass through the causal mask; one of a single sequence through
+// causal attention aligned to key_length = p + S (chunk_is_causal: no mask to build, upload and
+// read per score; with it SmolLM2's chunk attention took 1.8x as long on lavapipe, and every
+// key block up to p + S instead of the block's last row). Soft-capped attention built from
+// matmuls (without key_length) always needs the mask; SlotRows' passes soft-cap inside the
+// fused attention kernels, which read key_length.
+bool chunk_is_causal(const LanguageModelConfig& c, int64_t tokens, bool slot_rows) {
+  return tokens > 1 && !slot_rows && c.attn_softcap <= 0;
+}
+
 bool needs_mask(const LanguageModelConfig& c, int64_t tokens, bool slot_rows) {
-  return tokens > 1 || (c.attn_softcap > 0 && !slot_rows);
+  return (tokens > 1 && !chunk_is_causal(c, tokens, slot_rows)) || (c.attn_softcap > 0 && !slot_rows);
 }
 
 bool needs_window_mask(const LanguageModelConfig& c) {
@@ -100,6 +108,10 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   // read k and v by q's batch, not by slot).
   if (slot_rows) attend.softcap = static_cast<float>(c.attn_softcap);
   if (needs_mask(c, s, slot_rows != nullptr)) attend.mask = g.input("mask", {1, 1, s, cache_rows}, act);
+  if (chunk_is_causal(c, s, slot_rows != nullptr)) {
+    attend.causal = true;
+    attend.causal_at_key_length = true;
+  }
   // A step's rows sit at positions of their own: a window mask row each ([B, 1, 1, T], S = 1).
   AttentionOptions attend_window = attend;
   if (needs_window_mask(c))
@@ -154,6 +166,10 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
       }
       r = g.rope_kv_cache(q, k, project(2, "attn_v.weight", "attn_v.bias"), heads, kv_heads, cache_k, cache_v,
                           position, layer_rope, slot);
+    }
+    if (logits == Logits::none && i + 1 == c.n_layers) {  // the caches are written: nothing else is wanted
+      g.output("caches_filled", key_length);
+      return g;
     }
     // Grouped-query attention: q has n_heads heads, the caches n_kv_heads (Graph::attention maps
     // them, and stacks a decode step's group of query heads into one block by itself).

@@ -11,12 +11,14 @@
 //   logits = output · rms_norm(x), soft-capped where the config says
 // built from the fused ops (Graph::linear's pre-norm, gated pair and residual, rope_kv_cache),
 // so a llama decoding step is six dispatches per block on devices whose kernels fuse them.
-// Inputs: "tokens" i32 [1, S], "position" i32 [1] (p), "key_length" i32 [1] (p + S). With S > 1
-// or soft-capped attention also "mask" [1, 1, S, T] in the activations' type: row i may see cache
-// rows j <= p + i (0), not later ones (-inf); with sliding layers also "window_mask", the same
-// limited to rows j > p + i - window. Both are set for each pass, since p changes while the
-// graph stays recorded (causal_mask). With S > 1 and Logits::last also "last" i32 [1], the row
-// whose logits are wanted. Output "logits": [1, vocab] (Logits::last) or [S, vocab] (Logits::all).
+// Inputs: "tokens" i32 [1, S], "position" i32 [1] (p), "key_length" i32 [1] (p + S, padded rows
+// included: with S > 1 row i sees cache rows j <= key_length - S + i = p + i, causal attention
+// aligned to key_length). With soft-capped attention also "mask" [1, 1, S, T] in the
+// activations' type: row i may see cache rows j <= p + i (0), not later ones (-inf); with sliding
+// layers also "window_mask", the same limited to rows j > p + i - window. Both are set for each
+// pass, since p changes while the graph stays recorded (causal_mask). With S > 1 and Logits::last
+// also "last" i32 [1], the row whose logits are wanted. Output "logits": [1, vocab]
+// (Logits::last) or [S, vocab] (Logits::all).
 // With SlotRows (BatchedLanguageModel) the B rows of "tokens" [B, S] are separate sequences in KV
 // slots: the caches are [slots, n_kv_heads, T, head_dim], "slot" i32 [B] names each row's slot,
 // "position" and "key_length" are i32 [B], "window_mask" is [B, 1, 1, T] (S = 1: one row per
@@ -35,7 +37,11 @@ struct KvCaches {
   std::vector<DeviceTensor> k, v;  // per block, [1, n_kv_heads, T, head_dim]
 };
 
-enum class Logits { last, all };
+// Which logits a pass returns. none: a pass that only fills the KV caches (the chunks of a prompt
+// before its last): the last block's attention, its output projection and feed-forward and the
+// output head, which feed only the logits, are left out, and the graph's one output,
+// "caches_filled", echoes its "key_length" input (an executor needs an output).
+enum class Logits { last, all, none };
 
 // Rows of a pass that are separate sequences, each in its own slot of the caches.
 struct SlotRows {
@@ -52,7 +58,9 @@ HostTensor causal_mask(int64_t tokens, int64_t cache_rows, int64_t position, int
 // rows of its own slot up to itself, [max(0, p + 1 - window), p].
 HostTensor step_window_mask(std::span<const int32_t> positions, int64_t cache_rows, int64_t window);
 
-// Which masks a graph of `tokens` new tokens takes (slot_rows: a SlotRows graph).
+// Which masks a graph of `tokens` new tokens takes (slot_rows: a SlotRows graph), and whether its
+// attention is causal aligned to key_length instead (then key_length must be p + tokens).
+bool chunk_is_causal(const LanguageModelConfig& config, int64_t tokens, bool slot_rows = false);
 bool needs_mask(const LanguageModelConfig& config, int64_t tokens, bool slot_rows = false);
 bool needs_window_mask(const LanguageModelConfig& config);
 

@@ -1,5 +1,6 @@
 // LanguageModel: a decoder-only GGUF (any family of llm/family.hpp) on the device with its KV caches and two recorded graphs, one for
-// chunks of prompt tokens and one for single decoded tokens.
+// chunks of prompt tokens and one for single decoded tokens (and, compiled on first use, chunks that only fill the caches and
+// chunks that return every token's logits).
 #include <algorithm>
 #include <string>
 
@@ -64,7 +65,9 @@ class LanguageModelImpl {
     if (logits == Logits::all) out.reserve(static_cast<size_t>(n * vocab));
     for (int64_t first = 0; first < n;) {
       const int64_t count = std::min(kPromptChunk, n - first);
-      std::vector<float> rows = run(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)), logits);
+      // Chunks before the last only fill the caches where only the last token's logits are wanted.
+      const Logits wanted = logits == Logits::last && first + count < n ? Logits::none : logits;
+      std::vector<float> rows = run(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)), wanted);
       if (logits == Logits::all || first + count == n) out.insert(out.end(), rows.begin(), rows.end());
       first += count;
     }
@@ -103,7 +106,7 @@ class LanguageModelImpl {
   }
 
   // One pass over at most kPromptChunk tokens at position_; returns the last token's logits
-  // (Logits::last) or every token's.
+  // (Logits::last), every token's, or none (Logits::none: a chunk of a prompt before its last).
   std::vector<float> run(std::span<const int32_t> tokens, Logits logits) {
     const int64_t n = static_cast<int64_t>(tokens.size()), p = position_;
     Executor* e = nullptr;
@@ -112,7 +115,9 @@ class LanguageModelImpl {
       e = decode_.get();
       e->set_input("tokens", HostTensor::from_i32({1, 1}, tokens));
     } else {
-      std::unique_ptr<Executor>& prompt = logits == Logits::all ? prompt_all_ : prompt_last_;
+      std::unique_ptr<Executor>& prompt = logits == Logits::all    ? prompt_all_
+                                          : logits == Logits::none ? prompt_caches_
+                                                                   : prompt_last_;
       if (!prompt) prompt = compile(kPromptChunk, logits);
       e = prompt.get();
       std::vector<int32_t> padded(tokens.begin(), tokens.end());
@@ -124,9 +129,12 @@ class LanguageModelImpl {
     if (needs_window_mask(config_))
       e->set_input("window_mask", causal_mask(rows, cache_rows_, p, config_.sliding_window));
     e->set_input("position", scalar_i32(p));
-    e->set_input("key_length", scalar_i32(p + n));
+    // p + rows: a chunk's attention is causal aligned to key_length (forward.hpp); its padded rows'
+    // keys are then visible only to the padded rows themselves.
+    e->set_input("key_length", scalar_i32(p + rows));
     e->run();
     position_ = p + n;
+    if (logits == Logits::none) return {};
     std::vector<float> out = e->output("logits").to_f32();
     if (n > 1 && logits == Logits::all) out.resize(static_cast<size_t>(n * config_.vocab_size));
     return out;
@@ -139,7 +147,9 @@ class LanguageModelImpl {
   LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0, position_ = 0;
-  std::unique_ptr<Executor> decode_, prompt_last_, prompt_all_;  // prompt_all_ on first use
+  // prompt_all_ and prompt_caches_ (Logits::none) are compiled on first use: the pipelines are
+  // prompt_last_'s, so that costs no JIT time.
+  std::unique_ptr<Executor> decode_, prompt_last_, prompt_all_, prompt_caches_;
   ExclusiveUse in_use_{"LanguageModel"};
 };
 
