@@ -56,8 +56,8 @@ def main():
     ap.add_argument("--llama-bench", default="", help="llama.cpp's llama-bench (CPU build); none: left out")
     ap.add_argument("--threads", type=int, default=2, help="llama-bench threads (default 2)")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each program, taking turns (default 3)")
-    ap.add_argument("-p", type=int, default=512, help="prompt tokens (default 512)")
-    ap.add_argument("-n", type=int, default=128, help="generated tokens (default 128)")
+    ap.add_argument("-p", type=int, default=512, help="prompt tokens (default 512; 0: no pp test)")
+    ap.add_argument("-n", type=int, default=128, help="generated tokens (default 128; 0: no tg test)")
     ap.add_argument("--device", default="", help="vkformer --device (default: the first device)")
     ap.add_argument("--json", default="", help="also write the samples, medians and ratios here")
     a = ap.parse_args()
@@ -73,7 +73,7 @@ def main():
     if a.llama_bench:
         runners.append((f"llama.cpp CPU -t {a.threads}",
                         lambda tmp: run_llama_bench(a.llama_bench, a.model, a.p, a.n, a.threads)))
-    tests = [f"pp{a.p}", f"tg{a.n}"]
+    tests = ([f"pp{a.p}"] if a.p > 0 else []) + ([f"tg{a.n}"] if a.n > 0 else [])  # 0: left out
     samples = {name: {t: [] for t in tests} for name, _ in runners}
     ours_doc = None
     with tempfile.TemporaryDirectory() as tmp:
