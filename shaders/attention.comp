@@ -78,7 +78,6 @@ layout(push_constant) uniform Push {
   uint kv_batches;        // batches of k and v (PER_SEQUENCE: slots, more than q's)
   float softcap;          // SOFT_CAP: the cap
   uint causal_at_length;  // causal aligned to key_length: row i sees keys j <= i + key_length - sq
-  uint concat_heads;      // attention_rows.comp: out is [B, Sq, H, DV] (one window), not [B, H, Sq, DV]
 } p;
 
 #include "attention_sequences.glsl"

@@ -42,7 +42,6 @@ struct AttentionCase {
   int64_t Hkv = 0;          // heads of k and v (grouped-query attention); 0: H
   float softcap = 0.0f;     // > 0: soft-capped scores (fused paths only: no "unfused" output)
   bool causal_at_key_length = false;  // causal aligned to key_length instead of Sk
-  bool concat_heads = false;          // the output as [B, Sq, H·Dv] (compared as such)
 };
 
 // k or v [B, Hkv, S, E] repeated to [B, H, S, E] (query head h reads KV head h / (H / Hkv)): the
@@ -93,7 +92,6 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
   o.scale = c.scale;
   o.causal = c.causal;
   o.causal_at_key_length = c.causal_at_key_length;
-  o.concat_heads = c.concat_heads;
   ref::SoftmaxMasks m;
   m.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
   m.causal = c.causal;
@@ -140,15 +138,6 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
   r.want = ref::attention(stored(qv, c.dtype), repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
                           repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H,
                           c.Sq, c.Sk, c.D, c.Dv, m);
-  if (c.concat_heads) {  // [B, H, Sq, Dv] -> [B, Sq, H, Dv]
-    std::vector<double> packed(r.want.size());
-    for (int64_t b = 0; b < c.B; ++b)
-      for (int64_t h = 0; h < c.H; ++h)
-        for (int64_t i = 0; i < c.Sq; ++i)
-          for (int64_t e = 0; e < c.Dv; ++e)
-            packed[((b * c.Sq + i) * c.H + h) * c.Dv + e] = r.want[((b * c.H + h) * c.Sq + i) * c.Dv + e];
-    r.want = std::move(packed);
-  }
   return r;
 }
 
@@ -216,13 +205,6 @@ std::vector<AttentionCase> attention_cases() {
        true, 23, 0.3f, 0, 0.0f, true},
       {"causal_at_key_length_short", 1, 2, 9, 16, 8, 8, DType::f32, true, {}, false, 5, 0.0f, 0,
        0.0f, true},
-      // The heads side by side ([B, Sq, H·Dv], AttentionOptions::concat_heads): a prompt chunk
-      // as LanguageModel runs it (written in place by the CPU kernel, through a copy on the
-      // other paths), with two batches, and a grouped decoding step (one row: a view).
-      {"concat_heads_chunk", 2, 9, 37, 60, 64, 64, DType::f32, true, {}, false, 50, 0.0f, 3, 0.0f,
-       true, true},
-      {"concat_heads_decode", 1, 9, 1, 40, 64, 64, DType::f32, false, {}, false, 29, 0.0f, 3, 0.0f,
-       false, true},
   };
   std::vector<AttentionCase> all = base;
   for (AttentionCase c : base) {
@@ -264,11 +246,6 @@ TEST_P(AttentionTilingTest, MatchesReference) {
        0.0f, 2},
       {"causal_at_key_length_gqa", 1, 6, 37, 60, 64, 64, DType::f32, true, Shape{1, 1, 37, 60},
        true, 50, 0.0f, 2, 0.0f, true},
-      // The heads side by side through each kernel: the pipelines of the two cases above.
-      {"concat_all_masks", 2, 3, 5, 7, 7, 5, DType::f32, true, Shape{2, 3, 5, 7}, true, -1, 0.0f,
-       0, 0.0f, false, true},
-      {"concat_causal_at_key_length_gqa", 1, 6, 37, 60, 64, 64, DType::f32, true,
-       Shape{1, 1, 37, 60}, true, 50, 0.0f, 2, 0.0f, true, true},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -74,10 +74,6 @@ struct AttentionOptions {
   // valid keys instead, j <= i + key_length - Sq, read at run time (a prompt chunk at any
   // position of a KV cache, without an [Sq, Sk] mask to build, upload and read).
   bool causal_at_key_length = false;
-  // The output as [B, Sq, H·Dv], each query row's heads side by side (what concat_heads of the
-  // [B, H, Sq, Dv] result gives, as an output projection reads it): written in place by the
-  // kernels that can, else through one copy.
-  bool concat_heads = false;
   std::optional<Tensor> mask;              // additive, broadcast against [B, H, Sq, Sk]
   std::optional<Tensor> key_padding_mask;  // i32 [B, Sk], nonzero = ignore
   // Query positions i attend keys j < key_length only (KV caches): i32 [1] tensor holding the

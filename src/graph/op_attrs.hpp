@@ -70,7 +70,6 @@ struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_le
   float scale = 1.0f;
   bool causal = false;
   bool causal_at_key_length = false;  // AttentionOptions::causal_at_key_length
-  bool concat_heads = false;          // AttentionOptions::concat_heads: out is [B, Sq, H·Dv]
   bool has_mask = false;
   bool has_key_padding_mask = false;
   bool has_key_length = false;

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "attention_flash.hpp"
-#include "heads.hpp"
 #include "matmul.hpp"
 #include "op_common.hpp"
 #include "softmax.hpp"
@@ -46,7 +45,6 @@ struct AttentionPush {
   uint32_t kv_batches;  // batches of k and v (per-sequence slots: more than q's)
   float softcap;        // AttentionOptions::softcap, read where the SOFT_CAP constant is set
   uint32_t causal_at_length;  // AttentionOptions::causal_at_key_length
-  uint32_t concat_heads;      // out is [B, Sq, H·Dv] (attention_rows.comp, one window only)
 };
 static_assert(sizeof(AttentionPush) <= 128);
 
@@ -73,7 +71,6 @@ Operands operands(const Lowering& l) {
   o.out = l.output();
   o.causal = a.causal;
   o.causal_at_key_length = a.causal_at_key_length;
-  o.concat_heads = a.concat_heads;
   return o;
 }
 
@@ -126,17 +123,6 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
       l.tuning().max_binding_bytes, ops::window_alignment(l.info()),
       l.node().label + ": heads of q, k, v");
   ops::require_whole_kv(l, in, spans.size(), "fused attention");
-  // Heads side by side: the rows kernel writes them so over one window; the tiles kernel, and
-  // windows of heads, write [B, H, Sq, Dv] to a temporary that one copy packs.
-  if (in.concat_heads && (t.kernel != FusedKernel::rows || spans.size() > 1)) {
-    Operands heads = in;
-    heads.concat_heads = false;
-    heads.out = l.temp({B, H, Sq, Dv}, q.dtype);
-    lower_fused(l, heads, t);
-    ops::emit_concat_heads(l, heads.out, in.out);
-    return;
-  }
-  p.concat_heads = in.concat_heads;
   for (const ops::Span& s : spans) {
     std::vector<Binding> bindings = whole;
     if (spans.size() > 1) {
@@ -229,42 +215,9 @@ void stack_grouped_decode(Lowering& l, Operands& in) {
   in.causal_at_key_length = false;
 }
 
-// The output of an emitter that writes [B, H, Sq, Dv] only: the node's, or with concat_heads a
-// temporary that finish() then packs into the node's [B, Sq, H·Dv] (one copy).
-struct HeadMajorOut {
-  Operands in;
-  uint32_t packed = kNoValue;
-
-  HeadMajorOut(Lowering& l, const Operands& from) : in(from) {
-    if (!from.concat_heads) return;
-    const Shape& qs = l.value(from.q).shape;
-    packed = from.out;
-    in.out = l.temp({qs[0], qs[1], qs[2], l.value(from.v).shape[3]}, l.value(from.q).dtype);
-    in.concat_heads = false;
-  }
-  void finish(Lowering& l) const {
-    if (packed != kNoValue) ops::emit_concat_heads(l, in.out, packed);
-  }
-};
-
-void lower_unfused_heads(Lowering& l, const Operands& in) {
-  const HeadMajorOut h(l, in);
-  lower_unfused(l, h.in);
-  h.finish(l);
-}
-
 void lower_attention(Lowering& l) {
   const auto& a = attrs<AttentionAttrs>(l);
   Operands in = operands(l);
-  // Heads side by side: with one query row or one head [B, Sq, H·Dv] holds the bytes of
-  // [B, H, Sq, Dv], a view; else the emitters below say how they write it.
-  if (in.concat_heads) {
-    const Shape& qs = l.value(in.q).shape;
-    if (qs[1] == 1 || qs[2] == 1) {
-      in.out = l.view(in.out, {qs[0], qs[1], qs[2], l.value(in.v).shape[3]});
-      in.concat_heads = false;
-    }
-  }
   stack_grouped_decode(l, in);
   const Shape& qs = l.value(in.q).shape;
   const int64_t D = qs[3], Dv = l.value(in.v).shape[3];
@@ -298,23 +251,17 @@ void lower_attention(Lowering& l) {
     throw Error(ErrorCode::unsupported,
                 l.node().label + ": per-sequence KV slots (kv_slot) need a fused attention path");
   if (a.path == Path::unfused || tuned_unfused) {
-    lower_unfused_heads(l, in);
+    lower_unfused(l, in);
     return;
   }
   // Split-K decoding or flash attention where the device takes them for this problem.
-  {
-    const HeadMajorOut h(l, in);
-    if (ops::emit_flash_paths(l, h.in)) {
-      h.finish(l);
-      return;
-    }
-  }
+  if (ops::emit_flash_paths(l, in)) return;
   AttentionLaunch launch;
   const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
   bool fused_ok = vk::attention_launch_for(tuned, l.info(), problem, &launch) &&
                   l.supported(fused_kernel(launch), l.value(in.q).dtype);
   if (a.path == Path::automatic && !fused_ok && !fused_only) {
-    lower_unfused_heads(l, in);
+    lower_unfused(l, in);
     return;
   }
   if (!fused_ok) {
@@ -369,7 +316,6 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
     throw Error(ErrorCode::invalid_argument,
                 impl().label(op) + ": causal_at_key_length needs causal and key_length, without kv_slot");
   a.path = options.path;
-  a.concat_heads = options.concat_heads;
   if (options.mask) {
     const Tensor& m = *options.mask;
     ops::require_additive_mask(impl(), op, m, "q", q, scores,
@@ -416,8 +362,8 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
                 impl().label(op) + ": the fused attention kernel takes head dims up to " +
                     std::to_string(kFusedMaxHeadDim) + ", got D = " + std::to_string(D) +
                     ", Dv = " + std::to_string(v.shape[3]) + "; use the unfused or automatic path");
-  const Shape out = options.concat_heads ? Shape{B, Sq, H * v.shape[3]} : Shape{B, H, Sq, v.shape[3]};
-  return impl().add_node(OpKind::attention, op, std::move(inputs), a, out, q.dtype);
+  return impl().add_node(OpKind::attention, op, std::move(inputs), a, {B, H, Sq, v.shape[3]},
+                         q.dtype);
 }
 
 void register_attention_ops(OpRegistry& r) { r.add(OpKind::attention, lower_attention); }

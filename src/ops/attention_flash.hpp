@@ -20,9 +20,6 @@ struct AttentionOperands {
   uint32_t out = kNoValue;
   bool causal = false;
   bool causal_at_key_length = false;  // causal aligned to key_length (AttentionOptions)
-  // out is [B, Sq, H·Dv] (AttentionOptions::concat_heads); the emitters that write [B, H, Sq, Dv]
-  // only are given a temporary instead (src/ops/attention.cpp).
-  bool concat_heads = false;
 };
 
 // The problem the tuning sees for these operands.

@@ -1,5 +1,4 @@
 // split_heads and concat_heads: copies between [B, S, C] and the head-major [B, H, S, D].
-#include "heads.hpp"
 #include "op_common.hpp"
 
 namespace vkformer {
@@ -21,9 +20,9 @@ struct HeadsPush {
 // One copy kernel serves both directions. The packed side is [B, S, C] with the heads' columns
 // starting at `offset`; when D, C and offset are multiples of 4 the vec4 variant moves 4
 // elements per invocation and every size is passed in units of 4.
-void lower_heads_copy(Lowering& l, uint32_t src, uint32_t dst, int64_t B, int64_t H, int64_t S,
-                      int64_t D, int64_t C, int64_t offset, bool concat) {
-  const DType dtype = l.value(src).dtype;
+void lower_heads_copy(Lowering& l, int64_t B, int64_t H, int64_t S, int64_t D, int64_t C,
+                      int64_t offset, bool concat) {
+  const DType dtype = l.value(l.input(0)).dtype;
   const bool vec4 = D % 4 == 0 && C % 4 == 0 && offset % 4 == 0;
   const int64_t w = vec4 ? 4 : 1;
   HeadsPush p{};
@@ -34,25 +33,22 @@ void lower_heads_copy(Lowering& l, uint32_t src, uint32_t dst, int64_t B, int64_
   p.c = static_cast<uint32_t>(C / w);
   p.offset = static_cast<uint32_t>(offset / w);
   l.dispatch(vec4 ? Kernel::heads_vec4 : Kernel::heads, dtype,
-             {{src}, {dst, true}}, PushBlock::of(p),
+             {{l.input(0)}, {l.output(), true}}, PushBlock::of(p),
              ops::elementwise_grid(l, p.n), {ops::kElementwiseWorkgroup, concat ? 1u : 0u});
 }
 
 void lower_split_heads(Lowering& l) {
   const auto& a = attrs<SplitHeadsAttrs>(l);
   const Shape& x = l.value(l.input(0)).shape;  // [B, S, C]
-  lower_heads_copy(l, l.input(0), l.output(), x[0], a.heads, x[1], a.width / a.heads, x[2], a.offset,
-                   false);
+  lower_heads_copy(l, x[0], a.heads, x[1], a.width / a.heads, x[2], a.offset, false);
 }
 
-void lower_concat_heads(Lowering& l) { ops::emit_concat_heads(l, l.input(0), l.output()); }
+void lower_concat_heads(Lowering& l) {
+  const Shape& x = l.value(l.input(0)).shape;  // [B, H, S, D]
+  lower_heads_copy(l, x[0], x[1], x[2], x[3], x[1] * x[3], 0, true);
+}
 
 }  // namespace
-
-void ops::emit_concat_heads(Lowering& l, uint32_t x, uint32_t out) {
-  const Shape s = l.value(x).shape;  // [B, H, S, D]
-  lower_heads_copy(l, x, out, s[0], s[1], s[2], s[3], s[1] * s[3], 0, true);
-}
 
 Tensor Graph::split_heads(Tensor x, int heads, int64_t width, int64_t offset) {
   const std::string op = "split_heads";

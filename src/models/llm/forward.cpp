@@ -102,7 +102,6 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   if (slot_rows) slot = g.input("slot", {batch}, DType::i32);
   AttentionOptions attend;
   attend.key_length = key_length;
-  attend.concat_heads = true;  // [B, S, H·hd], as the output projection reads it
   attend.kv_slot = slot;
   attend.scale = static_cast<float>(scale);
   // With SlotRows soft-capping is the fused kernel's (the matmuls of soft_capped_attention would
@@ -176,10 +175,11 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
     // them, and stacks a decode step's group of query heads into one block by itself).
     const AttentionOptions& layer_attend = sliding ? attend_window : attend;
     Tensor a = c.attn_softcap > 0 && !slot_rows
-                   ? g.concat_heads(soft_capped_attention(
-                         g, r, heads, kv_heads, s, scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)),
-                         c.attn_softcap, *layer_attend.mask))
+                   ? soft_capped_attention(g, r, heads, kv_heads, s,
+                                           scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)),
+                                           c.attn_softcap, *layer_attend.mask)
                    : g.attention(r.q, r.k_cache, r.v_cache, layer_attend);
+    a = g.concat_heads(a);
     // The residual inside the output projection, or after the post-norm (Gemma).
     auto add_to_stream = [&](Tensor h, const char* name, const DeviceTensor& wt, const char* post_name,
                              const DeviceTensor& post) {
