@@ -6,11 +6,14 @@
 #include <initializer_list>
 #include <string>
 
+#include "tunable_candidates.hpp"
 #include "tunables.hpp"
 
 namespace vkformer::vk {
 
 namespace {
+
+using namespace tunable_candidates;
 
 std::string num(uint64_t v) { return std::to_string(v); }
 
@@ -22,24 +25,15 @@ std::string join(std::initializer_list<uint32_t> v, const char* sep = "x") {
   return s;
 }
 
-// A candidate list without duplicates: the first value added is the current choice.
-class Candidates {
- public:
-  void add(std::string text, std::function<void(Tuning&)> apply) {
-    if (!find_candidate(list_, text)) list_.push_back({std::move(text), std::move(apply)});
-  }
-  std::vector<TunableValue> take() { return std::move(list_); }
-
- private:
-  std::vector<TunableValue> list_;
-};
-
-bool workgroup_fits(const DeviceInfo& info, uint64_t invocations) {
-  return invocations >= 1 && invocations <= info.max_workgroup_invocations &&
-         invocations <= info.max_workgroup_size[0];
-}
-
 bool is_pow2(uint32_t v) { return v && !(v & (v - 1)); }
+
+// Whether the texel kernels (CPU devices, fixed-size subgroups with shuffles) are taken: for
+// activations by activations or f16/f32 weights ...
+bool texel_taken(const Tuning& b) { return b.matmul.prefer_texel && b.matmul.texel_tiles.subgroup != 0; }
+// ... and for quantized weights.
+bool weight_texel_taken(const Tuning& b) {
+  return b.matmul.weight_tiles.texel && b.matmul.texel_tiles.subgroup != 0;
+}
 
 // shaders/matmul_texel.comp's register blocks (CPU devices): TM rows x TN columns per lane, QB
 // k-quads per fetch batch, as VKFORMER_MATMUL_TEXEL writes them. tuning_matmul.cpp measured
@@ -57,7 +51,7 @@ Tunable texel_nt() {
   t.candidates = [](const DeviceInfo&, const Tuning& base) {
     Candidates c;
     const MatmulTexelTiles& x = base.matmul.texel_tiles;
-    if (!base.matmul.prefer_texel || x.subgroup == 0) return c.take();
+    if (!texel_taken(base)) return c.take();
     for (Block b : {Block{x.tm, x.tn, x.qb}, Block{16, 2, 2}, Block{16, 2, 8}, Block{8, 4, 4},
                     Block{8, 2, 4}, Block{16, 4, 2}, Block{12, 2, 4}, Block{32, 1, 4}})
       c.add(join({b.tm, b.tn, b.qb}), [b](Tuning& u) {
@@ -77,7 +71,7 @@ Tunable texel_nn() {
   t.candidates = [](const DeviceInfo&, const Tuning& base) {
     Candidates c;
     const MatmulTexelTiles& x = base.matmul.texel_tiles;
-    if (!base.matmul.prefer_texel || x.subgroup == 0) return c.take();
+    if (!texel_taken(base)) return c.take();
     for (Block b : {Block{x.tm_nn, x.tn_nn, x.qb_nn}, Block{16, 4, 4}, Block{8, 4, 4},
                     Block{8, 8, 2}, Block{16, 8, 1}, Block{12, 4, 2}})
       c.add(join({b.tm, b.tn, b.qb}), [b](Tuning& u) {
@@ -90,19 +84,14 @@ Tunable texel_nn() {
 }
 
 Tunable texel_transpose() {
-  Tunable t;
-  t.id = "matmul.texel.transpose_min_m";
-  t.env = "VKFORMER_MATMUL_TEXEL";
-  t.description = "texel matmul (CPU devices): the M from which B [K, N] is transposed first (0: never)";
-  t.ops = {TuneOp::matmul};
-  t.candidates = [](const DeviceInfo&, const Tuning& base) {
-    Candidates c;
-    if (!base.matmul.prefer_texel || base.matmul.texel_tiles.subgroup == 0) return c.take();
-    for (uint32_t m : {base.matmul.texel_tiles.transpose_min_m, 0u, 256u, 512u, 1024u, 2048u})
-      c.add(num(m), [m](Tuning& u) { u.matmul.texel_tiles.transpose_min_m = m; });
-    return c.take();
-  };
-  return t;
+  return integer_tunable(
+      {.id = "matmul.texel.transpose_min_m",
+       .env = "VKFORMER_MATMUL_TEXEL",
+       .description = "texel matmul (CPU devices): the M from which B [K, N] is transposed first (0: never)",
+       .ops = {TuneOp::matmul}},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.texel_tiles.transpose_min_m; },
+       .applies = texel_taken,
+       .others = {0, 256, 512, 1024, 2048}});
 }
 
 // shaders/matmul_wq_texel.comp (CPU devices, quantized weights): the block for M > 1 ...
@@ -112,11 +101,11 @@ Tunable weight_texel_block() {
   t.env = "VKFORMER_MATMUL_WQ_TEXEL";
   t.description = "quantized-weight texel matmul (CPU devices), M > 1: TMxTN per lane";
   t.ops = {TuneOp::linear_quantized};
-  t.measures = [](const TuneShape& s) { return s.m > 1; };
+  t.measures = several_rows;
   t.candidates = [](const DeviceInfo&, const Tuning& base) {
     Candidates c;
     const MatmulWeightTiles& w = base.matmul.weight_tiles;
-    if (!w.texel || base.matmul.texel_tiles.subgroup == 0) return c.take();
+    if (!weight_texel_taken(base)) return c.take();
     for (Block b : {Block{w.texel_tm, w.texel_tn, 0}, Block{8, 2, 0}, Block{4, 4, 0},
                     Block{16, 2, 0}, Block{4, 8, 0}, Block{8, 8, 0}, Block{16, 4, 0}})
       c.add(join({b.tm, b.tn}), [b](Tuning& u) {
@@ -129,42 +118,30 @@ Tunable weight_texel_block() {
 
 // ... and the columns per lane for M = 1 (decoding).
 Tunable weight_texel_gemv() {
-  Tunable t;
-  t.id = "matmul.wq_texel.gemv";
-  t.env = "VKFORMER_MATMUL_WQ_TEXEL";
-  t.description = "quantized-weight texel matmul (CPU devices), M = 1: columns per lane";
-  t.ops = {TuneOp::linear_quantized};
-  t.measures = [](const TuneShape& s) { return s.m == 1; };
-  t.candidates = [](const DeviceInfo&, const Tuning& base) {
-    Candidates c;
-    const MatmulWeightTiles& w = base.matmul.weight_tiles;
-    if (!w.texel || base.matmul.texel_tiles.subgroup == 0) return c.take();
-    for (uint32_t tn : {w.texel_gemv_tn, 1u, 2u, 4u, 8u, 16u})
-      c.add(num(tn), [tn](Tuning& u) { u.matmul.weight_tiles.texel_gemv_tn = tn; });
-    return c.take();
-  };
-  return t;
+  return integer_tunable(
+      {.id = "matmul.wq_texel.gemv",
+       .env = "VKFORMER_MATMUL_WQ_TEXEL",
+       .description = "quantized-weight texel matmul (CPU devices), M = 1: columns per lane",
+       .ops = {TuneOp::linear_quantized},
+       .measures = one_row},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.weight_tiles.texel_gemv_tn; },
+       .applies = weight_texel_taken,
+       .others = {1, 2, 4, 8, 16}});
 }
 
 // shaders/matmul_wq_rows.comp (CPU devices, M = 1, lanes on consecutive blocks): how many
 // workgroups a mat-vec is spread over (each takes up to 16 groups of rows and loads x's blocks
 // once for them: fewer, longer workgroups load x less often, more keep every thread busy).
 Tunable weight_rows_workgroups() {
-  Tunable t;
-  t.id = "matmul.wq_rows.workgroups";
-  t.description = "quantized-weight mat-vec with lanes on consecutive blocks (CPU devices), M = 1: "
-                  "workgroups per mat-vec";
-  t.ops = {TuneOp::linear_quantized};
-  t.measures = [](const TuneShape& s) { return s.m == 1; };
-  t.candidates = [](const DeviceInfo&, const Tuning& base) {
-    Candidates c;
-    const MatmulWeightTiles& w = base.matmul.weight_tiles;
-    if (!w.texel || base.matmul.texel_tiles.subgroup == 0) return c.take();
-    for (uint32_t n : {w.texel_rows_workgroups, 4u, 8u, 16u, 32u, 64u})
-      c.add(num(n), [n](Tuning& u) { u.matmul.weight_tiles.texel_rows_workgroups = n; });
-    return c.take();
-  };
-  return t;
+  return integer_tunable(
+      {.id = "matmul.wq_rows.workgroups",
+       .description = "quantized-weight mat-vec with lanes on consecutive blocks (CPU devices), "
+                      "M = 1: workgroups per mat-vec",
+       .ops = {TuneOp::linear_quantized},
+       .measures = one_row},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.weight_tiles.texel_rows_workgroups; },
+       .applies = weight_texel_taken,
+       .others = {4, 8, 16, 32, 64}});
 }
 
 // ... and the most rounds of blocks a lane keeps x for (x's registers per lane grow with them:
@@ -176,21 +153,16 @@ Tunable weight_rows_workgroups() {
 // between runs, where the lanes-on-rows kernel is often faster: it would pick the threshold that
 // makes decoding slower (VKFORMER_MATMUL_WQ_STREAM_BYTES sets it by hand).
 Tunable weight_rows_rounds() {
-  Tunable t;
-  t.id = "matmul.wq_rows.max_rounds";
-  t.description = "quantized-weight mat-vec with lanes on consecutive blocks (CPU devices), M = 1: "
-                  "most rounds of x blocks a lane keeps (larger K take the lanes-on-rows kernel)";
-  t.ops = {TuneOp::linear_quantized};
-  t.measures = [](const TuneShape& s) { return s.m == 1; };
-  t.candidates = [](const DeviceInfo&, const Tuning& base) {
-    Candidates c;
-    const MatmulWeightTiles& w = base.matmul.weight_tiles;
-    if (!w.texel || base.matmul.texel_tiles.subgroup == 0) return c.take();
-    for (uint32_t n : {w.texel_rows_max_rounds, 16u, 32u, 64u, 96u})
-      c.add(num(n), [n](Tuning& u) { u.matmul.weight_tiles.texel_rows_max_rounds = n; });
-    return c.take();
-  };
-  return t;
+  return integer_tunable(
+      {.id = "matmul.wq_rows.max_rounds",
+       .description = "quantized-weight mat-vec with lanes on consecutive blocks (CPU devices), "
+                      "M = 1: most rounds of x blocks a lane keeps (larger K take the "
+                      "lanes-on-rows kernel)",
+       .ops = {TuneOp::linear_quantized},
+       .measures = one_row},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.weight_tiles.texel_rows_max_rounds; },
+       .applies = weight_texel_taken,
+       .others = {16, 32, 64, 96}});
 }
 
 // shaders/matmul.comp staged in shared memory (GPUs): BMxBNxBK/TMxTN as VKFORMER_MATMUL_TILES.
@@ -224,25 +196,19 @@ Tunable general_tiles() {
   return t;
 }
 
+// GPUs only, whatever the current target (0 included, a candidate itself).
 Tunable split_k() {
-  Tunable t;
-  t.id = "matmul.split_k";
-  t.description = "general matmul (GPUs): split K while the output has fewer tiles than this "
-                  "(0: never)";
-  t.ops = {TuneOp::linear, TuneOp::matmul};
-  t.measures = [](const TuneShape& s) { return s.m > 8; };
-  t.candidates = [](const DeviceInfo& info, const Tuning& base) {
-    Candidates c;
-    // GPUs only, whatever the current target (0 included, a candidate itself).
-    if (base.cpu_device || !base.matmul.tiles.shared_memory || base.matmul.prefer_texel)
-      return c.take();
-    // Multiples of the compute units (a guess by device type where the driver does not say).
-    const uint32_t units = info.compute_units ? info.compute_units : info.type == "discrete" ? 64 : 16;
-    for (uint32_t n : {base.matmul.split_k.target_workgroups, 0u, units, 2 * units, 4 * units, 8 * units})
-      c.add(num(n), [n](Tuning& u) { u.matmul.split_k.target_workgroups = n; });
-    return c.take();
-  };
-  return t;
+  return integer_tunable(
+      {.id = "matmul.split_k",
+       .description = "general matmul (GPUs): split K while the output has fewer tiles than this "
+                      "(0: never)",
+       .ops = {TuneOp::linear, TuneOp::matmul},
+       .measures = [](const TuneShape& s) { return s.m > 8; }},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.split_k.target_workgroups; },
+       .applies = [](const Tuning& b) {
+         return !b.cpu_device && b.matmul.tiles.shared_memory && !b.matmul.prefer_texel;
+       },
+       .others_on = split_targets});
 }
 
 // shaders/matmul_gemv.comp (GPUs, M <= 8): invocations per workgroup x columns per workgroup
@@ -278,7 +244,7 @@ Tunable weight_tiles() {
   t.id = "matmul.wq.tiles";
   t.description = "quantized-weight matmul staged in shared memory (GPUs), M > 1: BMxBN/TMxTN";
   t.ops = {TuneOp::linear_quantized};
-  t.measures = [](const TuneShape& s) { return s.m > 1; };
+  t.measures = several_rows;
   t.candidates = [](const DeviceInfo& info, const Tuning& base) {
     Candidates c;
     const MatmulWeightTiles& w = base.matmul.weight_tiles;
@@ -307,7 +273,7 @@ Tunable weight_gemv() {
   t.id = "matmul.wq.gemv";
   t.description = "quantized-weight mat-vec (GPUs), M = 1: WG/LANES (lanes per output)";
   t.ops = {TuneOp::linear_quantized};
-  t.measures = [](const TuneShape& s) { return s.m == 1; };
+  t.measures = one_row;
   t.candidates = [](const DeviceInfo& info, const Tuning& base) {
     Candidates c;
     const MatmulWeightTiles& w = base.matmul.weight_tiles;
@@ -369,20 +335,16 @@ Tunable attention_tiles() {
 }
 
 // The workgroup of the shared-memory row reductions (softmax, layer norm, RMS norm on GPUs).
+// CPU devices run the row kernels instead.
 Tunable reduction_workgroup() {
-  Tunable t;
-  t.id = "reduction.workgroup";
-  t.description = "softmax / layer norm / RMS norm workgroup on GPUs (a power of 2)";
-  t.ops = {TuneOp::softmax, TuneOp::layer_norm, TuneOp::rms_norm};
-  t.candidates = [](const DeviceInfo& info, const Tuning& base) {
-    Candidates c;
-    if (base.cpu_device) return c.take();  // CPU devices run the row kernels instead
-    for (uint32_t wg : {base.reduction_workgroup, 64u, 128u, 256u, 512u, 1024u})
-      if (workgroup_fits(info, wg))
-        c.add(num(wg), [wg](Tuning& u) { u.reduction_workgroup = wg; });
-    return c.take();
-  };
-  return t;
+  return integer_tunable(
+      {.id = "reduction.workgroup",
+       .description = "softmax / layer norm / RMS norm workgroup on GPUs (a power of 2)",
+       .ops = {TuneOp::softmax, TuneOp::layer_norm, TuneOp::rms_norm}},
+      {.field = [](Tuning& u) -> uint32_t& { return u.reduction_workgroup; },
+       .applies = [](const Tuning& b) { return !b.cpu_device; },
+       .others = {64, 128, 256, 512, 1024},
+       .fits = [](const DeviceInfo& info, uint32_t wg) { return workgroup_fits(info, wg); }});
 }
 
 }  // namespace

@@ -10,23 +10,14 @@
 #include <optional>
 #include <string>
 
+#include "tunable_candidates.hpp"
 #include "tunables.hpp"
 
 namespace vkformer::vk {
 
 namespace {
 
-// A candidate list without duplicates: the first value added is the current choice.
-class Candidates {
- public:
-  void add(std::string text, std::function<void(Tuning&)> apply) {
-    if (!find_candidate(list_, text)) list_.push_back({std::move(text), std::move(apply)});
-  }
-  std::vector<TunableValue> take() { return std::move(list_); }
-
- private:
-  std::vector<TunableValue> list_;
-};
+using namespace tunable_candidates;
 
 // Query rows per (batch, KV head) of an attention shape: split-K decoding takes up to
 // DecodeTiles::max_rows of them, flash attention the rest.
@@ -139,23 +130,16 @@ Tunable attention_decode() {
 // ... and how far it splits the keys: while the (batch, KV head) pairs are fewer than this
 // many workgroups (0: never), as matmul.split_k.
 Tunable attention_decode_splits() {
-  Tunable t;
-  t.id = "attention.decode.split";
-  t.env = "VKFORMER_ATTENTION_DECODE";
-  t.description = "split-K flash decoding (GPUs): split the keys while the workgroups are fewer "
-                  "than this (0: never)";
-  t.ops = {TuneOp::attention};
-  t.measures = [](const TuneShape& s) { return rows_per_kv_head(s) <= kDecodeRows; };
-  t.candidates = [](const DeviceInfo& info, const Tuning& base) {
-    Candidates c;
-    const DecodeTiles& d = base.attention.decode;
-    if (!d.enabled || d.forced) return c.take();
-    const uint32_t units = info.compute_units ? info.compute_units : info.type == "discrete" ? 64 : 16;
-    for (uint32_t n : {d.target_workgroups, 0u, units, 2 * units, 4 * units, 8 * units})
-      c.add(std::to_string(n), [n](Tuning& u) { u.attention.decode.target_workgroups = n; });
-    return c.take();
-  };
-  return t;
+  return integer_tunable(
+      {.id = "attention.decode.split",
+       .env = "VKFORMER_ATTENTION_DECODE",
+       .description = "split-K flash decoding (GPUs): split the keys while the workgroups are "
+                      "fewer than this (0: never)",
+       .ops = {TuneOp::attention},
+       .measures = [](const TuneShape& s) { return rows_per_kv_head(s) <= kDecodeRows; }},
+      {.field = [](Tuning& u) -> uint32_t& { return u.attention.decode.target_workgroups; },
+       .applies = [](const Tuning& b) { return b.attention.decode.enabled && !b.attention.decode.forced; },
+       .others_on = split_targets});
 }
 
 }  // namespace
