@@ -54,10 +54,19 @@ uint row_hw(uint k) { return (k / 32u) * BLOCK_HW; }
 // Words w0 .. w0 + 8 of W into fw. Callers that use fewer words fetch fewer texels (the unused
 // fetches are dead code).
 uint fw[9];
+#ifdef WQ_LAST
+// The kernel sets w_last = textureSize(W) - 1 once, at its start: a textureSize() per fetch
+// costs lavapipe much more compilation (and a query per call).
+int w_last;
+#endif
 void fetch_words(uint w0) {
   const uint t0 = w0 >> 2, s = w0 & 3u;
   // Texels past the view hold no wanted word; the clamp keeps the fetch in bounds.
+#ifdef WQ_LAST
+  const int last = w_last;
+#else
   const int last = textureSize(W) - 1;
+#endif
   uint u[12];
   [[unroll]] for (uint i = 0; i < 3u; ++i) {
     const uvec4 v = texelFetch(W, min(int(t0 + i), last));

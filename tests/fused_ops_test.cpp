@@ -275,6 +275,37 @@ TEST_F(DeviceTest, LinearFusionsOnPromptRows) {
   }
 }
 
+// The texel kernel's 4-column runs (QUADS: TN a multiple of 8, N a multiple of 4; a run's outputs
+// in one 4-wide store, the residual as texels): N = 100 leaves a partial column tile (and, gated,
+// a lane's second run of gate rows past N), odd M a partial row tile, with every fusion of the
+// epilogue, at the default block (16 x 8), 8 x 16 (two runs gated, four not), 8 x 8 and 4 x 8 (the
+// blocks of TN 8 that matmul.wq_texel.block may choose). N = 98 (not a multiple of 4) takes one
+// output at a time; 17 x 98 residuals end inside a texel.
+TEST_F(DeviceTest, LinearFusionsInFourColumnRuns) {
+  const Fusions bias_res{false, false, true, true, Activation::relu};
+  const Fusions gated_bias{false, true, false, true, Activation::silu};
+  const Fusions all{false, true, true, true, Activation::silu};
+  for (const char* block : {"", "8x16/2", "8x8/2", "4x8/2"}) {
+    SCOPED_TRACE(block);
+    Device d = *block ? open_test_device_with_env({{"VKFORMER_MATMUL_WQ_TEXEL", block}}) : device();
+    for (DType act : {DType::f32, DType::f16})
+      for (int64_t m : {17, 40})
+        for (const Fusions& f : {bias_res, gated_bias, all, kFusionSets[3]})
+          for (DType w : {DType::q4_1, DType::q8_0, DType::q4_k}) {
+            if (act == DType::f16 && w != DType::q4_1) continue;
+            const LinearCase c{w, act, m, 100, is_k_quant(w) ? 256 : 96, f};
+            const size_t dispatches = check_linear(d, c);
+            if (fuses(d, w)) EXPECT_EQ(dispatches, tiled_dispatches(c)) << case_name(c);
+          }
+    check_linear(d, {DType::q4_1, DType::f32, 40, 98, 96, all});
+    for (DType act : {DType::f32, DType::f16}) {
+      const LinearCase odd{DType::q5_0, act, 17, 98, 96, bias_res};
+      const size_t dispatches = check_linear(d, odd);
+      if (fuses(d, odd.weight)) EXPECT_EQ(dispatches, tiled_dispatches(odd)) << case_name(odd);
+    }
+  }
+}
+
 // The SmolLM2 shapes (many workgroups, K of 18 and 48 blocks: rows that start at every word of
 // a 16-byte texel) and Llama-3.2-1B's k-quant widths, with all fusions.
 TEST_F(DeviceTest, LinearFusionsAtModelShapes) {

@@ -37,6 +37,13 @@ static_assert(sizeof(TexelPush) == sizeof(WeightMatmulPush) + 4);
 WeightMatmulPush& base_push(WeightMatmulPush& p) { return p; }
 WeightMatmulPush& base_push(TexelPush& p) { return p.base; }
 
+// shaders/matmul_wq_texel.comp's QUADS: a lane's outputs in runs of 4 consecutive columns (4-wide
+// stores, the residual as texels), where its TN (gated or not) and out's layout allow.
+uint32_t texel_quads(uint32_t tn, const WeightMatmulPush& p, const Binding& out, DType act) {
+  return tn % 8 == 0 && p.n % 4 == 0 && p.ldo % 4 == 0 &&
+         out.window_offset % (4 * dtype_size(act)) == 0;
+}
+
 [[noreturn]] void bug(Lowering& l, const std::string& what) {
   throw Error(ErrorCode::internal, l.node().label + ": emit_matmul_weights: " + what);
 }
@@ -120,6 +127,9 @@ bool use_texel(Lowering& l, DType act, Kernel kernel, const std::vector<Binding>
   if (forced && *forced != vk::MatmulPath::texel) return false;
   uint64_t texels = l.info().max_texel_buffer_elements;
   if (tuning.weight_tiles.texel_limit) texels = std::min(texels, tuning.weight_tiles.texel_limit);
+  // matmul_wq_texel.comp's residual, read as 16-byte texels of its bytes like w.
+  if (operands.size() > 4 && (operands[4].bytes(l.value(operands[4].value)) + 15) / 16 > texels)
+    return false;
   return operands[0].bytes(l.value(operands[0].value)) / (4 * dtype_size(act)) <= texels &&
          (operands[1].bytes(l.value(operands[1].value)) + 15) / 16 <= texels;
 }
@@ -193,7 +203,8 @@ void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
     std::vector<Binding> five = operands;
     five.push_back(operands[0]);  // no residual
     dispatch_rows(l, *texel, act, five, TexelPush{p, 0}, ceil_div(p.n, uint64_t(sg) * tn),
-                  ceil_div(p.m, tm), {sg, tm, tn, has_bias, activation});
+                  ceil_div(p.m, tm),
+                  {sg, tm, tn, has_bias, activation, texel_quads(tn, p, operands[3], act)});
     return;
   }
   const Kernel gemv = required_kernel(l, kernels::WeightKernel::matmul_wq_gemv, w);
@@ -272,7 +283,9 @@ bool emit_texel_epilogue(Lowering& l, const MatmulCall& c, uint64_t m, uint64_t 
                " lanes");
   const uint32_t flags = (c.gated ? 1u : 0u) | (c.residual != kNoValue ? 2u : 0u);
   dispatch_rows(l, *texel, act, operands, TexelPush{p, flags}, ceil_div(p.n, uint64_t(sg) * columns),
-                ceil_div(p.m, tm), {sg, tm, tn, c.bias != kNoValue ? 1u : 0u, static_cast<uint32_t>(c.activation)});
+                ceil_div(p.m, tm),
+                {sg, tm, tn, c.bias != kNoValue ? 1u : 0u, static_cast<uint32_t>(c.activation),
+                 texel_quads(tn, p, operands[3], act)});
   return true;
 }
 
