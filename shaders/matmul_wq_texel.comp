@@ -91,14 +91,7 @@ vec4 residual4(uint e) {
   return uintBitsToFloat(texelFetch(Residual, int(e / 4u)));
 #endif
 }
-float residual1(uint e) {
-#if defined(DTYPE_F16)
-  const uint w = texelFetch(Residual, int(e / 8u))[(e / 2u) % 4u];
-  return unpackHalf2x16(w)[e % 2u];
-#else
-  return uintBitsToFloat(texelFetch(Residual, int(e / 4u))[e % 4u]);
-#endif
-}
+float residual1(uint e) { return residual4(e & ~3u)[e % 4u]; }
 
 void main() {
   const uint lane = gl_SubgroupInvocationID;
