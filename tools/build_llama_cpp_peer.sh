@@ -18,9 +18,10 @@ PEER_DIR="${1:-/work/peers}"
 JOBS="${JOBS:-1}"
 BACKEND="${BACKEND:-auto}"     # auto: Vulkan, falling back to CPU; cpu: CPU only
 # llama-quantize writes the K-quant fixtures (tools/make_family_models.py); llama-completion is
-# the classic one-shot CLI; llama-cli and llama-server need the server library (slow) and come
-# last so the others are usable early.
-TARGETS=(llama-tokenize llama-quantize llama-bench llama-completion llama-cli llama-server)
+# the classic one-shot CLI; llama-perplexity is what `vkformer perplexity` is checked against;
+# llama-cli and llama-server need the server library (slow) and come last so the others are
+# usable early.
+TARGETS=(llama-tokenize llama-quantize llama-bench llama-completion llama-perplexity llama-cli llama-server)
 
 say() { echo "build_llama_cpp_peer: $*" >&2; }
 die() { say "error: $*"; exit 1; }
