@@ -120,7 +120,6 @@ def deadline(seconds):
     return lambda: time.monotonic() < end
 
 
-
 def metric_value(text, name):
     """The value of the unlabelled sample `name` in Prometheus text, or None when absent."""
     m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
