@@ -110,8 +110,10 @@ for ((run = 1; run <= RUNS; run++)); do
       failures+=("$name	$run	${f#*	}	${detail:-see the log}")
     done
   fi
-  line=$(printf 'run %d: %s, %s passed, %d s (load %s)' "$run" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
-         "${passed:-?}" "$took" "$(cut -d' ' -f1 /proc/loadavg)")
+  # The slowest test: how close the load brings it to its TIMEOUT (ctest's "... Passed  512.3 sec").
+  slowest=$(sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec$/\2 \1/p' "$log" | sort -rn | head -1)
+  line=$(printf 'run %d: %s, %s passed, %d s (load %s; slowest %s)' "$run" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" \
+         "${passed:-?}" "$took" "$(cut -d' ' -f1 /proc/loadavg)" "${slowest:+${slowest#* } ${slowest%% *} s}")
   ((${#failed[@]})) && [[ $rc != 0 ]] && line+=": $(printf '%s, ' "${failed[@]%%	*}" | sed 's/, $//')"
   echo "$line"
   summary+=("$line")

@@ -10,6 +10,7 @@ import http.client
 import json
 import re
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -314,94 +315,98 @@ try:
     # More connections than --max-connections: the one over the limit gets 503 naming it. The
     # server counts the connections it serves (vkformer_open_connections, the asking one
     # included), and the test waits on that count instead of sleeping for the accept loop (it
-    # slept 0.3 s and lost the race on a loaded machine: issue 40). Each look at /metrics is a
-    # connection of its own (httplib closes a kept-alive one after 5 requests):
-    #   1. the server serves the limit at once: with one held connection fewer, a look reads the
-    #      limit (it is the last one);
-    #   2. with the limit held, a look gets 503 naming it; any look served meanwhile (a held
+    # slept 0.3 s and lost the race on a loaded machine: issue 40):
+    #   0. nothing is left open by the cases before (their connections close asynchronously);
+    #   1. with one connection fewer than the limit held, a look at /metrics reads the limit
+    #      (it is the last one): the server serves the limit at once;
+    #   2. with the limit held, a look gets 503 naming it; one served meanwhile (a held
     #      connection not accepted yet) may read at most the limit.
-    # The held connections stall mid-body; a byte every 0.25 s keeps them past --read-timeout,
-    # and one the server dropped all the same (a stalled machine) is replaced.
+    # Each look is a connection of its own (httplib closes a kept-alive one after 5 requests)
+    # that the server closes (Connection: close): one the client closed first would be counted
+    # until the server noticed, and could push a held connection over the limit. The held
+    # connections stall mid-body; a byte every 0.25 s keeps them past --read-timeout. An attempt
+    # where one was dropped all the same, or went over the limit (the server closing a look is
+    # not quite the same moment as uncounting it), proves nothing and is made again.
     OPEN = "vkformer_open_connections"
     partial = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{"
 
     def look():
-        """(status, the gauge or None, the reply's text) of GET /metrics on a new connection."""
-        status, reply = request(port, "GET", "/metrics", timeout=30)
-        text = reply.decode(errors="replace") if isinstance(reply, bytes) else json.dumps(reply)
-        return status, metric_value(text, OPEN) if status == 200 else None, text
-
-    def hold():
-        s = socket.create_connection((HOST, port), timeout=30)
-        s.sendall(partial)
-        return s
-
-    def still_open(s):
+        """(status, the gauge or None, the body) of GET /metrics on a connection of its own,
+        read until the server has closed it."""
+        data = b""
         try:
-            s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)  # an answer or the end: dropped
-            return False
-        except BlockingIOError:
-            return True
+            with socket.create_connection((HOST, port), timeout=30) as s:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
         except OSError:
-            return False
+            return None, None, data.decode(errors="replace")
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = int(head[9:12]) if head.startswith(b"HTTP/1.1 ") else None
+        text = body.decode(errors="replace")
+        return status, (metric_value(text, OPEN) if status == 200 else None), text
 
-    held = []
-    lock = threading.Lock()
-    stop = threading.Event()
+    def connection_flood():
+        """("pass" | "fail" | "retry", what happened)."""
+        held = []
+        stop = threading.Event()
 
-    def trickle():
-        while not stop.wait(0.25):
-            with lock:
-                for s in held:
+        def trickle():
+            while not stop.wait(0.25):
+                for s in list(held):
                     try:
                         s.sendall(b" ")
                     except OSError:
-                        pass  # dropped: replaced by the main thread
+                        pass  # dropped: all_held() tells
 
-    def replace_dropped():
-        with lock:
-            for i, s in enumerate(held):
-                if not still_open(s):
-                    s.close()
-                    held[i] = hold()
+        def all_held():  # none answered or closed by the server
+            return not select.select(held, [], [], 0)[0]
 
-    last = {}
+        last = [(None, None, "")]
 
-    def limit_served():
-        replace_dropped()
-        last["look"] = look()
-        return last["look"][1] == MAX_CONNECTIONS
+        def looked(done):
+            last[0] = look()
+            return done(*last[0]) or not all_held()
 
-    def limit_refused():
-        replace_dropped()
-        last["look"] = status, served, text = look()
-        if status == 200 and served > MAX_CONNECTIONS:
-            raise AssertionError("served as connection %d of at most %d" % (served, MAX_CONNECTIONS))
-        return status == 503
-
-    trickler = threading.Thread(target=trickle, daemon=True)
-    try:
-        # Nothing left open by the cases before (their connections close asynchronously).
-        c.check(wait_until(lambda: look()[1] == 1), "%s %s with no other client" % (OPEN, look()[:2]))
-        for _ in range(MAX_CONNECTIONS - 1):
-            held.append(hold())
-        trickler.start()
-        c.check(wait_until(limit_served), "%d connections at once: the last look %s" % (MAX_CONNECTIONS, last["look"][:2]))
-        with lock:
-            held.append(hold())
+        trickler = threading.Thread(target=trickle, daemon=True)
         try:
-            refused = wait_until(limit_refused)
-            status, _, text = last["look"]
-            c.check(refused and "max-connections" in text,
-                    "connection %d: %s %s" % (MAX_CONNECTIONS + 1, status, text[:300]))
-        except AssertionError as e:
-            c.check(False, "connection %d: %s" % (MAX_CONNECTIONS + 1, e))
-    finally:
-        stop.set()
-        if trickler.is_alive():
-            trickler.join()
-        for s in held:
-            s.close()
+            if not wait_until(lambda: looked(lambda status, n, text: n == 1)):
+                return "fail", "%s %s with no other client" % (OPEN, last[0][:2])
+            for _ in range(MAX_CONNECTIONS - 1):
+                held.append(socket.create_connection((HOST, port), timeout=30))
+                held[-1].sendall(partial)
+            trickler.start()
+            if not wait_until(lambda: looked(lambda status, n, text: n == MAX_CONNECTIONS)) or not all_held():
+                return "retry", "%d connections at once: the last look %s, none dropped: %s" % (
+                    MAX_CONNECTIONS, last[0][:2], all_held())
+            held.append(socket.create_connection((HOST, port), timeout=30))
+            held[-1].sendall(partial)
+            # A look the server neither refuses nor serves within 30 s was taken past the limit
+            # and waits for a thread: a look over the limit is answered at once.
+            wait_until(lambda: looked(lambda status, n, text: status in (503, None) or (n or 0) > MAX_CONNECTIONS))
+            status, n, text = last[0]
+            what = "connection %d: %s %s" % (MAX_CONNECTIONS + 1, status, text[:300] if n is None else "%s %d" % (OPEN, n))
+            if status == 503:
+                return ("pass" if "max-connections" in text else "fail"), what
+            if status is None or (n or 0) > MAX_CONNECTIONS:
+                return "fail", what + " (taken past the limit)"
+            return "retry", "%s (none dropped: %s)" % (what, all_held())
+        finally:
+            stop.set()
+            if trickler.is_alive():
+                trickler.join()
+            for s in held:
+                s.close()
+
+    for attempt in range(3):
+        verdict, what = connection_flood()
+        print("connection flood, attempt %d: %s, %s" % (attempt + 1, verdict, what), flush=True)
+        if verdict != "retry":
+            break
+    c.check(verdict == "pass", "connection flood: %s" % what)
     # Every held connection is let go: the gauge is back to the asking one alone.
     c.check(wait_until(lambda: look()[1] == 1), "%s %s after the flood" % (OPEN, look()[:2]))
     c.check(server.health() and real_request_ok(), "served again after the connection flood")
