@@ -133,9 +133,11 @@ TEST(HostileConfig, ConfigFileMustBeARegularFileOfBoundedSize) {
   const fs::path missing = dir / "missing.json";
   EXPECT_TRUE(fails_with([&] { ModelConfig::load(missing.string()); }, ErrorCode::io,
                          missing.string() + ": cannot open: " + missing_file_reason()));
-  // A regular file behind a link is read.
+  // A regular file behind a link is read. The target is absolute: kEncoder is relative where the
+  // compiler was given relative paths (ccache's base_dir), and a link's relative target is read
+  // from the link's folder, not from the working directory.
   const fs::path link = dir / "link.json";
-  link_to_regular_file(kEncoder / "config.json", link);
+  link_to_regular_file(fs::absolute(kEncoder / "config.json"), link);
   EXPECT_EQ(ModelConfig::load(link.string()).d_model,
             ModelConfig::load((kEncoder / "config.json").string()).d_model);
 }

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -973,12 +972,17 @@ TEST(Npy, EveryTruncationIsAnError) {
 
 // Random corruption of small valid files: every outcome must be a tensor or a vkformer::Error.
 // Mutations favour the header, where the parsing is; ASan/UBSan builds check the reads too.
+// No mutation may make a reader slow (a size taken at its word, a loop over a bogus count): the
+// 4000 reads may use at most 2 s of CPU: 0.04 s (safetensors) and 0.02 s (npy) here, printed.
+// The bound is on the thread's CPU time, not the clock's (2 s before): the clock's grows with the
+// machine's load while the thread waits for a core (0.05-0.25 s at load 11), the CPU time not.
 template <class Try>
 void mutate_many(const std::vector<std::byte>& valid, size_t header_end, uint32_t seed, int rounds,
                  Try&& attempt) {
   std::mt19937 rng(seed);
   const char interesting[] = "{}[]():,\"'\\-0159eE.LTFn \n\x7f\x80\xff";
   int ok = 0, errors = 0;
+  const double cpu0 = testing::thread_cpu_seconds();
   for (int round = 0; round < rounds; ++round) {
     std::vector<std::byte> b = valid;
     const int edits = 1 + static_cast<int>(rng() % 4);
@@ -1006,15 +1010,17 @@ void mutate_many(const std::vector<std::byte>& valid, size_t header_end, uint32_
       ++errors;
     }
   }
+  const double cpu = testing::thread_cpu_seconds() - cpu0;
   EXPECT_GT(ok, 0);
   EXPECT_GT(errors, rounds / 2);
+  std::printf("%d mutated files read in %.3f s of CPU time\n", rounds, cpu);
+  EXPECT_LT(cpu, 2.0) << "seconds of CPU time for " << rounds << " mutated files";
 }
 
 TEST(Mutations, SafetensorsNeverCrash) {
   const auto valid = small_safetensors();
   uint64_t n;
   std::memcpy(&n, valid.data(), 8);
-  const auto start = std::chrono::steady_clock::now();
   mutate_many(valid, 8 + n, 7, 4000, [](const std::vector<std::byte>& b) {
     SafetensorsFile f = SafetensorsFile::from_bytes(b);
     for (const auto& e : f.entries()) {
@@ -1026,14 +1032,11 @@ TEST(Mutations, SafetensorsNeverCrash) {
       }
     }
   });
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 TEST(Mutations, NpyNeverCrash) {
   const auto valid = small_npy();
-  const auto start = std::chrono::steady_clock::now();
   mutate_many(valid, 128, 8, 4000, [](const std::vector<std::byte>& b) { parse_npy(b); });
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 }  // namespace

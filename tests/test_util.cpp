@@ -9,6 +9,7 @@
 
 #ifdef _WIN32
 #include <process.h>
+#include <windows.h>
 // The POSIX names the helpers below use, in the C runtime's spelling.
 #define popen _popen
 #define pclose _pclose
@@ -16,6 +17,7 @@
 static int setenv(const char* name, const char* value, int) { return _putenv_s(name, value); }
 static int unsetenv(const char* name) { return _putenv_s(name, ""); }
 #else
+#include <time.h>
 #include <unistd.h>
 #endif
 
@@ -171,6 +173,19 @@ FetchedModel run_fetch_script(const std::string& script, const std::string& hint
 }
 
 uint64_t process_id() { return static_cast<uint64_t>(::getpid()); }
+
+double thread_cpu_seconds() {
+#ifdef _WIN32
+  FILETIME created, exited, kernel, user;  // 100 ns units
+  if (!GetThreadTimes(GetCurrentThread(), &created, &exited, &kernel, &user)) return 0;
+  auto ticks = [](const FILETIME& t) { return (uint64_t(t.dwHighDateTime) << 32) | t.dwLowDateTime; };
+  return double(ticks(kernel) + ticks(user)) * 1e-7;
+#else
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+#endif
+}
 
 const std::filesystem::path& scratch_dir(const std::string& name) {
   struct Dir {

@@ -59,6 +59,11 @@ FetchedModel run_fetch_script(const std::string& script, const std::string& hint
 // The test process's id, for unique temporary names (getpid or GetCurrentProcessId).
 uint64_t process_id();
 
+// CPU time this thread has used, in seconds (clock_gettime or GetThreadTimes). Unlike time on
+// the clock it does not grow while the thread waits for a core, so a bound on it holds on a
+// loaded machine: for a bound on how much work something does, not on how long it waits.
+double thread_cpu_seconds();
+
 // A folder for this test binary's files, <tmp>/vkformer_<name>_<pid>, made on first use and
 // removed at exit (the first call's name holds for the binary).
 const std::filesystem::path& scratch_dir(const std::string& name);

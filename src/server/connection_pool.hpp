@@ -2,10 +2,13 @@
 // cpp-httplib's task queue with a limit on connections served at once. A connection beyond the
 // limit is still read, on a small overflow pool, but only to answer 503 naming the limit
 // (over_connection_limit() tells the handlers), so a flood of clients cannot take every thread.
+// The connections admitted are counted in Metrics (the vkformer_open_connections gauge).
 #include <httplib.h>
 
 #include <atomic>
 #include <functional>
+
+#include "metrics.hpp"
 
 namespace vkformer::server {
 
@@ -13,12 +16,13 @@ bool over_connection_limit();  // true on an overflow thread, for the request it
 
 class ConnectionPool : public httplib::TaskQueue {
  public:
-  explicit ConnectionPool(size_t max_connections);
+  ConnectionPool(size_t max_connections, Metrics& metrics);
   void enqueue(std::function<void()> fn) override;
   void shutdown() override;
 
  private:
   size_t max_;
+  Metrics& metrics_;
   std::atomic<size_t> active_{0};
   httplib::ThreadPool pool_, overflow_;
 };

@@ -50,6 +50,10 @@ std::string Metrics::render(int parallel) const {
   o << "# HELP vkformer_active_slots Sequences generating now, of vkformer_slots.\n"
        "# TYPE vkformer_active_slots gauge\nvkformer_active_slots "
     << active_slots_.load() << "\nvkformer_slots " << parallel << "\n";
+  o << "# HELP vkformer_open_connections Connections being served now, the one asking included "
+       "(at most --max-connections: those over it get 503 and are not counted).\n"
+       "# TYPE vkformer_open_connections gauge\nvkformer_open_connections "
+    << open_connections_.load() << "\n";
   o << "# HELP vkformer_client_disconnects_total Streams whose client went away before the end.\n"
        "# TYPE vkformer_client_disconnects_total counter\nvkformer_client_disconnects_total "
     << disconnects_.load() << "\n";

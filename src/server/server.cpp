@@ -91,7 +91,9 @@ ServerImpl::~ServerImpl() { stop(); }
 
 void ServerImpl::routes() {
   const ServerOptions& o = options_;
-  http_.new_task_queue = [n = o.max_connections] { return new server::ConnectionPool(static_cast<size_t>(n)); };
+  http_.new_task_queue = [this, n = o.max_connections] {
+    return new server::ConnectionPool(static_cast<size_t>(n), metrics_);
+  };
   http_.set_payload_max_length(o.max_body_bytes);
   http_.set_read_timeout(o.read_timeout_s, 0);
   http_.set_write_timeout(o.write_timeout_s, 0);

@@ -1,6 +1,7 @@
 """Starts `vkformer serve` for a test and stops it: a free port chosen by the server (--port 0,
 read from its "listening on" line), bounded waits everywhere, the server's exit status and
-stderr checked at the end. Loopback only."""
+stderr checked at the end. Loopback only. Waits poll a condition with a generous deadline
+(wait_until), never sleep a fixed time: the tests run on loaded machines (docs/testing.md)."""
 import os
 import re
 import subprocess
@@ -55,6 +56,10 @@ class Server:
     def metrics(self):
         with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
             return r.read().decode()
+
+    def metric(self, name):
+        """One unlabelled sample of /metrics (e.g. vkformer_open_connections), or None."""
+        return metric_value(self.metrics(), name)
 
     def rss_kib(self):
         with open("/proc/%d/status" % self.proc.pid) as f:
@@ -113,3 +118,22 @@ class Checks:
 def deadline(seconds):
     end = time.monotonic() + seconds
     return lambda: time.monotonic() < end
+
+
+def metric_value(text, name):
+    """The value of the unlabelled sample `name` in Prometheus text, or None when absent."""
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def wait_until(condition, timeout=60, interval=0.05):
+    """Calls condition() until it returns a true value, or until `timeout` seconds have passed;
+    returns its last value, so the caller's check names what did not happen. The timeout only
+    guards against a hang: on a quiet machine the conditions the tests wait for hold within a
+    second, so a minute leaves room for any load."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value or time.monotonic() >= end:
+            return value
+        time.sleep(interval)
