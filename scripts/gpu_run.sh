@@ -199,7 +199,7 @@ step_ggml() {
     >"$VKF_WORK/ggml-bench.jsonl" || rc=1
   cat "$VKF_WORK/ggml-bench.jsonl"
   if [ -x "$VKF_BIN/peer/test-backend-ops" ]; then
-    "$VKF_BIN/peer/test-backend-ops" perf -o MUL_MAT -p "$VKF_GGML_OPS_FILTER" >"$VKF_WORK/ggml-ops.txt" 2>&1 || rc=1
+    "$VKF_BIN/peer/test-backend-ops" perf -b Vulkan0 -o MUL_MAT -p "$VKF_GGML_OPS_FILTER" >"$VKF_WORK/ggml-ops.txt" 2>&1 || rc=1
     cat "$VKF_WORK/ggml-ops.txt"
     python3 "$VKF_RECORD" ggml-ops "$VKF_WORK/ggml-ops.txt" >"$VKF_WORK/ggml-ops.json" || rc=1
   else
@@ -287,6 +287,7 @@ if [ "$dry" = 1 ]; then
   export VKF_TORCH_ARGS="--smoke --repeats 3 --warmup 1 --budget 0.2"
   export VKF_GGML_BENCH_ARGS="-p 16 -n 4 -r 1"
   export VKF_GGML_OPS_FILTER="type_a=q4_0,type_b=f32,m=4096,n=1,k=14336,"
+  export GGML_VK_VISIBLE_DEVICES=0  # ggml-vulkan passes over CPU devices (lavapipe) unless named
   limits=(setup=90 devices=30 models=60 bench_core=90 torch_core=60 ggml=30 llm=60 tests=120 bench_more=60 torch_more=30 tune=30)
 else
   export VKF_TEST_LIMIT=100 VKF_TEST_JOBS=6 VKF_TEST_EXTRA=""
