@@ -4,7 +4,7 @@
 #
 #   scripts/gpu_bundle_check.sh dry-run BUILD_DIR SCRATCH
 #       scripts/gpu_bundle.sh packs BUILD_DIR's binaries (--build-dir, --fast: no second build,
-#       xz -1) into SCRATCH/.gl and SCRATCH/.devrun with the size check and the test list, then
+#       xz preset 1) into SCRATCH/.gl and SCRATCH/.devrun with the size check and the test list, then
 #       SCRATCH/.devrun/gpu_run.sh --dry-run unpacks them into a prefix and runs every step with
 #       small sizes. Checked: every step ok; the loader came from the prefix, the driver through
 #       VK_DRIVER_FILES, the validation layer from the carried packages; the suites ran from the
@@ -63,7 +63,9 @@ layer = setup["layer"]
 assert layer and os.path.realpath(layer["manifest"]).startswith(prefix + "/"), f"layer: {layer}"
 assert setup["environment"]["VK_LAYER_PATH"].startswith(prefix), setup["environment"]
 tsv = [l.split("\t") for l in open(os.path.join(scratch, ".devrun", "tests.tsv")) if l.strip() and not l.startswith("#")]
-assert [t[1] for t in tsv[:3]] == ["coopmat_test", "fused_ops_test", "flash_attention_test"], [t[0] for t in tsv[:5]]
+tensor_core = {"coopmat_test", "fused_ops_test", "flash_attention_test"}
+first = [t[1] for t in tsv[:len([t for t in tsv if t[1] in tensor_core])]]
+assert set(first) == tensor_core, f"the tensor-core suites are not first: {[t[0] for t in tsv[:6]]}"
 suites, problems = read_jsonl(os.path.join(out, "tests.jsonl"))
 assert not problems, problems
 by = {s["suite"]: s for s in suites}
@@ -85,7 +87,7 @@ PY
     [ -f "$scratch/.devrun/gpu_run.sh" ] || fail "no bundle in $scratch (gpu_bundle_dry_run makes it)"
     span=$(cat "$scratch/dry_run_seconds" 2>/dev/null || echo 120)
     [ "$span" -ge 4 ] || span=4
-    at=$((2 + RANDOM % (span - 2)))
+    at=${VKF_KILL_AT:-$((2 + RANDOM % (span - 2)))}  # VKF_KILL_AT: a chosen moment
     out=$scratch/out-killed
     rm -rf "$out" "$scratch/prefix-killed"
     TMPDIR=$scratch setsid bash "$scratch/.devrun/gpu_run.sh" --dry-run --out "$out" --prefix "$scratch/prefix-killed" \
@@ -107,7 +109,23 @@ PY
     ls -l "$out"
     check_out "$scratch" "$out"
     [ -s "$out/run.log" ] || fail "the killed run left no run.log"
-    echo "the killed run's results parse: $(wc -l <"$out/steps.jsonl" 2>/dev/null || echo 0) steps, $(wc -l <"$out/tests.jsonl" 2>/dev/null || echo 0) suites recorded"
+    # What it measured came back: every step and suite that run.log says ended has its record
+    # (gpu_run.sh logs the end after writing the record).
+    python3 - "$scratch" "$out" <<'PY' || fail "the killed run lost results it had"
+import os, re, sys
+sys.path.insert(0, os.path.join(sys.argv[1], ".devrun"))
+from gpu_run_record import read_jsonl
+out = sys.argv[2]
+log = open(os.path.join(out, "run.log"), errors="replace").read()
+ended_steps = re.findall(r"^== (\w+): (?!skipped).* in \d+ s$", log, re.M)
+ended_suites = re.findall(r"^(\w+): exit -?\d+ in \d+ s$", log, re.M)
+steps = {s["step"] for s in read_jsonl(os.path.join(out, "steps.jsonl"))[0]}
+suites = {s["suite"] for s in read_jsonl(os.path.join(out, "tests.jsonl"))[0]}
+lost = [s for s in ended_steps if s not in steps] + [s for s in ended_suites if s not in suites]
+assert not lost, f"ended but not recorded: {lost}"
+print(f"the killed run's results parse: {len(steps)} steps and {len(suites)} suites recorded, "
+      f"{len(ended_steps)} steps and {len(ended_suites)} suites ended")
+PY
     ;;
   *) fail "usage: $0 dry-run BUILD_DIR SCRATCH | killed SCRATCH" ;;
 esac

@@ -100,12 +100,13 @@ run_step() {
     124 | 137) status="timeout after ${limit} s" ;;
     *) status="failed (exit $rc)" ;;
   esac
-  echo "== $name: $status in $((SECONDS - t0)) s" >>"$log"
-  local results=()
+  local results=() secs=$((SECONDS - t0))
   for kv in "$@"; do results+=(--result "$kv"); done
   python3 "$VKF_RECORD" step "$out/steps.jsonl" --name "$name" --status "$status" \
-    --seconds "$((SECONDS - t0))" --elapsed "$((SECONDS - start))" "${results[@]}" \
+    --seconds "$secs" --elapsed "$((SECONDS - start))" "${results[@]}" \
     --log "$steplog" --tails "$out/logs-tail.txt" >>"$log" 2>&1
+  # After the record: a step run.log calls ended has its line in steps.jsonl.
+  echo "== $name: $status in $secs s" >>"$log"
 }
 
 # ---- the steps -----------------------------------------------------------------------------------
