@@ -141,7 +141,12 @@ rm -rf "$stage"
 # The suites as ctest runs them (name, binary, environment, arguments), in SUITES' order, the
 # SPLITS cases in entries of their own at the end; those that need a fetched model are filtered
 # out by name.
-ctest --test-dir "$build_dir" --show-only=json-v1 >"$devrun/ctest.json"
+# (ctest writes Testing/Temporary/LastTest.log where it runs, even for --show-only: it reads a
+# copy of the build folder's test files, so that a ctest running this script keeps its log.)
+ctest_copy=$(mktemp -d)
+(cd "$build_dir" && find . -name CTestTestfile.cmake -exec cp --parents {} "$ctest_copy" \;)
+ctest --test-dir "$ctest_copy" --show-only=json-v1 >"$devrun/ctest.json"
+rm -rf "$ctest_copy"
 python3 - "$devrun/ctest.json" "${SUITES[*]}" "${SPLITS[*]}" "${TENSOR_CORE_SUITES[*]}" <<'PY' >"$devrun/tests.tsv"
 import json, os, sys
 doc = json.load(open(sys.argv[1]))
