@@ -11,9 +11,11 @@
 #       bundle's binaries (not BUILD_DIR's), each entry of tests.tsv with exit 0, the tensor-core
 #       suites first; every file under $OUT parses.
 #   scripts/gpu_bundle_check.sh killed SCRATCH
-#       runs that bundle again and kills the whole run (SIGKILL, its process group) at a random
-#       moment within the dry run's duration: every file it left must parse and compare.py must
-#       make its table from them.
+#       runs that bundle again, without xz (the set-up's fallback), and kills the whole run
+#       (SIGKILL, every process of its session) at a random moment within the dry run's
+#       duration (VKF_KILL_AT=S: a chosen one): every file it left must parse, compare.py must
+#       make its table from them, and each step and suite that run.log says ended must have its
+#       record, with status ok.
 set -u -o pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 checkout=$(cd "$here/.." && pwd)
@@ -90,7 +92,8 @@ PY
     at=${VKF_KILL_AT:-$((2 + RANDOM % (span - 2)))}  # VKF_KILL_AT: a chosen moment
     out=$scratch/out-killed
     rm -rf "$out" "$scratch/prefix-killed"
-    TMPDIR=$scratch setsid bash "$scratch/.devrun/gpu_run.sh" --dry-run --out "$out" --prefix "$scratch/prefix-killed" \
+    # Without xz this time: the set-up's fallback (Python's lzma) unpacks the binaries.
+    VKF_NO_XZ=1 TMPDIR=$scratch setsid bash "$scratch/.devrun/gpu_run.sh" --dry-run --out "$out" --prefix "$scratch/prefix-killed" \
       >"$scratch/killed.log" 2>&1 &
     pid=$!
     # Poll, so the kill lands at `at` seconds (or the run ended by itself first).
@@ -119,7 +122,10 @@ out = sys.argv[2]
 log = open(os.path.join(out, "run.log"), errors="replace").read()
 ended_steps = re.findall(r"^== (\w+): (?!skipped).* in \d+ s$", log, re.M)
 ended_suites = re.findall(r"^(\w+): exit -?\d+ in \d+ s$", log, re.M)
-steps = {s["step"] for s in read_jsonl(os.path.join(out, "steps.jsonl"))[0]}
+records = read_jsonl(os.path.join(out, "steps.jsonl"))[0]
+steps = {s["step"] for s in records}
+bad = [(s["step"], s["status"]) for s in records if s["status"] != "ok"]
+assert not bad, f"steps that ended before the kill but not ok: {bad}"
 suites = {s["suite"] for s in read_jsonl(os.path.join(out, "tests.jsonl"))[0]}
 lost = [s for s in ended_steps if s not in steps] + [s for s in ended_suites if s not in suites]
 assert not lost, f"ended but not recorded: {lost}"

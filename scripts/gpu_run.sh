@@ -116,7 +116,7 @@ step_setup() {
   local rc=0 f
   mkdir -p "$VKF_PREFIX/gl" "$VKF_BIN"
   # The binaries. tar -J needs the xz program; Python's lzma module does without it.
-  if command -v xz >/dev/null; then
+  if command -v xz >/dev/null && [ -z "${VKF_NO_XZ:-}" ]; then  # VKF_NO_XZ: take the fallback
     tar -xJf "$VKF_HERE/bin.tar.xz" -C "$VKF_BIN" || { echo "setup: tar -xJf bin.tar.xz failed"; rc=1; }
   else
     echo "setup: no xz here: unpacking bin.tar.xz with Python's lzma"
