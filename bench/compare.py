@@ -1,28 +1,26 @@
 #!/usr/bin/env python3
-"""One table for a GPU run: a row per figure the GPU measurement issue (issue 22) asks for,
-each with vkformer's number, the reference (PyTorch on the same GPU, the copy bandwidth vkformer
-measured, ggml-vulkan), the ratio and whether the target holds, or "not measured: why". Inputs
-are the JSON files of one run (scripts/gpu_run.sh runs them all in one command):
+"""One table for a GPU run: a row per figure the GPU measurement issue (issue 22, then 41) asks
+for, each with vkformer's number, the reference (PyTorch on the same GPU, the copy bandwidth
+vkformer measured, ggml-vulkan in the same run), the ratio and whether the target holds, or
+"not measured: why". Inputs are the results of one run (scripts/gpu_run.sh):
 
+  python3 bench/compare.py --out-dir DIR [--markdown summary.md] [--json results.json] [--smoke]
+      # what gpu_run.sh streamed into DIR (steps.jsonl, tests.jsonl, torch.jsonl), complete or
+      # cut short: a run killed at any moment still makes a table of what it measured
   python3 bench/compare.py --vkformer vkformer.json --torch torch.json \\
       [--smollm2 llm.json] [--llama1b llm.json --llama1b-bytes N] [--tests tests.json] \\
-      [--tune tune.json] [--ggml llama-bench.json] [--steps steps.tsv] \\
-      [--markdown summary.md] [--json results.json] [--smoke]
-  python3 bench/compare.py vkformer.json torch.json        # the same, as before
+      [--tune tune.json] [--ggml llama-bench.json] [--steps steps.tsv]   # single files
 
---smoke reads the small shapes the lavapipe smoke run measures instead of the GPU sizes (the
-rows, their order and their targets stay those of the issue). --json writes the rows and every
-input file in one document. Exit status 1 if a row is missing or malformed (never for a target
-missed: that is what the table reports).
+--smoke reads the small shapes the lavapipe dry run measures instead of the GPU sizes (the rows,
+their order and their targets stay those of the issue). --json writes the rows and every input
+in one document. Exit status 1 if a row is missing or malformed (never for a target missed:
+that is what the table reports). The ggml-vulkan rows take llama-bench's and test-backend-ops'
+figures from the same run; without them they say "not measured", never an older run's figure.
 """
 import argparse
 import json
 import os
 import sys
-
-# ggml-vulkan's SmolLM2-135M Q4_1 on the H100 (issue 22's table), for runs without ggml.
-GGML_H100 = {"pp512": 34923.0, "tg128": 233.0}
-
 
 def mm(dt, m, n, k, variant="square"):
     return f"matmul/{variant}/{dt}/m={m},n={n},k={k}"
@@ -60,7 +58,8 @@ def figures(smoke):
     for wt in ("q4_0", "q4_k"):
         qid = ("matmul_q/smollm2.ffn_up/q4_1/m=1,n=1536,k=576" if s
                else f"matmul_q/ffn-large/{wt}/m=512,n=4096,k=14336")
-        f.append((f"{wt.upper()} prompt GEMM 4096x512x14336 >= 2x ggml-vulkan", "ggml_op", {"id": qid, "bound": 2.0}))
+        f.append((f"{wt.upper()} prompt GEMM 4096x512x14336 >= 2x ggml-vulkan", "ggml_op",
+                  {"id": qid, "type": wt, "m": 4096, "n": 512, "k": 14336, "bound": 2.0}))
         f.append((f"{wt.upper()} prompt GEMM 4096x512x14336 vs PyTorch f16 F.linear (reported)", "torch_speed",
                   {"id": qid, "bound": None}))
     for b, h, d in ((1, 8, 64), (1, 16, 128)):
@@ -89,9 +88,9 @@ def figures(smoke):
                   {"id": ("decoder_step/d512.kv-cache/f32/batch=1,context=128,src=128,d_model=512,layers=6" if s else
                           f"decoder_step/d512.kv-cache/{dt}/batch=1,context=1024,src=128,d_model=512,layers=6"),
                    "bound": 0.50}))
-    f.append(("SmolLM2-135M Q4_1 generation >= 2x ggml-vulkan (233 t/s on the H100)", "llm_vs_ggml",
+    f.append(("SmolLM2-135M Q4_1 tg128 >= 2x ggml-vulkan", "llm_vs_ggml",
               {"model": "smollm2", "test": "tg", "bound": 2.0}))
-    f.append(("SmolLM2-135M Q4_1 pp512 >= 1.5x ggml-vulkan (34,923 t/s on the H100)", "llm_vs_ggml",
+    f.append(("SmolLM2-135M Q4_1 pp512 >= 1.5x ggml-vulkan", "llm_vs_ggml",
               {"model": "smollm2", "test": "pp", "bound": 1.5}))
     f.append(("Llama-3.2-1B-shaped Q4_K generation >= 60% of the copy-bandwidth bound", "llm_vs_bound",
               {"model": "llama1b", "bound": 0.60}))
@@ -108,11 +107,71 @@ def load(path):
         return {"_error": f"{path}: {e}"}
 
 
+def read_jsonl(path):
+    """The complete lines of a JSON-lines file (a last line cut off by a kill is dropped)."""
+    try:
+        with open(path, "rb") as fh:
+            lines = fh.read().split(b"\n")
+    except OSError:
+        return []
+    out = []
+    for line in lines[:-1]:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def merge_bench(docs):
+    """vkformer bench documents of one run (the run splits the benchmarks in groups): one device
+    entry with every group's results and the peaks that were measured."""
+    docs = [d for d in docs if isinstance(d, dict) and d.get("devices")]
+    if not docs:
+        return None
+    first = dict(docs[0]["devices"][0])
+    first["results"] = [r for d in docs for r in d["devices"][0].get("results", [])]
+    for d in docs:
+        peak = d["devices"][0].get("peak") or {}
+        if peak.get("copy_gbps"):
+            first["peak"] = peak
+    return {"devices": [first]}
+
+
+def from_out_dir(d):
+    """The single-file inputs, from what gpu_run.sh streamed into `d`."""
+    steps = read_jsonl(os.path.join(d, "steps.jsonl"))
+    by_key = {}
+    for s in steps:
+        for k, v in s.items():
+            if k not in ("step", "status", "seconds", "elapsed"):
+                by_key.setdefault(k, []).append(v)
+    suites = read_jsonl(os.path.join(d, "tests.jsonl"))
+    tests_step = next((s for s in steps if s["step"] == "tests"), None)
+    tests = None
+    if suites or tests_step:
+        tests = {"suites": suites, "failed": [t["suite"] for t in suites if t.get("exit") != 0],
+                 "finished": bool(tests_step), "status": tests_step["status"] if tests_step else None}
+    torch_lines = read_jsonl(os.path.join(d, "torch.jsonl"))
+    th = None
+    if torch_lines:
+        dev = [t["device"] for t in torch_lines if "device" in t]
+        th = {"device": dev[-1] if dev else {}, "results": [t for t in torch_lines if "id" in t]}
+    ggml = by_key.get("llama_bench", [None])[-1]
+    return {"vkformer": merge_bench(by_key.get("vkformer", [])), "torch": th, "tests": tests,
+            "smollm2": by_key.get("smollm2", [None])[-1], "llama1b": by_key.get("llama1b", [None])[-1],
+            "ggml": ggml if isinstance(ggml, list) else None,
+            "ggml_ops": by_key.get("test_backend_ops", [None])[-1],
+            "tune": by_key.get("tune", [None])[-1], "devices": by_key.get("devices", [None])[-1],
+            "setup": by_key.get("setup", [None])[-1],
+            "steps": [{"step": s["step"], "status": s["status"], "seconds": s["seconds"]} for s in steps]}
+
+
 class Inputs:
-    def __init__(self, a):
+    def __init__(self, a, docs):
         self.a = a
-        self.vk_doc = load(a.vkformer)
-        self.th_doc = load(a.torch)
+        self.vk_doc = docs["vkformer"]
+        self.th_doc = docs["torch"]
         self.vk, self.peak, self.vk_device = {}, {}, {}
         if self.vk_doc and "devices" in self.vk_doc and self.vk_doc["devices"]:
             dev = self.vk_doc["devices"][0]
@@ -130,9 +189,10 @@ class Inputs:
             self.th_info = self.th_doc.get("device", {})
         else:
             self.th_all = {}
-        self.tests = load(a.tests)
-        self.llm = {"smollm2": load(a.smollm2), "llama1b": load(a.llama1b)}
-        self.ggml = load(a.ggml)
+        self.tests = docs["tests"]
+        self.llm = {"smollm2": docs["smollm2"], "llama1b": docs["llama1b"]}
+        self.ggml = docs["ggml"]
+        self.ggml_ops = docs.get("ggml_ops")
 
     def vk_missing(self, bid):
         if not self.vk_doc:
@@ -166,8 +226,13 @@ def row_for(inp, kind, args):
     if kind == "tests":
         t = inp.tests
         if not t or "_error" in t:
-            return "-", "-", "-", "not measured: the tests step did not finish"
+            return "-", "-", "-", "not measured: the tests step did not run"
         n, bad = len(t["suites"]), t["failed"]
+        if t.get("finished") is False:
+            return f"{n - len(bad)} of {n} suites pass", "-", "-", \
+                "not measured: the tests step did not finish" + (" (failed: " + ", ".join(bad) + ")" if bad else "")
+        if t.get("status") not in (None, "ok") and not bad:
+            return f"{n} of {n} suites pass", "-", "-", f"no: the tests step ended '{t['status']}'"
         return f"{n - len(bad)} of {n} suites pass", "-", "-", "yes" if not bad else "no: " + ", ".join(bad)
     if kind in ("torch_speed", "torch_latency"):
         bid, bound = args["id"], args["bound"]
@@ -206,8 +271,19 @@ def row_for(inp, kind, args):
         bid = args["id"]
         if bid not in vk:
             return "-", "-", "-", "not measured: " + inp.vk_missing(bid)
-        return fmt_us(vk[bid]["median_us"]), "-", "-", \
-            "not measured: ggml-vulkan's test-backend-ops was not carried"
+        v = vk[bid]["median_us"]
+        ops = (inp.ggml_ops or {}).get("ops") or []
+        want = {"type_a": args["type"].lower(), "m": str(args["m"]), "n": str(args["n"]), "k": str(args["k"])}
+        match = [o for o in ops if o.get("op") == "MUL_MAT" and
+                 all(str(o["params"].get(k, "")).lower() == x for k, x in want.items())]
+        if not match:
+            why = "ggml-vulkan's test-backend-ops was not carried or did not run" if not ops else \
+                f"test-backend-ops has no MUL_MAT {want}"
+            return fmt_us(v), "-", "-", "not measured: " + why
+        g = match[0]["us_per_run"]
+        ratio = g / v
+        return fmt_us(v), f"{fmt_us(g)} (ggml-vulkan test-backend-ops, same run)", f"{ratio:.2f}x ggml-vulkan's speed", \
+            "yes" if ratio >= args["bound"] else "no"
     if kind == "llm_vs_ggml":
         doc = inp.llm.get(args["model"])
         if not doc or "llm" not in doc:
@@ -217,6 +293,8 @@ def row_for(inp, kind, args):
         if not t:
             return "-", "-", "-", f"not measured: no {args['test']} test in the run"
         ref, src = ggml_reference(inp.ggml, t["test"])
+        if ref is None:
+            return f"{t['avg_ts']:.1f} t/s ({t['test']})", "-", "-", "not measured: " + src
         ratio = t["avg_ts"] / ref
         return f"{t['avg_ts']:.1f} t/s ({t['test']})", f"{ref:.1f} t/s ({src})", f"{ratio:.2f}x", \
             "yes" if ratio >= args["bound"] else "no"
@@ -236,22 +314,31 @@ def row_for(inp, kind, args):
 
 
 def ggml_reference(ggml, test):
-    """ggml-vulkan's t/s for `test` (pp512/tg128) from llama-bench -o json, else the issue's H100 figure."""
+    """(t/s, source) of ggml-vulkan for `test` (pp512/tg128) from llama-bench -o json(l) in the
+    same run, else (None, why)."""
     if isinstance(ggml, list):
         for r in ggml:
             n_p, n_g = r.get("n_prompt", 0), r.get("n_gen", 0)
             name = f"pp{n_p}" if n_p and not n_g else f"tg{n_g}"
             if name == test and "avg_ts" in r:
                 return r["avg_ts"], "ggml-vulkan, same run"
-    key = "pp512" if test.startswith("pp") else "tg128"
-    return GGML_H100[key], "ggml-vulkan on the H100, issue 22"
+    if not ggml:
+        return None, "ggml-vulkan's llama-bench was not carried or did not run"
+    return None, f"llama-bench has no {test} result"
+
+
+def write_atomically(path, text):
+    """A file that is whole or absent: a run killed while writing it leaves the old one."""
+    with open(path + ".part", "w") as fh:
+        fh.write(text)
+    os.replace(path + ".part", path)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("positional", nargs="*", help="vkformer.json torch.json (older form)")
     for name in ("vkformer", "torch", "smollm2", "llama1b", "tests", "tune", "ggml", "devices", "steps",
-                 "markdown", "json"):
+                 "markdown", "json", "out-dir"):
         p.add_argument("--" + name)
     p.add_argument("--llama1b-bytes", type=int, default=0, help="the Llama-3.2-1B-shaped file's size")
     p.add_argument("--elapsed", type=float, default=0)
@@ -261,7 +348,13 @@ def main():
         a.vkformer = a.vkformer or a.positional[0]
         if len(a.positional) > 1:
             a.torch = a.torch or a.positional[1]
-    inp = Inputs(a)
+    if a.out_dir:
+        docs = from_out_dir(a.out_dir)
+    else:
+        docs = {k: load(getattr(a, k)) for k in ("vkformer", "torch", "tests", "smollm2", "llama1b", "ggml", "tune",
+                                                 "devices")}
+        docs.update(ggml_ops=None, setup=None, steps=None)
+    inp = Inputs(a, docs)
 
     lines = []
     d = inp.vk_device
@@ -278,8 +371,12 @@ def main():
         lines.append(f"- peaks: FMA {inp.peak.get('fma_gflops', 0):.0f} GFLOP/s, copy {inp.peak.get('copy_gbps', 0):.1f} GB/s")
     if a.elapsed:
         lines.append(f"- whole run: {a.elapsed:.0f} s")
+    setup = docs.get("setup") or {}
+    if setup.get("layer"):
+        lines.append(f"- validation layer: {setup['layer'].get('version')} (carried; passed over: "
+                     f"{', '.join(str(l.get('version')) for l in setup.get('layers_rejected', [])) or 'none'})")
     lines.append("")
-    lines.append("| figure (issue 22) | vkformer | reference | ratio | holds | measured at |")
+    lines.append("| figure (issues 22, 41) | vkformer | reference | ratio | holds | measured at |")
     lines.append("|---|---|---|---|---|---|")
     rows = []
     problems = 0
@@ -294,7 +391,7 @@ def main():
         at = args.get("id") or args.get("f16") or (args.get("model", "") + " " + args.get("test", "")).strip() or "-"
         lines.append(f"| {what} | {v} | {ref} | {ratio} | {holds} | `{at}` |")
 
-    tune = load(a.tune)
+    tune = docs["tune"]
     if tune and "tunables" in tune:
         lines.append("\n## vkformer tune\n")
         lines.append(f"{tune.get('took_s', 0):.1f} s of a {tune['settings']['budget_s']:.0f} s budget.\n")
@@ -304,12 +401,13 @@ def main():
             lines.append(f"| {t['id']} | {static} | {t.get('winner') or '-'} | {t['static_us'] / 1000:.3f} | "
                          f"{t['winner_us'] / 1000:.3f} | {t['status']}: {t['note']} |")
 
-    steps = []
+    steps = docs["steps"] or []
     if a.steps and os.path.exists(a.steps):
         for line in open(a.steps):
             parts = line.rstrip("\n").split("\t")
             if len(parts) == 3:
                 steps.append({"step": parts[0], "status": parts[1], "seconds": int(parts[2])})
+    if steps:
         lines.append("\n## Steps\n\n| step | status | seconds |\n|---|---|---|")
         lines += [f"| {s['step']} | {s['status']} | {s['seconds']} |" for s in steps]
 
@@ -324,15 +422,13 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if a.markdown:
-        with open(a.markdown, "w") as fh:
-            fh.write(text)
+        write_atomically(a.markdown, text)
     if a.json:
         doc = {"rows": rows, "steps": steps, "smoke": a.smoke, "elapsed_s": a.elapsed,
                "inputs": {"vkformer": inp.vk_doc, "torch": inp.th_doc, "tests": inp.tests, "tune": tune,
-                          "devices": load(a.devices), "smollm2": inp.llm["smollm2"],
-                          "llama1b": inp.llm["llama1b"], "ggml": inp.ggml}}
-        with open(a.json, "w") as fh:
-            json.dump(doc, fh, indent=1)
+                          "devices": docs["devices"], "setup": docs.get("setup"), "smollm2": inp.llm["smollm2"],
+                          "llama1b": inp.llm["llama1b"], "ggml": inp.ggml, "ggml_ops": inp.ggml_ops}}
+        write_atomically(a.json, json.dumps(doc, indent=1))
     expected = len(figures(a.smoke))
     if len(rows) != expected or problems:
         print(f"compare.py: {len(rows)} rows of {expected}, {problems} malformed", file=sys.stderr)

@@ -11,6 +11,10 @@ torch.inference_mode(), which allows its fused fast paths (as a user would run t
   python3 bench/torch_bench.py --smoke                      # tiny shapes: the smoke run's
   python3 bench/torch_bench.py --issue22 --json torch.json  # what bench/compare.py's GPU table needs
   python3 bench/torch_bench.py --filter 'minilm|sentence_embedding' --warmup 1 --repeats 3
+  python3 bench/torch_bench.py --issue22 --jsonl torch.jsonl  # a line per figure as it is measured
+
+--jsonl appends the device as one line, then each figure as its own line the moment it is
+measured (the GPU run streams them under $OUT, so a run cut short keeps what it timed).
 
 Row ops (softmax, layer norm, RMS norm) are also timed at >= 64 MiB next to a plain copy of the
 same bytes (`copy/...`), and the quantized-weight shapes of `vkformer bench` (`matmul_q/...`) as
@@ -358,7 +362,8 @@ ISSUE22 = (r"^(matmul/(square/f(16|32)/m=4096|bert-base|d512|minilm|ffn-large)|m
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--json", help="write the results here")
+    p.add_argument("--json", help="write the results here at the end")
+    p.add_argument("--jsonl", help="append the device and then each result as it comes, a JSON line each")
     p.add_argument("--quick", action="store_true", help="a small subset")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (the lavapipe smoke run)")
     p.add_argument("--issue22", action="store_true", help="only what the GPU issue's table needs")
@@ -373,6 +378,9 @@ def main():
             "cuda_available": torch.cuda.is_available(), "device": device.type,
             "timer": "CUDA events per run, median" if device.type == "cuda" else "wall clock per run, median"}
     print(f"PyTorch {torch.__version__} on {info['name']}")
+    stream = open(a.jsonl, "a", buffering=1) if a.jsonl else None  # line-buffered: a line, a write
+    if stream:
+        stream.write(json.dumps({"device": info}) + "\n")
     results = []
     with torch.inference_mode():
         chosen = smoke_benchmarks(device) if a.smoke else benchmarks(device, a.quick)
@@ -389,8 +397,12 @@ def main():
                 r = {"id": bench_id, "status": "skipped", "reason": str(e).splitlines()[0]}
                 print(f"{bench_id:80s} skipped: {r['reason']}")
             results.append(r)
+            if stream:
+                stream.write(json.dumps(r) + "\n")
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+    if stream:
+        stream.close()
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": info, "results": results}, f, indent=1)

@@ -11,12 +11,18 @@
 # Binaries end up in PEER_DIR/llama.cpp-build-{vulkan,cpu}/bin. Running it again rebuilds only
 # what changed. BACKEND=cpu skips the Vulkan attempt (no glslc, or only the tokenizer and
 # llama-quantize are wanted: the CPU build is much shorter).
+#
+# BACKEND=vulkan-static builds what the GPU run carries (scripts/gpu_bundle.sh, issue 41):
+# llama-bench and test-backend-ops with ggml-vulkan linked in (no shared ggml libraries),
+# -static-libstdc++ -static-libgcc like vkformer's binaries (the GPU machine has another C++
+# library) and no -march=native (another processor there), into
+# PEER_DIR/llama.cpp-build-vulkan-static/bin; no fallback to the CPU backend.
 set -euo pipefail
 
 VERSION=0.3.36                 # llama-cpp-python; the llama.cpp commit it vendors is in the log
 PEER_DIR="${1:-/work/peers}"
 JOBS="${JOBS:-1}"
-BACKEND="${BACKEND:-auto}"     # auto: Vulkan, falling back to CPU; cpu: CPU only
+BACKEND="${BACKEND:-auto}"     # auto: Vulkan, falling back to CPU; cpu: CPU only; vulkan-static
 # llama-quantize writes the K-quant fixtures (tools/make_family_models.py); llama-completion is
 # the classic one-shot CLI; llama-perplexity is what `vkformer perplexity` is checked against;
 # llama-cli and llama-server need the server library (slow) and come last so the others are
@@ -78,6 +84,17 @@ build() {  # build DIR [cmake options...]: configure once, then each target in t
     nice -n 10 cmake --build "$dir" -j"$JOBS" --target "$t" >&2 || return 1
   done
 }
+
+if [[ "$BACKEND" == vulkan-static ]]; then
+  TARGETS=(llama-bench test-backend-ops)
+  static="$PEER_DIR/llama.cpp-build-vulkan-static"
+  build "$static" -DGGML_VULKAN=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_SERVER=OFF \
+    -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+    -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" || die "the static Vulkan build failed"
+  say "done: $static/bin"
+  echo "$static/bin"
+  exit 0
+fi
 
 vk="$PEER_DIR/llama.cpp-build-vulkan"
 if [[ "$BACKEND" != cpu ]] && build "$vk" -DGGML_VULKAN=ON; then
