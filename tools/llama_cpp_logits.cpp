@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
   llama_log_set(quiet, nullptr);
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
+  // No repacked weights: the AMX kernels they select die with SIGILL on hosts whose CPU lists AMX
+  // but whose kernel does not grant it (llama-perplexity's --no-repack).
+  mp.use_extra_bufts = false;
   mp.n_gpu_layers = 0;
   llama_model* model = llama_model_load_from_file(argv[2], mp);
   if (!model) return fail("cannot load the model");

@@ -22,6 +22,8 @@ Command add_embed_command(CLI::App& app, const GlobalOptions& globals);
 Command add_tokenize_command(CLI::App& app, const GlobalOptions& globals);
 // A conversation with a GGUF language model (cmd_chat.cpp).
 Command add_chat_command(CLI::App& app, const GlobalOptions& globals);
+// A language model's perplexity on a text, as llama-perplexity measures it (cmd_perplexity.cpp).
+Command add_perplexity_command(CLI::App& app, const GlobalOptions& globals);
 // The OpenAI-compatible HTTP server (cmd_serve.cpp, src/server/).
 Command add_serve_command(CLI::App& app, const GlobalOptions& globals);
 
@@ -136,6 +138,7 @@ int run(int argc, char** argv) {
       add_run_command(app, globals),
       add_generate_command(app, globals),
       add_chat_command(app, globals),
+      add_perplexity_command(app, globals),
       add_serve_command(app, globals),
       add_demo_command(app, globals),
       add_bench_command(app, globals),

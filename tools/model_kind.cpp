@@ -77,7 +77,7 @@ void require_model_kind(const std::string& command, const std::string& path, Mod
   if (command == "generate") {
     ok = kind == ModelKind::gguf || kind == ModelKind::torch || kind == ModelKind::other_directory;
     takes = "a GGUF language model (with --prompt) or a seq2seq model directory (with --src)";
-  } else if (command == "chat" || command == "bench" || command == "tune") {
+  } else if (command == "chat" || command == "bench" || command == "tune" || command == "perplexity") {
     ok = kind == ModelKind::gguf;
     takes = "a GGUF language model";
   } else if (command == "embed") {

@@ -27,6 +27,11 @@ void Progress::advance(int64_t n) {
   std::fflush(stderr);
 }
 
+void Progress::clear() {
+  if (enabled_ && tty_) std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
 void Progress::done() {
   if (enabled_ && tty_) std::fprintf(stderr, "\n");
 }

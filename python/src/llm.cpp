@@ -17,6 +17,7 @@
 #include "vkformer/error.hpp"
 #include "vkformer/generate.hpp"
 #include "vkformer/llm.hpp"
+#include "vkformer/perplexity.hpp"
 
 namespace vkformer::py {
 
@@ -76,6 +77,46 @@ nb::tuple generate_ids(Llm& self, const std::vector<int32_t>& prompt, int64_t ma
   return nb::make_tuple(result.tokens, nb::str(result.text.data(), result.text.size()), stats_dict(result.stats));
 }
 
+// llama-perplexity's measure (vkformer/perplexity.hpp) with the GIL released; on_progress, when
+// given, is called after every pass with (tokens_done, tokens_total, chunk_done, ppl, ppl_error)
+// and stops the measure by returning False. Ctrl-C stops it too and is raised after the pass.
+nb::dict perplexity(Llm& self, const std::string& text, int64_t n_ctx, int64_t chunks, nb::object on_progress) {
+  std::optional<nb::python_error> raised;
+  PerplexityResult r;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(self.mutex);
+    r = vkformer::perplexity(*self.model, text, {.context = n_ctx, .chunks = chunks},
+                             [&](const PerplexityProgress& p) {
+                               nb::gil_scoped_acquire acquire;
+                               try {
+                                 if (PyErr_CheckSignals() != 0) throw nb::python_error();
+                                 if (on_progress.is_none()) return true;
+                                 return nb::cast<bool>(on_progress(p.tokens_done, p.tokens_total, p.chunk_done,
+                                                                   p.ppl, p.ppl_error));
+                               } catch (nb::python_error& e) {
+                                 raised.emplace(std::move(e));
+                                 return false;
+                               }
+                             });
+  }
+  if (raised) throw std::move(*raised);
+  nb::dict d;
+  d["ppl"] = r.ppl;
+  d["ppl_error"] = r.ppl_error;
+  d["mean_nll"] = r.mean_nll;
+  d["nll_error"] = r.nll_error;
+  d["text_tokens"] = r.text_tokens;
+  d["n_ctx"] = r.context;
+  d["chunks"] = r.chunks;
+  d["scored_tokens"] = r.scored_tokens;
+  d["chunk_ppl"] = r.chunk_ppl;
+  d["chunk_ppl_error"] = r.chunk_ppl_error;
+  d["seconds"] = r.seconds;
+  d["stopped"] = r.stopped;
+  return d;
+}
+
 }  // namespace
 
 void bind_llm(nb::module_& m) {
@@ -111,6 +152,8 @@ void bind_llm(nb::module_& m) {
           nb::arg("path"), nb::arg("n_ctx") = 0, nb::arg("device") = "", nb::arg("f16") = false)
       .def("generate_ids", &generate_ids, nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("sampling"),
            nb::arg("on_text").none())
+      .def("perplexity", &perplexity, nb::arg("text"), nb::arg("n_ctx") = 0, nb::arg("chunks") = 0,
+           nb::arg("on_progress").none() = nb::none())
       .def(
           "tokenize",
           [](Llm& self, const std::string& text, bool add_special, bool parse_special) {

@@ -170,3 +170,25 @@ def test_ctrl_c_stops_generation(smollm2):
         elapsed, reference)
     # The model is usable afterwards.
     assert smollm2.generate("The capital of France is", max_tokens=3).startswith(" Paris")
+
+
+def test_perplexity_equals_the_cli_and_checks_its_arguments(repo, cli, tmp_path):
+    # The llama2 family fixture (320-token vocabulary) at 16 tokens a chunk: a few hundred tokens.
+    model = str(repo / "tests" / "golden_families" / "llama2.f32.gguf")
+    text = "".join(f"The river runs past the old mill, and the miller counts {i} sacks of grain. "
+                   for i in range(1, 13)) + "\n"
+    (tmp_path / "text.txt").write_text(text)
+    want = json.loads(cli_text(cli, "perplexity", "-m", model, "-f", str(tmp_path / "text.txt"), "-c", "16",
+                               "--json"))
+    llm = vkformer.LLM(model, n_ctx=64)
+    got = llm.perplexity(text, n_ctx=16)
+    for key in ("ppl", "ppl_error", "mean_nll", "chunk_ppl", "scored_tokens"):
+        assert got[key] == pytest.approx(want[key], rel=1e-12), key
+    assert (got["n_ctx"], got["chunks"], got["text_tokens"]) == (16, want["chunks"], want["text_tokens"])
+    assert not got["stopped"]
+    two = llm.perplexity(text, n_ctx=16, chunks=2, progress=True)
+    assert two["chunks"] == 2 and two["ppl"] == pytest.approx(want["chunk_ppl"][1], rel=1e-12)
+    with pytest.raises(ValueError, match="n_ctx must be from 16 to 64"):
+        llm.perplexity(text, n_ctx=8)
+    with pytest.raises(ValueError, match="the text has [0-9]+ tokens; a context of 64 needs at least 128"):
+        llm.perplexity("The river runs past the old mill.")

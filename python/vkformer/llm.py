@@ -8,6 +8,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._devices import check_text, selector
+from ._progress import Progress
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -134,6 +135,45 @@ class LLM:
         if not pairs:
             raise ValueError("messages is empty: give at least one {'role': 'user', 'content': ...}")
         return self._model.apply_chat_template(pairs, add_generation_prompt)
+
+    # Quality ----------------------------------------------------------------------------------
+
+    def perplexity(self, text: str, n_ctx: Optional[int] = None, chunks: int = 0,
+                   progress: bool = False) -> dict[str, Any]:
+        """The model's perplexity on ``text``, measured as llama.cpp's ``llama-perplexity -f FILE
+        -c N`` measures it (the same number for the same model, text and context): the text is
+        tokenized whole (BOS as the file asks, one trailing newline dropped), cut into chunks of
+        ``n_ctx`` tokens, each run from an empty cache with BOS first and scored on its second
+        half. ``n_ctx``: tokens per chunk, 16 to this LLM's ``n_ctx`` (its default;
+        llama-perplexity's is 512); the text needs at least ``2 * n_ctx`` tokens. ``chunks``:
+        score at most this many (0: all). ``progress``: a bar on stderr.
+
+        Returns a dict: ``ppl`` and ``ppl_error`` (llama-perplexity's "Final estimate: PPL = ppl
+        +/- ppl_error"), ``mean_nll`` and ``nll_error`` (nats per token), ``chunk_ppl`` and
+        ``chunk_ppl_error`` (the running estimate after each chunk), ``text_tokens``, ``n_ctx``,
+        ``chunks``, ``scored_tokens``, ``seconds``, ``stopped``. Ctrl-C stops it after the
+        current pass and raises KeyboardInterrupt. Uses the KV cache: calls that generate wait.
+
+        >>> LLM("SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx=512).perplexity(open("wiki.test.raw").read())["ppl"]
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        check_text(text, "text")
+        n = self.n_ctx if n_ctx is None else n_ctx
+        if not 16 <= n <= self.n_ctx:
+            raise ValueError(f"n_ctx must be from 16 to {self.n_ctx} (this LLM's n_ctx), got {n}")
+        if chunks < 0:
+            raise ValueError(f"chunks must be >= 0 (0: all), got {chunks}")
+        bar: Optional[Progress] = None
+
+        def on_progress(done: int, total: int, chunk_done: bool, ppl: float, ppl_error: float) -> bool:
+            nonlocal bar
+            if bar is None:
+                bar = Progress(total, "perplexity: tokens")
+            bar.advance(done - bar.done)
+            return True
+
+        return self._model.perplexity(text, n, chunks, on_progress if progress else None)
 
     # Tokens -----------------------------------------------------------------------------------
 
