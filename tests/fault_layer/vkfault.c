@@ -498,6 +498,10 @@ static VKAPI_ATTR VkResult VKAPI_CALL l_QueueSubmit(VkQueue q, uint32_t n, const
     drop_fence(d, fence);
     return f != VK_SUCCESS ? f : VK_ERROR_DEVICE_LOST;
   }
+  /* A fence whose earlier submission was dropped (out of memory) is submitted for real now. */
+  pthread_mutex_lock(&mu);
+  undrop_fence(d, fence);
+  pthread_mutex_unlock(&mu);
   return d->QueueSubmit(q, n, s, fence);
 }
 static VKAPI_ATTR VkResult VKAPI_CALL l_WaitForFences(VkDevice dev, uint32_t n, const VkFence *fences,
