@@ -195,6 +195,8 @@ def sweep(runner, name, argv, mode, jobs):
         return None
     calls = base["report"]["calls"]
     plan = plan_runs(calls, mode)
+    if runner.args.only:
+        plan = [(f.split(":")[0] if f.startswith("vk") else "vk" + f.split(":")[0], f) for f in runner.args.only]
     functions = sorted(calls) if mode == "full" else ISSUE_FUNCTIONS
     print(f"{name}: {base['seconds']} s without faults; calls: " +
           ", ".join(f"{fn} {calls.get(fn, 0)}" for fn in functions) + f"; {len(plan)} faulted runs", flush=True)
@@ -233,6 +235,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--keep", action="store_true", help="keep each run's folder (reports, logs)")
+    ap.add_argument("--only", action="append", metavar="FAULT",
+                    help="run only this VKFORMER_FAULT (repeatable), e.g. to repeat a failure")
     args = ap.parse_args()
     mode = os.environ.get("VKFORMER_FAULT_SWEEP", "default")
     if mode not in ("default", "quick", "full"):

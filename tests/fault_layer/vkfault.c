@@ -510,13 +510,16 @@ static VKAPI_ATTR VkResult VKAPI_CALL l_WaitForFences(VkDevice dev, uint32_t n, 
   VkResult f = fault_for(F_WaitForFences);
   if (f != VK_SUCCESS) note_injection(F_WaitForFences, f);
   if (f == VK_ERROR_DEVICE_LOST) mark_lost(d);
-  /* Wait for the fences that were really submitted, so that the layers below see the work
-   * finish and the application may free what it used, then report the fault. */
+  /* Wait for the fences for real, so that the layers below see the work finish and the
+   * application may free what it used, then report the fault. A fence whose submission failed
+   * never signals: waiting for it blocks until the timeout, as on a real device, except on a
+   * lost device, whose waits return at once. */
   VkFence real[64];
   uint32_t m = 0;
+  const int lost = dev_lost(d);
   pthread_mutex_lock(&mu);
   for (uint32_t i = 0; i < n && m < 64; i++)
-    if (!is_dropped(d, fences[i])) real[m++] = fences[i];
+    if (!lost || !is_dropped(d, fences[i])) real[m++] = fences[i];
   pthread_mutex_unlock(&mu);
   VkResult r = VK_SUCCESS;
   if (m == n) r = d->WaitForFences(dev, n, fences, all, timeout);
