@@ -47,10 +47,10 @@ case ${SANITIZE_SET:-all} in
     suites=(core_test device_test graph_test io_test hostile_input_test safetensors_strict_test
             tokenizer_test bpe_tokenizer_test gguf_test sampling_test chat_template_test capi_test
             capi_llm_test memory_limits_test platform_test vulkan_loader_test generate_test
-            model_test)
-    targets=("${suites[@]}" vkformer_cli npy_compare)
+            model_test fault_recovery_test)
+    targets=("${suites[@]}" vkformer_cli npy_compare VkLayer_vkformer_fault)
     tests=$(IFS='|'; echo "${suites[*]}")
-    only=(-R "^(${tests}|cli|cli_models|cli_hostile|cli_llm)\$") ;;
+    only=(-R "^(${tests}|cli|cli_models|cli_hostile|cli_llm|fault_sweep)\$") ;;
   *) echo "sanitize: SANITIZE_SET is 'all' or 'host', not '${SANITIZE_SET}'" >&2; exit 2 ;;
 esac
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}"
@@ -67,6 +67,11 @@ export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:verify_asan_link_order=0:str
 export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
+# The fault sweep (tests/fault_layer/fault_sweep.py) checks each faulted run of the tool for an
+# ASan/LSan report too; here it fails fewer call indices of the frequent functions, since every
+# run of the instrumented tool costs more (docs/testing.md, "Faults").
+export VKFORMER_FAULT_SWEEP=${VKFORMER_FAULT_SWEEP:-quick}
+
 # ASan's operator new reports an allocation it cannot make and aborts: it never throws
 # std::bad_alloc, so core_test leaves out its 2^50-byte allocation check under ASan
 # (__SANITIZE_ADDRESS__); `make test` runs it.
@@ -74,12 +79,13 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # install_package is left out: it also builds a C program with plain `cc` and pkg-config flags,
 # which cannot link the instrumented static library (no sanitizer runtime); `make test` runs it.
 #
-# python runs on its own, last: the interpreter is not instrumented, so the ASan runtime must be
-# preloaded ahead of everything for the extension module to load, and leak checking is off there
-# (CPython frees little at exit; the scripts the tests start would report it too).
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$TEST_JOBS" -E '^(install_package|python)$' "${only[@]}" "$@"
+# python and python_faults run on their own, last: the interpreter is not instrumented, so the
+# ASan runtime must be preloaded ahead of everything for the extension module to load, and leak
+# checking is off there (CPython frees little at exit; the scripts the tests start would report
+# it too).
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$TEST_JOBS" -E '^(install_package|python|python_faults)$' "${only[@]}" "$@"
 if [[ ${SANITIZE_SET:-all} == all && $# == 0 ]]; then
   LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so):$LD_PRELOAD" \
   ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
-    ctest --test-dir "$BUILD_DIR" --output-on-failure -R '^python$'
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -R '^(python|python_faults)$'
 fi

@@ -86,8 +86,15 @@ int embed_command(const EmbedArgs& args, const GlobalOptions& globals) {
   std::vector<std::string> texts = read_texts(args.texts, args.file);
   Device device = Device::open(globals.device_options());
   auto t0 = std::chrono::steady_clock::now();
-  SentenceEmbedder model = SentenceEmbedder::load(
-      device, args.model, {.dtype = args.dtype == "f16" ? DType::f16 : DType::f32});
+  SentenceEmbedder model = [&] {
+    try {
+      return SentenceEmbedder::load(device, args.model, {.dtype = args.dtype == "f16" ? DType::f16 : DType::f32});
+    } catch (const Error& e) {
+      // Which step failed: the device's errors (out of memory, lost) name only the Vulkan call.
+      const std::string m = e.what();
+      throw Error(e.code(), m.starts_with(args.model) ? "--model " + m : "--model " + args.model + ": " + m);
+    }
+  }();
   auto t1 = std::chrono::steady_clock::now();
   std::vector<std::string> all = texts;
   if (!args.query.empty()) all.push_back(args.query);

@@ -147,7 +147,9 @@ LanguageModel load_llm(Device& device, const LlmArgs& a) {
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
-    const std::string m = e.what();
+    std::string m = e.what();
+    // Its advice speaks of the context, which this tool sets with --ctx.
+    if (e.code() == ErrorCode::out_of_memory) m += "; --ctx sets the context";
     // The library's messages usually name the file already.
     throw Error(e.code(), m.starts_with(a.model) ? "--model " + m : "--model " + a.model + ": " + m);
   }

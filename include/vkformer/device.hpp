@@ -123,6 +123,11 @@ class Device {
   HostTensor download(const DeviceTensor& tensor);
   void write(DeviceTensor& tensor, const HostTensor& host);  // same shape and dtype
 
+  // Whether the device was lost: a Vulkan call reported VK_ERROR_DEVICE_LOST or a submission did
+  // not finish within DeviceOptions::timeout_ms. Everything made on it then fails with
+  // ErrorCode::device_lost; a Device opened anew works.
+  bool lost() const;
+
   // Messages the validation layer reported since the last call (validation must be on).
   std::vector<ValidationMessage> take_validation_messages();
   size_t validation_message_count() const;

@@ -93,6 +93,7 @@ class LanguageModel {
   // Runs `tokens` at positions [position(), position() + n) in batched passes, keeps their K/V
   // and returns the last token's logits [vocab]. More tokens than context() - position() is
   // invalid_argument naming both numbers; so is an empty list or an id outside the vocabulary.
+  // A call that fails (out of memory, a lost device) leaves position() where it was.
   std::vector<float> append(std::span<const int32_t> tokens);
   // The same, returning every token's logits [n × vocab] (row i: the prediction after token i).
   std::vector<float> append_all_logits(std::span<const int32_t> tokens);

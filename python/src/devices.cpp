@@ -64,8 +64,13 @@ Device shared_device(const std::string& selector) {
   static auto* opened = new std::map<std::string, Device>;  // never destroyed: see below
   std::lock_guard lock(mutex);
   // Kept until the process ends, never destroyed at exit: static destructors run after the
-  // interpreter has torn down the objects that used these devices, in no defined order.
-  if (auto it = opened->find(selector); it != opened->end()) return it->second;
+  // interpreter has torn down the objects that used these devices, in no defined order. A lost
+  // device is replaced: the models made on it raise DeviceLostError, new ones get a device that
+  // works (the lost one goes with the last model that holds it).
+  if (auto it = opened->find(selector); it != opened->end()) {
+    if (!it->second.lost()) return it->second;
+    opened->erase(it);
+  }
   DeviceOptions options;
   options.selector = selector;
   Device device = Device::open(options);

@@ -59,6 +59,9 @@ void ExecutorImpl::run() {
     if (!in.set)
       throw Error(ErrorCode::invalid_argument,
                   "input '" + in.name + "' was not set before run()");
+  // A run that fails leaves no outputs to read: staging holds what the last good run wrote, or
+  // half of what this one did.
+  has_run_ = false;
   dev_->core().submit_and_wait(cmd_, fence_);
   ++stats_.runs;
   has_run_ = true;
@@ -101,8 +104,10 @@ double ExecutorImpl::last_gpu_microseconds() const {
 
 HostTensor ExecutorImpl::output(const std::string& name) const {
   const IoSlot& slot = find_slot(outputs_, name, "output");
+  dev_->core().throw_if_lost();
   if (!has_run_)
-    throw Error(ErrorCode::invalid_argument, "output '" + name + "' read before run()");
+    throw Error(ErrorCode::invalid_argument,
+                "output '" + name + "' read before run() (or after a run that failed)");
   const ValueDesc& v = program_.values[slot.value];
   HostTensor t(v.shape, v.dtype);
   staging_->invalidate();

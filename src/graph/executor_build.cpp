@@ -21,10 +21,16 @@ ExecutorImpl::ExecutorImpl(Device device, const Graph& graph, const CompileOptio
   if (options_.timestamps && !dev_->info().timestamps)
     throw Error(ErrorCode::unsupported, "CompileOptions::timestamps needs timestamp queries, which "
                                         "device '" + dev_->info().name + "' lacks");
-  build_program(graph.impl());
-  plan_memory_and_upload();
-  create_descriptors();
-  record();
+  try {
+    build_program(graph.impl());
+    plan_memory_and_upload();
+    create_descriptors();
+    record();
+  } catch (...) {
+    // No destructor runs for an object whose constructor throws: free what was made so far.
+    release_vulkan_objects();
+    throw;
+  }
 }
 
 void ExecutorImpl::build_program(const GraphImpl& g) {

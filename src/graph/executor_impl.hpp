@@ -58,6 +58,9 @@ class ExecutorImpl {
   VkBufferView texel_view(const Dispatch& d, uint32_t binding, const Location& loc,
                           vk::BindingKind kind);
   void record();
+  // The Vulkan objects made here (not the memory, which frees itself): by the destructor, and by
+  // a constructor that fails part-way.
+  void release_vulkan_objects();
   Location locate(uint32_t value) const;
   Location locate(const Binding& binding) const;  // the binding's window of its value
   const IoSlot& find_slot(const std::vector<IoSlot>& slots, const std::string& name,

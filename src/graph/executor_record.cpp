@@ -243,7 +243,9 @@ void ExecutorImpl::record() {
   stats_.recordings = 1;
 }
 
-ExecutorImpl::~ExecutorImpl() {
+ExecutorImpl::~ExecutorImpl() { release_vulkan_objects(); }
+
+void ExecutorImpl::release_vulkan_objects() {
   dev_->core().settle_if_lost();
   VkDevice dev = dev_->core().device();
   if (query_pool_) vkDestroyQueryPool(dev, query_pool_, nullptr);
@@ -252,6 +254,11 @@ ExecutorImpl::~ExecutorImpl() {
   if (command_pool_) vkDestroyCommandPool(dev, command_pool_, nullptr);
   if (descriptor_pool_) vkDestroyDescriptorPool(dev, descriptor_pool_, nullptr);
   for (VkBufferView view : views_) vkDestroyBufferView(dev, view, nullptr);
+  query_pool_ = run_timestamps_ = VK_NULL_HANDLE;
+  fence_ = VK_NULL_HANDLE;
+  command_pool_ = VK_NULL_HANDLE;
+  descriptor_pool_ = VK_NULL_HANDLE;
+  views_.clear();
 }
 
 }  // namespace vkformer

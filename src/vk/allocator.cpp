@@ -14,9 +14,13 @@ constexpr VkDeviceSize kMiB = 1024 * 1024;
 
 VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
 
+// "16.0 MiB", or "12.5 KiB" below a MiB (where "0.0 MiB" would say nothing).
 std::string mib(VkDeviceSize bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / kMiB);
+  if (bytes > 0 && bytes < kMiB)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / kMiB);
   return buf;
 }
 
@@ -94,9 +98,9 @@ MemoryBlock::MemoryBlock(std::shared_ptr<DeviceCore> core, VkDeviceSize size, Me
       throw Error(ErrorCode::out_of_memory,
                   "allocating " + mib(req.size) + " of " + (device ? "device" : "staging") +
                       " memory from " + heap_name(core_->physical_handle(), mai.memoryTypeIndex) +
-                      " of '" + core_->info().name + "' failed: " + result_name(r) +
-                      " (this device holds " + mib(held) + " of vkformer's device memory" +
-                      budget + ")");
+                      " of '" + core_->info().name + "' failed (vkAllocateMemory: " +
+                      result_name(r) + "; this device holds " + mib(held) +
+                      " of vkformer's device memory" + budget + "): " + remedy(r));
     }
     core_->check(r, "vkAllocateMemory");
     if (device) {
@@ -197,6 +201,13 @@ VkDeviceSize Allocator::bytes_in_use() const {
   for (auto& kind : blocks_)
     for (auto& b : kind) n += b->size() - b->free_bytes();
   return n;
+}
+
+VkDeviceSize Allocator::device_bytes_in_use() const {
+  std::lock_guard lock(mutex_);
+  VkDeviceSize free = 0;
+  for (auto& b : blocks_[static_cast<int>(MemoryKind::device)]) free += b->free_bytes();
+  return account_->device_bytes - free;
 }
 
 std::shared_ptr<Allocation> Allocator::allocate(VkDeviceSize size, MemoryKind kind,

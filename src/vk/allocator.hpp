@@ -74,6 +74,10 @@ class Allocator {
   VkDeviceSize max_allocation() const { return max_allocation_; }
   // Device-local bytes held in blocks (shared and dedicated).
   VkDeviceSize device_bytes_held() const { return account_->device_bytes; }
+  // The same less what the shared blocks have free: the device memory allocations use now.
+  VkDeviceSize device_bytes_in_use() const;
+  // VKFORMER_DEVICE_MEMORY_BUDGET in bytes; 0 without one.
+  uint64_t budget() const { return account_->budget; }
   VkDeviceSize block_size(MemoryKind kind) const;
   size_t block_count() const;
   // Bytes handed out from the shared blocks and not yet released (dedicated blocks not counted),

@@ -59,6 +59,8 @@ const std::shared_ptr<DeviceImpl>& Device::impl_ptr() const {
 
 const DeviceInfo& Device::info() const { return impl().info(); }
 
+bool Device::lost() const { return impl().core().lost(); }
+
 // A tensor may be larger than one binding spans (ops that read it bind windows, and the executor
 // names any op that cannot), but not than one allocation.
 static void check_size(DeviceImpl& impl, const Shape& shape, DType dtype, const char* what) {

@@ -132,8 +132,10 @@ void DeviceCore::check(VkResult r, const char* call) {
 
 void DeviceCore::throw_if_lost() const {
   if (lost_)
-    throw Error(ErrorCode::device_lost, "device '" + info().name +
-                                            "' was lost earlier; open the device again");
+    throw Error(ErrorCode::device_lost,
+                "device '" + info().name +
+                    "' was lost earlier, so nothing made on it can be used; open the device "
+                    "again (and if it recurs, try updating the driver or another device)");
 }
 
 void DeviceCore::settle_if_lost() const {
@@ -161,7 +163,10 @@ void DeviceCore::submit_and_wait(VkCommandBuffer cmd, VkFence fence) {
     lost_ = true;
     throw Error(ErrorCode::device_lost,
                 "device '" + info().name + "' did not finish a submission within " +
-                    std::to_string(timeout_ms_) + " ms; treating the device as lost");
+                    std::to_string(timeout_ms_) +
+                    " ms (vkWaitForFences: VK_TIMEOUT); treating the device as lost, so nothing "
+                    "made on it can be used again; try again with the device opened anew, a "
+                    "longer timeout or another device");
   }
   check(r, "vkWaitForFences");
   check(vkResetFences(device_, 1, &fence), "vkResetFences");

@@ -28,7 +28,9 @@ DeviceImpl::DeviceImpl(std::shared_ptr<vk::DeviceCore> core)
   core_->check(vkCreateCommandPool(core_->device(), &cpci, nullptr, &once_pool_),
                "vkCreateCommandPool");
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  core_->check(vkCreateFence(core_->device(), &fci, nullptr, &once_fence_), "vkCreateFence");
+  VkResult r = vkCreateFence(core_->device(), &fci, nullptr, &once_fence_);
+  if (r != VK_SUCCESS) vkDestroyCommandPool(core_->device(), once_pool_, nullptr);  // no destructor runs
+  core_->check(r, "vkCreateFence");
 }
 
 DeviceImpl::~DeviceImpl() {

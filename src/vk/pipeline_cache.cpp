@@ -65,6 +65,18 @@ const PipelineCache::Module& PipelineCache::module_for(const kernels::VariantEnt
   m.binding_count = layout.binding_count;
   m.binding_kinds = layout.kinds;
 
+  // Until the module is in modules_ (where the destructor finds it), a failure frees its parts.
+  struct Partial {
+    VkDevice dev;
+    Module* m;
+    ~Partial() {
+      if (!m) return;
+      vkDestroyPipelineLayout(dev, m->layout, nullptr);
+      vkDestroyDescriptorSetLayout(dev, m->set_layout, nullptr);
+      vkDestroyShaderModule(dev, m->module, nullptr);
+    }
+  } partial{dev, &m};
+
   VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   smci.codeSize = v.words * 4;
   smci.pCode = v.spirv;
@@ -90,7 +102,9 @@ const PipelineCache::Module& PipelineCache::module_for(const kernels::VariantEnt
   plci.pushConstantRangeCount = 1;
   plci.pPushConstantRanges = &range;
   core_->check(vkCreatePipelineLayout(dev, &plci, nullptr, &m.layout), "vkCreatePipelineLayout");
-  return modules_.emplace(&v, m).first->second;
+  const Module& stored = modules_.emplace(&v, m).first->second;
+  partial.m = nullptr;
+  return stored;
 }
 
 std::vector<PipelineCache::Created> PipelineCache::created() {

@@ -31,9 +31,35 @@ const char* result_name(VkResult r) {
   }
 }
 
+const char* remedy(VkResult r) {
+  switch (r) {
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "the device is out of memory; try a smaller model or context, fewer models at once, "
+             "or closing other programs that use the device";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+      return "the driver is out of host memory; try a smaller model or context, or closing other "
+             "programs";
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+    case VK_ERROR_FRAGMENTED_POOL:
+    case VK_ERROR_FRAGMENTATION:
+      return "the driver's descriptor memory is exhausted; try a smaller model or fewer models at "
+             "once";
+    case VK_ERROR_MEMORY_MAP_FAILED:
+      return "the driver could not map memory for the host; try a smaller model or closing other "
+             "programs that use the device";
+    case VK_ERROR_DEVICE_LOST:
+      return "the device was lost (a driver timeout, reset or crash) and nothing made on it can be "
+             "used again; try again with the device opened anew, and if it recurs, update the "
+             "driver or try another device";
+    default:
+      return "try updating the Vulkan driver, or another device";
+  }
+}
+
 void check(VkResult r, const char* call) {
   if (r == VK_SUCCESS) return;
-  std::string msg = std::string(call) + " failed: " + result_name(r) + " (" + std::to_string(r) + ")";
+  std::string msg = std::string(call) + " failed: " + result_name(r) + " (" + std::to_string(r) +
+                    "): " + remedy(r);
   switch (r) {
     case VK_ERROR_OUT_OF_HOST_MEMORY:
     case VK_ERROR_OUT_OF_DEVICE_MEMORY:

@@ -61,7 +61,15 @@ class BatchedLanguageModelImpl {
     context_ = m.context;
     cache_rows_ = m.cache_rows;
     positions_.assign(static_cast<size_t>(o.slots), 0);
-    for (int64_t w : kPromptWidths) prompts_[w] = compile(1, w);
+    try {
+      for (int64_t w : kPromptWidths) prompts_[w] = compile(1, w);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::out_of_memory) throw;
+      prompts_.clear();
+      weights_ = {};
+      caches_ = {};
+      rethrow_out_of_memory(device_, m.memory, load, what, e);
+    }
   }
 
   const LanguageModelConfig& config() const { return config_; }

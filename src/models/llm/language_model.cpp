@@ -46,8 +46,16 @@ class LanguageModelImpl {
     caches_ = std::move(m.caches);
     context_ = m.context;
     cache_rows_ = m.cache_rows;
-    decode_ = compile(1, Logits::last);
-    prompt_last_ = compile(kPromptChunk, Logits::last);
+    try {
+      decode_ = compile(1, Logits::last);
+      prompt_last_ = compile(kPromptChunk, Logits::last);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::out_of_memory) throw;
+      decode_.reset();
+      weights_ = {};
+      caches_ = {};
+      rethrow_out_of_memory(device_, m.memory, load, "LanguageModel::load", e);
+    }
   }
 
   const LanguageModelConfig& config() const { return config_; }
@@ -63,13 +71,22 @@ class LanguageModelImpl {
     const int64_t n = static_cast<int64_t>(tokens.size()), vocab = config_.vocab_size;
     std::vector<float> out;
     if (logits == Logits::all) out.reserve(static_cast<size_t>(n * vocab));
-    for (int64_t first = 0; first < n;) {
-      const int64_t count = std::min(kPromptChunk, n - first);
-      // Chunks before the last only fill the caches where only the last token's logits are wanted.
-      const Logits wanted = logits == Logits::last && first + count < n ? Logits::none : logits;
-      std::vector<float> rows = run(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)), wanted);
-      if (logits == Logits::all || first + count == n) out.insert(out.end(), rows.begin(), rows.end());
-      first += count;
+    // All or nothing: a pass that fails (out of memory, a lost device) leaves position() where
+    // the call found it, though earlier chunks of it went into the cache (rows past position()
+    // are written again before they are read).
+    const int64_t start = position_;
+    try {
+      for (int64_t first = 0; first < n;) {
+        const int64_t count = std::min(kPromptChunk, n - first);
+        // Chunks before the last only fill the caches where only the last token's logits are wanted.
+        const Logits wanted = logits == Logits::last && first + count < n ? Logits::none : logits;
+        std::vector<float> rows = run(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)), wanted);
+        if (logits == Logits::all || first + count == n) out.insert(out.end(), rows.begin(), rows.end());
+        first += count;
+      }
+    } catch (...) {
+      position_ = start;
+      throw;
     }
     return out;
   }

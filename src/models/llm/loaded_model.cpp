@@ -24,12 +24,20 @@ LoadedModel load_model(Device& device, const std::filesystem::path& path, const 
                     std::to_string(m.config.context_length));
   m.context = o.context > 0 ? o.context : default_context;
   m.tokenizer = std::make_unique<GgufTokenizer>(GgufTokenizer::from_gguf(file));
-  m.weights = load_weights(device, file, m.config, o.activations);
-  m.cache_rows = m.context + o.prompt_chunk;
-  const Shape cache{o.kv_batches, m.config.n_kv_heads, m.cache_rows, m.config.head_dim};
-  for (int64_t i = 0; i < m.config.n_layers; ++i) {
-    m.caches.k.push_back(device.allocate(cache, o.activations));
-    m.caches.v.push_back(device.allocate(cache, o.activations));
+  m.memory = load_memory(file, m.config, o, m.context);
+  try {
+    m.weights = load_weights(device, file, m.config, o.activations);
+    m.cache_rows = m.context + o.prompt_chunk;
+    const Shape cache{o.kv_batches, m.config.n_kv_heads, m.cache_rows, m.config.head_dim};
+    for (int64_t i = 0; i < m.config.n_layers; ++i) {
+      m.caches.k.push_back(device.allocate(cache, o.activations));
+      m.caches.v.push_back(device.allocate(cache, o.activations));
+    }
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory) throw;
+    m.caches = {};
+    m.weights = {};
+    rethrow_out_of_memory(device, m.memory, o, what, e);
   }
   return m;
 }

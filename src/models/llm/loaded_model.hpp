@@ -10,6 +10,7 @@
 #include <string>
 
 #include "llm/forward.hpp"
+#include "llm/load_memory.hpp"
 #include "llm/weights.hpp"
 #include "vkformer/device.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
@@ -33,11 +34,13 @@ struct LoadedModel {
   LanguageModelWeights weights;
   KvCaches caches;
   int64_t context = 0, cache_rows = 0;
+  LoadMemory memory;  // what it needs: for the error of a compile that runs out (load_memory.hpp)
 };
 
 // Throws invalid_argument naming `what` (the caller, "LanguageModel::load") for activations
 // that are not a float type and a context beyond the model's; the file's own errors as
-// read_config, GgufTokenizer::from_gguf and load_weights give them.
+// read_config, GgufTokenizer::from_gguf and load_weights give them; out_of_memory with what was
+// needed and what would fit (rethrow_out_of_memory), with nothing of this load left on the device.
 LoadedModel load_model(Device& device, const std::filesystem::path& path, const LoadOptions& options,
                        const std::string& what);
 

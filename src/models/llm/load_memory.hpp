@@ -1,0 +1,35 @@
+#pragma once
+// What a decoder-only model needs of device memory, for the error of a load that runs out of it:
+// how much was needed, how much the device has, and what would fit (a smaller context, f16
+// activations, another device).
+#include <cstdint>
+#include <string>
+
+#include "vkformer/llm.hpp"
+#include "vkformer/device.hpp"
+#include "vkformer/error.hpp"
+#include "vkformer/gguf.hpp"
+
+namespace vkformer::models::llm {
+
+struct LoadOptions;  // llm/loaded_model.hpp
+
+struct LoadMemory {
+  uint64_t weights = 0;      // the file's tensor bytes: the device keeps them in their stored types
+  uint64_t kv_per_row = 0;   // K and V bytes of one cache row, over every block and sequence
+  int64_t context = 0;       // tokens the caches hold
+  int64_t extra_rows = 0;    // rows beyond the context (a prompt chunk's padding)
+  uint64_t kv_cache() const { return kv_per_row * static_cast<uint64_t>(context + extra_rows); }
+};
+
+LoadMemory load_memory(const GgufFile& file, const LanguageModelConfig& config, const LoadOptions& options,
+                       int64_t context);
+
+// `e` (out_of_memory, thrown while loading or compiling the model) again, prefixed by `what`
+// ("LanguageModel::load"), with LoadMemory's numbers, the device's device-local memory and what
+// to try. Call it once this load's own allocations are freed: what vkformer still holds on the
+// device then belongs to other models.
+[[noreturn]] void rethrow_out_of_memory(const Device& device, const LoadMemory& need, const LoadOptions& options,
+                                        const std::string& what, const Error& e);
+
+}  // namespace vkformer::models::llm
