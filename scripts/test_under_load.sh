@@ -67,18 +67,24 @@ what="ctest -j$JOBS${filter[*]:+ ${filter[*]}}${*:+ $*}"
 echo "test_under_load.sh: $RUNS run(s) of $what against $HOGS busy processes on $cores cores" \
   "(load now: $(cut -d' ' -f1-3 /proc/loadavg)); logs in $LOG_DIR"
 
-# The first line of a failed test's output that says what failed (from ctest's JUnit file).
+# What a failed test's output says went wrong (from ctest's JUnit file): a line that names a
+# failure (FAIL:, GoogleTest's [  FAILED  ], CMake Error, an exception), else its last line.
 first_failure_line() {  # junit.xml test-name
   python3 - "$1" "$2" <<'PY' 2>/dev/null
 import re, sys, xml.etree.ElementTree as ET
 for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
     if case.get("name") != sys.argv[2]:
         continue
-    out = "".join(e.text or "" for e in case.iter("system-out"))
-    for line in out.splitlines():
-        if re.search(r"FAIL|Failure|[Ee]rror|[Tt]imeout|[Aa]ssert|[Ee]xception", line):
-            print(line.strip()[:240])
+    lines = [l.strip() for l in "".join(e.text or "" for e in case.iter("system-out")).splitlines() if l.strip()]
+    for pattern in (r"^FAIL|^\[  FAILED  \] [A-Za-z]|^CMake Error|SEND_ERROR|AssertionError|^E {3}",
+                    r"^[A-Za-z.]+(Error|Exception): |[Ff]ailure"):
+        hit = next((l for l in lines if re.search(pattern, l)), None)
+        if hit:
+            print(hit[:240])
             break
+    else:
+        if lines:
+            print("its last line: " + lines[-1][:220])
 PY
 }
 

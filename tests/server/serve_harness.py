@@ -16,6 +16,7 @@ HOST = "127.0.0.1"
 class Server:
     def __init__(self, vkformer, args, start_timeout=120, steady_memory=False):
         self.stderr_lines = []
+        self.stopped = False
         env = dict(os.environ, VKFORMER_TUNING=os.environ.get("VKFORMER_TUNING", "static"))
         if steady_memory and env.get("ASAN_OPTIONS"):
             # Under AddressSanitizer (scripts/sanitize.sh) a resident-memory check would measure
@@ -72,12 +73,21 @@ class Server:
         return self.proc.poll() is None
 
     def kill(self):
-        if self.proc.poll() is None:
+        """The clean-up after a failure (a no-op after stop()): the server's end is shown, since
+        a test that failed on a dropped connection may have lost its server."""
+        exited = self.proc.poll()
+        if exited is None:
             self.proc.kill()
             self.proc.wait(30)
+        if not self.stopped:
+            self.reader.join(10)
+            print("the server %s; its last lines:\n%s" % (
+                "was killed" if exited is None else "had exited with %s" % exited,
+                "".join(self.stderr_lines[-30:])), flush=True)
 
     def stop(self, timeout=60):
         """SIGTERM, then the exit status must be 0 (no validation message, no crash)."""
+        self.stopped = True
         if self.proc.poll() is not None:
             raise AssertionError("the server had already exited with %s:\n%s" % (self.proc.returncode, "".join(self.stderr_lines)))
         self.proc.terminate()
