@@ -163,7 +163,7 @@ def from_out_dir(d):
             "ggml": ggml if isinstance(ggml, list) else None,
             "ggml_ops": by_key.get("test_backend_ops", [None])[-1],
             "tune": by_key.get("tune", [None])[-1], "devices": by_key.get("devices", [None])[-1],
-            "setup": by_key.get("setup", [None])[-1],
+            "setup": by_key.get("setup", [None])[-1], "bundle": by_key.get("bundle", [None])[-1],
             "steps": [{"step": s["step"], "status": s["status"], "seconds": s["seconds"]} for s in steps]}
 
 
@@ -353,7 +353,7 @@ def main():
     else:
         docs = {k: load(getattr(a, k)) for k in ("vkformer", "torch", "tests", "smollm2", "llama1b", "ggml", "tune",
                                                  "devices")}
-        docs.update(ggml_ops=None, setup=None, steps=None)
+        docs.update(ggml_ops=None, setup=None, bundle=None, steps=None)
     inp = Inputs(a, docs)
 
     lines = []
@@ -371,6 +371,11 @@ def main():
         lines.append(f"- peaks: FMA {inp.peak.get('fma_gflops', 0):.0f} GFLOP/s, copy {inp.peak.get('copy_gbps', 0):.1f} GB/s")
     if a.elapsed:
         lines.append(f"- whole run: {a.elapsed:.0f} s")
+    bundle = docs.get("bundle") or {}
+    if bundle.get("commit"):
+        lines.append(f"- bundle: commit {bundle['commit'][:10]}"
+                     f"{' + %d uncommitted files' % bundle['uncommitted_files'] if bundle.get('uncommitted_files') else ''}, "
+                     f"made {bundle.get('made')}, ggml-vulkan: {' '.join(bundle.get('peer') or []) or 'not carried'}")
     setup = docs.get("setup") or {}
     if setup.get("layer"):
         lines.append(f"- validation layer: {setup['layer'].get('version')} (carried; passed over: "
@@ -426,7 +431,7 @@ def main():
     if a.json:
         doc = {"rows": rows, "steps": steps, "smoke": a.smoke, "elapsed_s": a.elapsed,
                "inputs": {"vkformer": inp.vk_doc, "torch": inp.th_doc, "tests": inp.tests, "tune": tune,
-                          "devices": docs["devices"], "setup": docs.get("setup"), "smollm2": inp.llm["smollm2"],
+                          "devices": docs["devices"], "setup": docs.get("setup"), "bundle": docs.get("bundle"), "smollm2": inp.llm["smollm2"],
                           "llama1b": inp.llm["llama1b"], "ggml": inp.ggml, "ggml_ops": inp.ggml_ops}}
         write_atomically(a.json, json.dumps(doc, indent=1))
     expected = len(figures(a.smoke))

@@ -190,6 +190,14 @@ cp scripts/gpu_run.sh scripts/gpu_run_record.py scripts/gpu_run_setup.py scripts
   scripts/random_safetensors.py bench/torch_bench.py bench/compare.py "$devrun/"
 chmod +x "$devrun/gpu_run.sh"
 echo "$checkout" >"$devrun/source_dir"
+# What the results came from (the set-up step's record carries it back).
+python3 - "$devrun/bundle.json" "$(git rev-parse HEAD)" "$(git status --porcelain | wc -l)" "$preset" "$peer" \
+  "$(cd "$root/.gl" && ls ./*.deb newer/*.deb | tr '\n' ' ')" <<'PY'
+import json, sys, time
+path, commit, dirty, preset, peer, debs = sys.argv[1:]
+json.dump({"commit": commit, "uncommitted_files": int(dirty), "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "xz_preset": preset, "peer": peer.split(), "packages": debs.split()}, open(path, "w"), indent=1)
+PY
 
 # SmolLM2-135M-Instruct's header (tokenizer included): the run remakes the file from it.
 [ -n "$smollm2" ] || smollm2=$(scripts/fetch_smollm2.sh | tail -n1)

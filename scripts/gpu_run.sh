@@ -314,7 +314,7 @@ for kv in "${limits[@]}"; do declare "limit_${kv%%=*}=$((${kv#*=} * slack))"; do
 
 # ---- the run -------------------------------------------------------------------------------------
 
-run_step setup "$limit_setup" step_setup setup="$work/setup.json"
+run_step setup "$limit_setup" step_setup setup="$work/setup.json" bundle="$here/bundle.json"
 # The loader, driver and layer that set-up chose (and what it rejected: its record says why).
 # shellcheck disable=SC1091
 [ -f "$work/vk.env" ] && . "$work/vk.env"
