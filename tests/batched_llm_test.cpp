@@ -472,6 +472,37 @@ TEST_F(BatchedSmolLM2, EveryRowEqualsItsSequenceAlone) {
   EXPECT_GT(rows[4], 0);
 }
 
+// A step of 240 prompt rows over slots of 1024 positions: q's rows times the cache's KV heads
+// and positions (256 x 3 x 1088 x 64 floats) are more than one binding holds on lavapipe (128
+// MiB), though the caches themselves, bound whole and read at each row's slot, are not. Two
+// prompts of 120 tokens in one step give their logits alone.
+TEST_F(BatchedSmolLM2, StepsOfManyRowsOverLongSlots) {
+  ASSERT_TRUE(smollm2_gguf().error.empty()) << smollm2_gguf().error;
+  BatchedLanguageModelOptions o;
+  o.slots = 2;
+  o.context = 1024;
+  o.step_tokens = 256;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(test_device(), smollm2_gguf().path, o);
+  LanguageModelOptions lo;
+  lo.context = 1024;
+  LanguageModel alone = LanguageModel::load(test_device(), smollm2_gguf().path, lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const std::vector<int32_t> a = ids(120, vocab, 90), b = ids(120, vocab, 91);
+  std::vector<std::vector<float>> want;
+  for (const auto* p : {&a, &b}) {
+    alone.reset();
+    want.push_back(alone.append(*p));
+  }
+  using P = BatchedLanguageModel::Piece;
+  EXPECT_EQ(lm.step_bucket(240), 256);
+  const std::vector<float> got = lm.step(std::vector<P>{{0, a, true}, {1, b, true}});
+  ASSERT_EQ(got.size(), 2 * static_cast<size_t>(vocab));
+  const double err = std::max(relative_error(std::span(got).first(static_cast<size_t>(vocab)), want[0]),
+                              relative_error(std::span(got).subspan(static_cast<size_t>(vocab)), want[1]));
+  std::printf("SmolLM2 step of 240 rows over slots of 1024: max|dlogit| / max|logit| %.2e\n", err);
+  EXPECT_LE(err, kTolerance);
+}
+
 // ---- Families whose attention takes masks: soft-capping and sliding windows ----
 
 // The tiny family models of tests/golden_families (width 32, 4 query heads of 8 dims over 2 KV
