@@ -355,6 +355,13 @@ TEST_F(BatchedTinyLlama, MixedStepsEqualTheSequenceAlone) {
   EXPECT_EQ(lm.step_bucket(4), 4);
   EXPECT_EQ(lm.step_bucket(9), 16);
   EXPECT_EQ(lm.step_bucket(17), 24);
+  BatchedLanguageModelOptions wide = o;
+  wide.step_tokens = 200;
+  BatchedLanguageModel lw = BatchedLanguageModel::load(device(), tiny_model(), wide);
+  EXPECT_EQ(lw.step_bucket(33), 48);
+  EXPECT_EQ(lw.step_bucket(49), 64);
+  EXPECT_EQ(lw.step_bucket(65), 128);
+  EXPECT_EQ(lw.step_bucket(193), 200);
   LanguageModelOptions lo;
   lo.context = 96;
   LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);

@@ -38,7 +38,7 @@ int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
       usage_error(std::string("--chat-template: ") + e.what());
     }
   }
-  if (options.batch_tokens < options.parallel)
+  if (options.batch_tokens != 0 && options.batch_tokens < options.parallel)
     usage_error("--batch-tokens " + std::to_string(options.batch_tokens) + " is less than --parallel " +
                 std::to_string(options.parallel) + ": each step carries a token of every generating sequence");
   Device device = Device::open(globals.device_options());
@@ -115,8 +115,8 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
       ->check(whole_number_in(1, 1 << 16));
   cmd->add_option("--batch-tokens", o.batch_tokens,
                   "tokens one scheduler step carries: every generating sequence's next token, then waiting prompts' "
-                  "tokens, shortest first (default 256; at least --parallel)")
-      ->type_name("N")->check(whole_number_in(1, 4096));
+                  "tokens, shortest first; at least --parallel (default 0: 64 on a CPU device, 512 on a GPU)")
+      ->type_name("N")->check(whole_number_in(0, 4096));
   cmd->add_option("--shutdown-grace", o.shutdown_grace_s,
                   "seconds in-flight requests may take to finish after SIGTERM or SIGINT (default 20)")
       ->type_name("S")->check(whole_number_in(0, 3600));

@@ -21,7 +21,7 @@
 // caching reuses the rows of a prompt that an earlier sequence in that slot shared.
 //
 // Steps are recorded once per bucket of rows (1, 2, 4, 8, ... up to slots(); above that powers
-// of two up to 64, then multiples of 64 up to step_rows()) and replayed; a step of n rows runs the smallest
+// of two up to 32, 48, 64, then multiples of 64 up to step_rows()) and replayed; a step of n rows runs the smallest
 // bucket >= n, its padding rows writing only a scratch slot. Errors are vkformer::Error (invalid_argument naming the slot, token or count). One
 // BatchedLanguageModel is used by one thread at a time.
 #include <cstdint>
@@ -95,8 +95,8 @@ class BatchedLanguageModel {
   // The rows of the bucket a step of `sequences` runs (sequences rounded up to a power of two,
   // at most slots()).
   int decode_rows(int sequences) const;
-  // The same for a step() of `rows` tokens: decode_rows up to slots(), then the next power of
-  // two up to 64, then of the multiples of 64 (at most step_rows()).
+  // The same for a step() of `rows` tokens: decode_rows up to slots(), then the next of the
+  // powers of two up to 32, 48, 64 and the multiples of 64 (at most step_rows()).
   int64_t step_bucket(int64_t rows) const;
   // Records every bucket's step now (as their first use would), so that no step later waits
   // while its kernels are compiled.

@@ -99,10 +99,11 @@ class BatchedLanguageModelImpl {
       throw Error(ErrorCode::invalid_argument, "BatchedLanguageModel::step_bucket: rows is " + std::to_string(rows) +
                                                    ", expected 1 to " + std::to_string(step_rows_));
     if (rows <= options_.slots) return decode_rows(static_cast<int>(rows));
-    // Powers of two below 64 rows; then multiples of 64, so a step pads less than a chunk.
+    // Powers of two up to 32 rows, then multiples of 16 up to 64 (a server's decoding rows and one
+    // short prompt, ~40 rows, take 48, not 64), then multiples of 64: a step pads less than a chunk.
     int64_t bucket = 1;
-    while (bucket < rows && bucket < 64) bucket *= 2;
-    if (bucket < rows) bucket = (rows + 63) / 64 * 64;
+    while (bucket < rows && bucket < 32) bucket *= 2;
+    if (bucket < rows) bucket = rows <= 64 ? (rows + 15) / 16 * 16 : (rows + 63) / 64 * 64;
     return std::min(bucket, step_rows_);
   }
 
