@@ -141,6 +141,100 @@ double run_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs, const
   return worst;
 }
 
+// A server's schedule (src/server/scheduler.cpp) through BatchedLanguageModel::step: in each
+// step every decoding sequence feeds its next token, then sequences still reading their prompts
+// take chunks of them, shortest remaining first, within `budget` tokens; a sequence joins the
+// free slot when its turn comes and leaves when its tokens are done. Every logits row (a
+// finished prompt's, a decoded token's) is checked against the sequence alone; returns the
+// worst relative error, and counts the steps that mixed decoding and prompt rows.
+double run_mixed_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs, std::vector<int> join_step,
+                          int64_t budget, int* mixed_steps, std::set<int64_t>* buckets) {
+  struct Live {
+    size_t seq;
+    int slot;
+    size_t prompt_done = 0, next = 0;  // prompt tokens in the cache; decoded tokens fed
+    bool decoding = false;
+  };
+  std::vector<Live> live;
+  std::vector<bool> slot_used(static_cast<size_t>(lm.slots()), false);
+  size_t joined = 0;
+  double worst = 0;
+  const size_t vocab = static_cast<size_t>(lm.config().vocab_size);
+  for (int step = 0; joined < seqs.size() || !live.empty(); ++step) {
+    EXPECT_LT(step, 1000) << "the schedule does not end";
+    if (step >= 1000) break;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (join_step[i] > step || join_step[i] < 0) continue;
+      auto free = std::find(slot_used.begin(), slot_used.end(), false);
+      if (free == slot_used.end()) continue;  // waits for a slot
+      const int slot = static_cast<int>(free - slot_used.begin());
+      slot_used[static_cast<size_t>(slot)] = true;
+      lm.truncate(slot, 0);
+      live.push_back({i, slot});
+      ++joined;
+      join_step[i] = -1;  // joined
+    }
+    std::vector<BatchedLanguageModel::Piece> pieces;
+    std::vector<size_t> owner;  // live entry of each piece
+    int64_t left = budget;
+    for (size_t r = 0; r < live.size(); ++r)
+      if (live[r].decoding) {
+        pieces.push_back({live[r].slot, {&seqs[live[r].seq].decoded[live[r].next], 1}, true});
+        owner.push_back(r);
+        --left;
+      }
+    const size_t decode_pieces = pieces.size();
+    std::vector<size_t> reading;
+    for (size_t r = 0; r < live.size(); ++r)
+      if (!live[r].decoding) reading.push_back(r);
+    std::stable_sort(reading.begin(), reading.end(), [&](size_t a, size_t b) {
+      return seqs[live[a].seq].prompt.size() - live[a].prompt_done < seqs[live[b].seq].prompt.size() - live[b].prompt_done;
+    });
+    for (size_t r : reading) {
+      const std::vector<int32_t>& prompt = seqs[live[r].seq].prompt;
+      const size_t n = std::min<size_t>(prompt.size() - live[r].prompt_done, static_cast<size_t>(std::max<int64_t>(left, 0)));
+      if (n == 0) break;
+      pieces.push_back({live[r].slot, std::span(prompt).subspan(live[r].prompt_done, n),
+                        live[r].prompt_done + n == prompt.size()});
+      owner.push_back(r);
+      left -= static_cast<int64_t>(n);
+    }
+    if (pieces.empty()) continue;
+    int64_t rows = 0;
+    for (const auto& p : pieces) rows += static_cast<int64_t>(p.tokens.size());
+    if (buckets) buckets->insert(lm.step_bucket(rows));
+    if (mixed_steps && decode_pieces > 0 && pieces.size() > decode_pieces) ++*mixed_steps;
+    const std::vector<float> got = lm.step(pieces);
+    size_t k = 0;  // logits row
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      Live& l = live[owner[i]];
+      const Sequence& q = seqs[l.seq];
+      if (l.decoding) {
+        ++l.next;
+      } else {
+        l.prompt_done += pieces[i].tokens.size();
+        if (l.prompt_done == q.prompt.size()) l.decoding = true;
+      }
+      if (!pieces[i].logits) continue;
+      const std::span<const float> row = std::span(got).subspan(k++ * vocab, vocab);
+      if (l.next < q.decoded.size()) {  // the last token's logits are not in `alone`
+        const double err = relative_error(row, q.alone[l.next]);
+        EXPECT_LE(err, kTolerance) << "sequence " << l.seq << " (slot " << l.slot << "), after "
+                                   << (l.next == 0 ? "its prompt" : "decoded token " + std::to_string(l.next))
+                                   << ", step " << step << " of " << rows << " rows";
+        worst = std::max(worst, err);
+      }
+    }
+    EXPECT_EQ(k * vocab, got.size()) << "step " << step << ": logits rows";
+    for (size_t r = live.size(); r-- > 0;)
+      if (live[r].next == seqs[live[r].seq].decoded.size()) {
+        slot_used[static_cast<size_t>(live[r].slot)] = false;
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(r));
+      }
+  }
+  return worst;
+}
+
 class BatchedTinyLlama : public DeviceTest {};
 
 // Five sequences in four slots: prompts of 5, 70 (two chunks), 1, 17 and 64 tokens, decoding
@@ -246,6 +340,115 @@ TEST_F(BatchedTinyLlama, BadSlotsTokensAndFullContextsAreRefusedByName) {
                          "slots is 0, expected 1 to 256"));
 }
 
+// Steps that carry decoding tokens and chunks of prompts together (step(), the server's
+// scheduler): six sequences in three slots with a budget of 24 tokens per step, prompts of 30
+// (two steps), 5, 1, 50 (three), 17 and 9 tokens, so that prompt chunks of several slots share
+// steps with decoding rows and buckets above the slots gather their logits rows.
+TEST_F(BatchedTinyLlama, MixedStepsEqualTheSequenceAlone) {
+  BatchedLanguageModelOptions o;
+  o.slots = 3;
+  o.context = 96;
+  o.step_tokens = 24;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
+  EXPECT_EQ(lm.step_rows(), 24);
+  EXPECT_EQ(lm.step_bucket(3), 3);
+  EXPECT_EQ(lm.step_bucket(4), 4);
+  EXPECT_EQ(lm.step_bucket(9), 16);
+  EXPECT_EQ(lm.step_bucket(17), 24);
+  BatchedLanguageModelOptions wide = o;
+  wide.step_tokens = 200;
+  BatchedLanguageModel lw = BatchedLanguageModel::load(device(), tiny_model(), wide);
+  EXPECT_EQ(lw.step_bucket(33), 48);
+  EXPECT_EQ(lw.step_bucket(49), 64);
+  EXPECT_EQ(lw.step_bucket(65), 128);
+  EXPECT_EQ(lw.step_bucket(193), 200);
+  LanguageModelOptions lo;
+  lo.context = 96;
+  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const int64_t prompt_len[] = {30, 5, 1, 50, 17, 9};
+  const int64_t decode_len[] = {6, 9, 4, 5, 7, 3};
+  std::vector<Sequence> seqs(6);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(200 + i));
+    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(210 + i));
+    run_alone(alone, seqs[i]);
+  }
+  int mixed = 0;
+  std::set<int64_t> buckets;
+  const double worst = run_mixed_schedule(lm, seqs, {0, 0, 0, 1, 2, 2}, 24, &mixed, &buckets);
+  std::printf("tiny mixed steps: worst max|dlogit| / max|logit| %.2e, %d mixed steps, buckets:", worst, mixed);
+  for (int64_t b : buckets) std::printf(" %lld", static_cast<long long>(b));
+  std::printf("\n");
+  EXPECT_GE(mixed, 3);
+  EXPECT_TRUE(buckets.count(24) && buckets.count(16)) << "no step above the slots' rows";
+}
+
+// Prefix caching: a slot cut back to a prefix of its tokens (truncate) and continued with a new
+// prompt sharing that prefix gives the logits of the new prompt alone; cut back to 0 it is empty.
+TEST_F(BatchedTinyLlama, TruncatedSlotsContinueAsTheSequenceAlone) {
+  BatchedLanguageModelOptions o;
+  o.slots = 2;
+  o.context = 96;
+  o.step_tokens = 32;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
+  LanguageModelOptions lo;
+  lo.context = 96;
+  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const std::vector<int32_t> first = ids(40, vocab, 400), other = ids(12, vocab, 401), third = ids(20, vocab, 402);
+  std::vector<int32_t> second(first.begin(), first.begin() + 25);  // shares 25 tokens with `first`
+  second.insert(second.end(), other.begin(), other.end());
+  alone.reset();
+  const std::vector<float> want = alone.append(second);
+  alone.reset();
+  const std::vector<float> want_third = alone.append(third);
+
+  using P = BatchedLanguageModel::Piece;
+  lm.step(std::vector<P>{{0, std::span(first).first(20), false}, {1, std::span(third).first(12), false}});
+  lm.step(std::vector<P>{{0, std::span(first).subspan(20), true}, {1, std::span(third).subspan(12), true}});
+  EXPECT_EQ(lm.position(0), 40);
+  EXPECT_TRUE(fails_with([&] { lm.truncate(0, 41); }, ErrorCode::invalid_argument, "length 41 is outside [0, 40]"));
+  lm.truncate(0, 25);
+  EXPECT_EQ(lm.position(0), 25);
+  const std::vector<float> got = lm.step(std::vector<P>{{0, std::span(second).subspan(25), true}});
+  const double err = relative_error(got, want);
+  std::printf("tiny prefix reuse: max|dlogit| / max|logit| %.2e\n", err);
+  EXPECT_LE(err, kTolerance);
+  EXPECT_EQ(lm.position(0), static_cast<int64_t>(second.size()));
+  lm.truncate(1, 0);  // slot 1 forgotten: a fresh prompt there is a sequence alone
+  EXPECT_LE(relative_error(lm.step(std::vector<P>{{1, third, true}}), want_third), kTolerance);
+}
+
+TEST_F(BatchedTinyLlama, BadStepsAreRefusedByName) {
+  BatchedLanguageModelOptions o;
+  o.slots = 2;
+  o.context = 16;
+  o.step_tokens = 8;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
+  using P = BatchedLanguageModel::Piece;
+  const std::vector<int32_t> five(5, 1), ten(10, 1), bad{1, 1 << 30};
+  EXPECT_TRUE(fails_with([&] { lm.step(std::vector<P>{}); }, ErrorCode::invalid_argument, "0 pieces, expected 1 to 2"));
+  EXPECT_TRUE(fails_with([&] { lm.step(std::vector<P>{{0, five}, {1, five}}); }, ErrorCode::invalid_argument,
+                         "10 tokens, more than the 8 a step carries"));
+  EXPECT_TRUE(fails_with([&] { lm.step(std::vector<P>{{0, five}, {0, five}}); }, ErrorCode::invalid_argument,
+                         "slot 0 is listed twice"));
+  EXPECT_TRUE(fails_with([&] { lm.step(std::vector<P>{{1, {}}}); }, ErrorCode::invalid_argument,
+                         "piece 0 (slot 1) has no tokens"));
+  EXPECT_TRUE(fails_with([&] { lm.step(std::vector<P>{{0, bad}}); }, ErrorCode::invalid_argument,
+                         "token 1073741824 at index 1 is outside the vocabulary"));
+  EXPECT_TRUE(fails_with([&] { lm.step(std::vector<P>{{2, five}}); }, ErrorCode::invalid_argument,
+                         "slot 2 is outside [0, 2)"));
+  lm.step(std::vector<P>{{0, std::span(ten).first(8)}});
+  lm.step(std::vector<P>{{0, std::span(ten).first(8)}});
+  EXPECT_TRUE(fails_with([&] { lm.step(std::vector<P>{{1, five}, {0, five}}); }, ErrorCode::invalid_argument,
+                         "5 tokens do not fit in the 0 positions left of slot 0's context (16, 16 used)"));
+  EXPECT_EQ(lm.position(1), 0);  // a refused step moves no slot
+  o.step_tokens = 1;
+  EXPECT_TRUE(fails_with([&] { BatchedLanguageModel::load(device(), tiny_model(), o); }, ErrorCode::invalid_argument,
+                         "step_tokens is 1, expected 0 or 2 (slots) to 4096"));
+}
+
 // SmolLM2-135M-Instruct (9 query heads over 3 KV heads, Q4_1): four sequences in four slots,
 // joining at different steps, prompts of 3 to 80 tokens; steps of 1 to 4 rows.
 class BatchedSmolLM2 : public DeviceTest {};
@@ -274,6 +477,37 @@ TEST_F(BatchedSmolLM2, EveryRowEqualsItsSequenceAlone) {
   for (auto [r, n] : rows) std::printf(" %d:%d", r, n);
   std::printf("\n");
   EXPECT_GT(rows[4], 0);
+}
+
+// A step of 240 prompt rows over slots of 1024 positions: q's rows times the cache's KV heads
+// and positions (256 x 3 x 1088 x 64 floats) are more than one binding holds on lavapipe (128
+// MiB), though the caches themselves, bound whole and read at each row's slot, are not. Two
+// prompts of 120 tokens in one step give their logits alone.
+TEST_F(BatchedSmolLM2, StepsOfManyRowsOverLongSlots) {
+  ASSERT_TRUE(smollm2_gguf().error.empty()) << smollm2_gguf().error;
+  BatchedLanguageModelOptions o;
+  o.slots = 2;
+  o.context = 1024;
+  o.step_tokens = 256;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(test_device(), smollm2_gguf().path, o);
+  LanguageModelOptions lo;
+  lo.context = 1024;
+  LanguageModel alone = LanguageModel::load(test_device(), smollm2_gguf().path, lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const std::vector<int32_t> a = ids(120, vocab, 90), b = ids(120, vocab, 91);
+  std::vector<std::vector<float>> want;
+  for (const auto* p : {&a, &b}) {
+    alone.reset();
+    want.push_back(alone.append(*p));
+  }
+  using P = BatchedLanguageModel::Piece;
+  EXPECT_EQ(lm.step_bucket(240), 256);
+  const std::vector<float> got = lm.step(std::vector<P>{{0, a, true}, {1, b, true}});
+  ASSERT_EQ(got.size(), 2 * static_cast<size_t>(vocab));
+  const double err = std::max(relative_error(std::span(got).first(static_cast<size_t>(vocab)), want[0]),
+                              relative_error(std::span(got).subspan(static_cast<size_t>(vocab)), want[1]));
+  std::printf("SmolLM2 step of 240 rows over slots of 1024: max|dlogit| / max|logit| %.2e\n", err);
+  EXPECT_LE(err, kTolerance);
 }
 
 // ---- Families whose attention takes masks: soft-capping and sliding windows ----
@@ -327,6 +561,33 @@ TEST_P(BatchedFamilies, EveryRowEqualsItsSequenceAlone) {
   std::printf("\n");
   EXPECT_GT(rows[4], 0);
   EXPECT_GT(rows[2], 0);
+}
+
+// Mixed steps in the families with masks: sliding windows and soft-capping per row when several
+// rows of a step belong to one slot (window mask rows at each row's own position).
+TEST_P(BatchedFamilies, MixedStepsEqualTheSequenceAlone) {
+  const std::string family = GetParam();
+  BatchedLanguageModelOptions o;
+  o.slots = 3;
+  o.context = 96;
+  o.step_tokens = 20;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), family_model(family), o);
+  LanguageModelOptions lo;
+  lo.context = 96;
+  LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
+  const int64_t vocab = alone.config().vocab_size;
+  const int64_t prompt_len[] = {30, 5, 1, 45, 9};
+  const int64_t decode_len[] = {12, 10, 8, 6, 9};
+  std::vector<Sequence> seqs(5);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(500 + i));
+    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(510 + i));
+    run_alone(alone, seqs[i]);
+  }
+  int mixed = 0;
+  const double worst = run_mixed_schedule(lm, seqs, {0, 0, 0, 1, 3}, 20, &mixed, nullptr);
+  std::printf("%s mixed steps: worst max|dlogit| / max|logit| %.2e, %d mixed steps\n", family.c_str(), worst, mixed);
+  EXPECT_GE(mixed, 2);
 }
 
 // Greedy decoding: four sequences started together (prompts of 2 to 40 tokens), each taking its

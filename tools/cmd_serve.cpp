@@ -1,11 +1,14 @@
 // `vkformer serve --model FILE.gguf`: the OpenAI-compatible HTTP server (vkformer::Server,
-// include/vkformer/server.hpp; docs/serve.md). Prints "vkformer serve: listening on
-// http://HOST:PORT" to stderr once it accepts requests (with --port 0 the port chosen), and
-// stops on SIGINT or SIGTERM.
+// include/vkformer/server.hpp; docs/serve.md). Prints "vkformer serve: loading ... on port PORT"
+// once it listens (GET /health answers 503 "loading" until the models are loaded), then
+// "vkformer serve: listening on http://HOST:PORT" once it serves requests (with --port 0 the port
+// chosen). SIGINT or SIGTERM shuts it down gracefully (in-flight requests finish within
+// --shutdown-grace seconds, exit status 0); a second signal ends them at once.
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "cli.hpp"
@@ -16,8 +19,11 @@ namespace vkformer::cli {
 
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+volatile std::sig_atomic_t g_stop_signal = 0, g_stop_signals = 0;
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  g_stop_signals = g_stop_signals + 1;
+}
 
 int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
 #ifdef SIGPIPE
@@ -32,15 +38,39 @@ int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
       usage_error(std::string("--chat-template: ") + e.what());
     }
   }
+  if (options.batch_tokens != 0 && options.batch_tokens < options.parallel)
+    usage_error("--batch-tokens " + std::to_string(options.batch_tokens) + " is less than --parallel " +
+                std::to_string(options.parallel) + ": each step carries a token of every generating sequence");
   Device device = Device::open(globals.device_options());
-  Server server(device, options);
+  ServerOptions o = options;
+  o.on_listening = [&](int port) {
+    std::fprintf(stderr, "vkformer serve: loading the model%s on port %d (GET /health answers 503 until it is ready)\n",
+                 options.embedding_model.empty() || options.model.empty() ? "" : "s", port);
+    std::fflush(stderr);
+  };
+  Server server(device, o);
   server.start();
   std::fprintf(stderr, "vkformer serve: listening on http://%s:%d (%d parallel sequences)\n", options.host.c_str(),
                server.port(), options.parallel);
   std::fflush(stderr);
   while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::fprintf(stderr, "vkformer serve: signal %d, stopping\n", static_cast<int>(g_stop_signal));
-  server.stop();
+  std::fprintf(stderr, "vkformer serve: signal %d, shutting down: in-flight requests have %d s to finish (a second signal ends them now)\n",
+               static_cast<int>(g_stop_signal), options.shutdown_grace_s);
+  std::fflush(stderr);
+  std::atomic<bool> done{false};
+  std::thread second_signal([&] {  // a second Ctrl-C: no more waiting
+    while (!done) {
+      if (g_stop_signals > 1) {
+        server.stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  server.shutdown();
+  done = true;
+  second_signal.join();
+  std::fprintf(stderr, "vkformer serve: stopped\n");
   return report_validation(device) ? 1 : 0;
 }
 
@@ -83,6 +113,14 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
       ->check(whole_number_in(1, 3600));
   cmd->add_option("--max-embedding-inputs", o.max_embedding_inputs, "texts per embeddings request (default 256)")
       ->check(whole_number_in(1, 1 << 16));
+  cmd->add_option("--batch-tokens", o.batch_tokens,
+                  "tokens one scheduler step carries: every generating sequence's next token, then waiting prompts' "
+                  "tokens, shortest first; at least --parallel (default 0: 64 on a CPU device, 512 on a GPU)")
+      ->type_name("N")->check(whole_number_in(0, 4096));
+  cmd->add_option("--shutdown-grace", o.shutdown_grace_s,
+                  "seconds in-flight requests may take to finish after SIGTERM or SIGINT (default 20)")
+      ->type_name("S")->check(whole_number_in(0, 3600));
+  cmd->add_flag("--verbose", o.verbose, "a line per answered completion on stderr: where its time went");
   return {cmd, [options, &globals] { return serve_command(*options, globals); }};
 }
 

@@ -14,9 +14,15 @@
 //   std::vector<float> b = lm.append(1, prompt_b);
 //   std::vector<float> both = lm.decode({{{0, next_a}, {1, next_b}}});  // [2 x vocab]
 //
-// Steps are recorded once per batch size bucket (1, 2, 4, 8, ... up to slots()) and replayed; a
-// step of n sequences runs the smallest bucket >= n, its padding rows writing only a scratch
-// slot. Errors are vkformer::Error (invalid_argument naming the slot, token or count). One
+// A step can also carry several tokens of a slot (step(): a server's decoding sequences and
+// chunks of waiting prompts in one pass, as llama.cpp's batches and vLLM's chunked prefill do):
+// each token is a row at its slot's next position, seeing the rows of its own slot before it.
+// A slot's cache can be cut back to a prefix (truncate()) and continued from there: prefix
+// caching reuses the rows of a prompt that an earlier sequence in that slot shared.
+//
+// Steps are recorded once per bucket of rows (1, 2, 4, 8, ... up to slots(); above that powers
+// of two up to 32, 48, 64, then multiples of 64 up to step_rows()) and replayed; a step of n rows runs the smallest
+// bucket >= n, its padding rows writing only a scratch slot. Errors are vkformer::Error (invalid_argument naming the slot, token or count). One
 // BatchedLanguageModel is used by one thread at a time.
 #include <cstdint>
 #include <filesystem>
@@ -35,6 +41,9 @@ struct BatchedLanguageModelOptions {
   DType activations = DType::f32;  // f16: activations and the KV cache stored in f16
   int64_t context = 0;  // tokens each slot holds; 0: the model's context_length capped at 4096
   int slots = 8;        // sequences decoded together, 1 to 256
+  // The most rows one step() carries (decoding tokens and prompt tokens together), slots to
+  // 4096; 0: slots (steps of one token per sequence only).
+  int64_t step_tokens = 0;
 };
 
 class BatchedLanguageModelImpl;
@@ -54,6 +63,9 @@ class BatchedLanguageModel {
   int64_t position(int slot) const;   // tokens in the slot's cache now
 
   void reset(int slot);  // position(slot) = 0: the slot is free for a new sequence
+  // Keeps the slot's first `length` tokens (0 <= length <= position(slot)) and forgets the rest:
+  // the next token goes at position `length`, seeing those rows as they were computed.
+  void truncate(int slot, int64_t length);
   // Runs `tokens` at the slot's positions [position, position + n) in prompt-sized passes and
   // returns the last one's logits [vocab]; as LanguageModel::append (same errors), in one slot.
   std::vector<float> append(int slot, std::span<const int32_t> tokens);
@@ -66,9 +78,29 @@ class BatchedLanguageModel {
   // pass; returns their logits [batch.size() x vocab], row i for batch[i].
   std::vector<float> decode(std::span<const Next> batch);
 
+  // Tokens of one slot in a step(): appended at its positions [position, position + n), in
+  // order; `logits`: the last one's logits are wanted.
+  struct Piece {
+    int slot;
+    std::span<const int32_t> tokens;
+    bool logits = false;
+  };
+  // One batched pass over pieces of distinct slots, at most step_rows() tokens in all, each piece
+  // with room left in its slot. Returns the logits of the pieces with `logits`, in their order
+  // ([k x vocab]); each equals what append() gives for the same tokens, to fp32 rounding. A
+  // refused step moves no slot.
+  std::vector<float> step(std::span<const Piece> pieces);
+  int64_t step_rows() const;  // the most tokens a step() carries (options' step_tokens, >= slots)
+
   // The rows of the bucket a step of `sequences` runs (sequences rounded up to a power of two,
   // at most slots()).
   int decode_rows(int sequences) const;
+  // The same for a step() of `rows` tokens: decode_rows up to slots(), then the next of the
+  // powers of two up to 32, 48, 64 and the multiples of 64 (at most step_rows()).
+  int64_t step_bucket(int64_t rows) const;
+  // Records every bucket's step now (as their first use would), so that no step later waits
+  // while its kernels are compiled.
+  void record_steps();
   // What a step of `sequences` executes, counted from its recording (recorded here if it was
   // not yet): dispatches, barriers, weight bytes read.
   ExecutorStats decode_step_stats(int sequences);

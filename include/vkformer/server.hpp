@@ -7,16 +7,21 @@
 //   vkformer::ServerOptions o;
 //   o.model = "SmolLM2-135M-Instruct.Q4_1.gguf";
 //   o.port = 0;                        // any free port
-//   vkformer::Server server(device, o);  // loads the models
-//   server.start();                      // listening on o.host:server.port() when it returns
+//   vkformer::Server server(device, o);  // checks the options
+//   server.start();                      // listening on o.host:server.port(), the models loaded
 //   ...
-//   server.stop();
+//   server.shutdown();                   // in-flight requests finish (within shutdown_grace_s)
 //
-// Up to `parallel` requests generate at once, one token each per scheduler step, joining and
-// leaving between steps; more wait in a queue of `max_queue`. docs/serve.md has the details.
+// start() listens before it loads the models, so that /health can answer 503 "loading" (a
+// readiness probe) until they are ready. Up to `parallel` requests generate at once; each
+// scheduler step carries every generating sequence's next token and up to `batch_tokens` tokens
+// in all, the rest taken from waiting prompts; more requests wait in a queue of `max_queue`. A
+// slot keeps its sequence's KV cache when it is done, and a request that shares a prefix with it
+// computes only the rest (prefix caching). docs/serve.md has the details.
 // Built only where cpp-httplib is found (library vkformer_server, target vkformer::server).
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,26 +50,40 @@ struct ServerOptions {
   int max_embedding_inputs = 256;    // texts per /v1/embeddings request
   std::string model_name;            // the id /v1/models lists; empty: the file's stem
   std::string chat_template;         // a prompt format by name (ChatTemplate::names()); empty: the file's
+  // Tokens one scheduler step carries (decoding and prompt rows), >= parallel; 0: 64 on a CPU
+  // device, where a step costs about its rows (smaller steps answer a burst's first requests
+  // sooner), 512 on a GPU, where rows up to that are nearly free.
+  int64_t batch_tokens = 0;
+  int shutdown_grace_s = 20;         // shutdown(): how long in-flight requests may take to finish
+  bool verbose = false;              // a line on stderr per answered completion: where its time went
+  // Called by start() once the port is bound, before the models load (stderr's "loading" line).
+  std::function<void(int port)> on_listening;
 };
 
 class ServerImpl;
 
 class Server {
  public:
-  // Checks the options and loads the models (invalid_argument or the loaders' errors).
+  // Checks the options (invalid_argument naming the option).
   Server(Device device, const ServerOptions& options);
   ~Server();  // stop()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds host:port and serves on background threads; returns once listening. A port in use is
-  // ErrorCode::io naming host and port.
+  // Binds host:port and serves on background threads, then loads the models (the loaders'
+  // errors; /health answers 503 "loading" meanwhile); returns once requests are served. A port in
+  // use is ErrorCode::io naming host and port.
   void start();
   int port() const;  // the bound port (after start())
   // Blocks until stop() is called (from another thread or a signal handler's thread).
   void wait();
   // Stops listening, ends the streams in progress and the scheduler. Safe to call twice.
   void stop();
+  // The graceful stop (SIGTERM): answers new requests 503 server_shutting_down (and /health
+  // 503), lets those in flight (queued ones included) finish for up to shutdown_grace_s seconds,
+  // ends the rest with a final event saying that the server is shutting down (a 503 when not
+  // streamed), waits until their responses are written, then stop().
+  void shutdown();
 
  private:
   std::unique_ptr<ServerImpl> impl_;

@@ -114,9 +114,12 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   // v with their `group` query heads of q and out (src/ops/windows.hpp); the kernels find the
   // mask and key padding rows from bh_base.
   const uint64_t es = dtype_size(q.dtype);
+  // With KV slots, k and v are [slots, ...] whatever q's batch, bound whole (require_whole_kv)
+  // and read at each row's slot: only q and out are counted by (b, KV head).
+  const uint64_t per_kv = in.kv_slot != kNoValue ? 0 : 1;
   const uint64_t item[4] = {static_cast<uint64_t>(group * Sq * D) * es,
-                            static_cast<uint64_t>(Sk * D) * es,
-                            static_cast<uint64_t>(Sk * Dv) * es,
+                            static_cast<uint64_t>(Sk * D) * es * per_kv,
+                            static_cast<uint64_t>(Sk * Dv) * es * per_kv,
                             static_cast<uint64_t>(group * Sq * Dv) * es};
   const std::vector<ops::Span> spans = ops::split_spans(
       static_cast<uint64_t>(B * H / group), {item[0], item[1], item[2], item[3]},

@@ -133,8 +133,11 @@ template <class Emit>
 void for_kv_windows(Lowering& l, const AttentionOperands& in, const Shapes& s,
                     std::vector<Binding> whole, Emit&& emit) {
   const uint64_t es = dtype_size(s.dtype);
-  const uint64_t item[4] = {uint64_t(s.group * s.Sq * s.D) * es, uint64_t(s.Sk * s.D) * es,
-                            uint64_t(s.Sk * s.Dv) * es, uint64_t(s.group * s.Sq * s.Dv) * es};
+  // With KV slots, k and v are [slots, ...] whatever q's batch, bound whole (require_whole_kv)
+  // and read at each row's slot: only q and out are counted by (b, KV head).
+  const uint64_t per_kv = in.kv_slot != kNoValue ? 0 : 1;
+  const uint64_t item[4] = {uint64_t(s.group * s.Sq * s.D) * es, uint64_t(s.Sk * s.D) * es * per_kv,
+                            uint64_t(s.Sk * s.Dv) * es * per_kv, uint64_t(s.group * s.Sq * s.Dv) * es};
   const std::vector<Span> spans =
       split_spans(uint64_t(s.B * s.Hkv), {item[0], item[1], item[2], item[3]},
                   l.tuning().max_binding_bytes, window_alignment(l.info()),

@@ -1,5 +1,6 @@
 // POST /v1/chat/completions and /v1/completions: a request checked and tokenized, queued with
 // the scheduler, and answered as one JSON object or as server-sent events.
+#include <cstdio>
 #include <ctime>
 
 #include "api_error.hpp"
@@ -26,7 +27,22 @@ constexpr int kPollsPerKeepAlive = 8;
 
 }  // namespace
 
+namespace {
+// Counts a completion response until it is written (shutdown() waits for them): a non-streamed
+// one until its handler returns, a stream until httplib releases its content provider.
+struct InFlight {
+  std::atomic<int>& count;
+  explicit InFlight(std::atomic<int>& c) : count(c) { ++count; }
+  ~InFlight() { --count; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
+}  // namespace
+
 void ServerImpl::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const auto received = server::Timeline::Clock::now();
+  auto in_flight = std::make_shared<InFlight>(completions_in_flight_);
+  check_ready();
   if (!scheduler_) throw ApiError(404, "invalid_request_error", "this server has no language model (start it with --model)", "model", "model_not_found");
   const json body = server::parse_body(req.body, options_.max_json_depth);
   const GgufTokenizer& tokenizer = slots_->model().tokenizer();
@@ -70,13 +86,19 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
   g.prompt = std::move(prompt);
   g.sampling = params.sampling;
   g.stop = params.stop;
+  g.cache_prompt = params.cache_prompt;
+  g.received = received;
   auto job = scheduler_->submit(std::move(g));
 
   const std::string id = next_id(chat ? "chatcmpl-" : "cmpl-");
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const char* object = chat ? "chat.completion" : "text_completion";
-  auto usage = [n](int64_t completion) {
-    return json{{"prompt_tokens", n}, {"completion_tokens", completion}, {"total_tokens", n + completion}};
+  auto usage = [n](const server::GenerationJob& j) {
+    const int64_t completion = j.completion_tokens();
+    return json{{"prompt_tokens", n},
+                {"completion_tokens", completion},
+                {"total_tokens", n + completion},
+                {"prompt_tokens_details", {{"cached_tokens", j.timeline().cached_tokens}}}};
   };
 
   if (!params.stream) {
@@ -89,12 +111,15 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
       if (!job->cancelled() && !client.connected()) job->cancel();
     }
     text += piece;
+    job->note([](server::Timeline& t) { t.first_flush = server::Timeline::Clock::now(); });
+    finished(id, *job, n);
+    if (job->finish_reason() == "shutdown") throw ApiError(503, "server_error", job->error(), "", "server_shutting_down");
     if (job->finish_reason() == "error") throw ApiError(500, "server_error", "generation failed: " + job->error());
     json choice = {{"index", 0}, {"finish_reason", job->finish_reason()}, {"logprobs", nullptr}};
     if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
     else choice["text"] = text;
     json out = {{"id", id}, {"object", object}, {"created", created}, {"model", model_id_},
-                {"choices", json::array({choice})}, {"usage", usage(job->completion_tokens())}};
+                {"choices", json::array({choice})}, {"usage", usage(*job)}};
     res.set_content(dump(out), "application/json");
     return;
   }
@@ -102,10 +127,14 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
   // Streaming: one SSE event per piece of text, then the finish reason, usage if asked, [DONE].
   struct Stream {
     std::shared_ptr<server::GenerationJob> job;
-    bool started = false;
+    server::ClientSocket client;
+    bool started = false, flushed = false;
     int quiet_polls = 0;
   };
-  auto stream = std::make_shared<Stream>(Stream{job});
+  // A client that leaves while its request waits or its prompt is read is noticed by its socket
+  // (nothing is written then to fail), so its slot is free at the next step, not after its prompt.
+  auto stream = std::make_shared<Stream>(
+      Stream{job, server::ClientSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port)});
   const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
   const bool include_usage = params.include_usage;
   const std::string model = model_id_;
@@ -118,7 +147,7 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [=](size_t, httplib::DataSink& sink) {
+      [=, this](size_t, httplib::DataSink& sink) {
         Stream& s = *stream;
         auto write = [&](const std::string& data) { return sink.write(data.data(), data.size()); };
         if (!s.started) {
@@ -130,20 +159,30 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
         if (!piece.empty()) {
           s.quiet_polls = 0;
           if (!write(event(chat ? json{{"content", piece}} : json(piece), nullptr))) return false;
+          if (!s.flushed) {
+            s.flushed = true;
+            s.job->note([](server::Timeline& t) { t.first_flush = server::Timeline::Clock::now(); });
+          }
+        } else if (!done && !s.client.connected()) {
+          return false;  // the client is gone: cancelled (below)
         } else if (!done && ++s.quiet_polls >= kPollsPerKeepAlive) {
           s.quiet_polls = 0;
           if (!write(": waiting\n\n")) return false;
         }
         if (!done) return true;
         const std::string reason = s.job->finish_reason();
-        if (reason == "error") {
-          json e = ApiError(500, "server_error", "generation failed: " + s.job->error()).to_json();
+        finished(id, *s.job, n);
+        if (reason == "error" || reason == "shutdown") {
+          // The final event: an error in OpenAI's shape (the openai package raises it).
+          json e = reason == "shutdown"
+                       ? ApiError(503, "server_error", s.job->error(), "", "server_shutting_down").to_json()
+                       : ApiError(500, "server_error", "generation failed: " + s.job->error()).to_json();
           if (!write("data: " + dump(e) + "\n\n")) return false;
         } else {
           if (!write(event(chat ? json::object() : json(""), reason))) return false;
           if (include_usage) {
             json u = {{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model},
-                      {"choices", json::array()}, {"usage", usage(s.job->completion_tokens())}};
+                      {"choices", json::array()}, {"usage", usage(*s.job)}};
             if (!write("data: " + dump(u) + "\n\n")) return false;
           }
         }
@@ -151,7 +190,30 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
         sink.done();
         return true;
       },
-      [stream](bool) { stream->job->cancel(); });  // a gone client frees its slot at the next step
+      [stream, in_flight](bool) {
+        stream->job->cancel();  // a gone client frees its slot at the next step
+        (void)in_flight;        // held until the stream is written
+      });
+}
+
+void ServerImpl::finished(const std::string& id, const server::GenerationJob& job, int64_t prompt_tokens) {
+  const server::Timeline t = job.timeline();
+  request_metrics_.timeline(t);
+  if (!options_.verbose) return;
+  using server::Timeline;
+  auto at = [&](Timeline::Clock::time_point when) {  // seconds since the body was read, or "-"
+    const double s = Timeline::seconds(t.received, when);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, s < 0 ? "-" : "%.3f s", s);
+    return std::string(buf);
+  };
+  std::fprintf(stderr,
+               "vkformer serve: %s: %lld prompt tokens (%lld cached), %lld generated, %s; queued %s, in a slot %s, "
+               "prompt done %s after %d steps, first token sampled %s, first flush %s, done %s\n",
+               id.c_str(), static_cast<long long>(prompt_tokens), static_cast<long long>(t.cached_tokens),
+               static_cast<long long>(job.completion_tokens()), job.finish_reason().c_str(), at(t.queued).c_str(),
+               at(t.admitted).c_str(), at(t.prompt_done).c_str(), t.prompt_steps, at(t.first_sample).c_str(),
+               at(t.first_flush).c_str(), at(Timeline::Clock::now()).c_str());
 }
 
 }  // namespace vkformer

@@ -38,6 +38,7 @@ std::string base64_floats(const float* v, size_t n) {
 }  // namespace
 
 void ServerImpl::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
+  check_ready();
   if (!embedder_) throw ApiError(404, "invalid_request_error", "this server has no embedding model (start it with --embedding-model)", "model", "model_not_found");
   const json body = server::parse_body(req.body, options_.max_json_depth);
   server::EmbeddingRequest r = server::parse_embedding_request(body, static_cast<size_t>(options_.max_embedding_inputs));

@@ -95,6 +95,7 @@ GenerationParams parse_params(const json& body) {
   if (!model) throw bad_request("model", "'model' is required (GET /v1/models lists it)");
   p.model = *model;
   p.stream = get_bool(body, "stream").value_or(false);
+  p.cache_prompt = get_bool(body, "cache_prompt").value_or(true);
   if (const json* so = find(body, "stream_options"); so && !so->is_null()) {
     if (!so->is_object()) wrong_type("stream_options", "an object", *so);
     if (!p.stream) throw bad_request("stream_options", "'stream_options' is only allowed with stream: true");

@@ -27,6 +27,7 @@ struct GenerationParams {
   std::optional<int64_t> max_tokens;          // absent: as many as the context allows
   SamplingOptions sampling;                   // temperature defaults to 1, as OpenAI's
   std::vector<std::string> stop;              // up to 4 non-empty strings
+  bool cache_prompt = true;                   // llama-server's extension: reuse a slot's cached prefix
 };
 
 struct ChatRequest {

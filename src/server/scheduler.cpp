@@ -11,12 +11,15 @@
 namespace vkformer::server {
 
 namespace {
-// Prompt tokens one sequence runs per step: other sequences decode between its chunks, so a long
-// prompt delays their next token by one chunk's pass, not by the whole prompt. 64 is the
-// model's own prompt-pass width.
-constexpr size_t kPromptChunk = 64;
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Scheduler::Clock::time_point t) {
+  return std::chrono::duration<double>(Scheduler::Clock::now() - t).count();
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first -
+                             a.begin());
+}
 }  // namespace
 
 struct Scheduler::Sequence {
@@ -24,17 +27,19 @@ struct Scheduler::Sequence {
       : job(std::move(j)), slot(s), sampler(job->request.sampling), stop(job->request.stop) {}
   std::shared_ptr<GenerationJob> job;
   int slot;
-  size_t prompt_done = 0;  // prompt tokens in the cache
+  size_t prompt_done = 0;  // prompt tokens in the cache (from the slot's cache first, then computed)
   Sampler sampler;
   StopStrings stop;
   Utf8StreamDecoder utf8;
   std::optional<int32_t> next;  // sampled, not yet in the cache
   int64_t generated = 0;
+  size_t remaining() const { return job->request.prompt.size() - prompt_done; }
 };
 
-Scheduler::Scheduler(SequenceSlots& slots, size_t max_queue, Metrics& metrics)
-    : slots_(slots), max_queue_(max_queue), metrics_(metrics) {
+Scheduler::Scheduler(SequenceSlots& slots, size_t max_queue, Metrics& metrics, RequestMetrics& request_metrics)
+    : slots_(slots), max_queue_(max_queue), metrics_(metrics), request_metrics_(request_metrics) {
   active_.resize(static_cast<size_t>(slots.count()));
+  cache_.resize(static_cast<size_t>(slots.count()));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -44,7 +49,8 @@ std::shared_ptr<GenerationJob> Scheduler::submit(GenerationRequest request) {
   auto job = std::make_shared<GenerationJob>(std::move(request));
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) throw ApiError(503, "server_error", "the server is stopping");
+    if (stopping_ || draining_)
+      throw ApiError(503, "server_error", "the server is shutting down", "", "server_shutting_down");
     if (queue_.size() >= max_queue_)
       throw ApiError(503, "server_error",
                      "the request queue is full: " + std::to_string(queue_.size()) +
@@ -57,6 +63,18 @@ std::shared_ptr<GenerationJob> Scheduler::submit(GenerationRequest request) {
   return job;
 }
 
+void Scheduler::drain(Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  draining_ = true;
+  deadline_ = deadline;
+  wake_.notify_all();
+  // The loop ends what is left at the deadline (after the step in progress); this only waits.
+  idle_.wait(lock, [&] {
+    return stopping_ ||
+           (queue_.empty() && std::none_of(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; }));
+  });
+}
+
 void Scheduler::stop() {
   {
     std::lock_guard lock(mutex_);
@@ -64,48 +82,120 @@ void Scheduler::stop() {
     stopping_ = true;
   }
   wake_.notify_all();
+  idle_.notify_all();
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mutex_);
-  for (auto& job : queue_) job->finish("error", 0, "server stopping");
+  end_all("shutdown", "the server is shutting down");
+}
+
+void Scheduler::end_all(const char* reason, const std::string& message) {
+  for (auto& job : queue_) job->finish(reason, 0, message);
   queue_.clear();
   for (auto& s : active_)
-    if (s) s->job->finish("error", s->generated, "server stopping");
+    if (s) {
+      s->job->finish(reason, s->generated, message);
+      s.reset();
+    }
+  metrics_.queue_depth(0);
+  metrics_.active_slots(0);
 }
 
 void Scheduler::loop() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      auto busy = [&] { return std::any_of(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; }); };
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || busy(); });
+      auto idle = [&] {
+        return queue_.empty() && std::none_of(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; });
+      };
+      if (draining_ && idle()) idle_.notify_all();
+      auto pending = [&] { return stopping_ || !idle(); };
+      if (draining_ && Clock::now() < deadline_) wake_.wait_until(lock, deadline_, pending);
+      else wake_.wait(lock, pending);
       if (stopping_) return;
+      if (idle()) continue;  // the deadline came with nothing left
+      if (draining_ && Clock::now() >= deadline_) {
+        end_all("shutdown", "the server is shutting down: the request did not finish within the grace period");
+        continue;
+      }
     }
-    admit();
-    step();
+    try {
+      admit();
+      step();
+    } catch (const std::exception& e) {
+      // Not expected (step() catches the model's errors): the requests in slots end with the
+      // error, and the caches, whose state is then unknown, are dropped, rather than the thread.
+      std::lock_guard lock(mutex_);
+      for (size_t s = 0; s < active_.size(); ++s) {
+        if (active_[s]) active_[s]->job->finish("error", active_[s]->generated, e.what());
+        active_[s].reset();
+        cache_[s].tokens.clear();
+        try {
+          slots_.truncate(static_cast<int>(s), 0);
+        } catch (const std::exception&) {
+        }
+      }
+    }
     std::lock_guard lock(mutex_);
     metrics_.active_slots(std::count_if(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; }));
   }
 }
 
-// Moves queued jobs into free slots (a cancelled one is dropped without taking a slot).
+// The free slot for a prompt: the one whose cached tokens share the longest prefix with it (with
+// `reuse`), else, and among equals, the least recently written. -1 when none is free.
+int Scheduler::choose_slot(const std::vector<int32_t>& prompt, bool reuse, size_t* common) const {
+  int best = -1;
+  size_t best_common = 0;
+  for (size_t s = 0; s < active_.size(); ++s) {
+    if (active_[s]) continue;
+    const size_t c = reuse ? common_prefix(cache_[s].tokens, prompt) : 0;
+    if (best < 0 || c > best_common ||
+        (c == best_common && cache_[s].last_used < cache_[static_cast<size_t>(best)].last_used)) {
+      best = static_cast<int>(s);
+      best_common = c;
+    }
+  }
+  *common = best_common;
+  return best;
+}
+
+// Moves queued jobs into free slots (a cancelled one is dropped without taking a slot), each
+// starting after the prefix of its prompt that its slot already holds.
 void Scheduler::admit() {
   std::lock_guard lock(mutex_);
-  for (size_t s = 0; s < active_.size() && !queue_.empty(); ++s) {
-    if (active_[s]) continue;
-    std::shared_ptr<GenerationJob> job;
-    while (!queue_.empty() && !job) {
-      job = queue_.front();
+  while (!queue_.empty()) {
+    std::shared_ptr<GenerationJob> job = queue_.front();
+    if (job->cancelled()) {
       queue_.pop_front();
-      if (job->cancelled()) {
-        job->finish("cancelled", 0);
-        job.reset();
-      }
+      job->finish("cancelled", 0);
+      request_metrics_.cancelled(RequestMetrics::Stage::queue);
+      continue;
     }
-    if (!job) break;
-    slots_.reset(static_cast<int>(s));
-    auto seq = std::make_unique<Sequence>(job, static_cast<int>(s));
+    size_t common = 0;
+    const int slot = choose_slot(job->request.prompt, job->request.cache_prompt, &common);
+    if (slot < 0) break;
+    queue_.pop_front();
+    // At least the prompt's last token is computed: its logits give the first token.
+    const size_t reused = std::min(common, job->request.prompt.size() - 1);
+    SlotCache& cache = cache_[static_cast<size_t>(slot)];
+    try {
+      slots_.truncate(slot, static_cast<int64_t>(reused));
+    } catch (const std::exception& e) {  // the slot's list and cache disagree (not expected): drop both
+      job->finish("error", 0, e.what());
+      cache.tokens.clear();
+      slots_.truncate(slot, 0);
+      continue;
+    }
+    cache.tokens.resize(reused);
+    auto seq = std::make_unique<Sequence>(job, slot);
+    seq->prompt_done = reused;
     seq->sampler.accept(job->request.prompt);  // the repetition penalty sees the prompt, as generate() does
-    active_[s] = std::move(seq);
+    job->note([&](Timeline& t) {
+      t.admitted = Clock::now();
+      t.cached_tokens = static_cast<int64_t>(reused);
+    });
+    metrics_.prompt_tokens(static_cast<int64_t>(reused));
+    request_metrics_.cached_tokens(static_cast<int64_t>(reused));
+    active_[static_cast<size_t>(slot)] = std::move(seq);
   }
   metrics_.queue_depth(static_cast<int64_t>(queue_.size()));
   metrics_.active_slots(std::count_if(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; }));
@@ -119,9 +209,12 @@ void Scheduler::step() {
   };
   // Samples from a sequence's logits and hands the text on; false when the sequence is done.
   auto advance = [&](Sequence& q, const std::vector<float>& logits) {
-    if (q.generated == 0) metrics_.time_to_first_token(seconds_since(q.job->created));
     const int32_t token = q.sampler.sample(logits);
     q.sampler.accept(token);
+    if (q.generated == 0) {
+      metrics_.time_to_first_token(seconds_since(q.job->created));
+      q.job->note([](Timeline& t) { t.first_sample = Clock::now(); });
+    }
     if (tokenizer.is_end_of_generation(token)) {
       q.job->emit(q.stop.push(q.utf8.flush()) + q.stop.flush(), q.generated);
       q.job->finish("stop", q.generated);
@@ -149,57 +242,91 @@ void Scheduler::step() {
     return true;
   };
 
-  std::vector<SequenceSlots::Next> batch;
-  std::vector<size_t> batch_seq;
+  // Decoding sequences first, a row each; then prompt tokens, shortest remaining prompt first.
+  std::vector<Sequence*> decoding, reading;
   for (size_t s = 0; s < active_.size(); ++s) {
     Sequence* q = active_[s].get();
     if (!q) continue;
     if (q->job->cancelled()) {  // the client is gone: the slot is free for the next request now
       metrics_.disconnect();
+      request_metrics_.cancelled(q->next || q->remaining() == 0 ? RequestMetrics::Stage::generation
+                                                                : RequestMetrics::Stage::prompt);
       q->job->finish("cancelled", q->generated);
       release(s);
       continue;
     }
-    try {
-      const std::vector<int32_t>& prompt = q->job->request.prompt;
-      if (q->prompt_done < prompt.size()) {  // one chunk of the prompt
-        const size_t n = std::min(kPromptChunk, prompt.size() - q->prompt_done);
-        std::vector<float> logits = slots_.prefill(q->slot, std::span(prompt).subspan(q->prompt_done, n));
-        q->prompt_done += n;
-        metrics_.prompt_tokens(static_cast<int64_t>(n));
-        if (q->prompt_done == prompt.size() && !advance(*q, logits)) release(s);
-      } else if (q->next) {
-        batch.push_back({q->slot, *q->next});
-        batch_seq.push_back(s);
-      }
-    } catch (const std::exception& e) {
-      q->job->finish("error", q->generated, e.what());
-      release(s);
-    }
+    if (q->next) decoding.push_back(q);
+    else if (q->remaining() > 0) reading.push_back(q);
   }
-  if (batch.empty()) return;
+  std::stable_sort(reading.begin(), reading.end(), [](const Sequence* a, const Sequence* b) {
+    if (a->remaining() != b->remaining()) return a->remaining() < b->remaining();
+    return a->job->created < b->job->created;
+  });
+  std::vector<SequenceSlots::Piece> pieces;
+  std::vector<Sequence*> in_step;  // pieces' sequences, in order
+  int64_t budget = slots_.step_tokens(), decode_rows = 0, prompt_rows = 0;
+  for (Sequence* q : decoding) {
+    pieces.push_back({q->slot, {&*q->next, 1}, true});
+    in_step.push_back(q);
+    --budget;
+    ++decode_rows;
+  }
+  for (Sequence* q : reading) {
+    const size_t n = std::min<size_t>(q->remaining(), static_cast<size_t>(std::max<int64_t>(budget, 0)));
+    if (n == 0) break;
+    const std::vector<int32_t>& prompt = q->job->request.prompt;
+    pieces.push_back({q->slot, std::span(prompt).subspan(q->prompt_done, n), n == q->remaining()});
+    in_step.push_back(q);
+    budget -= static_cast<int64_t>(n);
+    prompt_rows += static_cast<int64_t>(n);
+  }
+  if (pieces.empty()) return;
+
   const auto t0 = Clock::now();
   std::vector<std::vector<float>> logits;
   try {
-    logits = slots_.decode(batch);
+    logits = slots_.step(pieces);
   } catch (const std::exception& e) {
-    for (size_t s : batch_seq) {
-      active_[s]->job->finish("error", active_[s]->generated, e.what());
+    // What the failed pass wrote is unknown: those slots' caches are dropped, not half-kept.
+    for (Sequence* q : in_step) {
+      const size_t s = static_cast<size_t>(q->slot);
+      q->job->finish("error", q->generated, e.what());
+      cache_[s].tokens.clear();
+      slots_.truncate(q->slot, 0);
       release(s);
     }
     return;
   }
-  metrics_.generation_step(static_cast<int64_t>(batch.size()), seconds_since(t0));
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Sequence& q = *active_[batch_seq[i]];
+  const auto t1 = Clock::now();
+  ++steps_;
+  request_metrics_.step(decode_rows, prompt_rows, std::chrono::duration<double>(t1 - t0).count());
+  if (decode_rows > 0) metrics_.generation_step(decode_rows, std::chrono::duration<double>(t1 - t0).count());
+  metrics_.prompt_tokens(prompt_rows);
+
+  size_t next_logits = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    Sequence& q = *in_step[i];
+    const size_t s = static_cast<size_t>(q.slot);
+    SlotCache& cache = cache_[s];
+    cache.tokens.insert(cache.tokens.end(), pieces[i].tokens.begin(), pieces[i].tokens.end());
+    cache.last_used = steps_;
+    const bool was_prompt = !q.next;
+    if (was_prompt) {
+      q.prompt_done += pieces[i].tokens.size();
+      q.job->note([&](Timeline& t) {
+        ++t.prompt_steps;
+        if (q.remaining() == 0) t.prompt_done = t1;
+      });
+    }
+    if (!pieces[i].logits) continue;
     q.next.reset();
     bool more = false;
     try {
-      more = advance(q, logits[i]);
+      more = advance(q, logits.at(next_logits++));
     } catch (const std::exception& e) {
       q.job->finish("error", q.generated, e.what());
     }
-    if (!more) release(batch_seq[i]);
+    if (!more) release(s);
   }
 }
 

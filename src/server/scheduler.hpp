@@ -1,46 +1,75 @@
 #pragma once
-// Continuous batching: one thread runs steps; in each, every sequence still reading its prompt
-// takes one chunk of it, and every generating sequence decodes one token, all through the same
-// SequenceSlots::decode call. Requests join a free slot between steps and leave when done or
-// cancelled (a client gone frees its slot at the next step); beyond the slots they wait in a
-// bounded queue. A sequence's tokens depend only on its own slot, so batching never changes them.
+// Continuous batching with a token budget per step (llama.cpp's -b, vLLM's chunked prefill,
+// decode first): one thread runs steps; each carries every decoding sequence's next token, then
+// as many prompt tokens of the sequences still reading their prompts as the budget
+// (step_tokens) leaves, the shortest remaining prompts first, so that a burst of short requests
+// gets its first tokens together and a long prompt fills what is left. A sequence whose prompt
+// ends in a step samples its first token from that step's logits and hands it on at once.
+//
+// Prefix caching: a slot keeps the tokens whose keys and values it holds after its sequence
+// leaves; a new request takes the free slot whose tokens share the longest prefix with its
+// prompt (the least recently used among equals) and computes only the rest. The tokens a slot
+// lists are only ever those of completed steps, so a sequence cancelled at any point leaves a
+// valid prefix behind, and a failed step drops its slots' caches.
+//
+// Requests join a free slot between steps and leave when done or cancelled (a client gone frees
+// its slot at the next step); beyond the slots they wait in a bounded queue. A sequence's tokens
+// depend only on its own slot, so batching never changes them.
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "generation_job.hpp"
 #include "metrics.hpp"
+#include "request_metrics.hpp"
 #include "sequence_slots.hpp"
 
 namespace vkformer::server {
 
 class Scheduler {
  public:
-  Scheduler(SequenceSlots& slots, size_t max_queue, Metrics& metrics);
+  using Clock = std::chrono::steady_clock;
+  Scheduler(SequenceSlots& slots, size_t max_queue, Metrics& metrics, RequestMetrics& request_metrics);
   ~Scheduler();  // stop()
 
   // Queues a request (its tokens already checked against the context). ApiError 503 when the
-  // queue is full.
+  // queue is full or the server is shutting down.
   std::shared_ptr<GenerationJob> submit(GenerationRequest request);
-  // Finishes every job (reason "error", "server stopping") and joins the thread.
+  // Graceful end: refuses new requests, lets the queued and running ones go on until `deadline`,
+  // then finishes what is left with the reason "shutdown". Returns when nothing is left.
+  void drain(Clock::time_point deadline);
+  // Finishes every job at once (reason "shutdown") and joins the thread.
   void stop();
 
  private:
   struct Sequence;
+  struct SlotCache {
+    std::vector<int32_t> tokens;  // whose keys and values the slot holds, in order
+    uint64_t last_used = 0;       // the step that last wrote it (least recently used goes first)
+  };
   void loop();
   void admit();
   void step();
+  void end_all(const char* reason, const std::string& message);  // under mutex_, thread stopped or between steps
+  int choose_slot(const std::vector<int32_t>& prompt, bool reuse, size_t* common) const;
 
   SequenceSlots& slots_;
   size_t max_queue_;
   Metrics& metrics_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
+  RequestMetrics& request_metrics_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;
   std::vector<std::unique_ptr<Sequence>> active_;  // one per slot; null = free
-  bool stopping_ = false;
+  std::vector<SlotCache> cache_;                   // one per slot, kept when its sequence leaves
+  uint64_t steps_ = 0;
+  bool stopping_ = false, draining_ = false;
+  Clock::time_point deadline_;
   std::thread thread_;
 };
 

@@ -1,10 +1,12 @@
 #pragma once
-// The KV slots the scheduler decodes in: `count` sequences, each with its own cache of
-// `context` tokens, filled in prompt chunks and then one token per step.
+// The KV slots the scheduler runs its steps in: `count` sequences, each with its own cache of
+// `context` tokens, and steps of up to `step_tokens` tokens from any of them (every decoding
+// sequence's next token and chunks of prompts, as rows of one pass).
 //
-// One BatchedLanguageModel holds the weights once and a slot per sequence; decode() runs every
-// decoding slot of the step in one batched pass (one matmul with a row per slot, attention over
-// each slot's own length), so a step costs about one sequence's pass, not the sum of them.
+// One BatchedLanguageModel holds the weights once and a slot per sequence; step() runs the
+// step's pieces as the rows of one batched graph (one matmul with a row per token, each row's
+// attention over its own slot up to itself), so a step costs about one pass of its rows, not a
+// pass per sequence.
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -17,19 +19,19 @@ namespace vkformer::server {
 
 class SequenceSlots {
  public:
-  SequenceSlots(Device& device, const std::filesystem::path& gguf, int count, int64_t context);
+  SequenceSlots(Device& device, const std::filesystem::path& gguf, int count, int64_t context, int64_t step_tokens);
 
   int count() const { return model_.slots(); }
   int64_t context() const { return model_.context(); }
+  int64_t step_tokens() const { return model_.step_rows(); }
   int64_t position(int slot) const { return model_.position(slot); }
   const BatchedLanguageModel& model() const { return model_; }
 
-  void reset(int slot) { model_.reset(slot); }  // the slot's cache empty, for a new sequence
-  // Appends prompt tokens to the slot's cache; the last one's logits [vocab].
-  std::vector<float> prefill(int slot, std::span<const int32_t> tokens) { return model_.append(slot, tokens); }
-  using Next = BatchedLanguageModel::Next;
-  // One token for each listed slot, in one pass; their logits, in the same order.
-  std::vector<std::vector<float>> decode(std::span<const Next> batch);
+  // Keeps the slot's first `length` cached tokens (a prefix the next sequence shares); 0: empty.
+  void truncate(int slot, int64_t length) { model_.truncate(slot, length); }
+  using Piece = BatchedLanguageModel::Piece;
+  // One pass over the pieces; the logits of those that want them, one vector each, in order.
+  std::vector<std::vector<float>> step(std::span<const Piece> pieces);
 
  private:
   BatchedLanguageModel model_;

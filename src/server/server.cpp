@@ -1,6 +1,8 @@
-// Server: models loaded, HTTP set up with its limits, authentication and OpenAI-shaped errors.
+// Server: HTTP set up with its limits, authentication and OpenAI-shaped errors; the models loaded
+// once it listens; the graceful shutdown.
 #include <chrono>
 #include <ctime>
+#include <thread>
 
 #include "api_error.hpp"
 #include "connection_pool.hpp"
@@ -33,6 +35,11 @@ void check_options(const ServerOptions& o) {
   positive("--max-json-depth", o.max_json_depth, 2, 1000);
   positive("--max-embedding-inputs", o.max_embedding_inputs, 1, 1 << 16);
   positive("--max-body-bytes", static_cast<int64_t>(std::min<size_t>(o.max_body_bytes, INT64_MAX)), 1024, 1LL << 32);
+  positive("--shutdown-grace", o.shutdown_grace_s, 0, 3600);
+  if (o.batch_tokens != 0 && (o.batch_tokens < o.parallel || o.batch_tokens > 4096))
+    throw Error(ErrorCode::invalid_argument,
+                "Server: --batch-tokens is " + std::to_string(o.batch_tokens) + ", expected 0 (automatic) or " +
+                    std::to_string(o.parallel) + " (--parallel: a row for each generating sequence) to 4096");
   if (o.host.empty()) throw Error(ErrorCode::invalid_argument, "Server: --host is empty");
 }
 
@@ -59,8 +66,18 @@ std::string endpoint_label(const std::string& path) {
 
 ServerImpl::ServerImpl(Device device, const ServerOptions& options) : device_(std::move(device)), options_(options) {
   check_options(options_);
+  routes();
+}
+
+void ServerImpl::load_models() {
   if (!options_.model.empty()) {
-    slots_ = std::make_unique<server::SequenceSlots>(device_, options_.model, options_.parallel, options_.context);
+    // A CPU device (lavapipe) pays for every row of a step about what a prompt token costs, so a
+    // burst's prompts in steps of 64 answer its first requests sooner than in one large step; on
+    // a GPU, rows up to a few hundred cost about one.
+    const int64_t batch_tokens = options_.batch_tokens > 0 ? options_.batch_tokens
+                                 : device_.info().type == "cpu" ? 64 : 512;
+    slots_ = std::make_unique<server::SequenceSlots>(device_, options_.model, options_.parallel, options_.context,
+                                                     std::max<int64_t>(batch_tokens, options_.parallel));
     if (!options_.chat_template.empty()) {
       chat_template_ = ChatTemplate::named(options_.chat_template, GgufFile(options_.model));  // a bad name fails here
     } else {
@@ -76,7 +93,8 @@ ServerImpl::ServerImpl(Device device, const ServerOptions& options) : device_(st
     max_prompt_tokens_ = options_.max_prompt_tokens > 0 ? std::min(options_.max_prompt_tokens, context - 1) : context - 1;
     max_tokens_ = options_.max_tokens > 0 ? std::min(options_.max_tokens, context) : context;
     model_id_ = options_.model_name.empty() ? options_.model.stem().string() : options_.model_name;
-    scheduler_ = std::make_unique<server::Scheduler>(*slots_, static_cast<size_t>(options_.max_queue), metrics_);
+    scheduler_ = std::make_unique<server::Scheduler>(*slots_, static_cast<size_t>(options_.max_queue), metrics_,
+                                                     request_metrics_);
   }
   if (!options_.embedding_model.empty()) {
     embedder_ = std::make_unique<SentenceEmbedder>(SentenceEmbedder::load(device_, options_.embedding_model));
@@ -84,7 +102,12 @@ ServerImpl::ServerImpl(Device device, const ServerOptions& options) : device_(st
     if (!dir.has_filename()) dir = dir.parent_path();
     embedding_id_ = dir.filename().string();
   }
-  routes();
+}
+
+void ServerImpl::check_ready() const {
+  if (!ready_.load(std::memory_order_acquire))
+    throw ApiError(503, "server_error", "the model is loading: try again when GET /health answers 200", "",
+                   "model_loading");
 }
 
 ServerImpl::~ServerImpl() { stop(); }
@@ -105,6 +128,11 @@ void ServerImpl::routes() {
       send_error(res, ApiError(503, "server_error",
                                "too many connections: the server serves " + std::to_string(options_.max_connections) +
                                    " at once (limit --max-connections)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (draining_ && req.path != "/health" && req.path != "/metrics") {
+      res.set_header("Connection", "close");
+      send_error(res, ApiError(503, "server_error", "the server is shutting down", "", "server_shutting_down"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!options_.api_key.empty() && req.path != "/health") {
@@ -157,12 +185,19 @@ void ServerImpl::routes() {
   });
 
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(json{{"status", "ok"}}.dump(), "application/json");
+    // 503 while the models load and once shutting down: a readiness probe keeps traffic away.
+    const bool ready = ready_.load(std::memory_order_acquire);
+    if (!ready || draining_) {
+      res.status = 503;
+      if (!ready) res.set_header("Retry-After", "1");
+    }
+    res.set_content(json{{"status", draining_ ? "shutting_down" : ready ? "ok" : "loading"}}.dump(), "application/json");
   });
   http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(options_.parallel), "text/plain; version=0.0.4");
+    res.set_content(metrics_.render(options_.parallel) + request_metrics_.render(), "text/plain; version=0.0.4");
   });
   http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    check_ready();
     json data = json::array();
     const auto created = static_cast<int64_t>(std::time(nullptr));
     for (const std::string& id : {model_id_, embedding_id_})
@@ -199,6 +234,17 @@ void ServerImpl::start() {
     port_ = options_.port;
   }
   listener_ = std::thread([this] { http_.listen_after_bind(); });
+  // httplib's stop() does nothing before the listening loop has started: a model that fails to
+  // load at once must find it running.
+  for (int ms = 0; ms < 10000 && !http_.is_running(); ++ms) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (options_.on_listening) options_.on_listening(port_);
+  try {
+    load_models();
+  } catch (...) {
+    stop();
+    throw;
+  }
+  ready_.store(true, std::memory_order_release);
 }
 
 void ServerImpl::wait() {
@@ -213,9 +259,27 @@ void ServerImpl::stop() {
     stopped_ = true;
   }
   if (scheduler_) scheduler_->stop();  // ends the streams in progress
-  http_.stop();
-  if (listener_.joinable()) listener_.join();
+  if (!http_stopped_.exchange(true)) http_.stop();
+  if (listener_.joinable()) listener_.join();  // the handlers' threads are done
   stopped_cv_.notify_all();
+}
+
+void ServerImpl::shutdown() {
+  {
+    std::lock_guard lock(stop_mutex_);
+    if (stopped_) return;
+  }
+  // New requests get 503 (and /health 503 "shutting_down", for the load balancer) while the
+  // server still listens: httplib's stop() would also cut the streams in progress short.
+  draining_ = true;
+  using Clock = std::chrono::steady_clock;
+  if (scheduler_ && ready_.load(std::memory_order_acquire))
+    scheduler_->drain(Clock::now() + std::chrono::seconds(options_.shutdown_grace_s));
+  // Every job is done; the handlers write their last events (a client not reading is dropped
+  // after --write-timeout).
+  const auto written = Clock::now() + std::chrono::seconds(options_.write_timeout_s + 1);
+  while (completions_in_flight_ > 0 && Clock::now() < written) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop();
 }
 
 Server::Server(Device device, const ServerOptions& options)
@@ -225,5 +289,6 @@ void Server::start() { impl_->start(); }
 int Server::port() const { return impl_->port(); }
 void Server::wait() { impl_->wait(); }
 void Server::stop() { impl_->stop(); }
+void Server::shutdown() { impl_->shutdown(); }
 
 }  // namespace vkformer

@@ -1,7 +1,9 @@
 #pragma once
 // What the Server's parts share: the options, the models, the scheduler and the HTTP server.
-// server.cpp sets up HTTP (limits, authentication, errors, /health, /metrics, /v1/models);
-// completions.cpp and embeddings.cpp hold the endpoints' handlers.
+// server.cpp sets up HTTP (limits, authentication, errors, /health, /metrics, /v1/models), loads
+// the models once listening and shuts down; completions.cpp and embeddings.cpp hold the
+// endpoints' handlers. The models and what comes with them are written by start() before
+// `ready_` is set and only read after: a handler that finds it unset answers 503 "loading".
 #include <httplib.h>
 
 #include <atomic>
@@ -11,6 +13,7 @@
 #include <thread>
 
 #include "metrics.hpp"
+#include "request_metrics.hpp"
 #include "scheduler.hpp"
 #include "sequence_slots.hpp"
 #include "vkformer/chat.hpp"
@@ -26,11 +29,16 @@ class ServerImpl {
   void start();
   void wait();
   void stop();
+  void shutdown();
   int port() const { return port_; }
 
  private:
   friend struct Handlers;
   void routes();
+  void load_models();
+  void check_ready() const;  // ApiError 503 model_loading until the models are loaded
+  // The --verbose line of an answered completion, and its stages into /metrics.
+  void finished(const std::string& id, const server::GenerationJob& job, int64_t prompt_tokens);
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);
   std::string next_id(const char* prefix) { return prefix + std::to_string(++ids_); }
@@ -38,6 +46,8 @@ class ServerImpl {
   Device device_;
   ServerOptions options_;
   server::Metrics metrics_;
+  server::RequestMetrics request_metrics_;
+  std::atomic<bool> ready_{false};
   std::unique_ptr<server::SequenceSlots> slots_;
   std::unique_ptr<server::Scheduler> scheduler_;
   std::optional<ChatTemplate> chat_template_;
@@ -50,6 +60,9 @@ class ServerImpl {
   std::thread listener_;
   int port_ = 0;
   std::atomic<uint64_t> ids_{0};
+  std::atomic<bool> http_stopped_{false};  // httplib's stop() closes the socket once
+  std::atomic<bool> draining_{false};      // shutdown(): new requests get 503
+  std::atomic<int> completions_in_flight_{0};  // completion responses not yet fully written
   std::mutex stop_mutex_;
   std::condition_variable stopped_cv_;
   bool stopped_ = false;

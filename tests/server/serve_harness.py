@@ -14,7 +14,9 @@ HOST = "127.0.0.1"
 
 
 class Server:
-    def __init__(self, vkformer, args, start_timeout=120, steady_memory=False):
+    def __init__(self, vkformer, args, start_timeout=120, steady_memory=False, wait_ready=True):
+        """wait_ready=False: returns once the server listens, while its model may still load
+        (its "loading ... on port N" line); self.ready tells when "listening on" came."""
         self.stderr_lines = []
         self.stopped = False
         env = dict(os.environ, VKFORMER_TUNING=os.environ.get("VKFORMER_TUNING", "static"))
@@ -31,6 +33,7 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=env, text=True, errors="replace")
         self.port = None
+        self.ready = threading.Event()
         ready = threading.Event()
 
         def read():  # keeps reading so the server never blocks on a full pipe
@@ -38,6 +41,11 @@ class Server:
                 self.stderr_lines.append(line)
                 m = re.search(r"listening on http://[^:]+:(\d+)", line)
                 if m:
+                    self.port = int(m.group(1))
+                    self.ready.set()
+                    ready.set()
+                m = re.search(r"loading the models? on port (\d+)", line)
+                if m and not wait_ready:
                     self.port = int(m.group(1))
                     ready.set()
             ready.set()
@@ -71,6 +79,25 @@ class Server:
 
     def alive(self):
         return self.proc.poll() is None
+
+    def metric_value(self, name):
+        """The value of an unlabelled metric (or one written with its labels) in /metrics."""
+        for line in self.metrics().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[-1])
+        raise KeyError(name)
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout):
+        """The exit status, or None if the server still runs after `timeout` seconds."""
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self.reader.join(10)
+        return rc
 
     def kill(self):
         """The clean-up after a failure (a no-op after stop()): the server's end is shown, since

@@ -1,7 +1,9 @@
 // BatchedLanguageModel (vkformer/batched_llm.hpp): one copy of a decoder-only GGUF's weights, KV caches
 // of [slots + 1, n_kv_heads, T, head_dim] per layer, and build_forward's graphs over SlotRows:
-// prompt-piece graphs (one sequence, its slot an input) of 16, 32 and 64 tokens, and one
-// decoding step per bucket of rows. Sliding-window layers take a window mask row per sequence
+// prompt-piece graphs (one sequence, its slot an input) of 16, 32 and 64 tokens, recorded at
+// their first use, and one step per bucket of rows: up to `slots` rows a step returns every
+// row's logits; above, a step (tokens of prompts among them) returns those of `slots` chosen rows
+// (SlotRows::logit_rows), at most one per slot, since only a piece's last token needs them. Sliding-window layers take a window mask row per sequence
 // (step_window_mask); soft-capped attention (Gemma 2) is capped inside the attention kernel.
 // The last slot is scratch: padding rows of a bucket write there, never into a sequence's slot.
 #include <algorithm>
@@ -31,6 +33,7 @@ constexpr int64_t kPromptChunk = 64;
 // that holds it: a server's short prompts (and last pieces) pay for 16 or 32 rows, not 64.
 constexpr int64_t kPromptWidths[] = {16, 32, kPromptChunk};
 constexpr int kMaxSlots = 256;
+constexpr int64_t kMaxStepTokens = 4096;
 
 HostTensor i32(std::vector<int32_t> v) {
   const int64_t n = static_cast<int64_t>(v.size());
@@ -48,6 +51,11 @@ class BatchedLanguageModelImpl {
     if (o.slots < 1 || o.slots > kMaxSlots)
       throw Error(ErrorCode::invalid_argument, what + ": slots is " + std::to_string(o.slots) +
                                                    ", expected 1 to " + std::to_string(kMaxSlots));
+    if (o.step_tokens != 0 && (o.step_tokens < o.slots || o.step_tokens > kMaxStepTokens))
+      throw Error(ErrorCode::invalid_argument, what + ": step_tokens is " + std::to_string(o.step_tokens) +
+                                                   ", expected 0 or " + std::to_string(o.slots) +
+                                                   " (slots) to " + std::to_string(kMaxStepTokens));
+    step_rows_ = o.step_tokens == 0 ? o.slots : o.step_tokens;
     LoadOptions load;
     load.activations = o.activations;
     load.context = o.context;
@@ -61,15 +69,6 @@ class BatchedLanguageModelImpl {
     context_ = m.context;
     cache_rows_ = m.cache_rows;
     positions_.assign(static_cast<size_t>(o.slots), 0);
-    try {
-      for (int64_t w : kPromptWidths) prompts_[w] = compile(1, w);
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::out_of_memory) throw;
-      prompts_.clear();
-      weights_ = {};
-      caches_ = {};
-      rethrow_out_of_memory(device_, m.memory, load, what, e);
-    }
   }
 
   const LanguageModelConfig& config() const { return config_; }
@@ -78,6 +77,15 @@ class BatchedLanguageModelImpl {
   int64_t context() const { return context_; }
   int64_t position(int slot) const { return positions_[checked(slot, "position")]; }
   void reset(int slot) { positions_[checked(slot, "reset")] = 0; }
+  void truncate(int slot, int64_t length) {
+    const size_t s = checked(slot, "truncate");
+    if (length < 0 || length > positions_[s])
+      throw Error(ErrorCode::invalid_argument, "BatchedLanguageModel::truncate: length " + std::to_string(length) +
+                                                   " is outside [0, " + std::to_string(positions_[s]) + "] (slot " +
+                                                   std::to_string(slot) + "'s tokens)");
+    positions_[s] = length;
+  }
+  int64_t step_rows() const { return step_rows_; }
   ExclusiveUse& in_use() { return in_use_; }
 
   int decode_rows(int sequences) const {
@@ -86,12 +94,29 @@ class BatchedLanguageModelImpl {
     return std::min(rows, options_.slots);
   }
 
+  int64_t step_bucket(int64_t rows) const {
+    if (rows < 1 || rows > step_rows_)
+      throw Error(ErrorCode::invalid_argument, "BatchedLanguageModel::step_bucket: rows is " + std::to_string(rows) +
+                                                   ", expected 1 to " + std::to_string(step_rows_));
+    if (rows <= options_.slots) return decode_rows(static_cast<int>(rows));
+    // Powers of two up to 32 rows, then multiples of 16 up to 64 (a server's decoding rows and one
+    // short prompt, ~40 rows, take 48, not 64), then multiples of 64: a step pads less than a chunk.
+    int64_t bucket = 1;
+    while (bucket < rows && bucket < 32) bucket *= 2;
+    if (bucket < rows) bucket = rows <= 64 ? (rows + 15) / 16 * 16 : (rows + 63) / 64 * 64;
+    return std::min(bucket, step_rows_);
+  }
+
+  void record_steps() {
+    for (int64_t rows = 1; rows <= step_rows_; rows = step_bucket(rows) + 1) graph(step_bucket(rows));
+  }
+
   ExecutorStats decode_stats(int sequences) {
     if (sequences < 1 || sequences > options_.slots)
       throw Error(ErrorCode::invalid_argument, "BatchedLanguageModel::decode_step_stats: sequences is " +
                                                    std::to_string(sequences) + ", expected 1 to " +
                                                    std::to_string(options_.slots));
-    return step(decode_rows(sequences)).stats();
+    return graph(decode_rows(sequences)).stats();
   }
 
   std::vector<float> append(int slot, std::span<const int32_t> tokens) {
@@ -110,7 +135,9 @@ class BatchedLanguageModelImpl {
       } else {
         const int64_t width = *std::find_if(std::begin(kPromptWidths), std::end(kPromptWidths),
                                             [&](int64_t w) { return w >= static_cast<int64_t>(n); });
-        Executor* prompt = prompts_.at(width).get();
+        std::unique_ptr<Executor>& recorded = prompts_[width];
+        if (!recorded) recorded = compile(1, width);
+        Executor* prompt = recorded.get();
         std::vector<int32_t> padded(tokens.begin() + static_cast<std::ptrdiff_t>(first),
                                     tokens.begin() + static_cast<std::ptrdiff_t>(first + n));
         padded.resize(static_cast<size_t>(width), 0);  // rows past n: computed, never seen
@@ -140,29 +167,63 @@ class BatchedLanguageModelImpl {
       throw Error(ErrorCode::invalid_argument, what + ": " + std::to_string(batch.size()) +
                                                    " sequences, expected 1 to " +
                                                    std::to_string(options_.slots) + " (the slots)");
+    std::vector<Piece> pieces;
+    pieces.reserve(batch.size());
+    for (const Next& x : batch) pieces.push_back({x.slot, {&x.token, 1}, true});
+    return run(pieces, "decode");
+  }
+
+  using Piece = BatchedLanguageModel::Piece;
+
+  std::vector<float> step(std::span<const Piece> pieces) {
+    const std::string what = "BatchedLanguageModel::step";
+    if (pieces.empty() || pieces.size() > static_cast<size_t>(options_.slots))
+      throw Error(ErrorCode::invalid_argument, what + ": " + std::to_string(pieces.size()) +
+                                                   " pieces, expected 1 to " + std::to_string(options_.slots) +
+                                                   " (the slots)");
+    return run(pieces, "step");
+  }
+
+ private:
+  // Checks the pieces (nothing moves if one is refused), runs them as the rows of one bucket's
+  // step and returns the wanted logits.
+  std::vector<float> run(std::span<const Piece> pieces, const char* call) {
+    const std::string what = std::string("BatchedLanguageModel::") + call;
     std::vector<size_t> entry(static_cast<size_t>(options_.slots), SIZE_MAX);  // where each slot is listed
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const size_t s = checked(batch[i].slot, "decode");
+    int64_t total = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const Piece& x = pieces[i];
+      const size_t s = checked(x.slot, call);
       if (entry[s] != SIZE_MAX)
-        throw Error(ErrorCode::invalid_argument, what + ": slot " + std::to_string(batch[i].slot) +
+        throw Error(ErrorCode::invalid_argument, what + ": slot " + std::to_string(x.slot) +
                                                      " is listed twice (entries " + std::to_string(entry[s]) +
                                                      " and " + std::to_string(i) + ")");
       entry[s] = i;
-      check_room(batch[i].slot, 1, what);
-      check_ids({&batch[i].token, 1}, what + " (slot " + std::to_string(batch[i].slot) + ")");
+      if (x.tokens.empty())
+        throw Error(ErrorCode::invalid_argument, what + ": piece " + std::to_string(i) + " (slot " +
+                                                     std::to_string(x.slot) + ") has no tokens");
+      check_room(x.slot, static_cast<int64_t>(x.tokens.size()), what);
+      check_ids(x.tokens, what + " (slot " + std::to_string(x.slot) + ")");
+      total += static_cast<int64_t>(x.tokens.size());
     }
-    const int rows = decode_rows(n);
-    Executor& e = step(rows);
+    if (total > step_rows_)
+      throw Error(ErrorCode::invalid_argument, what + ": " + std::to_string(total) + " tokens, more than the " +
+                                                   std::to_string(step_rows_) + " a step carries (step_tokens)");
+    const int64_t rows = step_bucket(total);
+    Executor& e = graph(rows);
     // Padding rows: token 0 at position 0 of the scratch slot, seeing that one key.
-    std::vector<int32_t> tokens(static_cast<size_t>(rows), 0), slot(static_cast<size_t>(rows), options_.slots),
-        position(static_cast<size_t>(rows), 0), key_length(static_cast<size_t>(rows), 1);
-    for (int i = 0; i < n; ++i) {
-      const Next& x = batch[static_cast<size_t>(i)];
+    const size_t r = static_cast<size_t>(rows);
+    std::vector<int32_t> tokens(r, 0), slot(r, options_.slots), position(r, 0), key_length(r, 1), wanted;
+    size_t row = 0;
+    for (const Piece& x : pieces) {
       const int64_t p = positions_[static_cast<size_t>(x.slot)];
-      tokens[static_cast<size_t>(i)] = x.token;
-      slot[static_cast<size_t>(i)] = x.slot;
-      position[static_cast<size_t>(i)] = static_cast<int32_t>(p);
-      key_length[static_cast<size_t>(i)] = static_cast<int32_t>(p + 1);
+      for (size_t t = 0; t < x.tokens.size(); ++t, ++row) {
+        tokens[row] = x.tokens[t];
+        slot[row] = x.slot;
+        position[row] = static_cast<int32_t>(p + static_cast<int64_t>(t));
+        key_length[row] = static_cast<int32_t>(p + static_cast<int64_t>(t) + 1);
+      }
+      if (x.logits) wanted.push_back(static_cast<int32_t>(row - 1));
     }
     e.set_input("tokens", HostTensor::from_i32({rows, 1}, tokens));
     e.set_input("slot", i32(slot));
@@ -170,22 +231,37 @@ class BatchedLanguageModelImpl {
     e.set_input("key_length", i32(key_length));
     if (needs_window_mask(config_))
       e.set_input("window_mask", step_window_mask(position, cache_rows_, config_.sliding_window));
+    const bool gathered = rows > options_.slots;  // the head runs on `slots` chosen rows only
+    if (gathered) {
+      std::vector<int32_t> gather(wanted);
+      gather.resize(static_cast<size_t>(options_.slots), 0);
+      e.set_input("logit_rows", i32(gather));
+    }
     e.run();
-    for (const Next& x : batch) ++positions_[static_cast<size_t>(x.slot)];
-    std::vector<float> logits = e.output("logits").to_f32();
-    logits.resize(static_cast<size_t>(n) * static_cast<size_t>(config_.vocab_size));
+    for (const Piece& x : pieces) positions_[static_cast<size_t>(x.slot)] += static_cast<int64_t>(x.tokens.size());
+    if (wanted.empty()) return {};
+    std::vector<float> all = e.output("logits").to_f32();
+    const size_t vocab = static_cast<size_t>(config_.vocab_size);
+    if (gathered) {
+      all.resize(wanted.size() * vocab);
+      return all;
+    }
+    std::vector<float> logits(wanted.size() * vocab);
+    for (size_t i = 0; i < wanted.size(); ++i)
+      std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(wanted[i]) * vocab), vocab,
+                  logits.begin() + static_cast<std::ptrdiff_t>(i * vocab));
     return logits;
   }
 
- private:
   std::unique_ptr<Executor> compile(int64_t batch, int64_t tokens) {
     SlotRows rows{batch};
+    if (tokens == 1 && batch > options_.slots) rows.logit_rows = options_.slots;
     Graph g = build_forward(config_, weights_, caches_, tokens, Logits::last, options_.activations, &rows);
     return std::make_unique<Executor>(device_, g);
   }
 
   // The step graph of `rows` rows, recorded on first use.
-  Executor& step(int rows) {
+  Executor& graph(int64_t rows) {
     std::unique_ptr<Executor>& e = steps_[rows];
     if (!e) e = compile(rows, 1);
     return *e;
@@ -226,7 +302,8 @@ class BatchedLanguageModelImpl {
   int64_t context_ = 0, cache_rows_ = 0;
   std::vector<int64_t> positions_;  // per slot
   std::map<int64_t, std::unique_ptr<Executor>> prompts_;  // by width (kPromptWidths)
-  std::map<int, std::unique_ptr<Executor>> steps_;  // by rows
+  std::map<int64_t, std::unique_ptr<Executor>> steps_;  // by rows
+  int64_t step_rows_ = 0;
   ExclusiveUse in_use_{"BatchedLanguageModel"};
 };
 
@@ -252,6 +329,9 @@ int BatchedLanguageModel::slots() const { return impl().slots(); }
 int64_t BatchedLanguageModel::context() const { return impl().context(); }
 int64_t BatchedLanguageModel::position(int slot) const { return impl().position(slot); }
 void BatchedLanguageModel::reset(int slot) { impl().reset(slot); }
+void BatchedLanguageModel::truncate(int slot, int64_t length) { impl().truncate(slot, length); }
+int64_t BatchedLanguageModel::step_rows() const { return impl().step_rows(); }
+int64_t BatchedLanguageModel::step_bucket(int64_t rows) const { return impl().step_bucket(rows); }
 int BatchedLanguageModel::decode_rows(int sequences) const { return impl().decode_rows(sequences); }
 
 std::vector<float> BatchedLanguageModel::append(int slot, std::span<const int32_t> tokens) {
@@ -262,6 +342,16 @@ std::vector<float> BatchedLanguageModel::append(int slot, std::span<const int32_
 std::vector<float> BatchedLanguageModel::decode(std::span<const Next> batch) {
   ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::decode");
   return impl().decode(batch);
+}
+
+std::vector<float> BatchedLanguageModel::step(std::span<const Piece> pieces) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::step");
+  return impl().step(pieces);
+}
+
+void BatchedLanguageModel::record_steps() {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::record_steps");
+  impl().record_steps();
 }
 
 ExecutorStats BatchedLanguageModel::decode_step_stats(int sequences) {

@@ -212,6 +212,8 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   x = g.reshape(x, {batch * s, c.d_model});
   // Only the wanted row goes through the final norm and the (largest) output projection.
   if (logits == Logits::last && s > 1) x = g.embedding(g.input("last", {1}, DType::i32), x);
+  if (slot_rows && slot_rows->logit_rows > 0)
+    x = g.embedding(g.input("logit_rows", {slot_rows->logit_rows}, DType::i32), x);
   LinearOptions head;
   head.norm = g.external("output_norm.weight", w.output_norm);
   head.norm_eps = eps;

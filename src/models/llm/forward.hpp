@@ -19,8 +19,9 @@
 // pass, since p changes while the graph stays recorded (causal_mask). With S > 1 and Logits::last
 // also "last" i32 [1], the row whose logits are wanted. Output "logits": [1, vocab]
 // (Logits::last) or [S, vocab] (Logits::all).
-// With SlotRows (BatchedLanguageModel) the B rows of "tokens" [B, S] are separate sequences in KV
-// slots: the caches are [slots, n_kv_heads, T, head_dim], "slot" i32 [B] names each row's slot,
+// With SlotRows (BatchedLanguageModel) the B rows of "tokens" [B, S] are tokens in KV slots (with
+// S = 1 several rows may be consecutive tokens of one slot: every row's key and value are written
+// before any row attends, and row b sees its slot's rows below key_length[b]): the caches are [slots, n_kv_heads, T, head_dim], "slot" i32 [B] names each row's slot,
 // "position" and "key_length" are i32 [B], "window_mask" is [B, 1, 1, T] (S = 1: one row per
 // sequence, step_window_mask) and "logits" is [B, vocab] (S = 1) or as above (B = 1). There the
 // fused attention kernels soft-cap the scores themselves (AttentionOptions::softcap, reading
@@ -45,7 +46,11 @@ enum class Logits { last, all, none };
 
 // Rows of a pass that are separate sequences, each in its own slot of the caches.
 struct SlotRows {
-  int64_t batch = 1;  // B: sequences in the pass (S = 1 when more than one)
+  int64_t batch = 1;  // B: rows in the pass (S = 1 when more than one), each at its slot and position
+  // > 0: only these rows go through the output head, named by the input "logit_rows" i32
+  // [logit_rows] ("logits" is [logit_rows, vocab]): a step carrying prompt rows wants the logits
+  // of a few of them, and the head is the largest matmul.
+  int64_t logit_rows = 0;
 };
 
 // The "mask" input [1, 1, tokens, cache_rows] for a chunk of `tokens` at `position`: row r sees the
