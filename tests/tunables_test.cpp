@@ -1,4 +1,4 @@
-// Every candidate of every tunable (src/vk/tunables.hpp) that applies to the test device, run
+// Every candidate of every tunable (src/kernels/tunables.hpp) that applies to the test device, run
 // against double-precision references: what `vkformer tune` may pick, and so what a tuning cache
 // may make every later process run, is correct before anything is timed. Each candidate gets
 // its own device (opened under a ScopedTuningTrial) and runs the ops its tunable is timed with,

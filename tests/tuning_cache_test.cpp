@@ -1,4 +1,4 @@
-// The per-device tuning cache (src/vk/tuning_cache.hpp): a round trip into every later device,
+// The per-device tuning cache (src/kernels/tuning_cache.hpp): a round trip into every later device,
 // VKFORMER_TUNING=static, environment overrides over the cache, one warning and the static
 // table for each kind of broken file (corrupt, truncated, foreign device, stale driver or
 // kernels, values the code no longer offers), atomic writes, and where the file lives.

@@ -1,6 +1,6 @@
-// `vkformer tune`: measures the tunable kernel choices (src/vk/tunables.hpp) on one device at the
+// `vkformer tune`: measures the tunable kernel choices (src/kernels/tunables.hpp) on one device at the
 // shapes of a GGUF model or of the standard bench set, within a time budget, and keeps the winners
-// in the device's tuning cache (src/vk/tuning_cache.hpp), which every later process applies.
+// in the device's tuning cache (src/kernels/tuning_cache.hpp), which every later process applies.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 #pragma once
-// The sweep behind `vkformer tune`: for each tunable (src/vk/tunables.hpp) in turn, every
+// The sweep behind `vkformer tune`: for each tunable (src/kernels/tunables.hpp) in turn, every
 // candidate on its own device handle (so each compiles its own pipelines), all of them timed in
 // interleaved rounds at the same shapes, so that the static choice and the candidates share the
 // machine's moments; a candidate wins only if it beats the static choice by the margin and is

@@ -1,6 +1,6 @@
 // Split-K flash decoding (shaders/attention_flash_decode.comp + attention_flash_combine.comp)
 // and flash attention on cooperative matrices (shaders/attention_flash.comp): when each fits a
-// problem and how it is emitted. The tuning (src/vk/tuning_attention.cpp) says whether a device
+// problem and how it is emitted. The tuning (src/kernels/tuning_attention.cpp) says whether a device
 // takes them and with which configuration; this file checks what the problem and the device's
 // kernels allow, and records the dispatches.
 #include "attention_flash.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // What `vkformer tune` may change on a device, declared once per kernel path.
 //
-// A Tunable names one choice of the static table (src/vk/tuning*.cpp): its candidate values for
+// A Tunable names one choice of the static table (src/kernels/tuning*.cpp): its candidate values for
 // a device, the static choice first, each with how it changes a Tuning; and which ops, at which
 // shapes, time it. Three users share that one list:
 //   - the tuner (tools/cmd_tune.cpp) times every candidate beside the static choice and keeps a

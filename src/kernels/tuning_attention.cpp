@@ -135,7 +135,7 @@ bool power_of_two(uint64_t x) { return x && !(x & (x - 1)); }
 
 uint32_t round_up(int64_t x, uint32_t to) { return static_cast<uint32_t>((x + to - 1) / to * to); }
 
-// VKFORMER_COOPMAT=auto|emulate|off, read as src/vk/tuning_matmul.cpp reads it for matmul (one
+// VKFORMER_COOPMAT=auto|emulate|off, read as src/kernels/tuning_matmul.cpp reads it for matmul (one
 // setting for every cooperative-matrix kernel): the device's own (KHR, else NV), the emulation
 // on any device, or none.
 CoopmatApi flash_api_for(const DeviceInfo& info) {
