@@ -37,10 +37,10 @@ std::string shape_name(const Shape& s);  // "2x3x5"
 std::string case_name(const MatmulCase& c);  // "7x13_by_13x31T_bias_alpha_gelu_f16"
 
 // The kernels `device` can run for `dtype` (built and with their features enabled).
-vk::MatmulKernels kernels_on(Device& device, DType dtype);
+kernels::MatmulKernels kernels_on(Device& device, DType dtype);
 // The plan the lowering makes for `c` on `device`.
-vk::MatmulPlan plan_on(Device& device, const MatmulCase& c);
-std::string plan_name(const vk::MatmulPlan& plan);
+kernels::MatmulPlan plan_on(Device& device, const MatmulCase& c);
+std::string plan_name(const kernels::MatmulPlan& plan);
 
 struct Outcome {
   double max_error = 0;  // max abs error

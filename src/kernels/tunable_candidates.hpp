@@ -9,7 +9,7 @@
 
 #include "tunables.hpp"
 
-namespace vkformer::vk::tunable_candidates {
+namespace vkformer::kernels::tunable_candidates {
 
 // A candidate list without duplicates: the first value added is the current choice.
 class Candidates {
@@ -69,4 +69,4 @@ inline Tunable integer_tunable(Tunable t, IntegerChoice choice) {
   return t;
 }
 
-}  // namespace vkformer::vk::tunable_candidates
+}  // namespace vkformer::kernels::tunable_candidates

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 const char* tune_op_name(TuneOp op) {
   switch (op) {
@@ -67,4 +67,4 @@ const TunableValue* find_candidate(const std::vector<TunableValue>& candidates,
   return nullptr;
 }
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

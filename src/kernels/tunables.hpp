@@ -21,7 +21,7 @@
 #include "tuning.hpp"
 #include "vkformer/dtype.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 // The ops that time candidates; the tuner builds one graph per (op, shape).
 enum class TuneOp : uint8_t {
@@ -88,4 +88,4 @@ void add_builtin_tunables(std::vector<Tunable>& list);
 // (tunables_coopmat.cpp).
 void add_coopmat_tunables(std::vector<Tunable>& list);
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

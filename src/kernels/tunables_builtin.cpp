@@ -9,7 +9,7 @@
 #include "tunable_candidates.hpp"
 #include "tunables.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 namespace {
 
@@ -358,4 +358,4 @@ void add_builtin_tunables(std::vector<Tunable>& list) {
     list.push_back(std::move(t));
 }
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

@@ -13,7 +13,7 @@
 #include "tunable_candidates.hpp"
 #include "tunables.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 namespace {
 
@@ -55,7 +55,7 @@ Tunable matmul_coopmat() {
       x.config = config;
       add(x);
     }
-    for (const MmaShape& s : coopmat_shapes(info, cur.api, kCoopmatF16F32)) {
+    for (const vk::MmaShape& s : vk::coopmat_shapes(info, cur.api, vk::kCoopmatF16F32)) {
       MatmulCoopmatTiles x = cur;
       x.m = s.m, x.n = s.n, x.k = s.k;
       add(x);
@@ -149,4 +149,4 @@ void add_coopmat_tunables(std::vector<Tunable>& list) {
     list.push_back(std::move(t));
 }
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

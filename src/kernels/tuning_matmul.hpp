@@ -9,7 +9,7 @@
 #include "vkformer/device.hpp"
 #include "vkformer/dtype.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 // The general kernel's tiling (shaders/matmul.comp): each workgroup computes a bm x bn tile of
 // the output with (bm / tm) * (bn / tn) invocations, each owning a tm x tn block of it.
@@ -72,19 +72,19 @@ struct CoopmatConfig {
 // Every configuration the tuning may choose, in the static table's order of preference (largest
 // output tile first; the table takes the first that fits the device). A tuner chooses among the
 // same list, and tests/coopmat_test.cpp runs each one through the emulation with every MMA shape
-// of emulated_mma_shapes(): every entry fits lavapipe's 32 KiB of shared memory with the
+// of vk::emulated_mma_shapes(): every entry fits lavapipe's 32 KiB of shared memory with the
 // emulation's scratch, so none can be chosen untested.
 const std::vector<CoopmatConfig>& coopmat_configs();
 
 // shaders/matmul_coopmat.comp: f16 A and B, f32 accumulators, on the cooperative matrices of
 // `api` (src/vk/coopmat.hpp).
 struct MatmulCoopmatTiles {
-  CoopmatApi api = CoopmatApi::none;  // none: no cooperative matrices on this device
-  uint32_t m = 0, n = 0, k = 0;       // the MMA shape (coopmat_mnk)
+  vk::CoopmatApi api = vk::CoopmatApi::none;  // none: no cooperative matrices on this device
+  uint32_t m = 0, n = 0, k = 0;       // the MMA shape (vk::coopmat_mnk)
   uint32_t subgroup = 32;             // invocations per subgroup: the device's (any of 4..128
                                       // for the emulation)
   CoopmatConfig config;
-  bool usable() const { return api != CoopmatApi::none && m > 0 && n > 0 && k > 0; }
+  bool usable() const { return api != vk::CoopmatApi::none && m > 0 && n > 0 && k > 0; }
   uint32_t bm() const { return m * config.tiles_m * config.warps_m; }
   uint32_t bn() const { return n * config.tiles_n * config.warps_n; }
   uint32_t bk() const { return k * config.bk_tiles; }
@@ -207,4 +207,4 @@ bool matmul_path_fits(MatmulPath path, const MatmulTuning& tuning, const MatmulP
 MatmulPlan plan_matmul(const MatmulTuning& tuning, const MatmulProblem& problem,
                        const MatmulKernels& kernels);
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

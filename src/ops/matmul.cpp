@@ -1,5 +1,5 @@
 // matmul and linear: out = activation(alpha * a·b + bias) with numpy-broadcast batch dims, one
-// tiled kernel (shaders/matmul.comp) whose tiling comes from vk::Tuning::matmul.
+// tiled kernel (shaders/matmul.comp) whose tiling comes from kernels::Tuning::matmul.
 #include "matmul.hpp"
 
 #include <algorithm>
@@ -115,9 +115,9 @@ void dispatch_tiles(Lowering& l, Kernel kernel, DType dtype, const std::vector<B
 
 // shaders/matmul.comp with the device's tiling; with plan.splits > 1, matmul_split writes fp32
 // partial sums of K ranges to a temporary and matmul_reduce adds them.
-void emit_general(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
-                  const vk::MatmulPlan& plan, MatmulPush p) {
-  const vk::MatmulTiles& t = tuning.tiles;
+void emit_general(Lowering& l, const Grid& g, const kernels::MatmulTuning& tuning,
+                  const kernels::MatmulPlan& plan, MatmulPush p) {
+  const kernels::MatmulTiles& t = tuning.tiles;
   const DeviceInfo& info = l.info();
   if (t.tm == 0 || t.tn == 0 || t.bk == 0 || t.bm % t.tm || t.bn % t.tn || t.invocations() == 0 ||
       t.invocations() > info.max_workgroup_invocations ||
@@ -179,8 +179,8 @@ struct TransposePush {
 
 // shaders/matmul_texel.comp: A and B as texel buffers, one subgroup per workgroup; B [K, N]
 // first transposed to [N, K] (a temporary) where the plan says so.
-void emit_texel(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
-                const vk::MatmulPlan& plan, const MatmulPush& p) {
+void emit_texel(Lowering& l, const Grid& g, const kernels::MatmulTuning& tuning,
+                const kernels::MatmulPlan& plan, const MatmulPush& p) {
   const uint32_t sg = tuning.texel_tiles.subgroup;
   MatmulCall c = g.call;
   const bool transposed = c.transpose_b || plan.transpose_b_first;
@@ -213,9 +213,9 @@ void emit_texel(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
 }
 
 // shaders/matmul_gemv.comp: all M <= gemv_m rows at once, B streamed once.
-void emit_gemv(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
-               const vk::MatmulPlan& plan, const MatmulPush& p) {
-  const vk::MatmulGemvTiles& t = tuning.gemv_tiles;
+void emit_gemv(Lowering& l, const Grid& g, const kernels::MatmulTuning& tuning,
+               const kernels::MatmulPlan& plan, const MatmulPush& p) {
+  const kernels::MatmulGemvTiles& t = tuning.gemv_tiles;
   const MatmulCall& c = g.call;
   // A power of two within the workgroup limits whose reduction buffer (gemv_m floats per
   // invocation and column it owns) fits in shared memory.
@@ -263,13 +263,13 @@ static_assert(sizeof(CoopmatSpec) == 15 * 4 && std::is_trivially_copyable_v<Coop
 
 void emit_coopmat(Lowering& l, Kernel kernel, const MatmulCall& c, DType dtype, uint64_t batch,
                   std::vector<Binding> operands, const MatmulPush& p) {
-  const vk::MatmulCoopmatTiles& t = l.tuning().matmul.coopmat_tiles;
+  const kernels::MatmulCoopmatTiles& t = l.tuning().matmul.coopmat_tiles;
   const DeviceInfo& info = l.info();
   if (!t.usable() || t.invocations() > info.max_workgroup_invocations ||
       t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
     bad_tiling(l, std::string(vk::coopmat_api_name(t.api)) + " cooperative-matrix tiling " +
                       t.str());
-  const vk::CoopmatConfig& f = t.config;
+  const kernels::CoopmatConfig& f = t.config;
   const CoopmatSpec spec{static_cast<uint32_t>(t.invocations()),
                          t.subgroup,
                          t.m,
@@ -373,10 +373,10 @@ void emit_matmul_windows(Lowering& l, const MatmulCall& c, const Folded& f, cons
 
 }  // namespace
 
-vk::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
+kernels::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
                                  const DeviceInfo& info) {
   const Folded f = fold(a, b, transpose_b);
-  vk::MatmulProblem problem;
+  kernels::MatmulProblem problem;
   problem.m = f.m;
   problem.n = f.n;
   problem.k = f.k;
@@ -434,8 +434,8 @@ MatmulPush push_of(const Folded& f, const MatmulCall& c) {
   return p;
 }
 
-vk::MatmulKernels kernels_for(Lowering& l, DType dtype) {
-  vk::MatmulKernels kernels;
+kernels::MatmulKernels kernels_for(Lowering& l, DType dtype) {
+  kernels::MatmulKernels kernels;
   kernels.texel = l.supported(Kernel::matmul_texel, dtype);
   kernels.gemv = l.supported(Kernel::matmul_gemv, dtype);
   kernels.split = l.supported(Kernel::matmul_split, dtype) && l.supported(Kernel::matmul_reduce, dtype);
@@ -446,12 +446,12 @@ vk::MatmulKernels kernels_for(Lowering& l, DType dtype) {
 }
 
 // The plan of one product of q.m x q.n over `batch` matrices with `operands` bound.
-vk::MatmulPlan plan_of(Lowering& l, const MatmulCall& c, const MatmulPush& q, uint64_t batch,
+kernels::MatmulPlan plan_of(Lowering& l, const MatmulCall& c, const MatmulPush& q, uint64_t batch,
                        const std::vector<Binding>& operands) {
   const ValueDesc& a = l.value(c.a);
   const ValueDesc& b = l.value(c.b);
   const uint64_t es = dtype_size(a.dtype);
-  vk::MatmulProblem problem;
+  kernels::MatmulProblem problem;
   problem.m = q.m;
   problem.n = q.n;
   problem.k = q.k;
@@ -460,7 +460,7 @@ vk::MatmulPlan plan_of(Lowering& l, const MatmulCall& c, const MatmulPush& q, ui
   problem.dtype = a.dtype;
   const uint64_t texels = l.info().max_texel_buffer_elements;
   problem.texel_fits = operands[0].bytes(a) / es / 4 <= texels && operands[1].bytes(b) / es / 4 <= texels;
-  return vk::plan_matmul(l.tuning().matmul, problem, kernels_for(l, a.dtype));
+  return kernels::plan_matmul(l.tuning().matmul, problem, kernels_for(l, a.dtype));
 }
 
 }  // namespace
@@ -480,7 +480,7 @@ bool emit_matmul_with_residual(Lowering& l, const MatmulCall& c) {
   const MatmulPush p = push_of(f, c);
   const std::vector<Binding> operands = {
       {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}, {c.residual}};
-  if (plan_of(l, c, p, f.batch, operands).path != vk::MatmulPath::coopmat) return false;
+  if (plan_of(l, c, p, f.batch, operands).path != kernels::MatmulPath::coopmat) return false;
   emit_coopmat(l, vk::coopmat_matmul_kernel(l.tuning().matmul.coopmat_tiles.api), c, a.dtype,
                f.batch, operands, p);
   return true;
@@ -519,22 +519,22 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
 
   const Folded f = fold(a.shape, b.shape, c.transpose_b);
   const MatmulPush p = push_of(f, c);
-  const vk::MatmulTuning& tuning = l.tuning().matmul;
+  const kernels::MatmulTuning& tuning = l.tuning().matmul;
 
   // One product of q.m x q.n over `batch` matrices, with `operands` bound (whole or windows).
   auto emit = [&](const MatmulPush& q, uint64_t batch, const std::vector<Binding>& operands,
                   bool may_split_k) {
-    vk::MatmulPlan plan = plan_of(l, c, q, batch, operands);
+    kernels::MatmulPlan plan = plan_of(l, c, q, batch, operands);
     if (!may_split_k) plan.splits = 1;  // matmul_reduce writes rows of n, not of ldo
     Grid grid{c, a.dtype, batch, operands};
     switch (plan.path) {
-      case vk::MatmulPath::texel: emit_texel(l, grid, tuning, plan, q); break;
-      case vk::MatmulPath::gemv: emit_gemv(l, grid, tuning, plan, q); break;
-      case vk::MatmulPath::coopmat:
+      case kernels::MatmulPath::texel: emit_texel(l, grid, tuning, plan, q); break;
+      case kernels::MatmulPath::gemv: emit_gemv(l, grid, tuning, plan, q); break;
+      case kernels::MatmulPath::coopmat:
         emit_coopmat(l, vk::coopmat_matmul_kernel(tuning.coopmat_tiles.api), c, a.dtype, batch,
                      operands, q);
         break;
-      case vk::MatmulPath::general: emit_general(l, grid, tuning, plan, q); break;
+      case kernels::MatmulPath::general: emit_general(l, grid, tuning, plan, q); break;
     }
   };
 

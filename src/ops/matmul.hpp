@@ -87,9 +87,9 @@ bool matmul_output_shape(const Shape& a, const Shape& b, bool transpose_b, Shape
                          std::string* why, const char* a_name = "a", const char* b_name = "b");
 
 // The matmul of a·b (shapes that matmul_output_shape accepts) as the kernels see it, with a
-// shared B's batch folded into M: what vk::plan_matmul decides the path from. Tests use it to
+// shared B's batch folded into M: what kernels::plan_matmul decides the path from. Tests use it to
 // know which path a shape takes.
-vk::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
+kernels::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
                                  const DeviceInfo& info);
 
 }  // namespace vkformer::ops

@@ -82,24 +82,24 @@ std::optional<kernels::WeightKernel> coopmat_family(vk::CoopmatApi api) {
 }
 
 // Prompt processing on cooperative matrices: the kernel for weights in w under f16 activations
-// where the tuning takes cooperative matrices for an f16 product of this size (vk::plan_matmul:
+// where the tuning takes cooperative matrices for an f16 product of this size (kernels::plan_matmul:
 // at least one MMA tile each way, or VKFORMER_MATMUL_PATH=coopmat; only devices that report
 // cooperative matrices, or VKFORMER_COOPMAT=emulate), else none.
 std::optional<Kernel> coopmat_kernel(Lowering& l, DType act, DType w, const WeightMatmulPush& p) {
-  const vk::MatmulTuning& tuning = l.tuning().matmul;
+  const kernels::MatmulTuning& tuning = l.tuning().matmul;
   const std::optional<kernels::WeightKernel> family = coopmat_family(tuning.coopmat_tiles.api);
   if (act != DType::f16 || !family) return std::nullopt;
   const std::optional<Kernel> kernel = kernels::weight_kernel(*family, w);
   if (!kernel || !l.supported(*kernel, act)) return std::nullopt;
-  vk::MatmulProblem problem;
+  kernels::MatmulProblem problem;
   problem.m = p.m;
   problem.n = p.n;
   problem.k = p.k;
   problem.transpose_b = true;
   problem.dtype = act;
-  vk::MatmulKernels can;
+  kernels::MatmulKernels can;
   can.coopmat = true;
-  if (vk::plan_matmul(tuning, problem, can).path != vk::MatmulPath::coopmat) return std::nullopt;
+  if (kernels::plan_matmul(tuning, problem, can).path != kernels::MatmulPath::coopmat) return std::nullopt;
   return kernel;
 }
 
@@ -120,11 +120,11 @@ void dispatch_rows(Lowering& l, Kernel kernel, DType dtype, const std::vector<Bi
 // storage-buffer paths, and a (4-element texels) and w (32-bit words) fit the device's texel
 // views; otherwise the storage-buffer kernels run it.
 bool use_texel(Lowering& l, DType act, Kernel kernel, const std::vector<Binding>& operands) {
-  const vk::MatmulTuning& tuning = l.tuning().matmul;
-  const std::optional<vk::MatmulPath> forced = tuning.forced_path;
+  const kernels::MatmulTuning& tuning = l.tuning().matmul;
+  const std::optional<kernels::MatmulPath> forced = tuning.forced_path;
   if (!tuning.weight_tiles.texel || tuning.texel_tiles.subgroup == 0 || !l.supported(kernel, act))
     return false;
-  if (forced && *forced != vk::MatmulPath::texel) return false;
+  if (forced && *forced != kernels::MatmulPath::texel) return false;
   uint64_t texels = l.info().max_texel_buffer_elements;
   if (tuning.weight_tiles.texel_limit) texels = std::min(texels, tuning.weight_tiles.texel_limit);
   // matmul_wq_texel.comp's residual, read as 16-byte texels of its bytes like w.
@@ -138,11 +138,11 @@ bool use_texel(Lowering& l, DType act, Kernel kernel, const std::vector<Binding>
 // (absent ones bound to a). Weights from texel_gemv_stream_bytes (all, by default) stream through
 // shaders/matmul_wq_rows.comp (lanes on consecutive blocks: one stream per workgroup) where its
 // rounds keep few enough x blocks per lane; others take shaders/matmul_wq_vec.comp (lanes on
-// rows, texel_gemv_tn of them). See vk::MatmulWeightTiles.
+// rows, texel_gemv_tn of them). See kernels::MatmulWeightTiles.
 void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
               const std::vector<Binding>& operands, const WeightMatmulPush& p) {
   const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
-  const vk::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
+  const kernels::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
   if (sg == 0 || sg > l.info().max_workgroup_size[0]) bug(l, "mat-vec on " + std::to_string(sg) + " lanes");
   const VecPush v{p, c.norm_eps};
   const uint32_t has_bias = c.bias != kNoValue ? 1u : 0u, activation = static_cast<uint32_t>(c.activation),
@@ -177,7 +177,7 @@ void emit_vec(Lowering& l, const MatmulCall& c, Kernel kernel, DType act,
 // One product of p.m x p.n with `operands` (a, w, bias or a, out) bound whole or as windows.
 void emit_one(Lowering& l, const MatmulCall& c, DType act, DType w,
               const std::vector<Binding>& operands, const WeightMatmulPush& p) {
-  const vk::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
+  const kernels::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
   const DeviceInfo& info = l.info();
   const uint32_t has_bias = c.bias != kNoValue ? 1u : 0u;
   const uint32_t activation = static_cast<uint32_t>(c.activation);
@@ -272,7 +272,7 @@ bool emit_texel_epilogue(Lowering& l, const MatmulCall& c, uint64_t m, uint64_t 
                                          {c.out, true},
                                          {c.residual != kNoValue ? c.residual : c.a}};
   if (!use_texel(l, act, *texel, operands)) return false;
-  const vk::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
+  const kernels::MatmulWeightTiles& t = l.tuning().matmul.weight_tiles;
   const uint32_t sg = l.tuning().matmul.texel_tiles.subgroup;
   const uint32_t tm = std::min<uint32_t>(t.texel_tm, p.m);
   uint32_t tn = t.texel_tn;
