@@ -217,7 +217,7 @@ bool fuses(Device& device, DType weight) {
   const kernels::MatmulTuning& t = device.impl().tuning().matmul;
   const auto* vec = kernels::find_variant(kernels::Kernel::matmul_wq_vec_q4_1, DType::f32);
   return is_quantized(weight) && t.weight_tiles.texel && t.texel_tiles.subgroup > 0 &&
-         (!t.forced_path || *t.forced_path == kernels::MatmulPath::texel) && vec &&
+         (!t.forced_path || *t.forced_path == "texel") && vec &&
          device.impl().pipelines().supported(*vec);
 }
 

@@ -267,23 +267,17 @@ void texel_tiles_from_env(MatmulTexelTiles* t) {
   t->transpose_min_m = x[6];
 }
 
-std::optional<MatmulPath> path_from_env() {
+// The paths of the float list (matmul_paths_float.cpp) that VKFORMER_MATMUL_PATH may force.
+std::optional<std::string> path_from_env() {
   const char* env = std::getenv("VKFORMER_MATMUL_PATH");
   if (!env || !*env || std::strcmp(env, "auto") == 0) return std::nullopt;
-  for (MatmulPath p : {MatmulPath::general, MatmulPath::texel, MatmulPath::gemv,
-                       MatmulPath::coopmat})
-    if (std::strcmp(env, path_name(p)) == 0) return p;
+  for (const char* path : {"general", "texel", "gemv", "coopmat"})
+    if (std::strcmp(env, path) == 0) return path;
   vk::EnvOverride("VKFORMER_MATMUL_PATH").reject("expected auto, general, texel, gemv or coopmat");
 }
 
 uint32_t splits_from_env() {
   return static_cast<uint32_t>(vk::env_number("VKFORMER_MATMUL_SPLIT_K", 1, 64).value_or(0));
-}
-
-uint32_t pow2_at_least(uint64_t x) {
-  uint32_t p = 1;
-  while (p < x) p *= 2;
-  return p;
 }
 
 // VKFORMER_MATMUL_WQ_TEXEL="TMxTN/TN": the quantized-weight texel kernel's block for M > 1 and
@@ -337,16 +331,6 @@ std::string MatmulCoopmatTiles::str() const {
          std::to_string(subgroup);
 }
 
-const char* path_name(MatmulPath path) {
-  switch (path) {
-    case MatmulPath::general: return "general";
-    case MatmulPath::texel: return "texel";
-    case MatmulPath::gemv: return "gemv";
-    case MatmulPath::coopmat: return "coopmat";
-  }
-  return "?";
-}
-
 MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
   MatmulTuning t;
   t.tiles = cpu_device ? cpu_matmul_tiles() : gpu_matmul_tiles(info);
@@ -365,72 +349,9 @@ MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
   texel_tiles_from_env(&t.texel_tiles);
   t.forced_path = path_from_env();
   t.forced_splits = splits_from_env();
-  if (matmul_tiles_from_env(info, &t.tiles) && !t.forced_path) t.forced_path = MatmulPath::general;
-  if (coopmat_tiles_from_env(info, &t.coopmat_tiles) && !t.forced_path)
-    t.forced_path = MatmulPath::coopmat;
+  if (matmul_tiles_from_env(info, &t.tiles) && !t.forced_path) t.forced_path = "general";
+  if (coopmat_tiles_from_env(info, &t.coopmat_tiles) && !t.forced_path) t.forced_path = "coopmat";
   return t;
-}
-
-bool matmul_path_fits(MatmulPath path, const MatmulTuning& t, const MatmulProblem& p,
-                      const MatmulKernels& k) {
-  switch (path) {
-    case MatmulPath::general: return true;
-    case MatmulPath::texel:
-      return k.texel && t.texel_tiles.subgroup > 0 && p.k % 4 == 0 &&
-             (p.transpose_b || p.n % 4 == 0) && p.texel_fits;
-    case MatmulPath::gemv: return k.gemv && p.m <= t.gemv_tiles.max_m;
-    case MatmulPath::coopmat:
-      return k.coopmat && t.coopmat_tiles.usable() && p.dtype == DType::f16;
-  }
-  return false;
-}
-
-MatmulPlan plan_matmul(const MatmulTuning& t, const MatmulProblem& p, const MatmulKernels& k) {
-  MatmulPlan plan;
-  auto can = [&](MatmulPath path) { return matmul_path_fits(path, t, p, k); };
-  const MatmulCoopmatTiles& c = t.coopmat_tiles;
-  if (t.forced_path && can(*t.forced_path))
-    plan.path = *t.forced_path;
-  else if (t.prefer_gemv && can(MatmulPath::gemv))
-    plan.path = MatmulPath::gemv;  // decoding: B is read once, nothing to tile
-  else if (can(MatmulPath::coopmat) && p.m >= c.m && p.n >= c.n && p.k >= c.k)
-    plan.path = MatmulPath::coopmat;
-  else if (t.prefer_texel && can(MatmulPath::texel))
-    plan.path = MatmulPath::texel;
-
-  switch (plan.path) {
-    case MatmulPath::texel: {
-      const MatmulTexelTiles& x = t.texel_tiles;
-      plan.transpose_b_first = !p.transpose_b && k.transpose && x.transpose_min_m > 0 &&
-                               p.m >= x.transpose_min_m;
-      const bool nt = p.transpose_b || plan.transpose_b_first;
-      plan.tm = std::min<uint32_t>(nt ? x.tm : x.tm_nn, pow2_at_least(p.m));  // small M: fewer
-      plan.tn = nt ? x.tn : x.tn_nn;                                             // wasted rows
-      plan.qb = nt ? x.qb : x.qb_nn;
-      break;
-    }
-    case MatmulPath::gemv: plan.gemv_m = pow2_at_least(p.m); break;
-    case MatmulPath::coopmat: break;
-    case MatmulPath::general: {
-      if (!t.tiles.shared_memory) break;
-      plan.vec4 = p.k % 4 == 0 && (p.transpose_b || p.n % 4 == 0) && t.tiles.bk % 4 == 0;
-      if (!k.split) break;
-      const uint64_t tiles = ((p.m + t.tiles.bm - 1) / t.tiles.bm) *
-                             ((p.n + t.tiles.bn - 1) / t.tiles.bn) * p.batch;
-      const MatmulSplitK& s = t.split_k;
-      uint64_t splits = 1;
-      if (t.forced_splits)
-        splits = t.forced_splits;
-      else if (tiles < s.target_workgroups && p.k >= 2 * uint64_t(s.min_k))
-        splits = std::min<uint64_t>({(s.target_workgroups + tiles - 1) / tiles, s.max_splits,
-                                     p.k / s.min_k});
-      // Each split gets a whole number of BK slices, and none is empty.
-      const uint64_t slices = (p.k + t.tiles.bk - 1) / t.tiles.bk;
-      plan.splits = static_cast<uint32_t>(std::max<uint64_t>(1, std::min(splits, slices)));
-      break;
-    }
-  }
-  return plan;
 }
 
 }  // namespace vkformer::kernels
