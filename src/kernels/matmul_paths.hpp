@@ -21,6 +21,7 @@
 
 #include "kernel_table.hpp"
 #include "program.hpp"
+#include "tunables.hpp"
 #include "tuning.hpp"
 #include "vkformer/graph.hpp"
 
@@ -123,6 +124,9 @@ struct MatmulPathEntry {
   void (*details)(const MatmulQuery&, MatmulPlan&);
   // Adds its dispatches for the problem (fusions included where `fuses` says so).
   void (*emit)(Lowering&, const MatmulEmit&);
+  // Appends what `vkformer tune` may change in its kernel's configuration (tunables.hpp; null:
+  // nothing).
+  void (*tunables)(std::vector<Tunable>&);
 };
 
 // The two lists, each in the order of preference.

@@ -1,15 +1,19 @@
 // The float matmul paths: a and b in one float dtype (f32 or f16), out = activation(alpha * a·b +
 // bias) over a batch of matrices, in the order of preference. Each entry: when it can run a
-// problem, when the automatic choice takes it, and how it is emitted.
+// problem, when the automatic choice takes it, how it is emitted, and what `vkformer tune` may
+// change in its kernel's configuration (candidate texts in the syntax of its VKFORMER_* override).
 #include <algorithm>
 #include <string>
 
 #include "matmul_emit.hpp"
 #include "matmul_paths.hpp"
+#include "tunable_candidates.hpp"
 
 namespace vkformer::kernels {
 
 namespace {
+
+using namespace tunable_candidates;
 
 uint32_t pow2_at_least(uint64_t x) {
   uint32_t p = 1;
@@ -25,7 +29,9 @@ bool gemv_can(const MatmulQuery& q) {
 }
 // GPUs, decoding: B is read once, there is nothing to tile.
 bool gemv_takes(const MatmulQuery& q) { return q.tuning.prefer_gemv; }
-void gemv_details(const MatmulQuery& q, MatmulPlan& plan) { plan.gemv_m = pow2_at_least(q.problem.m); }
+void gemv_details(const MatmulQuery& q, MatmulPlan& plan) {
+  plan.gemv_m = pow2_at_least(q.problem.m);
+}
 
 void gemv_emit(Lowering& l, const MatmulEmit& e) {
   const MatmulGemvTiles& t = l.tuning().matmul.gemv_tiles;
@@ -52,6 +58,30 @@ void gemv_emit(Lowering& l, const MatmulEmit& e) {
                   flag(vec4)});
 }
 
+// Invocations per workgroup x columns per workgroup (B transposed).
+void gemv_tunables(std::vector<Tunable>& list) {
+  struct Pair {
+    uint32_t wg, columns;
+  };
+  list.push_back(list_tunable<Pair>(
+      {.id = "matmul.gemv",
+       .description = "mat-vec for small M (GPUs), B transposed: WGxCOLUMNS (workgroup a power of 2)",
+       .ops = {TuneOp::linear},
+       .measures = [](const TuneShape& s) { return s.m <= 8; }},
+      {.applies = [](const Tuning& b) { return b.matmul.prefer_gemv; },
+       .current = [](const Tuning& b) {
+         return Pair{b.matmul.gemv_tiles.workgroup, b.matmul.gemv_tiles.columns};
+       },
+       .others = {{64, 4}, {128, 2}, {128, 8}, {256, 4}, {256, 8}, {64, 8}, {32, 4}},
+       .fits = [](const DeviceInfo& info, const Tuning&, const Pair& p) {
+         return is_pow2(p.wg) && workgroup_fits(info, p.wg);
+       },
+       .text = [](const Pair& p) { return join({p.wg, p.columns}); },
+       .apply = [](Tuning& u, const Pair& p) {
+         u.matmul.gemv_tiles.workgroup = p.wg, u.matmul.gemv_tiles.columns = p.columns;
+       }}));
+}
+
 // ---- coopmat: shaders/matmul_coopmat.comp on cooperative matrices (f16), the residual fused.
 
 bool coopmat_can(const MatmulQuery& q) {
@@ -73,6 +103,46 @@ bool coopmat_fuses(const MatmulQuery& q) {
 }
 void coopmat_emit(Lowering& l, const MatmulEmit& e) {
   emit_coopmat(l, vk::coopmat_matmul_kernel(l.tuning().matmul.coopmat_tiles.api), e);
+}
+
+// The configuration (subgroups and tiles per subgroup, k-steps per slice) and the MMA shape, as
+// MxNxK/WMxWN/TMxTN/BK/SG: every configuration of coopmat_configs() with the current shape, and
+// the current configuration with each other shape the device offers (the weight list's
+// wq_coopmat runs the same tiling). Those lists are what tests/coopmat_test.cpp runs through the
+// emulation, so the tuner can only pick a configuration checked against the references.
+void coopmat_tunables(std::vector<Tunable>& list) {
+  Tunable t;
+  t.id = "matmul.coopmat";
+  t.env = "VKFORMER_MATMUL_COOPMAT";
+  t.description = "f16 matmul on cooperative matrices: MxNxK/WMxWN/TMxTN/BK/SG";
+  t.ops = {TuneOp::linear, TuneOp::matmul};
+  // f16, and at least one MMA tile (smaller M takes the mat-vec on GPUs).
+  t.measures = [](const TuneShape& s) {
+    return s.dtype == DType::f16 && s.m >= 16 && s.n >= 16 && s.k >= 16;
+  };
+  t.candidates = [](const DeviceInfo& info, const Tuning& base) {
+    Candidates c;
+    const MatmulCoopmatTiles& cur = base.matmul.coopmat_tiles;
+    if (!cur.usable()) return c.take();
+    auto add = [&](MatmulCoopmatTiles x) {
+      if (!workgroup_fits(info, x.invocations()) || x.shared_bytes() > info.shared_memory_bytes)
+        return;
+      c.add(x.str(), [x](Tuning& u) { u.matmul.coopmat_tiles = x; });
+    };
+    add(cur);
+    for (const CoopmatConfig& config : coopmat_configs()) {
+      MatmulCoopmatTiles x = cur;
+      x.config = config;
+      add(x);
+    }
+    for (const vk::MmaShape& s : vk::coopmat_shapes(info, cur.api, vk::kCoopmatF16F32)) {
+      MatmulCoopmatTiles x = cur;
+      x.m = s.m, x.n = s.n, x.k = s.k;
+      add(x);
+    }
+    return c.take();
+  };
+  list.push_back(std::move(t));
 }
 
 // ---- texel: shaders/matmul_texel.comp (CPU devices), A and B as texel buffers, one subgroup per
@@ -130,6 +200,64 @@ void texel_emit(Lowering& l, const MatmulEmit& e) {
   dispatch_tiles(l, Kernel::matmul_texel, p.dtype, operands, e.push,
                  ceil_div(e.push.n, uint64_t(sg) * plan.tn), ceil_div(e.push.m, plan.tm), p.batch,
                  {sg, plan.tm, plan.tn, plan.qb, flag(transposed), flag(p.bias), activation_id(p)});
+}
+
+// Whether the texel kernels are taken (CPU devices, fixed-size subgroups with shuffles).
+bool texel_taken(const Tuning& b) {
+  return b.matmul.prefer_texel && b.matmul.texel_tiles.subgroup != 0;
+}
+
+// The register blocks, TM rows x TN columns per lane and QB k-quads per fetch batch, as
+// VKFORMER_MATMUL_TEXEL writes them (tuning_matmul.cpp measured 16x2x4 / 16x4x2 best on one
+// lavapipe; other CPUs, vector widths and cache sizes may differ), and the M from which B [K, N]
+// is transposed first.
+struct Block {
+  uint32_t tm, tn, qb;
+};
+std::string block_text(const Block& b) { return join({b.tm, b.tn, b.qb}); }
+
+void texel_tunables(std::vector<Tunable>& list) {
+  list.push_back(list_tunable<Block>(
+      {.id = "matmul.texel.nt",
+       .env = "VKFORMER_MATMUL_TEXEL",
+       .description = "texel matmul (CPU devices), B transposed as nn.Linear stores it: TMxTNxQB",
+       .ops = {TuneOp::linear}},
+      {.applies = texel_taken,
+       .current = [](const Tuning& b) {
+         const MatmulTexelTiles& x = b.matmul.texel_tiles;
+         return Block{x.tm, x.tn, x.qb};
+       },
+       .others = {{16, 2, 2}, {16, 2, 8}, {8, 4, 4}, {8, 2, 4}, {16, 4, 2}, {12, 2, 4}, {32, 1, 4}},
+       .text = block_text,
+       .apply = [](Tuning& u, const Block& b) {
+         MatmulTexelTiles& x = u.matmul.texel_tiles;
+         x.tm = b.tm, x.tn = b.tn, x.qb = b.qb;
+       }}));
+  list.push_back(list_tunable<Block>(
+      {.id = "matmul.texel.nn",
+       .env = "VKFORMER_MATMUL_TEXEL",
+       .description = "texel matmul (CPU devices), B not transposed: TMxTNxQB, TN a multiple of 4",
+       .ops = {TuneOp::matmul}},
+      {.applies = texel_taken,
+       .current = [](const Tuning& b) {
+         const MatmulTexelTiles& x = b.matmul.texel_tiles;
+         return Block{x.tm_nn, x.tn_nn, x.qb_nn};
+       },
+       .others = {{16, 4, 4}, {8, 4, 4}, {8, 8, 2}, {16, 8, 1}, {12, 4, 2}},
+       .text = block_text,
+       .apply = [](Tuning& u, const Block& b) {
+         MatmulTexelTiles& x = u.matmul.texel_tiles;
+         x.tm_nn = b.tm, x.tn_nn = b.tn, x.qb_nn = b.qb;
+       }}));
+  list.push_back(integer_tunable(
+      {.id = "matmul.texel.transpose_min_m",
+       .env = "VKFORMER_MATMUL_TEXEL",
+       .description =
+           "texel matmul (CPU devices): the M from which B [K, N] is transposed first (0: never)",
+       .ops = {TuneOp::matmul}},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.texel_tiles.transpose_min_m; },
+       .applies = texel_taken,
+       .others = {0, 256, 512, 1024, 2048}}));
 }
 
 // ---- general: shaders/matmul.comp with the device's tiling, any shape: staged in shared memory
@@ -205,8 +333,9 @@ void general_emit(Lowering& l, const MatmulEmit& e) {
   const uint32_t part = l.temp(Shape{static_cast<int64_t>(p.batch * push.splits),
                                      static_cast<int64_t>(push.m), static_cast<int64_t>(push.n)},
                                DType::f32);
-  dispatch_tiles(l, Kernel::matmul_split, p.dtype, {operands[0], operands[1], operands[0], {part, true}},
-                 push, x_tiles, y_tiles, p.batch * push.splits, spec);
+  dispatch_tiles(l, Kernel::matmul_split, p.dtype,
+                 {operands[0], operands[1], operands[0], {part, true}}, push, x_tiles, y_tiles,
+                 p.batch * push.splits, spec);
 
   ReducePush r{};
   const uint64_t total = p.batch * mn;
@@ -221,15 +350,63 @@ void general_emit(Lowering& l, const MatmulEmit& e) {
              l.rows_grid(ceil_div(total, wg)), {wg, flag(p.bias), activation_id(p)});
 }
 
+// The shared-memory tiling (GPUs), BMxBNxBK/TMxTN as VKFORMER_MATMUL_TILES writes it, and how
+// far K is split (GPUs only, whatever the current target, 0 included).
+void general_tunables(std::vector<Tunable>& list) {
+  struct Tiles {
+    uint32_t bm, bn, bk, tm, tn;
+  };
+  // M > 8: smaller M takes the mat-vec.
+  auto several = [](const TuneShape& s) { return s.m > 8; };
+  list.push_back(list_tunable<Tiles>(
+      {.id = "matmul.tiles",
+       .env = "VKFORMER_MATMUL_TILES",
+       .description = "general matmul staged in shared memory (GPUs): BMxBNxBK/TMxTN",
+       .ops = {TuneOp::linear, TuneOp::matmul},
+       .measures = several},
+      {.applies = [](const Tuning& b) {
+         return b.matmul.tiles.shared_memory && !b.matmul.prefer_texel;
+       },
+       .current = [](const Tuning& b) {
+         const MatmulTiles& t = b.matmul.tiles;
+         return Tiles{t.bm, t.bn, t.bk, t.tm, t.tn};
+       },
+       .others = {{128, 128, 16, 8, 8}, {128, 128, 8, 8, 8}, {128, 128, 32, 8, 8}, {64, 64, 16, 4, 4},
+                  {64, 64, 32, 4, 4}, {128, 64, 16, 8, 4}, {64, 128, 16, 4, 8}, {32, 32, 16, 2, 2}},
+       .fits = [](const DeviceInfo& info, const Tuning& b, const Tiles& x) {
+         MatmulTiles m = b.matmul.tiles;
+         m.bm = x.bm, m.bn = x.bn, m.bk = x.bk, m.tm = x.tm, m.tn = x.tn;
+         return workgroup_fits(info, m.invocations()) && m.shared_bytes() <= info.shared_memory_bytes;
+       },
+       .text = [](const Tiles& x) { return join({x.bm, x.bn, x.bk}) + "/" + join({x.tm, x.tn}); },
+       .apply = [](Tuning& u, const Tiles& x) {
+         MatmulTiles& m = u.matmul.tiles;
+         m.bm = x.bm, m.bn = x.bn, m.bk = x.bk, m.tm = x.tm, m.tn = x.tn;
+       }}));
+  list.push_back(integer_tunable(
+      {.id = "matmul.split_k",
+       .description = "general matmul (GPUs): split K while the output has fewer tiles than this "
+                      "(0: never)",
+       .ops = {TuneOp::linear, TuneOp::matmul},
+       .measures = several},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.split_k.target_workgroups; },
+       .applies = [](const Tuning& b) {
+         return !b.cpu_device && b.matmul.tiles.shared_memory && !b.matmul.prefer_texel;
+       },
+       .others_on = split_targets}));
+}
+
 // In the order of preference; the last takes every problem. VKFORMER_MATMUL_PATH may force any
 // of them by name where it can run the problem.
 const MatmulPathEntry kFloatPaths[] = {
-    {.name = "gemv", .can = gemv_can, .takes = gemv_takes, .details = gemv_details, .emit = gemv_emit},
+    {.name = "gemv", .can = gemv_can, .takes = gemv_takes, .details = gemv_details,
+     .emit = gemv_emit, .tunables = gemv_tunables},
     {.name = "coopmat", .can = coopmat_can, .takes = coopmat_takes, .fuses = coopmat_fuses,
-     .emit = coopmat_emit},
+     .emit = coopmat_emit, .tunables = coopmat_tunables},
     {.name = "texel", .can = texel_can, .takes = texel_takes, .details = texel_details,
-     .emit = texel_emit},
-    {.name = "general", .can = general_can, .details = general_details, .emit = general_emit},
+     .emit = texel_emit, .tunables = texel_tunables},
+    {.name = "general", .can = general_can, .details = general_details, .emit = general_emit,
+     .tunables = general_tunables},
 };
 
 }  // namespace

@@ -2,9 +2,10 @@
 // than the activations (quantized ggml blocks, vkformer/quant_types.def; bf16; f16 weights under
 // f32 activations and f32 under f16), read in its own layout and dequantized on the fly, in the
 // order of preference. Each entry: when it can run a problem, when the automatic choice takes
-// it, which of linear's fusions its kernel does, and how it is emitted. Every weight kernel is a
-// family with one variant per weight dtype (vkf_weight_kernels in shaders/kernels.cmake, found
-// with weight_kernel(family, dtype)).
+// it, which of linear's fusions its kernel does, how it is emitted, and what `vkformer tune` may
+// change in its kernel's configuration (candidate texts in the syntax of its VKFORMER_* override).
+// Every weight kernel is a family with one variant per weight dtype (vkf_weight_kernels in
+// shaders/kernels.cmake, found with weight_kernel(family, dtype)).
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -12,11 +13,14 @@
 
 #include "matmul_emit.hpp"
 #include "matmul_paths.hpp"
+#include "tunable_candidates.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::kernels {
 
 namespace {
+
+using namespace tunable_candidates;
 
 // Matches the push block of shaders/matmul_wq_vec.comp and matmul_wq_rows.comp: the matmul push
 // block and the norm's epsilon.
@@ -75,6 +79,12 @@ bool texel_views(const MatmulQuery& q, std::optional<Kernel> kernel) {
   return p.a_bytes / (4 * dtype_size(p.dtype)) <= texels && (p.b_bytes + 15) / 16 <= texels;
 }
 
+// Whether the tuning takes the texel kernels for quantized weights (CPU devices, fixed-size
+// subgroups with shuffles): their tunables apply.
+bool texel_taken(const Tuning& b) {
+  return b.matmul.weight_tiles.texel && b.matmul.texel_tiles.subgroup != 0;
+}
+
 // ---- wq_vec: shaders/matmul_wq_vec.comp, the mat-vec of one row (decoding), lanes on
 // texel_gemv_tn rows each, every fusion (pre-norm, gated pair, residual) in the kernel.
 
@@ -113,6 +123,19 @@ void vec_emit(Lowering& l, const MatmulEmit& e) {
              l.grid(ceil_div(e.push.n, uint64_t(sg) * columns), 1, 1), vec_spec({sg, tn}, p));
 }
 
+// Rows per lane (M = 1; also wq_texel's columns per lane for one row).
+void vec_tunables(std::vector<Tunable>& list) {
+  list.push_back(integer_tunable(
+      {.id = "matmul.wq_texel.gemv",
+       .env = "VKFORMER_MATMUL_WQ_TEXEL",
+       .description = "quantized-weight texel matmul (CPU devices), M = 1: columns per lane",
+       .ops = {TuneOp::linear_quantized},
+       .measures = one_row},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.weight_tiles.texel_gemv_tn; },
+       .applies = texel_taken,
+       .others = {1, 2, 4, 8, 16}}));
+}
+
 // ---- wq_rows: shaders/matmul_wq_rows.comp, the same mat-vec with lanes on consecutive blocks
 // (one stream through memory per workgroup). Taken before wq_vec for weights of at least
 // texel_gemv_stream_bytes (all, by default: in a decoding step every weight comes from DRAM)
@@ -138,7 +161,8 @@ bool rows_can(const MatmulQuery& q) {
   const MatmulProblem& p = q.problem;
   const MatmulWeightTiles& t = q.tuning.weight_tiles;
   const std::optional<Kernel> rows = kernel_of(WeightKernel::matmul_wq_rows, q);
-  return vec_can(q) && rows && q.supported(*rows, p.dtype) && p.b_bytes >= t.texel_gemv_stream_bytes &&
+  return vec_can(q) && rows && q.supported(*rows, p.dtype) &&
+         p.b_bytes >= t.texel_gemv_stream_bytes &&
          rows_groups(q.tuning.texel_tiles.subgroup, static_cast<uint32_t>(p.k), p.fusions.gated)
                  .rounds <= t.texel_rows_max_rounds;
 }
@@ -155,6 +179,38 @@ void rows_emit(Lowering& l, const MatmulEmit& e) {
   l.dispatch(*kernel_of(WeightKernel::matmul_wq_rows, e.query), p.dtype, first_operands(e, 6),
              PushBlock::of(VecPush{e.push, p.norm_eps}), l.grid(ceil_div(groups, iter), 1, 1),
              vec_spec({sg, g.kb, g.r, static_cast<uint32_t>(iter)}, p));
+}
+
+// How many workgroups a mat-vec is spread over (each takes up to 16 groups of rows and loads x's
+// blocks once for them: fewer, longer workgroups load x less often, more keep every thread busy),
+// and the most rounds of blocks a lane keeps x for (x's registers per lane grow with them: K
+// beyond SG * max_rounds / rows per group takes wq_vec instead).
+//
+// Not a tunable: texel_gemv_stream_bytes, the weight size from which mat-vecs take this kernel.
+// It pays where the weight comes from DRAM, as every weight does in a decoding step (the model's
+// weights exceed the caches), while the tuner times one op at a time with its weight cached
+// between runs, where the lanes-on-rows kernel is often faster: it would pick the threshold that
+// makes decoding slower (VKFORMER_MATMUL_WQ_STREAM_BYTES sets it by hand).
+void rows_tunables(std::vector<Tunable>& list) {
+  list.push_back(integer_tunable(
+      {.id = "matmul.wq_rows.workgroups",
+       .description = "quantized-weight mat-vec with lanes on consecutive blocks (CPU devices), "
+                      "M = 1: workgroups per mat-vec",
+       .ops = {TuneOp::linear_quantized},
+       .measures = one_row},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.weight_tiles.texel_rows_workgroups; },
+       .applies = texel_taken,
+       .others = {4, 8, 16, 32, 64}}));
+  list.push_back(integer_tunable(
+      {.id = "matmul.wq_rows.max_rounds",
+       .description = "quantized-weight mat-vec with lanes on consecutive blocks (CPU devices), "
+                      "M = 1: most rounds of x blocks a lane keeps (larger K take the "
+                      "lanes-on-rows kernel)",
+       .ops = {TuneOp::linear_quantized},
+       .measures = one_row},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.weight_tiles.texel_rows_max_rounds; },
+       .applies = texel_taken,
+       .others = {16, 32, 64, 96}}));
 }
 
 // ---- wq_coopmat: shaders/matmul_coopmat.comp with WEIGHTS (matmul_wq_coopmat_*, one family per
@@ -236,6 +292,33 @@ void texel_emit(Lowering& l, const MatmulEmit& e) {
                   texel_quads(tn, push, operands[3], p.dtype)});
 }
 
+// The block for M > 1: rows x columns per lane (M = 1: matmul.wq_texel.gemv, with wq_vec).
+void texel_tunables(std::vector<Tunable>& list) {
+  struct Block {
+    uint32_t tm, tn;
+  };
+  list.push_back(list_tunable<Block>(
+      {.id = "matmul.wq_texel.block",
+       .env = "VKFORMER_MATMUL_WQ_TEXEL",
+       .description = "quantized-weight texel matmul (CPU devices), M > 1: TMxTN per lane",
+       .ops = {TuneOp::linear_quantized},
+       .measures = several_rows},
+      {.applies = texel_taken,
+       .current = [](const Tuning& b) {
+         return Block{b.matmul.weight_tiles.texel_tm, b.matmul.weight_tiles.texel_tn};
+       },
+       .others = {{8, 2}, {4, 4}, {16, 2}, {4, 8}, {8, 8}, {16, 4}},
+       .text = [](const Block& b) { return join({b.tm, b.tn}); },
+       .apply = [](Tuning& u, const Block& b) {
+         u.matmul.weight_tiles.texel_tm = b.tm, u.matmul.weight_tiles.texel_tn = b.tn;
+       }}));
+}
+
+// The storage-buffer kernels' tunables apply where the texel kernels are not taken (GPUs).
+bool storage_taken(const Tuning& b) {
+  return !b.matmul.weight_tiles.texel && b.matmul.weight_tiles.shared_memory;
+}
+
 // ---- wq_gemv: shaders/matmul_wq_gemv.comp, the mat-vec for M <= gemv_max_m: `lanes`
 // invocations per output split its row of W by blocks.
 
@@ -260,6 +343,31 @@ void gemv_emit(Lowering& l, const MatmulEmit& e) {
                  {wg, lanes, flag(p.bias), activation_id(p)});
 }
 
+// WG/LANES: LANES invocations per output (a power of 2 dividing WG).
+void gemv_tunables(std::vector<Tunable>& list) {
+  struct Pair {
+    uint32_t wg, lanes;
+  };
+  list.push_back(list_tunable<Pair>(
+      {.id = "matmul.wq.gemv",
+       .description = "quantized-weight mat-vec (GPUs), M = 1: WG/LANES (lanes per output)",
+       .ops = {TuneOp::linear_quantized},
+       .measures = one_row},
+      {.applies = storage_taken,
+       .current = [](const Tuning& b) {
+         return Pair{b.matmul.weight_tiles.gemv_workgroup, b.matmul.weight_tiles.gemv_lanes};
+       },
+       .others = {{64, 8}, {128, 8}, {128, 16}, {128, 32}, {256, 16}, {256, 32}, {64, 16}, {32, 32}},
+       .fits = [](const DeviceInfo& info, const Tuning&, const Pair& p) {
+         return is_pow2(p.lanes) && p.wg >= p.lanes && p.wg % p.lanes == 0 &&
+                workgroup_fits(info, p.wg) && uint64_t(p.wg) * 4 <= info.shared_memory_bytes;
+       },
+       .text = [](const Pair& p) { return join({p.wg, p.lanes}, "/"); },
+       .apply = [](Tuning& u, const Pair& p) {
+         u.matmul.weight_tiles.gemv_workgroup = p.wg, u.matmul.weight_tiles.gemv_lanes = p.lanes;
+       }}));
+}
+
 // ---- wq_tiled: shaders/matmul_wq.comp, any problem: a bm x bn output tile per workgroup, tm x tn
 // per invocation, K staged 32 (one block) at a time (or read directly on CPU devices).
 
@@ -280,15 +388,47 @@ void tiled_emit(Lowering& l, const MatmulEmit& e) {
                   activation_id(p), flag(!t.shared_memory)});
 }
 
+// BMxBN/TMxTN, staged 32 of K at a time (GPUs, M > 1).
+void tiled_tunables(std::vector<Tunable>& list) {
+  struct Tiles {
+    uint32_t bm, bn, tm, tn;
+  };
+  list.push_back(list_tunable<Tiles>(
+      {.id = "matmul.wq.tiles",
+       .description = "quantized-weight matmul staged in shared memory (GPUs), M > 1: BMxBN/TMxTN",
+       .ops = {TuneOp::linear_quantized},
+       .measures = several_rows},
+      {.applies = storage_taken,
+       .current = [](const Tuning& b) {
+         const MatmulWeightTiles& w = b.matmul.weight_tiles;
+         return Tiles{w.bm, w.bn, w.tm, w.tn};
+       },
+       .others = {{64, 64, 4, 4}, {32, 32, 4, 4}, {64, 32, 4, 4}, {32, 64, 4, 4}, {128, 64, 8, 4},
+                  {128, 128, 8, 8}, {64, 64, 8, 8}},
+       .fits = [](const DeviceInfo& info, const Tuning& b, const Tiles& x) {
+         MatmulWeightTiles m = b.matmul.weight_tiles;
+         m.bm = x.bm, m.bn = x.bn, m.tm = x.tm, m.tn = x.tn;
+         return workgroup_fits(info, m.invocations()) && m.shared_bytes() <= info.shared_memory_bytes;
+       },
+       .text = [](const Tiles& x) { return join({x.bm, x.bn}) + "/" + join({x.tm, x.tn}); },
+       .apply = [](Tuning& u, const Tiles& x) {
+         MatmulWeightTiles& v = u.matmul.weight_tiles;
+         v.bm = x.bm, v.bn = x.bn, v.tm = x.tm, v.tn = x.tn;
+       }}));
+}
+
 // In the order of preference; the last takes every problem.
 const MatmulPathEntry kWeightPaths[] = {
-    {.name = "wq_rows", .can = rows_can, .fuses = vec_fuses, .emit = rows_emit},
-    {.name = "wq_vec", .can = vec_can, .fuses = vec_fuses, .emit = vec_emit},
+    {.name = "wq_rows", .can = rows_can, .fuses = vec_fuses, .emit = rows_emit,
+     .tunables = rows_tunables},
+    {.name = "wq_vec", .can = vec_can, .fuses = vec_fuses, .emit = vec_emit,
+     .tunables = vec_tunables},
     {.name = "wq_coopmat", .can = coopmat_can, .takes = coopmat_takes, .fuses = coopmat_fuses,
-     .emit = coopmat_emit},
-    {.name = "wq_texel", .can = texel_can, .fuses = texel_fuses, .emit = texel_emit},
-    {.name = "wq_gemv", .can = gemv_can, .emit = gemv_emit},
-    {.name = "wq_tiled", .can = tiled_can, .emit = tiled_emit},
+     .emit = coopmat_emit},  // tuned with the float list's coopmat (matmul.coopmat)
+    {.name = "wq_texel", .can = texel_can, .fuses = texel_fuses, .emit = texel_emit,
+     .tunables = texel_tunables},
+    {.name = "wq_gemv", .can = gemv_can, .emit = gemv_emit, .tunables = gemv_tunables},
+    {.name = "wq_tiled", .can = tiled_can, .emit = tiled_emit, .tunables = tiled_tunables},
 };
 
 }  // namespace
