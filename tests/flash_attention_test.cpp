@@ -507,7 +507,7 @@ TEST_F(DeviceTest, DecodeEmptyRangesAndExtremes) {
   check_decode(dev, c, l.splits);
 }
 
-// ---- Tuned choices (src/kernels/tunables_coopmat.cpp) ----
+// ---- Tuned choices (src/kernels/tunables_attention.cpp) ----
 
 // What `vkformer tune` may keep for flash attention, split-K decoding and the cooperative-matrix
 // matmul is applied: under a tuning trial (what the tuning cache does in every later process) a

@@ -3,9 +3,10 @@
 // generated variant lists): each path is one MatmulPathEntry that says which kernel it runs,
 // when it can run a problem on a device (its kernel built for the dtypes and runnable there, the
 // shapes and bindings it takes), when the automatic choice takes it, which of linear's fusions
-// its kernel does, and how it is emitted. Two lists, each in order of preference: the float
-// paths (a and b in one float dtype, matmul_paths_float.cpp) and the weight paths (b a weight in
-// another dtype read in its own layout, matmul_paths_weights.cpp).
+// its kernel does, how it is emitted and what `vkformer tune` may change in it. Two lists, each
+// in order of preference: the float paths (a and b in one float dtype, matmul_paths_float.cpp)
+// and the weight paths (b a weight in another dtype read in its own layout,
+// matmul_paths_weights.cpp).
 //
 // The matmul lowering (src/ops/matmul*.cpp) checks and folds the shapes, cuts windows where a
 // tensor exceeds a binding and emits the fusions that no path takes apart; which kernel runs and

@@ -417,7 +417,11 @@ void tiled_tunables(std::vector<Tunable>& list) {
        }}));
 }
 
-// In the order of preference; the last takes every problem.
+// In the order of preference; the last takes every problem. A kernel for some weight types only
+// (a mat-vec for the K-quants, say) says so in its `can` (its family's weight_kernel() for the
+// type, or the type itself); one that needs a device feature (an integer-dot-product mat-vec on
+// VK_KHR_shader_integer_dot_product) declares it with REQUIRES in shaders/kernels.cmake, so that
+// `q.supported` is false where the device lacks it, and goes before the paths it should beat.
 const MatmulPathEntry kWeightPaths[] = {
     {.name = "wq_rows", .can = rows_can, .fuses = vec_fuses, .emit = rows_emit,
      .tunables = rows_tunables},

@@ -88,7 +88,6 @@ MatmulPush push_of(const Folded& f, const MatmulCall& c) {
   return p;
 }
 
-
 // The problem of one product of q.m x q.n over `batch` matrices with `operands` (a, b, ...) bound.
 kernels::MatmulProblem problem_of(const Lowering& l, const MatmulCall& c, const MatmulPush& q,
                                   uint64_t batch, const std::vector<Binding>& operands) {
