@@ -658,14 +658,8 @@ DeviceInfo made_up_h100() {
 }
 
 DeviceInfo made_up_lavapipe() {
-  DeviceInfo d = made_up_h100();
+  DeviceInfo d = made_up_cpu();
   d.name = "made-up lavapipe";
-  d.type = "cpu";
-  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 8;
-  d.shared_memory_bytes = 32 * 1024;
-  d.compute_units = 0;
-  d.cooperative_matrix_khr = false;
-  d.cooperative_matrix_khr_shapes.clear();
   return d;
 }
 

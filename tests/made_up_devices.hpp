@@ -4,6 +4,8 @@
 // lavapipe; each test adds the cooperative-matrix lists it is about.
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "vkformer/device.hpp"
 
@@ -23,6 +25,14 @@ inline DeviceInfo made_up_discrete_gpu(std::string name, uint32_t compute_units)
   d.max_workgroup_size = {1024, 1024, 64};
   d.max_workgroup_invocations = 1024;
   d.compute_units = compute_units;
+  return d;
+}
+
+// The same with VK_NV_cooperative_matrix and these shapes (M, N, K and the component types).
+inline DeviceInfo made_up_nv_gpu(std::vector<CooperativeMatrixShape> shapes) {
+  DeviceInfo d = made_up_discrete_gpu("made-up discrete GPU", 108);
+  d.cooperative_matrix_nv = true;
+  d.cooperative_matrix_nv_shapes = std::move(shapes);
   return d;
 }
 

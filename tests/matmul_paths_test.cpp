@@ -14,23 +14,16 @@
 namespace vkformer::testing {
 namespace {
 
-using kernels::Kernel;
-using kernels::MatmulProblem;
-using kernels::MatmulTuning;
+using namespace kernels;
 
-// A discrete GPU with NV cooperative matrices (16x16x16, f16 into f32), and a CPU device like
-// lavapipe.
-DeviceInfo made_up_gpu() {
-  DeviceInfo d = made_up_discrete_gpu("made-up discrete GPU", 108);
-  d.cooperative_matrix_nv = true;
-  d.cooperative_matrix_nv_shapes = {{16, 16, 16, "f16", "f16", "f32", "f32"}};
-  return d;
+// A CPU device like lavapipe, and a discrete GPU with NV cooperative matrices (16x16x16, f16
+// into f32).
+MatmulTuning cpu_tuning() { return matmul_tuning_for(made_up_cpu(), true); }
+MatmulTuning gpu_tuning() {
+  return matmul_tuning_for(made_up_nv_gpu({{16, 16, 16, "f16", "f16", "f32", "f32"}}), false);
 }
 
-MatmulTuning cpu_tuning() { return kernels::matmul_tuning_for(made_up_cpu(), true); }
-MatmulTuning gpu_tuning() { return kernels::matmul_tuning_for(made_up_gpu(), false); }
-
-const kernels::KernelSupport kAll = [](Kernel, DType) { return true; };
+const KernelSupport kAll = [](Kernel, DType) { return true; };
 
 // x [m, k] of `act` times a weight [n, k] of `w`, bound whole.
 MatmulProblem weights(uint64_t m, uint64_t n, uint64_t k, DType w = DType::q4_1,
@@ -53,14 +46,14 @@ MatmulProblem with_fusions(MatmulProblem p, bool norm, bool gated, bool residual
 }
 
 std::string chosen(const MatmulTuning& t, const MatmulProblem& p,
-                   const kernels::KernelSupport& s = kAll) {
-  return std::string(kernels::plan_matmul(t, p, s).path);
+                   const KernelSupport& s = kAll) {
+  return std::string(plan_matmul(t, p, s).path);
 }
 
 // Whether the path chosen for `p` also does its fusions.
 bool fused(const MatmulTuning& t, const MatmulProblem& p) {
-  const kernels::MatmulQuery q{t, p, kAll};
-  const kernels::MatmulPathEntry& path = kernels::choose_matmul_path(q);
+  const MatmulQuery q{t, p, kAll};
+  const MatmulPathEntry& path = choose_matmul_path(q);
   return path.fuses && path.fuses(q);
 }
 
@@ -84,13 +77,13 @@ TEST(MatmulPaths, CpuPromptsTakeTheTexelKernelElseStorageBuffers) {
   // device cannot run: the storage-buffer mat-vec for one row, the tiled kernel for more.
   EXPECT_EQ(chosen(t, weights(64, 576, 576, DType::bf16)), "wq_tiled");
   EXPECT_EQ(chosen(t, weights(1, 576, 576, DType::f16)), "wq_gemv");
-  const kernels::KernelSupport no_texel = [](Kernel k, DType) {
+  const KernelSupport no_texel = [](Kernel k, DType) {
     return k != Kernel::matmul_wq_texel_q4_1 && k != Kernel::matmul_wq_vec_q4_1;
   };
   EXPECT_EQ(chosen(t, weights(64, 576, 576), no_texel), "wq_tiled");
   EXPECT_EQ(chosen(t, weights(1, 576, 576), no_texel), "wq_gemv");
   // The rows kernel needs the vec kernel's conditions and its own.
-  const kernels::KernelSupport no_rows = [](Kernel k, DType) { return k != Kernel::matmul_wq_rows_q4_1; };
+  const KernelSupport no_rows = [](Kernel k, DType) { return k != Kernel::matmul_wq_rows_q4_1; };
   EXPECT_EQ(chosen(t, weights(1, 576, 576), no_rows), "wq_vec");
 }
 
@@ -167,21 +160,21 @@ TEST(MatmulPaths, TheChosenKernelTakesTheFusionsItCan) {
 TEST(MatmulPaths, EachListEndsWithAPathForEveryProblem) {
   std::set<std::string> names;
   for (const bool weight : {false, true}) {
-    const auto list = weight ? kernels::weight_matmul_paths() : kernels::float_matmul_paths();
+    const auto list = weight ? weight_matmul_paths() : float_matmul_paths();
     ASSERT_FALSE(list.empty());
-    for (const kernels::MatmulPathEntry& path : list) {
+    for (const MatmulPathEntry& path : list) {
       EXPECT_TRUE(names.insert(std::string(path.name)).second) << path.name;
       EXPECT_NE(path.can, nullptr) << path.name;
       EXPECT_NE(path.emit, nullptr) << path.name;
     }
-    const kernels::MatmulPathEntry& last = list.back();
+    const MatmulPathEntry& last = list.back();
     EXPECT_EQ(last.takes, nullptr) << last.name;
-    const kernels::KernelSupport none = [](Kernel, DType) { return false; };
+    const KernelSupport none = [](Kernel, DType) { return false; };
     for (const MatmulTuning& t : {cpu_tuning(), gpu_tuning()})
       for (MatmulProblem p : {weights(1, 7, 32), weights(1000, 3, 64, DType::bf16, DType::f16)}) {
         if (!weight) p.weight.reset();
         EXPECT_TRUE(last.can({t, p, none})) << last.name;
-        EXPECT_EQ(kernels::plan_matmul(t, p, none).path, last.name);
+        EXPECT_EQ(plan_matmul(t, p, none).path, last.name);
       }
   }
   for (const char* forceable : {"general", "texel", "gemv", "coopmat"})

@@ -455,12 +455,9 @@ TEST_F(DeviceTest, LinearShapeErrorsNameXAndWeight) {
 
 // The path choice as a pure function of made-up devices' tunings and the shape.
 DeviceInfo made_up_gpu() {
-  DeviceInfo d = made_up_discrete_gpu("made-up discrete GPU", 108);
-  d.cooperative_matrix_nv = true;
-  d.cooperative_matrix_nv_shapes = {{16, 8, 16, "f16", "f16", "f16", "f16"},
-                                    {16, 8, 8, "f16", "f16", "f32", "f32"},
-                                    {16, 16, 16, "f16", "f16", "f32", "f32"}};
-  return d;
+  return made_up_nv_gpu({{16, 8, 16, "f16", "f16", "f16", "f16"},
+                         {16, 8, 8, "f16", "f16", "f32", "f32"},
+                         {16, 16, 16, "f16", "f16", "f32", "f32"}});
 }
 
 kernels::MatmulProblem problem(uint64_t m, uint64_t n, uint64_t k, bool transpose_b = true,
