@@ -276,6 +276,7 @@ function(vkf_generate_kernel_registry target)
   file(CONFIGURE OUTPUT ${VKF_GEN_DIR}/kernels.gen.cpp CONTENT "${cpp}" @ONLY)
 
   add_library(${target} OBJECT ${VKF_GEN_DIR}/kernels.gen.cpp ${headers})
-  target_include_directories(${target} PRIVATE ${VKF_GEN_DIR} ${PROJECT_SOURCE_DIR}/src/vk
+  target_include_directories(${target} PRIVATE ${VKF_GEN_DIR} ${PROJECT_SOURCE_DIR}/src/kernels
+                                               ${PROJECT_SOURCE_DIR}/src/vk
                                                ${PROJECT_SOURCE_DIR}/include)
 endfunction()

@@ -6,7 +6,7 @@
 // (shaders/coopmat.glsl): f16 A and B, fp32 accumulators, f16 storage only. One source, three
 // kernels: matmul_coopmat_khr (VK_KHR_cooperative_matrix), matmul_coopmat_nv
 // (VK_NV_cooperative_matrix, where KHR is absent) and matmul_coopmat_emu (the emulation, which the
-// tests run on lavapipe in every configuration the tuning may choose: src/vk/tuning_matmul.cpp,
+// tests run on lavapipe in every configuration the tuning may choose: src/kernels/tuning_matmul.cpp,
 // coopmat_configs()). With WEIGHTS defined (and one W_<type> of weights.glsl: the kernels
 // matmul_wq_coopmat_{khr,nv,emu}_<type>), B is a Linear weight [N, K] (TRANSPOSE_B) in a weight
 // dtype — bf16 or ggml blocks, K whole blocks — read in its own layout: each 8-element chunk of

@@ -1,6 +1,6 @@
 // attention, fused (flash-attention kernels) and unfused (matmul -> softmax -> matmul), against
 // the double-precision reference and against each other, with every mask kind and key_length.
-// The fused kernel a device gets is a tuning choice (vk::AttentionTiles: the register kernel
+// The fused kernel a device gets is a tuning choice (kernels::AttentionTiles: the register kernel
 // attention_rows on CPU devices, the shared-memory tiles of attention.comp on GPUs);
 // VKFORMER_ATTENTION_TILES overrides it, so AttentionTilingTest runs every kernel and variant
 // (tiles, rows with and without shuffles or texel reads) on whatever device the tests have.
@@ -71,7 +71,7 @@ struct Result {
 // steps) per the tuning, and everything whose scores fit one binding where the tuning prefers it.
 bool automatic_is_unfused(const DeviceInfo& info, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
                           DType dtype) {
-  const vk::AttentionTiles t = vk::tuning_for(info).attention;
+  const kernels::AttentionTiles t = kernels::tuning_for(info).attention;
   const uint64_t score_bytes = uint64_t(B * H * Sq * Sk) * dtype_size(dtype);
   return Sq <= t.automatic_unfused_max_queries ||
          (t.automatic_unfused_where_it_fits && score_bytes <= info.max_storage_buffer_range);
@@ -295,16 +295,16 @@ TEST_F(DeviceTest, AttentionTilesEnvSetsTheTiling) {
   const DeviceInfo& info = device().info();
   {
     ScopedEnv env("VKFORMER_ATTENTION_TILES", "tiles/32x5x7");
-    vk::AttentionTiles t = vk::tuning_for(info).attention;
-    EXPECT_EQ(t.kernel, vk::AttentionTiles::Kernel::tiles);
+    kernels::AttentionTiles t = kernels::tuning_for(info).attention;
+    EXPECT_EQ(t.kernel, kernels::AttentionTiles::Kernel::tiles);
     EXPECT_EQ(t.invocations, 32u);
     EXPECT_EQ(t.br, 5u);
     EXPECT_EQ(t.bc, 7u);
   }
   {
     ScopedEnv env("VKFORMER_ATTENTION_TILES", "rows/8x3");
-    vk::AttentionTiles t = vk::tuning_for(info).attention;
-    EXPECT_EQ(t.kernel, vk::AttentionTiles::Kernel::rows);
+    kernels::AttentionTiles t = kernels::tuning_for(info).attention;
+    EXPECT_EQ(t.kernel, kernels::AttentionTiles::Kernel::rows);
     EXPECT_EQ(t.lanes, 8u);
     EXPECT_EQ(t.rows_per_lane, 3u);
     EXPECT_FALSE(t.shuffle);
@@ -313,14 +313,14 @@ TEST_F(DeviceTest, AttentionTilesEnvSetsTheTiling) {
   for (const char* bad : {"tiles/0x1x1", "tiles/16x17x8", "rows/8x0", "rows/8x2/fast", "tiles",
                           "rows/100000x1"}) {
     ScopedEnv env("VKFORMER_ATTENTION_TILES", bad);
-    EXPECT_THROW(vk::tuning_for(info), Error) << bad;
+    EXPECT_THROW(kernels::tuning_for(info), Error) << bad;
   }
 }
 
 // The override parses strictly (sscanf accepted "rows/8x1junk" and wrapped numbers past 32 bits,
 // and a key tile of 4294967295 overflowed the shared-memory size and crashed lavapipe).
 TEST_F(DeviceTest, AttentionTilesEnvRejectsTrailingJunkAndOverflow) {
-  auto read = [&] { vk::tuning_for(device().info()); };
+  auto read = [&] { kernels::tuning_for(device().info()); };
   for (const char* bad : {"tiles/64x16x16/junk", "rows/8x1junk", "rows/8x2/", "rows/8x2/shufflex",
                           "tiles/-1x1x1", "rows/4294967304x1", "tiles/32x5x4294967295"})
     env_error("VKFORMER_ATTENTION_TILES", bad, read);
@@ -337,7 +337,7 @@ TEST(AttentionTuning, TilesEnvErrorsNameTheFailedRule) {
   info.max_texel_buffer_elements = 0;
   auto error = [&](const char* value, bool subgroup_ops) {
     return env_error("VKFORMER_ATTENTION_TILES", value,
-                     [&] { vk::attention_tiles_for(info, true, subgroup_ops); });
+                     [&] { kernels::attention_tiles_for(info, true, subgroup_ops); });
   };
   const std::pair<const char*, const char*> cases[] = {
       {"tiles/16x17x8", "BR 17 is above WG 16"},
@@ -370,12 +370,12 @@ TEST_F(DeviceTest, AttentionUnfusedMaxQueriesEnvPicksTheDecodePath) {
     return Executor(dev, g).stats().dispatches;
   };
   // Devices whose fused kernel is the slow path keep the unfused chain wherever it fits.
-  const bool fused_at_0 = !vk::tuning_for(device().info()).attention.automatic_unfused_where_it_fits;
+  const bool fused_at_0 = !kernels::tuning_for(device().info()).attention.automatic_unfused_where_it_fits;
   EXPECT_EQ(dispatches("0"), fused_at_0 ? 1u : 3u);
   EXPECT_EQ(dispatches("1"), 3u);  // q·kᵀ, softmax, p·v
   for (const char* bad : {"-1", "two", "1x"}) {
     ScopedEnv env("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", bad);
-    EXPECT_THROW(vk::tuning_for(device().info()), Error) << bad;
+    EXPECT_THROW(kernels::tuning_for(device().info()), Error) << bad;
   }
 }
 
@@ -494,14 +494,14 @@ TEST(AttentionTuning, WideCpuSubgroupsPreferTheUnfusedChainWhereItFits) {
   info.max_texel_buffer_elements = 1u << 27;
   info.shared_memory_bytes = 32768;
   info.max_storage_buffer_range = uint64_t(128) << 20;
-  EXPECT_FALSE(vk::tuning_for(info).attention.automatic_unfused_where_it_fits);
+  EXPECT_FALSE(kernels::tuning_for(info).attention.automatic_unfused_where_it_fits);
   EXPECT_FALSE(automatic_is_unfused(info, 1, 8, 1024, 1024, DType::f32));
   info.subgroup_size = info.min_subgroup_size = info.max_subgroup_size = 16;
-  EXPECT_TRUE(vk::tuning_for(info).attention.automatic_unfused_where_it_fits);
+  EXPECT_TRUE(kernels::tuning_for(info).attention.automatic_unfused_where_it_fits);
   EXPECT_TRUE(automatic_is_unfused(info, 1, 8, 1024, 1024, DType::f32));       // 32 MiB of scores
   EXPECT_FALSE(automatic_is_unfused(info, 1, 8, 4096, 4096, DType::f32));      // 512 MiB: fused
   info.type = "discrete";
-  EXPECT_FALSE(vk::tuning_for(info).attention.automatic_unfused_where_it_fits);
+  EXPECT_FALSE(kernels::tuning_for(info).attention.automatic_unfused_where_it_fits);
 }
 
 // The fused path never materializes the Sq x Sk scores: its memory grows linearly with the
@@ -533,7 +533,7 @@ TEST_F(DeviceTest, AutomaticDecodingStepFollowsTheTuning) {
   Tensor q = g.input("q", qs), k = g.input("k", ks), v = g.input("v", ks);
   g.output("o", g.attention(q, k, v));
   Executor ex(device(), g);
-  const bool unfused = vk::tuning_for(device().info()).attention.automatic_unfused_max_queries >= 1;
+  const bool unfused = kernels::tuning_for(device().info()).attention.automatic_unfused_max_queries >= 1;
   EXPECT_EQ(ex.stats().dispatches, unfused ? 3u : 1u);
 }
 
@@ -611,7 +611,7 @@ TEST_F(DeviceTest, AttentionRejectsBadShapes) {
 // then takes the fused kernel for 9 query heads on 3 KV heads, as for 3 queries. A per-head mask
 // keeps the heads apart (no stacking), and multi-head attention is unchanged.
 TEST_F(DeviceTest, AutomaticGroupedDecodingStepStacksTheGroup) {
-  const vk::AttentionTiles t = vk::tuning_for(device().info()).attention;
+  const kernels::AttentionTiles t = kernels::tuning_for(device().info()).attention;
   auto dispatches = [&](int64_t H, int64_t Hkv, std::optional<Shape> mask) {
     Graph g;
     Tensor q = g.input("q", {1, H, 1, 64}), k = g.input("k", {1, Hkv, 40, 64});
@@ -688,8 +688,8 @@ TEST_F(DeviceTest, GroupedQueryDecodeStepsOverAKvCache) {
     o.path = path;
     g.output("y", g.attention(q, k, v, o));
     Executor ex(device(), g);
-    vk::DecodeLaunch decode;
-    const bool split = vk::decode_launch_for(vk::tuning_for(device().info()).attention.decode,
+    kernels::DecodeLaunch decode;
+    const bool split = kernels::decode_launch_for(kernels::tuning_for(device().info()).attention.decode,
                                              device().info(), {1, H, 1, T, D, D, Hkv}, &decode) &&
                        decode.splits > 1;
     EXPECT_EQ(ex.stats().dispatches, 2u + (path == Path::fused ? (split ? 2u : 1u) : 3u));

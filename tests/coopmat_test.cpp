@@ -2,7 +2,7 @@
 // tiling table, and the f16 GEMM (shaders/matmul_coopmat.comp) through the emulated fragment
 // (shaders/coopmat.glsl) in every configuration the tuning can choose, on whatever device the
 // tests have (lavapipe in CI), against the double-precision reference (tolerances in
-// tests/matmul_check.hpp): every MMA shape x every entry of vk::coopmat_configs(), subgroup sizes
+// tests/matmul_check.hpp): every MMA shape x every entry of kernels::coopmat_configs(), subgroup sizes
 // 4 to 128, M, N, K odd, prime and below one MMA tile, batches with broadcast batch strides,
 // binding windows, transposed and plain B (16-byte and scalar loads), every epilogue.
 //
@@ -24,7 +24,7 @@ namespace vkformer::testing {
 namespace {
 
 using vk::CoopmatApi;
-using vk::CoopmatConfig;
+using kernels::CoopmatConfig;
 using vk::MmaShape;
 
 // ---- Which API and which shape (pure functions of made-up devices) ----
@@ -79,29 +79,29 @@ TEST(CoopmatShapes, SixteenCubedWhereOfferedElseTheLargest) {
 
 TEST(CoopmatTuning, TakesTheFirstConfigurationThatFits) {
   DeviceInfo d = made_up_gpu();
-  vk::MatmulCoopmatTiles t = vk::matmul_tuning_for(d, false).coopmat_tiles;
+  kernels::MatmulCoopmatTiles t = kernels::matmul_tuning_for(d, false).coopmat_tiles;
   EXPECT_EQ(t.api, CoopmatApi::khr);
   EXPECT_EQ(t.str(), "16x16x16/2x2/4x4/1/32");  // 128 x 128 tiles
   EXPECT_EQ(t.bm(), 128u);
   EXPECT_EQ(t.bn(), 128u);
-  EXPECT_EQ(t.config, vk::coopmat_configs().front());
+  EXPECT_EQ(t.config, kernels::coopmat_configs().front());
   // Less shared memory or smaller workgroups: the first entry that fits.
   d.shared_memory_bytes = 16 * 1024;
-  t = vk::matmul_tuning_for(d, false).coopmat_tiles;
+  t = kernels::matmul_tuning_for(d, false).coopmat_tiles;
   EXPECT_LE(t.shared_bytes(), 16u * 1024);
-  EXPECT_NE(t.config, vk::coopmat_configs().front());
-  for (const CoopmatConfig& c : vk::coopmat_configs()) {
+  EXPECT_NE(t.config, kernels::coopmat_configs().front());
+  for (const CoopmatConfig& c : kernels::coopmat_configs()) {
     if (c == t.config) break;
-    vk::MatmulCoopmatTiles bigger = t;
+    kernels::MatmulCoopmatTiles bigger = t;
     bigger.config = c;
     EXPECT_GT(bigger.shared_bytes(), 16u * 1024) << bigger.str() << " fits but was passed over";
   }
   d = made_up_gpu();
   d.max_workgroup_invocations = 32;
-  t = vk::matmul_tuning_for(d, false).coopmat_tiles;
+  t = kernels::matmul_tuning_for(d, false).coopmat_tiles;
   EXPECT_EQ(t.str(), "16x16x16/1x1/1x1/1/32");
   d.max_workgroup_invocations = 16;  // not even one subgroup
-  EXPECT_FALSE(vk::matmul_tuning_for(d, false).coopmat_tiles.usable());
+  EXPECT_FALSE(kernels::matmul_tuning_for(d, false).coopmat_tiles.usable());
 }
 
 // The emulation needs more shared memory than the real kernels (its scratch); every entry of the
@@ -109,9 +109,9 @@ TEST(CoopmatTuning, TakesTheFirstConfigurationThatFits) {
 // below can run all of them.
 TEST(CoopmatTuning, EveryConfigurationFitsLavapipeInTheEmulation) {
   for (const MmaShape& s : vk::emulated_mma_shapes())
-    for (const CoopmatConfig& c : vk::coopmat_configs())
+    for (const CoopmatConfig& c : kernels::coopmat_configs())
       for (uint32_t sg = 4; sg <= 128; sg *= 2) {
-        vk::MatmulCoopmatTiles t;
+        kernels::MatmulCoopmatTiles t;
         t.api = CoopmatApi::emulated;
         t.m = s.m, t.n = s.n, t.k = s.k, t.subgroup = sg, t.config = c;
         EXPECT_LE(t.shared_bytes(), 32u * 1024) << t.str();
@@ -127,19 +127,19 @@ TEST(CoopmatTuning, EmulatedOnlyWhenAsked) {
   cpu.cooperative_matrix_nv_shapes.clear();
   cpu.subgroup_size = cpu.min_subgroup_size = cpu.max_subgroup_size = 8;
   cpu.shared_memory_bytes = 32 * 1024;
-  EXPECT_EQ(vk::matmul_tuning_for(cpu, true).coopmat_tiles.api, CoopmatApi::none);
-  EXPECT_EQ(vk::matmul_tuning_for(made_up_gpu(), false).coopmat_tiles.api, CoopmatApi::khr);
+  EXPECT_EQ(kernels::matmul_tuning_for(cpu, true).coopmat_tiles.api, CoopmatApi::none);
+  EXPECT_EQ(kernels::matmul_tuning_for(made_up_gpu(), false).coopmat_tiles.api, CoopmatApi::khr);
   {
     ScopedEnv env("VKFORMER_COOPMAT", "emulate");
-    const vk::MatmulCoopmatTiles t = vk::matmul_tuning_for(cpu, true).coopmat_tiles;
+    const kernels::MatmulCoopmatTiles t = kernels::matmul_tuning_for(cpu, true).coopmat_tiles;
     EXPECT_EQ(t.api, CoopmatApi::emulated);
     EXPECT_EQ(t.subgroup, 8u);  // the device's, where it is one the emulation takes
     EXPECT_LE(t.shared_bytes(), cpu.shared_memory_bytes);
-    EXPECT_EQ(vk::matmul_tuning_for(made_up_gpu(), false).coopmat_tiles.api, CoopmatApi::emulated);
+    EXPECT_EQ(kernels::matmul_tuning_for(made_up_gpu(), false).coopmat_tiles.api, CoopmatApi::emulated);
   }
   {
     ScopedEnv env("VKFORMER_COOPMAT", "off");
-    EXPECT_EQ(vk::matmul_tuning_for(made_up_gpu(), false).coopmat_tiles.api, CoopmatApi::none);
+    EXPECT_EQ(kernels::matmul_tuning_for(made_up_gpu(), false).coopmat_tiles.api, CoopmatApi::none);
   }
 }
 
@@ -153,10 +153,10 @@ Device open_emulated(const std::string& tiles) {
 
 // Runs `cases` on `dev`, each of which must take the emulated cooperative-matrix kernel.
 void check_emulated(Device& dev, const std::vector<MatmulCase>& cases, uint32_t seed) {
-  const vk::MatmulCoopmatTiles& t = dev.impl().tuning().matmul.coopmat_tiles;
+  const kernels::MatmulCoopmatTiles& t = dev.impl().tuning().matmul.coopmat_tiles;
   ASSERT_EQ(t.api, CoopmatApi::emulated);
   for (const MatmulCase& c : cases) {
-    EXPECT_EQ(plan_on(dev, c).path, vk::MatmulPath::coopmat) << case_name(c) << " " << t.str();
+    EXPECT_EQ(plan_on(dev, c).path, "coopmat") << case_name(c) << " " << t.str();
     check_matmul(dev, c, seed);
   }
 }
@@ -174,8 +174,8 @@ std::string param_name(std::string s) {
 std::vector<std::string> every_configuration() {
   std::vector<std::string> out;
   for (const MmaShape& s : vk::emulated_mma_shapes())
-    for (const CoopmatConfig& c : vk::coopmat_configs()) {
-      vk::MatmulCoopmatTiles t;
+    for (const CoopmatConfig& c : kernels::coopmat_configs()) {
+      kernels::MatmulCoopmatTiles t;
       t.m = s.m, t.n = s.n, t.k = s.k, t.config = c;
       out.push_back(t.str().substr(0, t.str().rfind('/')));  // without the subgroup size
     }
@@ -186,7 +186,7 @@ class CoopmatConfigTest : public DeviceTestWithParam<std::string> {};
 
 TEST_P(CoopmatConfigTest, MatchesReference) {
   Device dev = open_emulated(GetParam());
-  const vk::MatmulCoopmatTiles& t = dev.impl().tuning().matmul.coopmat_tiles;
+  const kernels::MatmulCoopmatTiles& t = dev.impl().tuning().matmul.coopmat_tiles;
   const int64_t bm = t.bm(), bn = t.bn(), bk = t.bk();
   check_emulated(dev,
                  {f16(with(with_bias({{bm + 3, 2 * bk + 3}, {2 * bk + 3, bn + 5}}), -0.75f,
@@ -274,9 +274,9 @@ TEST_F(DeviceTest, CoopmatBindingWindows) {
 TEST_F(DeviceTest, CoopmatEmulationOnlyWhenAsked) {
   Device dev = open_test_device_with_env({{"VKFORMER_COOPMAT", "emulate"}});
   EXPECT_EQ(dev.impl().tuning().matmul.coopmat_tiles.api, CoopmatApi::emulated);
-  EXPECT_EQ(plan_on(dev, f16({{64, 64}, {64, 64}})).path, vk::MatmulPath::coopmat);
-  EXPECT_NE(plan_on(dev, {{64, 64}, {64, 64}}).path, vk::MatmulPath::coopmat);
-  EXPECT_NE(plan_on(dev, f16({{64, 8}, {8, 64}})).path, vk::MatmulPath::coopmat);
+  EXPECT_EQ(plan_on(dev, f16({{64, 64}, {64, 64}})).path, "coopmat");
+  EXPECT_NE(plan_on(dev, {{64, 64}, {64, 64}}).path, "coopmat");
+  EXPECT_NE(plan_on(dev, f16({{64, 8}, {8, 64}})).path, "coopmat");
   check_matmul(dev, f16(with_bias(tb({{64, 64}, {48, 64}}))), 9);
   EXPECT_NE(device().impl().tuning().matmul.coopmat_tiles.api, CoopmatApi::emulated);
   EXPECT_EQ(device().impl().tuning().matmul.coopmat_tiles.api,
@@ -288,7 +288,7 @@ TEST_F(DeviceTest, CoopmatEmulationOnlyWhenAsked) {
 TEST_F(DeviceTest, CoopmatEnvErrorsNameTheRule) {
   const DeviceInfo& info = device().info();
   auto error = [&](const char* name, const char* value) {
-    return env_error(name, value, [&] { vk::tuning_for(info); });
+    return env_error(name, value, [&] { kernels::tuning_for(info); });
   };
   EXPECT_NE(error("VKFORMER_COOPMAT", "fast").find("expected auto, emulate or off"),
             std::string::npos);

@@ -81,7 +81,7 @@ TEST(EnvFlag, TakesOnAndOffWordsInAnyCaseAndRejectsOthers) {
 }
 
 TEST(EnvFlag, MistypedSwitchesStopTheLibrary) {
-  env_error("VKFORMER_TUNING_AS_GPU", "x", [] { vk::tuning_for(DeviceInfo{}); });
+  env_error("VKFORMER_TUNING_AS_GPU", "x", [] { kernels::tuning_for(DeviceInfo{}); });
   env_error("VKFORMER_VALIDATION", "x", [] { Device::open(DeviceOptions{}); });
 }
 

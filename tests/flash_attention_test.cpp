@@ -1,7 +1,7 @@
 // Flash attention on cooperative matrices (shaders/attention_flash.comp) through the emulated
 // fragment (shaders/coopmat.glsl), and split-K flash decoding (attention_flash_decode.comp +
 // attention_flash_combine.comp), against the double-precision reference (reference.hpp), on
-// whatever device the tests have (lavapipe in CI): every configuration of vk::flash_configs()
+// whatever device the tests have (lavapipe in CI): every configuration of kernels::flash_configs()
 // with every emulated MMA shape, emulated subgroups of 4 to 128, every head dim the models use,
 // every mask kind, key_length, grouped-query attention, f16 and f32 storage, batches, binding
 // windows; every decode configuration with several split counts. Then the static tables on
@@ -47,8 +47,8 @@ namespace {
 
 using Path = AttentionOptions::Path;
 using vk::CoopmatApi;
-using vk::DecodeConfig;
-using vk::FlashConfig;
+using kernels::DecodeConfig;
+using kernels::FlashConfig;
 using vk::MmaShape;
 
 constexpr Tolerance kFlashTolerance{5e-3, 5e-3};
@@ -160,7 +160,7 @@ Outcome run_case(Device& dev, const Case& c, Path path = Path::fused) {
   return r;
 }
 
-vk::AttentionProblem problem_of(const Case& c) {
+kernels::AttentionProblem problem_of(const Case& c) {
   return {c.B, c.H, c.Sq, c.Sk, c.D, c.Dv, c.Hkv ? c.Hkv : c.H};
 }
 
@@ -191,10 +191,10 @@ Device& open_flash(const std::string& flash) {
 // Runs `c` on `dev`, which must take flash attention for it, against the reference.
 void check_flash(Device& dev, const Case& c) {
   SCOPED_TRACE(c.name + " " + std::string(dtype_name(c.dtype)));
-  const vk::AttentionTiles& t = dev.impl().tuning().attention;
+  const kernels::AttentionTiles& t = dev.impl().tuning().attention;
   ASSERT_EQ(t.flash.api, CoopmatApi::emulated);
-  vk::FlashLaunch launch;
-  ASSERT_TRUE(vk::flash_launch_for(t.flash, dev.info(), problem_of(c), c.dtype, &launch))
+  kernels::FlashLaunch launch;
+  ASSERT_TRUE(kernels::flash_launch_for(t.flash, dev.info(), problem_of(c), c.dtype, &launch))
       << "flash attention does not take " << c.name;
   const Outcome r = run_case(dev, c);
   expect_no_validation_messages(dev);
@@ -216,7 +216,7 @@ std::vector<std::string> every_flash_configuration() {
   std::vector<std::string> out;
   const std::vector<MmaShape>& shapes = vk::emulated_mma_shapes();
   size_t other = 1;
-  for (const FlashConfig& c : vk::flash_configs()) {
+  for (const FlashConfig& c : kernels::flash_configs()) {
     out.push_back(c.str() + "/" + shapes.front().str() + "/32");
     out.push_back(c.str() + "/" + shapes[other].str() + "/32");
     other = other + 1 < shapes.size() ? other + 1 : 1;
@@ -234,7 +234,7 @@ class FlashConfigTest : public DeviceTestWithParam<std::string> {};
 // the models (up to 128) that the configuration fits here.
 TEST_P(FlashConfigTest, MatchesReference) {
   Device& dev = open_flash(GetParam());
-  const vk::FlashTiles& t = dev.impl().tuning().attention.flash;
+  const kernels::FlashTiles& t = dev.impl().tuning().attention.flash;
   ASSERT_TRUE(t.forced);
   const int64_t bc = t.forced->bc;
   const int64_t br = int64_t(t.shape.m) * t.forced->row_tiles * t.forced->warps;
@@ -243,8 +243,8 @@ TEST_P(FlashConfigTest, MatchesReference) {
   if (!(t.shape == MmaShape{16, 16, 16}) || t.forced->row_tiles > 1) return;
   int64_t d = 0;
   for (int64_t want : {128, 96, 80, 64}) {
-    vk::FlashLaunch l;
-    if (vk::flash_launch_for(t, dev.info(), {1, 4, 9, 9, want, want - 4, 1}, DType::f32, &l)) {
+    kernels::FlashLaunch l;
+    if (kernels::flash_launch_for(t, dev.info(), {1, 4, 9, 9, want, want - 4, 1}, DType::f32, &l)) {
       d = want;
       break;
     }
@@ -280,14 +280,14 @@ class FlashHeadDimTest : public DeviceTestWithParam<int64_t> {};
 
 TEST_P(FlashHeadDimTest, TableChoiceMatchesReference) {
   const int64_t d = GetParam();
-  vk::FlashTiles t;
+  kernels::FlashTiles t;
   {
     ScopedEnv emulate("VKFORMER_COOPMAT", "emulate");
-    t = vk::tuning_for(device().info()).attention.flash;
+    t = kernels::tuning_for(device().info()).attention.flash;
   }
   t.subgroup = 32;
-  vk::FlashLaunch l;
-  ASSERT_TRUE(vk::flash_launch_for(t, device().info(), {1, 2, 41, 50, d, d}, DType::f16, &l));
+  kernels::FlashLaunch l;
+  ASSERT_TRUE(kernels::flash_launch_for(t, device().info(), {1, 2, 41, 50, d, d}, DType::f16, &l));
   Device& dev = open_flash(l.config.str() + "/" + l.shape.str() + "/32");
   check_flash(dev, {"head_dim_" + std::to_string(d), 1, 2, 41, 50, d, d, DType::f16, true});
 }
@@ -398,12 +398,12 @@ TEST_F(DeviceTest, FlashAutomaticOnlyWhereTheDeviceHasIt) {
   const Case c{"automatic", 1, 2, 40, 40, 64, 64, DType::f16, true};
   {
     ScopedEnv emulate("VKFORMER_COOPMAT", "emulate");
-    const vk::AttentionTiles t = vk::tuning_for(device().info()).attention;
+    const kernels::AttentionTiles t = kernels::tuning_for(device().info()).attention;
     ASSERT_EQ(t.flash.api, CoopmatApi::emulated);
     EXPECT_FALSE(t.flash.f32_storage);
-    vk::FlashLaunch l;
-    EXPECT_TRUE(vk::flash_launch_for(t.flash, device().info(), problem_of(c), DType::f16, &l));
-    EXPECT_FALSE(vk::flash_launch_for(t.flash, device().info(), problem_of(c), DType::f32, &l));
+    kernels::FlashLaunch l;
+    EXPECT_TRUE(kernels::flash_launch_for(t.flash, device().info(), problem_of(c), DType::f16, &l));
+    EXPECT_FALSE(kernels::flash_launch_for(t.flash, device().info(), problem_of(c), DType::f32, &l));
   }
   // (A forced configuration: the table's choice on lavapipe would be one more slow pipeline.)
   Device& dev = open_flash("2x2x32/16x8x16/32");
@@ -411,21 +411,21 @@ TEST_F(DeviceTest, FlashAutomaticOnlyWhereTheDeviceHasIt) {
   expect_no_validation_messages(dev);
   EXPECT_EQ(r.dispatches, 1u);
   EXPECT_TRUE(all_close(r.got, r.want, kFlashTolerance));
-  const vk::AttentionTiles plain = device().impl().tuning().attention;
+  const kernels::AttentionTiles plain = device().impl().tuning().attention;
   EXPECT_EQ(plain.flash.api, vk::coopmat_api(device().info()));
   {
     ScopedEnv off("VKFORMER_COOPMAT", "off");
-    EXPECT_FALSE(vk::tuning_for(device().info()).attention.flash.usable());
+    EXPECT_FALSE(kernels::tuning_for(device().info()).attention.flash.usable());
   }
   {
     ScopedEnv emulate("VKFORMER_COOPMAT", "emulate"), off("VKFORMER_ATTENTION_FLASH", "off");
-    EXPECT_FALSE(vk::tuning_for(device().info()).attention.flash.usable());
+    EXPECT_FALSE(kernels::tuning_for(device().info()).attention.flash.usable());
   }
   {  // a forced scalar tiling turns flash attention off unless it is forced too
     ScopedEnv emulate("VKFORMER_COOPMAT", "emulate"), tiles("VKFORMER_ATTENTION_TILES", "tiles/32x5x7");
-    EXPECT_FALSE(vk::tuning_for(device().info()).attention.flash.usable());
+    EXPECT_FALSE(kernels::tuning_for(device().info()).attention.flash.usable());
     ScopedEnv flash("VKFORMER_ATTENTION_FLASH", "2x1x32");
-    EXPECT_TRUE(vk::tuning_for(device().info()).attention.flash.usable());
+    EXPECT_TRUE(kernels::tuning_for(device().info()).attention.flash.usable());
   }
 }
 
@@ -444,8 +444,8 @@ Device& open_decode(const std::string& decode) {
 
 void check_decode(Device& dev, const Case& c, uint32_t want_splits) {
   SCOPED_TRACE(c.name + " " + std::string(dtype_name(c.dtype)));
-  vk::DecodeLaunch launch;
-  ASSERT_TRUE(vk::decode_launch_for(dev.impl().tuning().attention.decode, dev.info(),
+  kernels::DecodeLaunch launch;
+  ASSERT_TRUE(kernels::decode_launch_for(dev.impl().tuning().attention.decode, dev.info(),
                                     problem_of(c), &launch))
       << "split-K decoding does not take " << c.name;
   EXPECT_EQ(launch.splits, want_splits);
@@ -501,13 +501,13 @@ TEST_F(DeviceTest, DecodeEmptyRangesAndExtremes) {
   Device& dev = open_decode("128x32");
   const Case c{"device_splits_d128", 1, 4, 1, 700, 128, 128, DType::f16, false, std::nullopt,
                false, 650, 1};
-  vk::DecodeLaunch l;
-  ASSERT_TRUE(vk::decode_launch_for(dev.impl().tuning().attention.decode, dev.info(),
+  kernels::DecodeLaunch l;
+  ASSERT_TRUE(kernels::decode_launch_for(dev.impl().tuning().attention.decode, dev.info(),
                                     problem_of(c), &l));
   check_decode(dev, c, l.splits);
 }
 
-// ---- Tuned choices (src/vk/tunables_coopmat.cpp) ----
+// ---- Tuned choices (src/kernels/tunables_attention.cpp) ----
 
 // What `vkformer tune` may keep for flash attention, split-K decoding and the cooperative-matrix
 // matmul is applied: under a tuning trial (what the tuning cache does in every later process) a
@@ -526,18 +526,18 @@ class TunedChoiceTest : public DeviceTest {
       env_.push_back(std::make_unique<ScopedEnv>(name, ""));
     env_.push_back(std::make_unique<ScopedEnv>("VKFORMER_TUNING_AS_GPU", "1"));
     env_.push_back(std::make_unique<ScopedEnv>("VKFORMER_COOPMAT", "emulate"));
-    base_ = vk::tuning_for(device().info(), /*tuned=*/false);
+    base_ = kernels::tuning_for(device().info(), /*tuned=*/false);
   }
 
   // The candidate `text` of tunable `id` on this device (the test fails where it is not one).
   std::string candidate(const std::string& id, const std::string& text) {
-    const vk::Tunable* t = vk::find_tunable(id);
+    const kernels::Tunable* t = kernels::find_tunable(id);
     if (!t) {
       ADD_FAILURE() << "no tunable " << id;
       return text;
     }
     std::string all;
-    for (const vk::TunableValue& v : t->candidates(device().info(), base_)) {
+    for (const kernels::TunableValue& v : t->candidates(device().info(), base_)) {
       if (v.text == text) return text;
       all += " " + v.text;
     }
@@ -547,7 +547,7 @@ class TunedChoiceTest : public DeviceTest {
 
   // A device opened under the trial {id = value}, as the tuning cache would open it.
   Device open_tuned(const std::string& id, const std::string& value) {
-    vk::ScopedTuningTrial trial({{id, value}});
+    kernels::ScopedTuningTrial trial({{id, value}});
     return open_test_device_with_env({});
   }
 
@@ -559,7 +559,7 @@ class TunedChoiceTest : public DeviceTest {
     return out;
   }
 
-  vk::Tuning base_;
+  kernels::Tuning base_;
   std::vector<std::unique_ptr<ScopedEnv>> env_;
 };
 
@@ -568,8 +568,8 @@ class TunedChoiceTest : public DeviceTest {
 TEST_F(TunedChoiceTest, FlashConfiguration) {
   const Case c{"tuned_flash", 1, 4, 37, 45, 64, 64, DType::f16, true, std::nullopt, false, -1, 2};
   const FlashConfig want{1, 1, 16};
-  vk::FlashLaunch table;
-  ASSERT_TRUE(vk::flash_launch_for(base_.attention.flash, device().info(), problem_of(c),
+  kernels::FlashLaunch table;
+  ASSERT_TRUE(kernels::flash_launch_for(base_.attention.flash, device().info(), problem_of(c),
                                    c.dtype, &table));
   ASSERT_NE(table.config, want) << "the table takes " << table.str() << " already";
   Device dev = open_tuned("attention.flash", candidate("attention.flash", want.str()));
@@ -587,8 +587,8 @@ TEST_F(TunedChoiceTest, FlashConfiguration) {
 TEST_F(TunedChoiceTest, DecodeConfiguration) {
   const Case c{"tuned_decode", 1, 4, 1, 300, 64, 64, DType::f32, false, std::nullopt, false, 290, 1};
   const DecodeConfig want{64, 16};
-  vk::DecodeLaunch table;
-  ASSERT_TRUE(vk::decode_launch_for(base_.attention.decode, device().info(), problem_of(c), &table));
+  kernels::DecodeLaunch table;
+  ASSERT_TRUE(kernels::decode_launch_for(base_.attention.decode, device().info(), problem_of(c), &table));
   ASSERT_NE(table.config, want) << "the table takes " << table.str() << " already";
   Device dev = open_tuned("attention.decode", candidate("attention.decode", want.str()));
   const Outcome r = run_case(dev, c);
@@ -605,8 +605,8 @@ TEST_F(TunedChoiceTest, DecodeConfiguration) {
 // two: one dispatch of the unsplit kernel instead of the split one and the combine.
 TEST_F(TunedChoiceTest, DecodeSplits) {
   const Case c{"tuned_splits", 1, 4, 1, 300, 64, 64, DType::f32, false, std::nullopt, false, -1, 1};
-  vk::DecodeLaunch table;
-  ASSERT_TRUE(vk::decode_launch_for(base_.attention.decode, device().info(), problem_of(c), &table));
+  kernels::DecodeLaunch table;
+  ASSERT_TRUE(kernels::decode_launch_for(base_.attention.decode, device().info(), problem_of(c), &table));
   ASSERT_GT(table.splits, 1u) << table.str();
   Device dev = open_tuned("attention.decode.split", candidate("attention.decode.split", "0"));
   const Outcome r = run_case(dev, c);
@@ -620,10 +620,10 @@ TEST_F(TunedChoiceTest, DecodeSplits) {
 // matmul.coopmat = the last configuration of the list with the table's MMA shape, where the
 // table takes the first: shaders/matmul_coopmat.comp specialized with its subgroups and tiles.
 TEST_F(TunedChoiceTest, CoopmatMatmulConfiguration) {
-  vk::MatmulCoopmatTiles want = base_.matmul.coopmat_tiles;
+  kernels::MatmulCoopmatTiles want = base_.matmul.coopmat_tiles;
   ASSERT_TRUE(want.usable());
-  ASSERT_NE(want.config, vk::coopmat_configs().back());
-  want.config = vk::coopmat_configs().back();
+  ASSERT_NE(want.config, kernels::coopmat_configs().back());
+  want.config = kernels::coopmat_configs().back();
   Device dev = open_tuned("matmul.coopmat", candidate("matmul.coopmat", want.str()));
   const int64_t m = 40, n = 48, k = 40;
   const auto av = random_values(m * k, 11), bv = random_values(k * n, 12);
@@ -640,7 +640,7 @@ TEST_F(TunedChoiceTest, CoopmatMatmulConfiguration) {
                         Tolerance{1e-3, 1e-3}));
   const auto got = specs(dev, "matmul_coopmat_emu_f16");
   ASSERT_EQ(got.size(), 1u) << "one cooperative-matrix pipeline";
-  const vk::CoopmatConfig& f = want.config;
+  const kernels::CoopmatConfig& f = want.config;
   EXPECT_EQ((std::vector<uint32_t>(got[0].begin() + 2, got[0].begin() + 10)),
             (std::vector<uint32_t>{want.m, want.n, want.k, f.warps_m, f.warps_n, f.tiles_m,
                                    f.tiles_n, f.bk_tiles}));
@@ -658,14 +658,8 @@ DeviceInfo made_up_h100() {
 }
 
 DeviceInfo made_up_lavapipe() {
-  DeviceInfo d = made_up_h100();
+  DeviceInfo d = made_up_cpu();
   d.name = "made-up lavapipe";
-  d.type = "cpu";
-  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 8;
-  d.shared_memory_bytes = 32 * 1024;
-  d.compute_units = 0;
-  d.cooperative_matrix_khr = false;
-  d.cooperative_matrix_khr_shapes.clear();
   return d;
 }
 
@@ -677,7 +671,7 @@ TEST(FlashTuning, H100TablePerHeadDim) {
   ScopedEnv no_coopmat("VKFORMER_COOPMAT", ""), no_flash("VKFORMER_ATTENTION_FLASH", ""),
       no_tiles("VKFORMER_ATTENTION_TILES", "");
   const DeviceInfo d = made_up_h100();
-  const vk::AttentionTiles t = vk::attention_tiles_for(d, false, true);
+  const kernels::AttentionTiles t = kernels::attention_tiles_for(d, false, true);
   ASSERT_EQ(t.flash.api, CoopmatApi::khr);
   EXPECT_EQ(t.flash.shape, (MmaShape{16, 16, 16}));
   EXPECT_EQ(t.flash.subgroup, 32u);
@@ -688,31 +682,31 @@ TEST(FlashTuning, H100TablePerHeadDim) {
       {80, "16x16x16/4x1x32/32 d80 dv80"},   {96, "16x16x16/4x1x32/32 d96 dv96"},
       {128, "16x16x16/4x1x32/32 d128 dv128"}, {256, "16x16x16/4x1x32/32 d256 dv256"}};
   for (const auto& [dim, str] : want) {
-    vk::FlashLaunch l;
-    ASSERT_TRUE(vk::flash_launch_for(t.flash, d, {1, 16, 2048, 2048, dim, dim}, DType::f16, &l))
+    kernels::FlashLaunch l;
+    ASSERT_TRUE(kernels::flash_launch_for(t.flash, d, {1, 16, 2048, 2048, dim, dim}, DType::f16, &l))
         << dim;
     EXPECT_EQ(l.str(), str);
     EXPECT_LE(l.shared_bytes(), d.shared_memory_bytes);
-    EXPECT_FALSE(vk::flash_launch_for(t.flash, d, {1, 16, 2048, 2048, dim, dim}, DType::f32, &l));
+    EXPECT_FALSE(kernels::flash_launch_for(t.flash, d, {1, 16, 2048, 2048, dim, dim}, DType::f32, &l));
   }
-  vk::FlashLaunch h8;
-  ASSERT_TRUE(vk::flash_launch_for(t.flash, d, {1, 8, 2048, 2048, 64, 64}, DType::f16, &h8));
+  kernels::FlashLaunch h8;
+  ASSERT_TRUE(kernels::flash_launch_for(t.flash, d, {1, 8, 2048, 2048, 64, 64}, DType::f16, &h8));
   EXPECT_EQ(h8.str(), "16x16x16/2x1x64/32 d64 dv64");
   // Enough work for the largest workgroups: 128 query rows.
-  ASSERT_TRUE(vk::flash_launch_for(t.flash, d, {8, 12, 512, 512, 64, 64}, DType::f16, &h8));
-  EXPECT_EQ(h8.config, vk::flash_configs().front());
-  vk::FlashLaunch l;
-  EXPECT_FALSE(vk::flash_launch_for(t.flash, d, {1, 1, 64, 64, 300, 300}, DType::f16, &l));
+  ASSERT_TRUE(kernels::flash_launch_for(t.flash, d, {8, 12, 512, 512, 64, 64}, DType::f16, &h8));
+  EXPECT_EQ(h8.config, kernels::flash_configs().front());
+  kernels::FlashLaunch l;
+  EXPECT_FALSE(kernels::flash_launch_for(t.flash, d, {1, 1, 64, 64, 300, 300}, DType::f16, &l));
   // Less shared memory: the first configuration that fits (a problem with many workgroups).
   DeviceInfo small = d;
   small.shared_memory_bytes = 16 * 1024;
-  ASSERT_TRUE(vk::flash_launch_for(t.flash, small, {64, 16, 512, 64, 128, 128}, DType::f16, &l));
+  ASSERT_TRUE(kernels::flash_launch_for(t.flash, small, {64, 16, 512, 64, 128, 128}, DType::f16, &l));
   EXPECT_LE(l.shared_bytes(), 16u * 1024);
-  for (const FlashConfig& c : vk::flash_configs()) {
+  for (const FlashConfig& c : kernels::flash_configs()) {
     if (c == l.config) break;
-    vk::FlashLaunch bigger = l;
+    kernels::FlashLaunch bigger = l;
     bigger.config = c;
-    EXPECT_FALSE(vk::flash_config_fits(bigger, small, nullptr)) << bigger.str() << " passed over";
+    EXPECT_FALSE(kernels::flash_config_fits(bigger, small, nullptr)) << bigger.str() << " passed over";
   }
 }
 
@@ -722,13 +716,13 @@ TEST(FlashTuning, H100TablePerHeadDim) {
 TEST(FlashTuning, EveryConfigurationFitsLavapipeInTheEmulation) {
   const DeviceInfo d = made_up_lavapipe();
   for (const MmaShape& s : vk::emulated_mma_shapes())
-    for (const FlashConfig& c : vk::flash_configs())
+    for (const FlashConfig& c : kernels::flash_configs())
       for (uint32_t sg = 4; sg <= 128; sg *= 2) {
-        vk::FlashLaunch l;
+        kernels::FlashLaunch l;
         l.api = CoopmatApi::emulated;
         l.shape = s, l.subgroup = sg, l.config = c, l.d_cap = l.dv_cap = 64;
         std::string why;
-        EXPECT_TRUE(vk::flash_config_fits(l, d, &why)) << why;
+        EXPECT_TRUE(kernels::flash_config_fits(l, d, &why)) << why;
       }
 }
 
@@ -736,21 +730,21 @@ TEST(FlashTuning, EmulatedOnlyWhenAskedNvOnlyWhereKhrIsAbsent) {
   ScopedEnv no_flash("VKFORMER_ATTENTION_FLASH", ""), no_tiles("VKFORMER_ATTENTION_TILES", "");
   {
     ScopedEnv no_coopmat("VKFORMER_COOPMAT", "");
-    EXPECT_EQ(vk::attention_tiles_for(made_up_lavapipe(), true, true).flash.api, CoopmatApi::none);
+    EXPECT_EQ(kernels::attention_tiles_for(made_up_lavapipe(), true, true).flash.api, CoopmatApi::none);
     DeviceInfo nv = made_up_h100();
     nv.cooperative_matrix_khr = false;
     nv.cooperative_matrix_khr_shapes.clear();
     nv.cooperative_matrix_nv = true;
     nv.cooperative_matrix_nv_shapes = {{16, 8, 8, "f16", "f16", "f32", "f32"}};
-    const vk::FlashTiles t = vk::attention_tiles_for(nv, false, true).flash;
+    const kernels::FlashTiles t = kernels::attention_tiles_for(nv, false, true).flash;
     EXPECT_EQ(t.api, CoopmatApi::nv);
     EXPECT_EQ(t.shape, (MmaShape{16, 8, 8}));
   }
   ScopedEnv emulate("VKFORMER_COOPMAT", "emulate");
-  const vk::FlashTiles t = vk::attention_tiles_for(made_up_lavapipe(), true, true).flash;
+  const kernels::FlashTiles t = kernels::attention_tiles_for(made_up_lavapipe(), true, true).flash;
   EXPECT_EQ(t.api, CoopmatApi::emulated);
   EXPECT_EQ(t.subgroup, 8u);
-  EXPECT_EQ(vk::attention_tiles_for(made_up_h100(), false, true).flash.api, CoopmatApi::emulated);
+  EXPECT_EQ(kernels::attention_tiles_for(made_up_h100(), false, true).flash.api, CoopmatApi::emulated);
 }
 
 // Split-K decoding: GPUs split a decoding step's keys until about two workgroups per compute
@@ -758,30 +752,30 @@ TEST(FlashTuning, EmulatedOnlyWhenAskedNvOnlyWhereKhrIsAbsent) {
 TEST(DecodeTuning, SplitsOnGpusOnly) {
   ScopedEnv no_decode("VKFORMER_ATTENTION_DECODE", ""), no_tiles("VKFORMER_ATTENTION_TILES", "");
   const DeviceInfo d = made_up_h100();
-  const vk::DecodeTiles t = vk::attention_tiles_for(d, false, true).decode;
+  const kernels::DecodeTiles t = kernels::attention_tiles_for(d, false, true).decode;
   ASSERT_TRUE(t.enabled);
   EXPECT_EQ(t.target_workgroups, 264u);
-  vk::DecodeLaunch l;
+  kernels::DecodeLaunch l;
   // SmolLM2-135M (9 heads on 3, D 64) at 1024 keys: 8 ranges of 128 keys (not 88).
-  ASSERT_TRUE(vk::decode_launch_for(t, d, {1, 9, 1, 1024, 64, 64, 3}, &l));
+  ASSERT_TRUE(kernels::decode_launch_for(t, d, {1, 9, 1, 1024, 64, 64, 3}, &l));
   EXPECT_EQ(l.str(), "128x32/8 rows 3 d64 dv64");
   // Llama-3.2-1B (32 on 8, D 64) at 8192 keys: 33 ranges wanted, 32 at most.
-  ASSERT_TRUE(vk::decode_launch_for(t, d, {1, 32, 1, 8192, 64, 64, 8}, &l));
+  ASSERT_TRUE(kernels::decode_launch_for(t, d, {1, 32, 1, 8192, 64, 64, 8}, &l));
   EXPECT_EQ(l.splits, 32u);
   EXPECT_EQ(l.rows, 4u);
   // Enough (batch, KV head) pairs: no split. Short caches: none either.
-  ASSERT_TRUE(vk::decode_launch_for(t, d, {64, 8, 1, 8192, 128, 128, 8}, &l));
+  ASSERT_TRUE(kernels::decode_launch_for(t, d, {64, 8, 1, 8192, 128, 128, 8}, &l));
   EXPECT_EQ(l.splits, 1u);
-  ASSERT_TRUE(vk::decode_launch_for(t, d, {1, 8, 1, 200, 128, 128, 8}, &l));
+  ASSERT_TRUE(kernels::decode_launch_for(t, d, {1, 8, 1, 200, 128, 128, 8}, &l));
   EXPECT_EQ(l.splits, 1u);
   // More than 16 query rows per KV head: flash or the scalar kernels.
-  EXPECT_FALSE(vk::decode_launch_for(t, d, {1, 8, 17, 1024, 64, 64}, &l));
-  EXPECT_FALSE(vk::decode_launch_for(t, d, {1, 32, 3, 1024, 64, 64, 4}, &l));
+  EXPECT_FALSE(kernels::decode_launch_for(t, d, {1, 8, 17, 1024, 64, 64}, &l));
+  EXPECT_FALSE(kernels::decode_launch_for(t, d, {1, 32, 3, 1024, 64, 64, 4}, &l));
   // Head dim 256 takes the configuration with 16-key tiles.
-  ASSERT_TRUE(vk::decode_launch_for(t, d, {1, 16, 1, 4096, 256, 256, 1}, &l));
+  ASSERT_TRUE(kernels::decode_launch_for(t, d, {1, 16, 1, 4096, 256, 256, 1}, &l));
   EXPECT_EQ(l.config, (DecodeConfig{64, 16}));
   EXPECT_LE(l.shared_bytes(), d.shared_memory_bytes);
-  EXPECT_FALSE(vk::attention_tiles_for(made_up_lavapipe(), true, true).decode.enabled);
+  EXPECT_FALSE(kernels::attention_tiles_for(made_up_lavapipe(), true, true).decode.enabled);
 }
 
 // ---- The overrides' errors name the rule ----
@@ -789,7 +783,7 @@ TEST(DecodeTuning, SplitsOnGpusOnly) {
 TEST(FlashTuning, EnvErrorsNameTheRule) {
   const DeviceInfo d = made_up_lavapipe();
   auto error = [&](const char* name, const char* value) {
-    return env_error(name, value, [&] { vk::attention_tiles_for(d, true, true); });
+    return env_error(name, value, [&] { kernels::attention_tiles_for(d, true, true); });
   };
   {
     ScopedEnv no_coopmat("VKFORMER_COOPMAT", "");

@@ -214,10 +214,10 @@ size_t check_linear(Device& device, const LinearCase& c, uint32_t seed = 11) {
 // path (CPU devices), not forced elsewhere, and its kernel built and supported (subgroup
 // arithmetic and shuffles).
 bool fuses(Device& device, DType weight) {
-  const vk::MatmulTuning& t = device.impl().tuning().matmul;
+  const kernels::MatmulTuning& t = device.impl().tuning().matmul;
   const auto* vec = kernels::find_variant(kernels::Kernel::matmul_wq_vec_q4_1, DType::f32);
   return is_quantized(weight) && t.weight_tiles.texel && t.texel_tiles.subgroup > 0 &&
-         (!t.forced_path || *t.forced_path == vk::MatmulPath::texel) && vec &&
+         (!t.forced_path || *t.forced_path == "texel") && vec &&
          device.impl().pipelines().supported(*vec);
 }
 

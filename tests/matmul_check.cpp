@@ -70,32 +70,23 @@ std::string case_name(const MatmulCase& c) {
   return s + "_" + std::string(dtype_name(c.dtype));
 }
 
-// The kernels the device can run for `dtype` (built and with their features enabled).
-vk::MatmulKernels kernels_on(Device& device, DType dtype) {
-  auto& pipelines = device.impl().pipelines();
-  auto ok = [&](kernels::Kernel k) {
+// The kernel variants the device can run (built and with their features enabled).
+kernels::KernelSupport kernels_on(Device& device) {
+  return [&pipelines = device.impl().pipelines()](kernels::Kernel k, DType dtype) {
     const auto* v = kernels::find_variant(k, dtype);
     return v && pipelines.supported(*v);
   };
-  vk::MatmulKernels k;
-  k.texel = ok(kernels::Kernel::matmul_texel);
-  k.gemv = ok(kernels::Kernel::matmul_gemv);
-  k.split = ok(kernels::Kernel::matmul_split) && ok(kernels::Kernel::matmul_reduce);
-  const vk::CoopmatApi api = device.impl().tuning().matmul.coopmat_tiles.api;
-  k.coopmat = api != vk::CoopmatApi::none && ok(vk::coopmat_matmul_kernel(api));
-  k.transpose = ok(kernels::Kernel::matmul_transpose);
-  return k;
 }
 
 // The plan the lowering makes for `c` on `device`.
-vk::MatmulPlan plan_on(Device& device, const MatmulCase& c) {
-  return vk::plan_matmul(device.impl().tuning().matmul,
+kernels::MatmulPlan plan_on(Device& device, const MatmulCase& c) {
+  return kernels::plan_matmul(device.impl().tuning().matmul,
                          ops::matmul_problem(c.a, c.b, c.transpose_b, c.dtype, device.info()),
-                         kernels_on(device, c.dtype));
+                         kernels_on(device));
 }
 
-std::string plan_name(const vk::MatmulPlan& plan) {
-  std::string s = vk::path_name(plan.path);
+std::string plan_name(const kernels::MatmulPlan& plan) {
+  std::string s(plan.path);
   if (plan.splits > 1) s += " split " + std::to_string(plan.splits);
   if (plan.vec4) s += " vec4";
   if (plan.transpose_b_first) s += " Bt";
@@ -145,10 +136,10 @@ Outcome check_matmul(Device& device, const MatmulCase& c, uint32_t seed) {
   if (c.dtype == DType::f16) tol = {tol.atol + std::ldexp(1.0, -25), tol.rtol + std::ldexp(1.0, -11)};
   EXPECT_TRUE(all_close(out.at("o"), want, tol)) << case_name(c);
   r.max_error = max_abs_error(out.at("o"), want);
-  const vk::MatmulPlan plan = plan_on(device, c);
+  const kernels::MatmulPlan plan = plan_on(device, c);
   std::string how = plan_name(plan);
-  if (plan.path == vk::MatmulPath::coopmat) {
-    const vk::MatmulCoopmatTiles& t = device.impl().tuning().matmul.coopmat_tiles;
+  if (plan.path == "coopmat") {
+    const kernels::MatmulCoopmatTiles& t = device.impl().tuning().matmul.coopmat_tiles;
     how += std::string(" ") + vk::coopmat_api_name(t.api) + " " + t.str();
   }
   std::printf("[ matmul   ] %-44s %-18s max abs error %.3g (%.3g of scale %.3g; atol %.3g)\n",

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tuning_matmul.hpp"
+#include "matmul_paths.hpp"
 #include "vkformer/vkformer.hpp"
 
 namespace vkformer::testing {
@@ -36,11 +36,11 @@ inline MatmulCase f16(MatmulCase c) { return c.dtype = DType::f16, c; }
 std::string shape_name(const Shape& s);  // "2x3x5"
 std::string case_name(const MatmulCase& c);  // "7x13_by_13x31T_bias_alpha_gelu_f16"
 
-// The kernels `device` can run for `dtype` (built and with their features enabled).
-vk::MatmulKernels kernels_on(Device& device, DType dtype);
+// The kernel variants `device` can run (built and with their features enabled).
+kernels::KernelSupport kernels_on(Device& device);
 // The plan the lowering makes for `c` on `device`.
-vk::MatmulPlan plan_on(Device& device, const MatmulCase& c);
-std::string plan_name(const vk::MatmulPlan& plan);
+kernels::MatmulPlan plan_on(Device& device, const MatmulCase& c);
+std::string plan_name(const kernels::MatmulPlan& plan);
 
 struct Outcome {
   double max_error = 0;  // max abs error

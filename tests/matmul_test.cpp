@@ -3,12 +3,13 @@
 // alpha, relu and gelu, in f32 and f16; and the shape errors. Every path runs on whatever device
 // the tests have: the device's own choice per shape, and the others forced through
 // VKFORMER_MATMUL_PATH / _TILES / _SPLIT_K / _TEXEL (the GPU tiling with shared memory, split-K,
-// GEMV and odd texel blocks on a CPU device). The path choice itself (vk::plan_matmul) is tested
+// GEMV and odd texel blocks on a CPU device). The path choice itself (kernels::plan_matmul) is tested
 // as a pure function on made-up devices, cooperative matrices included; the cooperative-matrix
 // kernel runs on the device's own cooperative matrices where it has them, and through the
 // emulation in every configuration in tests/coopmat_test.cpp.
 //
 // Tolerances: tests/matmul_check.hpp.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "device_impl.hpp"
 #include "kernel_table.hpp"
+#include "made_up_devices.hpp"
 #include "matmul.hpp"
 #include "matmul_check.hpp"
 #include "reference.hpp"
@@ -94,8 +96,9 @@ class MatmulQuadTest : public DeviceTestWithParam<MatmulCase> {};
 
 TEST_P(MatmulQuadTest, MatchesReference) {
   const MatmulCase& c = GetParam();
-  if (device().impl().tuning().matmul.prefer_texel && kernels_on(device(), c.dtype).texel)
-    EXPECT_EQ(plan_on(device(), c).path, vk::MatmulPath::texel) << case_name(c);
+  if (device().impl().tuning().matmul.prefer_texel &&
+      kernels_on(device())(kernels::Kernel::matmul_texel, c.dtype))
+    EXPECT_EQ(plan_on(device(), c).path, "texel") << case_name(c);
   check_matmul(device(), c);
 }
 
@@ -133,7 +136,7 @@ TEST_F(DeviceTest, MatmulBatchBeyondGridLimit) {
 // More row tiles than the y dimension of a grid may have (a batch folded into M on small tiles).
 TEST_F(DeviceTest, MatmulRowsBeyondGridLimit) {
   int64_t rows = int64_t(device().info().max_workgroup_count[1]) *
-                     vk::tuning_for(device().info()).matmul.tiles.bm + 3;
+                     kernels::tuning_for(device().info()).matmul.tiles.bm + 3;
   if (rows > (int64_t(1) << 23)) GTEST_SKIP() << rows << " rows make this test too slow";
   check_matmul(device(), {{rows, 2}, {2, 3}});
 }
@@ -158,7 +161,7 @@ TEST_P(MatmulTilingTest, MatchesReference) {
       {{2, 33, 20}, {2, 20, 36}},
   };
   for (const auto& c : cases) {
-    EXPECT_EQ(plan_on(dev, c).path, vk::MatmulPath::general) << case_name(c);
+    EXPECT_EQ(plan_on(dev, c).path, "general") << case_name(c);
     check_matmul(dev, c, 5);
   }
 }
@@ -182,7 +185,7 @@ INSTANTIATE_TEST_SUITE_P(
 struct ForcedPath {
   const char* name;
   std::vector<std::pair<const char*, const char*>> env;
-  vk::MatmulPath path;  // what the cases below take (those that it cannot run are marked)
+  const char* path;  // what the cases below take (those that it cannot run are marked)
   std::vector<MatmulCase> cases;
   std::vector<MatmulCase> fallback_cases;  // the forced path cannot run these
 };
@@ -196,7 +199,7 @@ const ForcedPath kForcedPaths[] = {
     // transposed (batched, and shared with the batch folded into M), bias, activations, f16.
     {"gemv",
      {{"VKFORMER_MATMUL_PATH", "gemv"}},
-     vk::MatmulPath::gemv,
+     "gemv",
      {tb({{1, 36}, {20, 36}}),
       with(with_bias(tb({{3, 13}, {9, 13}})), 0.5f, Activation::gelu),
       {{2, 1, 16}, {2, 16, 5}},
@@ -208,7 +211,7 @@ const ForcedPath kForcedPaths[] = {
     // 4-wide loads and not, batches, bias and activations applied by the reduction, f16.
     {"split_k",
      {{"VKFORMER_MATMUL_TILES", "32x32x8/4x4"}, {"VKFORMER_MATMUL_SPLIT_K", "3"}},
-     vk::MatmulPath::general,
+     "general",
      {{{5, 40}, {40, 7}},
       with(with_bias(tb({{33, 20}, {17, 20}})), 0.5f, Activation::gelu),
       {{2, 3, 9, 12}, {2, 3, 12, 10}},
@@ -219,7 +222,7 @@ const ForcedPath kForcedPaths[] = {
     // straddle batches' rows); without transposition 3 rows x 8 columns (two texels a k).
     {"texel_odd_blocks",
      {{"VKFORMER_MATMUL_PATH", "texel"}, {"VKFORMER_MATMUL_TEXEL", "5x3x3/3x8x1"}},
-     vk::MatmulPath::texel,
+     "texel",
      {tb({{1, 4}, {1, 4}}),
       with(with_bias(tb({{13, 28}, {33, 28}})), 0.5f, Activation::gelu),
       tb({{2, 3, 20, 36}, {2, 3, 9, 36}}),
@@ -230,7 +233,7 @@ const ForcedPath kForcedPaths[] = {
     // broadcast and shared B, bias, f16.
     {"texel_transpose_b_first",
      {{"VKFORMER_MATMUL_PATH", "texel"}, {"VKFORMER_MATMUL_TEXEL", "16x2x4/16x4x2/1"}},
-     vk::MatmulPath::texel,
+     "texel",
      {{{1, 4}, {4, 4}},
       {{9, 8}, {8, 36}},
       f16(with_bias({{3, 13, 12}, {3, 12, 132}})),
@@ -245,8 +248,8 @@ TEST_P(MatmulForcedPathTest, MatchesReference) {
   const ForcedPath& f = GetParam();
   Device dev = open_device_with_env(f.env);
   for (const auto& c : f.cases) {
-    vk::MatmulPlan plan = plan_on(dev, c);
-    if (f.path == vk::MatmulPath::texel && !kernels_on(dev, c.dtype).texel) {
+    kernels::MatmulPlan plan = plan_on(dev, c);
+    if (std::string(f.path) == "texel" && !kernels_on(dev)(kernels::Kernel::matmul_texel, c.dtype)) {
       GTEST_SKIP() << "device '" << dev.info().name << "' cannot run the texel kernel";
     }
     EXPECT_EQ(plan.path, f.path) << case_name(c);
@@ -278,7 +281,7 @@ TEST_F(DeviceTest, MatmulCoopmatWhereSupportedElseFallsBack) {
   const MatmulCase c = f16(with(with_bias(tb({{70, 96}, {40, 96}})), 0.5f, Activation::gelu));
   const bool usable = vk::coopmat_api(dev.info()) != vk::CoopmatApi::none;
   if (!usable) {
-    EXPECT_NE(plan_on(dev, c).path, vk::MatmulPath::coopmat)
+    EXPECT_NE(plan_on(dev, c).path, "coopmat")
         << "device '" << dev.info().name << "' has no usable cooperative matrices";
     std::printf("[ note ] '%s' has no cooperative matrices: checked the fallback here (the "
                 "kernel runs through the emulation in coopmat_test)\n", dev.info().name.c_str());
@@ -291,7 +294,7 @@ TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {
   const DeviceInfo& info = device().info();
   {
     ScopedEnv env("VKFORMER_MATMUL_TILES", "24x40x5/3x5");
-    vk::MatmulTiles t = vk::tuning_for(info).matmul.tiles;
+    kernels::MatmulTiles t = kernels::tuning_for(info).matmul.tiles;
     EXPECT_EQ(t.bm, 24u);
     EXPECT_EQ(t.bn, 40u);
     EXPECT_EQ(t.bk, 5u);
@@ -302,14 +305,14 @@ TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {
   }
   {
     ScopedEnv env("VKFORMER_MATMUL_TILES", "12x24x1/3x3/direct");
-    vk::MatmulTiles t = vk::tuning_for(info).matmul.tiles;
+    kernels::MatmulTiles t = kernels::tuning_for(info).matmul.tiles;
     EXPECT_FALSE(t.shared_memory);
     EXPECT_EQ(t.invocations(), 32u);
-    EXPECT_EQ(vk::tuning_for(info).matmul.forced_path, vk::MatmulPath::general);
+    EXPECT_EQ(kernels::tuning_for(info).matmul.forced_path, "general");
   }
   {
     ScopedEnv env("VKFORMER_MATMUL_TEXEL", "5x3x3/3x8x1");
-    vk::MatmulTexelTiles t = vk::tuning_for(info).matmul.texel_tiles;
+    kernels::MatmulTexelTiles t = kernels::tuning_for(info).matmul.texel_tiles;
     EXPECT_EQ(t.tm, 5u);
     EXPECT_EQ(t.tn, 3u);
     EXPECT_EQ(t.qb, 3u);
@@ -325,7 +328,7 @@ TEST_F(DeviceTest, MatmulPathEnvRejectsNonsense) {
                              std::pair{"VKFORMER_MATMUL_TEXEL", "12x2x2/8x3x2"}}) {
     ScopedEnv env(name, value);
     try {
-      vk::tuning_for(device().info());
+      kernels::tuning_for(device().info());
       ADD_FAILURE() << name << "=" << value << ": expected an error";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
@@ -348,7 +351,7 @@ TEST_F(DeviceTest, MatmulTilesEnvRejectsATilingThatDoesNotFit) {
 // (sscanf's %u took "-4" as 4294967292, and 32-bit products wrapped into tilings that "fit":
 // lavapipe then crashed or tried to allocate 32 GB.)
 TEST_F(DeviceTest, MatmulEnvRejectsSignsOverflowAndTrailingJunk) {
-  auto read = [&] { vk::tuning_for(device().info()); };
+  auto read = [&] { kernels::tuning_for(device().info()); };
   for (const char* bad : {"-4x-4x4/4x4x4", "65536x65536x4/4x4x4", "4294967296x1x1/4x4x4",
                           "+4x4x4/4x4x4", "4x4x4/4x4x4junk", "4x4x4/4x4x4/", "4x4x4/4x4x4/-1"})
     env_error("VKFORMER_MATMUL_TEXEL", bad, read);
@@ -356,14 +359,14 @@ TEST_F(DeviceTest, MatmulEnvRejectsSignsOverflowAndTrailingJunk) {
                           "8x8x8/1x1/directly", "8x8x8/-1x1"})
     env_error("VKFORMER_MATMUL_TILES", bad, read);
   ScopedEnv env("VKFORMER_MATMUL_TEXEL", "16x2x4/16x4x2/0");  // M = 0: never transpose B first
-  EXPECT_EQ(vk::tuning_for(device().info()).matmul.texel_tiles.transpose_min_m, 0u);
+  EXPECT_EQ(kernels::tuning_for(device().info()).matmul.texel_tiles.transpose_min_m, 0u);
 }
 
 // Each rejection names the rule that failed with its numbers, and a device limit with its value.
 TEST_F(DeviceTest, MatmulEnvErrorsNameTheFailedRule) {
   const DeviceInfo& info = device().info();
   auto error = [&](const char* name, const char* value) {
-    return env_error(name, value, [&] { vk::tuning_for(info); });
+    return env_error(name, value, [&] { kernels::tuning_for(info); });
   };
   const std::pair<const char*, std::string> cases[] = {
       {"63x64x16/4x4", "BM 63 is not a multiple of TM 4"},
@@ -452,194 +455,170 @@ TEST_F(DeviceTest, LinearShapeErrorsNameXAndWeight) {
 
 // The path choice as a pure function of made-up devices' tunings and the shape.
 DeviceInfo made_up_gpu() {
-  DeviceInfo d;
-  d.name = "made-up discrete GPU";
-  d.type = "discrete";
-  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 32;
-  d.subgroup_arithmetic = d.subgroup_shuffle = true;
-  d.fp16_arithmetic = d.storage_16bit = true;
-  d.shared_memory_bytes = 48 * 1024;
-  d.max_storage_buffer_range = 1u << 31;
-  d.max_texel_buffer_elements = 1u << 27;
-  d.max_workgroup_count = {1u << 31, 65535, 65535};
-  d.max_workgroup_size = {1024, 1024, 64};
-  d.max_workgroup_invocations = 1024;
-  d.compute_units = 108;
-  d.cooperative_matrix_nv = true;
-  d.cooperative_matrix_nv_shapes = {{16, 8, 16, "f16", "f16", "f16", "f16"},
-                                    {16, 8, 8, "f16", "f16", "f32", "f32"},
-                                    {16, 16, 16, "f16", "f16", "f32", "f32"}};
-  return d;
+  return made_up_nv_gpu({{16, 8, 16, "f16", "f16", "f16", "f16"},
+                         {16, 8, 8, "f16", "f16", "f32", "f32"},
+                         {16, 16, 16, "f16", "f16", "f32", "f32"}});
 }
 
-DeviceInfo made_up_cpu() {
-  DeviceInfo d = made_up_gpu();
-  d.name = "made-up CPU";
-  d.type = "cpu";
-  d.subgroup_size = d.min_subgroup_size = d.max_subgroup_size = 8;
-  d.shared_memory_bytes = 32 * 1024;
-  d.compute_units = 0;
-  d.cooperative_matrix_nv = false;
-  d.cooperative_matrix_nv_shapes.clear();
-  return d;
-}
-
-vk::MatmulProblem problem(uint64_t m, uint64_t n, uint64_t k, bool transpose_b = true,
+kernels::MatmulProblem problem(uint64_t m, uint64_t n, uint64_t k, bool transpose_b = true,
                           DType dtype = DType::f32, uint64_t batch = 1) {
-  vk::MatmulProblem p;
+  kernels::MatmulProblem p;
   p.m = m, p.n = n, p.k = k, p.batch = batch, p.transpose_b = transpose_b, p.dtype = dtype;
   return p;
 }
 
-const vk::MatmulKernels kAllKernels{true, true, true, true, true};
+const kernels::KernelSupport kAllKernels = [](kernels::Kernel, DType) { return true; };
+
+// Every kernel but these.
+kernels::KernelSupport all_but(std::vector<kernels::Kernel> missing) {
+  return [missing](kernels::Kernel k, DType) {
+    return std::find(missing.begin(), missing.end(), k) == missing.end();
+  };
+}
 
 TEST(MatmulPlan, GpuPicksCooperativeMatricesForF16) {
-  vk::MatmulTuning t = vk::matmul_tuning_for(made_up_gpu(), false);
+  kernels::MatmulTuning t = kernels::matmul_tuning_for(made_up_gpu(), false);
   EXPECT_EQ(t.coopmat_tiles.m, 16u);  // 16x16x16 preferred over the other f32 shape
   EXPECT_EQ(t.coopmat_tiles.n, 16u);
   EXPECT_EQ(t.coopmat_tiles.k, 16u);
   EXPECT_EQ(t.coopmat_tiles.subgroup, 32u);
-  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), kAllKernels).path,
-            vk::MatmulPath::coopmat);
-  EXPECT_EQ(vk::plan_matmul(t, problem(512, 512, 64, false, DType::f16), kAllKernels).path,
-            vk::MatmulPath::coopmat);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), kAllKernels).path,
+            "coopmat");
+  EXPECT_EQ(kernels::plan_matmul(t, problem(512, 512, 64, false, DType::f16), kAllKernels).path,
+            "coopmat");
   // Not where the kernel cannot run, for f32, for shapes smaller than one MMA tile, or for the
   // small M of decoding (GEMV).
-  vk::MatmulKernels no_coopmat = kAllKernels;
-  no_coopmat.coopmat = false;
-  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), no_coopmat).path,
-            vk::MatmulPath::general);
-  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels).path,
-            vk::MatmulPath::general);
-  EXPECT_EQ(vk::plan_matmul(t, problem(12, 1024, 1024, true, DType::f16), kAllKernels).path,
-            vk::MatmulPath::general);
-  EXPECT_EQ(vk::plan_matmul(t, problem(4, 1024, 1024, true, DType::f16), kAllKernels).path,
-            vk::MatmulPath::gemv);
+  const kernels::KernelSupport no_coopmat = all_but({kernels::Kernel::matmul_coopmat_nv});
+  EXPECT_EQ(kernels::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), no_coopmat).path,
+            "general");
+  EXPECT_EQ(kernels::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels).path,
+            "general");
+  EXPECT_EQ(kernels::plan_matmul(t, problem(12, 1024, 1024, true, DType::f16), kAllKernels).path,
+            "general");
+  EXPECT_EQ(kernels::plan_matmul(t, problem(4, 1024, 1024, true, DType::f16), kAllKernels).path,
+            "gemv");
 }
 
 TEST(MatmulPlan, CooperativeMatricesNeedAnF16ToF32Shape) {
   DeviceInfo d = made_up_gpu();
   d.cooperative_matrix_nv_shapes = {{16, 8, 16, "f16", "f16", "f16", "f16"}};
-  vk::MatmulTuning t = vk::matmul_tuning_for(d, false);
+  kernels::MatmulTuning t = kernels::matmul_tuning_for(d, false);
   EXPECT_EQ(t.coopmat_tiles.m, 0u);
-  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), kAllKernels).path,
-            vk::MatmulPath::general);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(1024, 1024, 1024, true, DType::f16), kAllKernels).path,
+            "general");
   d.cooperative_matrix_nv_shapes = {{16, 8, 8, "f16", "f16", "f32", "f32"}};
-  t = vk::matmul_tuning_for(d, false);
+  t = kernels::matmul_tuning_for(d, false);
   EXPECT_EQ(t.coopmat_tiles.m, 16u);
   EXPECT_EQ(t.coopmat_tiles.n, 8u);
   EXPECT_EQ(t.coopmat_tiles.k, 8u);
   EXPECT_LE(t.coopmat_tiles.shared_bytes(), d.shared_memory_bytes);
   d.cooperative_matrix_nv = false;  // shapes without the extension: never
-  EXPECT_EQ(vk::matmul_tuning_for(d, false).coopmat_tiles.m, 0u);
+  EXPECT_EQ(kernels::matmul_tuning_for(d, false).coopmat_tiles.m, 0u);
 }
 
 TEST(MatmulPlan, GpuSmallMIsGemv) {
-  vk::MatmulTuning t = vk::matmul_tuning_for(made_up_gpu(), false);
+  kernels::MatmulTuning t = kernels::matmul_tuning_for(made_up_gpu(), false);
   for (uint64_t m : {1, 2, 3, 8}) {
-    vk::MatmulPlan plan = vk::plan_matmul(t, problem(m, 4096, 4096), kAllKernels);
-    EXPECT_EQ(plan.path, vk::MatmulPath::gemv) << m;
+    kernels::MatmulPlan plan = kernels::plan_matmul(t, problem(m, 4096, 4096), kAllKernels);
+    EXPECT_EQ(plan.path, "gemv") << m;
     EXPECT_GE(plan.gemv_m, m);
     EXPECT_LE(plan.gemv_m, 8u);
   }
-  EXPECT_EQ(vk::plan_matmul(t, problem(9, 4096, 4096), kAllKernels).path, vk::MatmulPath::general);
-  vk::MatmulKernels no_gemv = kAllKernels;
-  no_gemv.gemv = false;
-  EXPECT_EQ(vk::plan_matmul(t, problem(1, 4096, 4096), no_gemv).path, vk::MatmulPath::general);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(9, 4096, 4096), kAllKernels).path, "general");
+  const kernels::KernelSupport no_gemv = all_but({kernels::Kernel::matmul_gemv});
+  EXPECT_EQ(kernels::plan_matmul(t, problem(1, 4096, 4096), no_gemv).path, "general");
 }
 
 TEST(MatmulPlan, GpuSplitsKWhenTheOutputCannotFillTheDevice) {
   DeviceInfo d = made_up_gpu();
-  vk::MatmulTuning t = vk::matmul_tuning_for(d, false);
+  kernels::MatmulTuning t = kernels::matmul_tuning_for(d, false);
   EXPECT_EQ(t.tiles.bm, 128u);  // discrete: 128 x 128 tiles of 8 x 8
   EXPECT_EQ(t.tiles.tm, 8u);
   EXPECT_EQ(t.split_k.target_workgroups, 216u);  // 2 per compute unit
   // One tile, K = 4096: as many splits as allowed.
-  vk::MatmulPlan plan = vk::plan_matmul(t, problem(64, 64, 4096), kAllKernels);
-  EXPECT_EQ(plan.path, vk::MatmulPath::general);
+  kernels::MatmulPlan plan = kernels::plan_matmul(t, problem(64, 64, 4096), kAllKernels);
+  EXPECT_EQ(plan.path, "general");
   EXPECT_EQ(plan.splits, 16u);
   EXPECT_TRUE(plan.vec4);
   // 1024 x 1024: 64 tiles, so 4 splits (216 / 64 rounded up, K / 256 = 4).
-  EXPECT_EQ(vk::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels).splits, 4u);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels).splits, 4u);
   // Enough tiles, or K too short to split, or a batch that fills the device: no split.
-  EXPECT_EQ(vk::plan_matmul(t, problem(4096, 4096, 4096), kAllKernels).splits, 1u);
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 300), kAllKernels).splits, 1u);
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 4096, true, DType::f32, 512), kAllKernels).splits,
+  EXPECT_EQ(kernels::plan_matmul(t, problem(4096, 4096, 4096), kAllKernels).splits, 1u);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 64, 300), kAllKernels).splits, 1u);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 64, 4096, true, DType::f32, 512), kAllKernels).splits,
             1u);
-  vk::MatmulKernels no_split = kAllKernels;
-  no_split.split = false;
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 4096), no_split).splits, 1u);
+  const kernels::KernelSupport no_split = all_but({kernels::Kernel::matmul_split});
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 64, 4096), no_split).splits, 1u);
   // Odd N without transposition: no 4-wide loads.
-  EXPECT_FALSE(vk::plan_matmul(t, problem(256, 255, 256, false), kAllKernels).vec4);
+  EXPECT_FALSE(kernels::plan_matmul(t, problem(256, 255, 256, false), kAllKernels).vec4);
   // Unknown compute units: a guess by device type.
   d.compute_units = 0;
-  EXPECT_EQ(vk::matmul_tuning_for(d, false).split_k.target_workgroups, 128u);
+  EXPECT_EQ(kernels::matmul_tuning_for(d, false).split_k.target_workgroups, 128u);
 }
 
 TEST(MatmulPlan, CpuPrefersTexelWhereItFits) {
   DeviceInfo d = made_up_cpu();
-  vk::MatmulTuning t = vk::matmul_tuning_for(d, true);
+  kernels::MatmulTuning t = kernels::matmul_tuning_for(d, true);
   EXPECT_TRUE(t.prefer_texel);
   EXPECT_FALSE(t.prefer_gemv);
   EXPECT_EQ(t.split_k.target_workgroups, 0u);
   EXPECT_FALSE(t.tiles.shared_memory);
-  vk::MatmulPlan plan = vk::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels);
-  EXPECT_EQ(plan.path, vk::MatmulPath::texel);
+  kernels::MatmulPlan plan = kernels::plan_matmul(t, problem(1024, 1024, 1024), kAllKernels);
+  EXPECT_EQ(plan.path, "texel");
   EXPECT_EQ(plan.tm, t.texel_tiles.tm);
   EXPECT_EQ(plan.tn, t.texel_tiles.tn);
   EXPECT_EQ(plan.qb, t.texel_tiles.qb);
-  plan = vk::plan_matmul(t, problem(1024, 1024, 1024, false), kAllKernels);
-  EXPECT_EQ(plan.path, vk::MatmulPath::texel);
+  plan = kernels::plan_matmul(t, problem(1024, 1024, 1024, false), kAllKernels);
+  EXPECT_EQ(plan.path, "texel");
   EXPECT_EQ(plan.tm, t.texel_tiles.tm);  // transposed first: the transposed blocks
   EXPECT_EQ(plan.tn, t.texel_tiles.tn);
   EXPECT_TRUE(plan.transpose_b_first);
-  plan = vk::plan_matmul(t, problem(512, 1024, 1024, false), kAllKernels);
-  EXPECT_EQ(plan.path, vk::MatmulPath::texel);
+  plan = kernels::plan_matmul(t, problem(512, 1024, 1024, false), kAllKernels);
+  EXPECT_EQ(plan.path, "texel");
   EXPECT_FALSE(plan.transpose_b_first);  // too few rows to pay for the pass over B
   EXPECT_EQ(plan.tm, t.texel_tiles.tm_nn);
   EXPECT_EQ(plan.tn, t.texel_tiles.tn_nn);
   EXPECT_EQ(plan.tn % 4, 0u);
-  vk::MatmulKernels no_transpose = kAllKernels;
-  no_transpose.transpose = false;
-  EXPECT_FALSE(vk::plan_matmul(t, problem(1024, 1024, 1024, false), no_transpose).transpose_b_first);
+  const kernels::KernelSupport no_transpose = all_but({kernels::Kernel::matmul_transpose});
+  EXPECT_FALSE(kernels::plan_matmul(t, problem(1024, 1024, 1024, false), no_transpose).transpose_b_first);
   // Small M shrinks the block; one row for decoding.
-  EXPECT_EQ(vk::plan_matmul(t, problem(1, 1024, 1024), kAllKernels).tm, 1u);
-  EXPECT_EQ(vk::plan_matmul(t, problem(3, 1024, 1024), kAllKernels).tm, 4u);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(1, 1024, 1024), kAllKernels).tm, 1u);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(3, 1024, 1024), kAllKernels).tm, 4u);
   // K (or N without transposition) not a multiple of 4, too many texels, no kernel: general.
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 30), kAllKernels).path, vk::MatmulPath::general);
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 66, 32, false), kAllKernels).path,
-            vk::MatmulPath::general);
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 66, 32, true), kAllKernels).path,
-            vk::MatmulPath::texel);
-  vk::MatmulProblem big = problem(64, 64, 32);
-  big.texel_fits = false;
-  EXPECT_EQ(vk::plan_matmul(t, big, kAllKernels).path, vk::MatmulPath::general);
-  vk::MatmulKernels no_texel = kAllKernels;
-  no_texel.texel = false;
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 32), no_texel).path, vk::MatmulPath::general);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 64, 30), kAllKernels).path, "general");
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 66, 32, false), kAllKernels).path,
+            "general");
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 66, 32, true), kAllKernels).path,
+            "texel");
+  kernels::MatmulProblem big = problem(64, 64, 32);
+  big.a_bytes = 64 * 32 * 4;
+  big.max_texels = 64 * 32 / 4 - 1;  // one texel short of a
+  EXPECT_EQ(kernels::plan_matmul(t, big, kAllKernels).path, "general");
+  const kernels::KernelSupport no_texel = all_but({kernels::Kernel::matmul_texel});
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 64, 32), no_texel).path, "general");
 }
 
 TEST(MatmulPlan, TexelNeedsFixedSubgroupsWithShuffles) {
   DeviceInfo d = made_up_cpu();
   d.subgroup_shuffle = false;
-  EXPECT_EQ(vk::matmul_tuning_for(d, true).texel_tiles.subgroup, 0u);
+  EXPECT_EQ(kernels::matmul_tuning_for(d, true).texel_tiles.subgroup, 0u);
   d = made_up_cpu();
   d.min_subgroup_size = 4;  // varying subgroup size
-  vk::MatmulTuning t = vk::matmul_tuning_for(d, true);
+  kernels::MatmulTuning t = kernels::matmul_tuning_for(d, true);
   EXPECT_FALSE(t.prefer_texel);
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 32), kAllKernels).path, vk::MatmulPath::general);
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 64, 32), kAllKernels).path, "general");
 }
 
 TEST(MatmulPlan, ForcedPathsApplyWhereTheyFit) {
-  vk::MatmulTuning t = vk::matmul_tuning_for(made_up_cpu(), true);
-  t.forced_path = vk::MatmulPath::gemv;
-  EXPECT_EQ(vk::plan_matmul(t, problem(8, 64, 32), kAllKernels).path, vk::MatmulPath::gemv);
-  EXPECT_EQ(vk::plan_matmul(t, problem(9, 64, 32), kAllKernels).path, vk::MatmulPath::texel);
-  t.forced_path = vk::MatmulPath::coopmat;  // the CPU has none
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 32, true, DType::f16), kAllKernels).path,
-            vk::MatmulPath::texel);
-  t.forced_path = vk::MatmulPath::general;
-  EXPECT_EQ(vk::plan_matmul(t, problem(64, 64, 32), kAllKernels).path, vk::MatmulPath::general);
+  kernels::MatmulTuning t = kernels::matmul_tuning_for(made_up_cpu(), true);
+  t.forced_path = "gemv";
+  EXPECT_EQ(kernels::plan_matmul(t, problem(8, 64, 32), kAllKernels).path, "gemv");
+  EXPECT_EQ(kernels::plan_matmul(t, problem(9, 64, 32), kAllKernels).path, "texel");
+  t.forced_path = "coopmat";  // the CPU has none
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 64, 32, true, DType::f16), kAllKernels).path,
+            "texel");
+  t.forced_path = "general";
+  EXPECT_EQ(kernels::plan_matmul(t, problem(64, 64, 32), kAllKernels).path, "general");
 }
 
 }  // namespace

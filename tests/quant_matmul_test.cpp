@@ -270,7 +270,7 @@ TEST_F(DeviceTest, QuantizedLinearEpilogues) {
 // no texel path). M = 1, 9 (within a tile of 16 rows), 17 (one past), columns past one
 // subgroup's; the overridden blocks 3 x 2 take 9 and 17 in several tiles.
 TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
-  const vk::MatmulTuning& tuning = device().impl().tuning().matmul;
+  const kernels::MatmulTuning& tuning = device().impl().tuning().matmul;
   const bool texel_tuned = device().impl().tuning().cpu_device;
   EXPECT_EQ(tuning.weight_tiles.texel, texel_tuned && tuning.texel_tiles.subgroup > 0);
   if (tuning.weight_tiles.texel) {
@@ -337,7 +337,7 @@ TEST_F(DeviceTest, QuantizedLinearLargeRandomBlocks) {
 
 // The overrides of the quantized texel kernel parse strictly and name what is wrong.
 TEST_F(DeviceTest, QuantizedTexelOverridesAreCheckedErrors) {
-  auto read = [&] { vk::tuning_for(device().info()); };
+  auto read = [&] { kernels::tuning_for(device().info()); };
   for (const char* bad : {"0x4/4", "8x4", "8x4/4junk", "8x4/", "-8x4/4", "16x16/4", "8x4/0",
                           "8x4/129"})
     env_error("VKFORMER_MATMUL_WQ_TEXEL", bad, read);
@@ -345,7 +345,7 @@ TEST_F(DeviceTest, QuantizedTexelOverridesAreCheckedErrors) {
   for (const char* bad : {"0", "-1", "many"}) env_error("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", bad, read);
   ScopedEnv blocks("VKFORMER_MATMUL_WQ_TEXEL", "5x3/7");
   ScopedEnv limit("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", "1000");
-  const vk::MatmulWeightTiles w = vk::tuning_for(device().info()).matmul.weight_tiles;
+  const kernels::MatmulWeightTiles w = kernels::tuning_for(device().info()).matmul.weight_tiles;
   EXPECT_EQ(w.texel_tm, 5u);
   EXPECT_EQ(w.texel_tn, 3u);
   EXPECT_EQ(w.texel_gemv_tn, 7u);
@@ -520,21 +520,21 @@ TEST_F(DeviceTest, QuantCoopmatEveryWeightType) {
 // lavapipe's 8: a case beyond ~50,000 comes back partial through no fault of the kernel (at
 // 16x8x16/2x2/4x4/1, K 512: 512 products of 128; at the static 16x16x16/2x2/4x4/1, K 256: 256
 // of 224, zeros out).
-bool within_emulation_loops(const vk::MatmulCoopmatTiles& t, int64_t k) {
+bool within_emulation_loops(const kernels::MatmulCoopmatTiles& t, int64_t k) {
   const uint64_t per_product = (t.m * t.k + t.k * t.n + t.m * t.n * (1 + t.k / 4)) / 8;
   const uint64_t products = uint64_t(k + t.bk() - 1) / t.bk() * t.config.bk_tiles * t.config.tiles_m * t.config.tiles_n;
   return products * per_product <= 50000;
 }
 
-// Every configuration of the tuning (vk::coopmat_configs() at every emulated MMA shape), each
+// Every configuration of the tuning (kernels::coopmat_configs() at every emulated MMA shape), each
 // with M and N past one output tile and K past two slices, the weight types taking turns; a type
 // whose K (512 for the super-block types) the emulation cannot run at a configuration gives its
 // turn to the next (the tiling and edges do not depend on the weight type).
 TEST_F(DeviceTest, QuantCoopmatEveryConfiguration) {
   size_t i = 0;
   for (const vk::MmaShape& s : vk::emulated_mma_shapes())
-    for (const vk::CoopmatConfig& f : vk::coopmat_configs()) {
-      vk::MatmulCoopmatTiles t;
+    for (const kernels::CoopmatConfig& f : kernels::coopmat_configs()) {
+      kernels::MatmulCoopmatTiles t;
       t.m = s.m, t.n = s.n, t.k = s.k, t.config = f;
       const std::string tiles = t.str().substr(0, t.str().rfind('/'));
       SCOPED_TRACE(tiles);

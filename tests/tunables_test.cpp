@@ -1,4 +1,4 @@
-// Every candidate of every tunable (src/vk/tunables.hpp) that applies to the test device, run
+// Every candidate of every tunable (src/kernels/tunables.hpp) that applies to the test device, run
 // against double-precision references: what `vkformer tune` may pick, and so what a tuning cache
 // may make every later process run, is correct before anything is timed. Each candidate gets
 // its own device (opened under a ScopedTuningTrial) and runs the ops its tunable is timed with,
@@ -30,8 +30,8 @@
 namespace vkformer::testing {
 namespace {
 
-using vk::TuneOp;
-using vk::TuneShape;
+using kernels::TuneOp;
+using kernels::TuneShape;
 
 TuneShape shape(TuneOp op, int64_t m, int64_t n, int64_t k, DType dt = DType::f32) {
   TuneShape s;
@@ -199,11 +199,11 @@ void check_shape(Device& device, const TuneShape& s) {
 // value and the shape.
 TEST_F(DeviceTest, EveryCandidateOfEveryTunableMatchesTheReferences) {
   const DeviceInfo& info = device().info();
-  const vk::Tuning base = vk::tuning_for(info, /*tuned=*/false);
+  const kernels::Tuning base = kernels::tuning_for(info, /*tuned=*/false);
   size_t tried = 0, applicable = 0;
-  for (const vk::Tunable& t : vk::all_tunables()) {
-    if (vk::tunable_overridden(t)) continue;
-    const std::vector<vk::TunableValue> candidates = t.candidates(info, base);
+  for (const kernels::Tunable& t : kernels::all_tunables()) {
+    if (kernels::tunable_overridden(t)) continue;
+    const std::vector<kernels::TunableValue> candidates = t.candidates(info, base);
     if (candidates.size() < 2) continue;
     ++applicable;
     std::vector<TuneShape> shapes;
@@ -214,7 +214,7 @@ TEST_F(DeviceTest, EveryCandidateOfEveryTunableMatchesTheReferences) {
     for (size_t c = 1; c < candidates.size(); ++c) {
       SCOPED_TRACE(t.id + " = " + candidates[c].text);
       Device d = [&] {
-        vk::ScopedTuningTrial trial({{t.id, candidates[c].text}});
+        kernels::ScopedTuningTrial trial({{t.id, candidates[c].text}});
         return open_test_device_with_env({});
       }();
       for (const TuneShape& s : shapes) {
@@ -238,21 +238,21 @@ TEST_F(DeviceTest, EveryCandidateOfEveryTunableMatchesTheReferences) {
 // checks stored values against these texts, so a mismatch would apply something else.)
 TEST_F(DeviceTest, CandidateListsStartWithTheStaticChoice) {
   const DeviceInfo& info = device().info();
-  const vk::Tuning base = vk::tuning_for(info, /*tuned=*/false);
+  const kernels::Tuning base = kernels::tuning_for(info, /*tuned=*/false);
   std::set<std::string> ids;
-  for (const vk::Tunable& t : vk::all_tunables()) {
+  for (const kernels::Tunable& t : kernels::all_tunables()) {
     EXPECT_TRUE(ids.insert(t.id).second) << "duplicate tunable id " << t.id;
     EXPECT_FALSE(t.ops.empty()) << t.id << " names no op to time it";
-    const std::vector<vk::TunableValue> c = t.candidates(info, base);
+    const std::vector<kernels::TunableValue> c = t.candidates(info, base);
     std::set<std::string> texts;
-    for (const vk::TunableValue& v : c) EXPECT_TRUE(texts.insert(v.text).second) << t.id << ": " << v.text;
+    for (const kernels::TunableValue& v : c) EXPECT_TRUE(texts.insert(v.text).second) << t.id << ": " << v.text;
     if (c.size() < 2) continue;
     // Each value's text is what it applies: once applied, the tunable still applies and names
     // that value as its current choice.
-    for (const vk::TunableValue& v : c) {
-      vk::Tuning applied = base;
+    for (const kernels::TunableValue& v : c) {
+      kernels::Tuning applied = base;
       v.apply(applied);
-      const std::vector<vk::TunableValue> again = t.candidates(info, applied);
+      const std::vector<kernels::TunableValue> again = t.candidates(info, applied);
       ASSERT_FALSE(again.empty()) << t.id << " = " << v.text << " makes the tunable inapplicable";
       EXPECT_EQ(again.front().text, v.text) << t.id << ": the value applied is not the one named";
     }

@@ -1,4 +1,4 @@
-// The per-device tuning cache (src/vk/tuning_cache.hpp): a round trip into every later device,
+// The per-device tuning cache (src/kernels/tuning_cache.hpp): a round trip into every later device,
 // VKFORMER_TUNING=static, environment overrides over the cache, one warning and the static
 // table for each kind of broken file (corrupt, truncated, foreign device, stale driver or
 // kernels, values the code no longer offers), atomic writes, and where the file lives.
@@ -25,14 +25,14 @@ namespace vkformer::testing {
 namespace {
 
 namespace fs = std::filesystem;
-using State = vk::TuningCacheState;
+using State = kernels::TuningCacheState;
 
 constexpr const char* kWarning = "vkformer: warning: ignoring the tuning cache";
 
 // Every field a tunable may change, as text: equal texts, equal choices.
-std::string describe(const vk::Tuning& t) {
+std::string describe(const kernels::Tuning& t) {
   std::ostringstream s;
-  const vk::MatmulTuning& m = t.matmul;
+  const kernels::MatmulTuning& m = t.matmul;
   s << "tiles " << m.tiles.bm << "x" << m.tiles.bn << "x" << m.tiles.bk << "/" << m.tiles.tm << "x"
     << m.tiles.tn << m.tiles.shared_memory << " texel " << m.texel_tiles.tm << "x" << m.texel_tiles.tn
     << "x" << m.texel_tiles.qb << "/" << m.texel_tiles.tm_nn << "x" << m.texel_tiles.tn_nn << "x"
@@ -68,10 +68,10 @@ class TuningCacheTest : public DeviceTest {
     tuning_ = std::make_unique<ScopedEnv>("VKFORMER_TUNING", "");
     as_gpu_ = std::make_unique<ScopedEnv>("VKFORMER_TUNING_AS_GPU", "");
     info_ = device().info();
-    static_ = vk::tuning_for(info_, /*tuned=*/false);
+    static_ = kernels::tuning_for(info_, /*tuned=*/false);
     // The first tunable that applies here, and a value other than the static one.
-    for (const vk::Tunable& t : vk::all_tunables()) {
-      if (vk::tunable_overridden(t)) continue;
+    for (const kernels::Tunable& t : kernels::all_tunables()) {
+      if (kernels::tunable_overridden(t)) continue;
       auto c = t.candidates(info_, static_);
       if (c.size() < 2) continue;
       tunable_ = t.id;
@@ -80,8 +80,8 @@ class TuningCacheTest : public DeviceTest {
       break;
     }
     ASSERT_FALSE(tunable_.empty()) << "no tunable applies to '" << info_.name << "'";
-    vk::ScopedTuningTrial trial({{tunable_, value_}});
-    tuned_ = vk::tuning_for(info_);
+    kernels::ScopedTuningTrial trial({{tunable_, value_}});
+    tuned_ = kernels::tuning_for(info_);
     ASSERT_NE(describe(tuned_), describe(static_)) << tunable_ << " = " << value_;
   }
 
@@ -92,11 +92,11 @@ class TuningCacheTest : public DeviceTest {
     cache_ = std::make_unique<ScopedEnv>("VKFORMER_CACHE_DIR", (root_ / name).string().c_str());
   }
 
-  vk::TuningCacheFile good_file() const {
-    vk::TuningCacheFile f = vk::tuning_cache_file_for(info_);
+  kernels::TuningCacheFile good_file() const {
+    kernels::TuningCacheFile f = kernels::tuning_cache_file_for(info_);
     f.vkformer_version = "test";
     f.shapes = "made by tuning_cache_test";
-    vk::TunedChoice c;
+    kernels::TunedChoice c;
     c.tunable = tunable_;
     c.value = value_;
     c.static_value = static_value_;
@@ -107,16 +107,16 @@ class TuningCacheTest : public DeviceTest {
   }
 
   std::string good_text() {
-    vk::write_tuning_cache(info_, good_file());
-    std::ifstream in(vk::tuning_cache_path(info_), std::ios::binary);
+    kernels::write_tuning_cache(info_, good_file());
+    std::ifstream in(kernels::tuning_cache_path(info_), std::ios::binary);
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
   }
 
   void write_text(const std::string& text) {
-    fs::create_directories(vk::tuning_cache_path(info_).parent_path());
-    std::ofstream(vk::tuning_cache_path(info_), std::ios::binary) << text;
+    fs::create_directories(kernels::tuning_cache_path(info_).parent_path());
+    std::ofstream(kernels::tuning_cache_path(info_), std::ios::binary) << text;
   }
 
   // The tuning this process applies, checked three times and once in a newly opened device,
@@ -124,7 +124,7 @@ class TuningCacheTest : public DeviceTest {
   std::string applied(std::string* warnings) {
     ::testing::internal::CaptureStderr();
     std::string d;
-    for (int i = 0; i < 3; ++i) d = describe(vk::tuning_for(info_));
+    for (int i = 0; i < 3; ++i) d = describe(kernels::tuning_for(info_));
     Device other = open_test_device_with_env({});
     EXPECT_EQ(describe(other.impl().tuning()), d) << "a new device applies what tuning_for says";
     *warnings = ::testing::internal::GetCapturedStderr();
@@ -134,17 +134,17 @@ class TuningCacheTest : public DeviceTest {
   fs::path root_;
   std::unique_ptr<ScopedEnv> cache_, tuning_, as_gpu_;
   DeviceInfo info_;
-  vk::Tuning static_, tuned_;
+  kernels::Tuning static_, tuned_;
   std::string tunable_, value_, static_value_;
 };
 
 TEST_F(TuningCacheTest, RoundTripAppliesTheTunedChoiceInEveryNewDevice) {
-  const fs::path path = vk::write_tuning_cache(info_, good_file());
-  EXPECT_EQ(path, vk::tuning_cache_path(info_));
+  const fs::path path = kernels::write_tuning_cache(info_, good_file());
+  EXPECT_EQ(path, kernels::tuning_cache_path(info_));
   EXPECT_EQ(path.parent_path(), root_ / "cache" / "tuning");
   EXPECT_EQ(path.filename().string(), info_.uuid + ".json");
 
-  const State s = vk::tuning_cache_state(info_);
+  const State s = kernels::tuning_cache_state(info_);
   ASSERT_EQ(s.status, State::Status::tuned) << s.problem;
   ASSERT_EQ(s.choices.size(), 1u);
   EXPECT_EQ(s.choices[0].tunable, tunable_);
@@ -161,53 +161,53 @@ TEST_F(TuningCacheTest, RoundTripAppliesTheTunedChoiceInEveryNewDevice) {
   EXPECT_EQ(describe(d.impl().tuning()), describe(tuned_));
   // Without a file: the static table, and no warning.
   fs::remove(path);
-  EXPECT_EQ(vk::tuning_cache_state(info_).status, State::Status::absent);
+  EXPECT_EQ(kernels::tuning_cache_state(info_).status, State::Status::absent);
   EXPECT_EQ(applied(&warnings), describe(static_));
   EXPECT_EQ(warnings, "");
 }
 
 TEST_F(TuningCacheTest, VkformerTuningStaticIgnoresTheCache) {
-  vk::write_tuning_cache(info_, good_file());
+  kernels::write_tuning_cache(info_, good_file());
   {
     ScopedEnv env("VKFORMER_TUNING", "static");
     std::string warnings;
     EXPECT_EQ(applied(&warnings), describe(static_));
     EXPECT_EQ(warnings, "");
-    const State s = vk::tuning_cache_state(info_);
+    const State s = kernels::tuning_cache_state(info_);
     EXPECT_EQ(s.status, State::Status::static_table);
     EXPECT_NE(s.reason.find("VKFORMER_TUNING=static"), std::string::npos) << s.reason;
   }
   {
     ScopedEnv env("VKFORMER_TUNING", "cache");
-    EXPECT_EQ(describe(vk::tuning_for(info_)), describe(tuned_));
+    EXPECT_EQ(describe(kernels::tuning_for(info_)), describe(tuned_));
   }
   // The test mode that runs GPU configurations on CPU devices never takes measured choices.
   {
     ScopedEnv env("VKFORMER_TUNING_AS_GPU", "1");
-    EXPECT_EQ(vk::tuning_cache_state(info_).status, State::Status::static_table);
+    EXPECT_EQ(kernels::tuning_cache_state(info_).status, State::Status::static_table);
   }
-  EXPECT_NE(env_error("VKFORMER_TUNING", "off", [&] { vk::tuning_for(info_); }).find("static"),
+  EXPECT_NE(env_error("VKFORMER_TUNING", "off", [&] { kernels::tuning_for(info_); }).find("static"),
             std::string::npos);
 }
 
 TEST_F(TuningCacheTest, AnEnvironmentOverrideWinsOverTheCache) {
-  const vk::Tunable* t = vk::find_tunable("attention.tiles");
+  const kernels::Tunable* t = kernels::find_tunable("attention.tiles");
   ASSERT_NE(t, nullptr);
   const auto c = t->candidates(info_, static_);
   ASSERT_GE(c.size(), 2u);
-  vk::TuningCacheFile f = good_file();
+  kernels::TuningCacheFile f = good_file();
   f.choices = {{t->id, c[1].text, c[0].text, 10, 9}};
-  vk::write_tuning_cache(info_, f);
-  vk::Tuning want;
+  kernels::write_tuning_cache(info_, f);
+  kernels::Tuning want;
   {
-    vk::ScopedTuningTrial trial({{t->id, c[1].text}});
-    want = vk::tuning_for(info_);
+    kernels::ScopedTuningTrial trial({{t->id, c[1].text}});
+    want = kernels::tuning_for(info_);
   }
-  EXPECT_EQ(describe(vk::tuning_for(info_)), describe(want));
+  EXPECT_EQ(describe(kernels::tuning_for(info_)), describe(want));
   // The override gives the static value back: the cached one must not replace it.
   ScopedEnv env(t->env.c_str(), c[0].text.c_str());
-  EXPECT_EQ(describe(vk::tuning_for(info_)), describe(static_));
-  const State s = vk::tuning_cache_state(info_);
+  EXPECT_EQ(describe(kernels::tuning_for(info_)), describe(static_));
+  const State s = kernels::tuning_cache_state(info_);
   ASSERT_EQ(s.status, State::Status::tuned) << s.problem;
   ASSERT_EQ(s.overridden.size(), 1u);
   EXPECT_NE(s.overridden[0].find(t->env), std::string::npos);
@@ -228,7 +228,7 @@ TEST_F(TuningCacheTest, BrokenFilesGiveOneWarningAndTheStaticTable) {
     std::string text;
     const char* problem;
   };
-  const std::string kernels = vk::kernels_hash();
+  const std::string kernels = kernels::kernels_hash();
   const std::vector<Case> cases = {
       {"corrupt", "\x01\x02 not json {{{", "corrupt"},
       {"truncated", good.substr(0, good.size() / 2), "corrupt"},
@@ -256,15 +256,15 @@ TEST_F(TuningCacheTest, BrokenFilesGiveOneWarningAndTheStaticTable) {
     std::string warnings;
     EXPECT_EQ(applied(&warnings), describe(static_));
     EXPECT_EQ(count(warnings, kWarning), 1u) << warnings;
-    EXPECT_NE(warnings.find(vk::tuning_cache_path(info_).string()), std::string::npos) << warnings;
+    EXPECT_NE(warnings.find(kernels::tuning_cache_path(info_).string()), std::string::npos) << warnings;
     EXPECT_NE(warnings.find(c.problem), std::string::npos) << warnings;
-    const State s = vk::tuning_cache_state(info_);
+    const State s = kernels::tuning_cache_state(info_);
     EXPECT_EQ(s.status, State::Status::ignored);
     EXPECT_NE(s.problem.find(c.problem), std::string::npos) << s.problem;
   }
   // A folder where the file should be.
   use_dir("folder");
-  fs::create_directories(vk::tuning_cache_path(info_));
+  fs::create_directories(kernels::tuning_cache_path(info_));
   std::string warnings;
   EXPECT_EQ(applied(&warnings), describe(static_));
   EXPECT_EQ(count(warnings, kWarning), 1u) << warnings;
@@ -275,16 +275,16 @@ TEST_F(TuningCacheTest, BrokenFilesGiveOneWarningAndTheStaticTable) {
 // fails this within a few rounds. (On Windows a file that a reader holds open cannot be replaced
 // but renamed aside first, so there a read may also find no file for an instant: never a torn one.)
 TEST_F(TuningCacheTest, WritesAreAtomic) {
-  vk::TuningCacheFile small = good_file(), large = good_file();
+  kernels::TuningCacheFile small = good_file(), large = good_file();
   large.shapes = std::string(200000, 's');
-  vk::write_tuning_cache(info_, small);
+  kernels::write_tuning_cache(info_, small);
   std::atomic<bool> done{false};
   std::atomic<int> writes{0}, write_errors{0};
   std::string first_error;
   std::thread writer([&] {
     for (int i = 0; i < 400 && !done; ++i) {
       try {
-        vk::write_tuning_cache(info_, i % 2 ? small : large);
+        kernels::write_tuning_cache(info_, i % 2 ? small : large);
         ++writes;
       } catch (const Error& e) {
         if (write_errors++ == 0) first_error = e.what();
@@ -294,7 +294,7 @@ TEST_F(TuningCacheTest, WritesAreAtomic) {
   });
   int reads = 0, absent = 0;
   while (!done) {
-    const State s = vk::tuning_cache_state(info_);
+    const State s = kernels::tuning_cache_state(info_);
     if (s.status == State::Status::ignored) {
       done = true;
       writer.join();
@@ -312,7 +312,7 @@ TEST_F(TuningCacheTest, WritesAreAtomic) {
 #endif
   // Nothing left beside the file: the temporary files were all renamed.
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(vk::tuning_cache_path(info_).parent_path()))
+  for (const auto& e : fs::directory_iterator(kernels::tuning_cache_path(info_).parent_path()))
     names.push_back(e.path().filename().string());
   EXPECT_EQ(names, std::vector<std::string>{info_.uuid + ".json"});
 }
@@ -321,42 +321,42 @@ TEST_F(TuningCacheTest, TheCacheFolderFollowsTheFetchScripts) {
   ScopedEnv xdg("XDG_CACHE_HOME", "/x/cache"), home("HOME", "/home/h"), local("LOCALAPPDATA", "");
   {
     ScopedEnv dir("VKFORMER_CACHE_DIR", "/v");
-    EXPECT_EQ(vk::tuning_cache_dir(), fs::path("/v/tuning"));
+    EXPECT_EQ(kernels::tuning_cache_dir(), fs::path("/v/tuning"));
   }
   ScopedEnv dir("VKFORMER_CACHE_DIR", "");
-  EXPECT_EQ(vk::tuning_cache_dir(), fs::path("/x/cache/vkformer/tuning"));
+  EXPECT_EQ(kernels::tuning_cache_dir(), fs::path("/x/cache/vkformer/tuning"));
   {
     ScopedEnv no_xdg("XDG_CACHE_HOME", "");
-    EXPECT_EQ(vk::tuning_cache_dir(), fs::path("/home/h/.cache/vkformer/tuning"));
+    EXPECT_EQ(kernels::tuning_cache_dir(), fs::path("/home/h/.cache/vkformer/tuning"));
     ScopedEnv no_home("HOME", "");
-    EXPECT_TRUE(vk::tuning_cache_dir().empty());
-    EXPECT_EQ(vk::tuning_cache_state(info_).status, State::Status::absent);
-    EXPECT_TRUE(fails_with([&] { vk::write_tuning_cache(info_, good_file()); }, ErrorCode::io,
+    EXPECT_TRUE(kernels::tuning_cache_dir().empty());
+    EXPECT_EQ(kernels::tuning_cache_state(info_).status, State::Status::absent);
+    EXPECT_TRUE(fails_with([&] { kernels::write_tuning_cache(info_, good_file()); }, ErrorCode::io,
                            "no cache directory"));
-    EXPECT_EQ(describe(vk::tuning_for(info_)), describe(static_));
+    EXPECT_EQ(describe(kernels::tuning_for(info_)), describe(static_));
   }
 }
 
 TEST_F(TuningCacheTest, TrialsTakeOnlyCandidates) {
-  vk::write_tuning_cache(info_, good_file());
+  kernels::write_tuning_cache(info_, good_file());
   {
     // A trial replaces the cache: here, by nothing (the static table).
-    vk::ScopedTuningTrial trial({});
-    EXPECT_EQ(describe(vk::tuning_for(info_)), describe(static_));
-    EXPECT_TRUE(fails_with([] { vk::ScopedTuningTrial again({}); }, ErrorCode::invalid_argument,
+    kernels::ScopedTuningTrial trial({});
+    EXPECT_EQ(describe(kernels::tuning_for(info_)), describe(static_));
+    EXPECT_TRUE(fails_with([] { kernels::ScopedTuningTrial again({}); }, ErrorCode::invalid_argument,
                            "already active"));
   }
-  vk::ScopedTuningTrial trial({{tunable_, "no such value"}});
-  EXPECT_TRUE(fails_with([&] { vk::tuning_for(info_); }, ErrorCode::invalid_argument,
+  kernels::ScopedTuningTrial trial({{tunable_, "no such value"}});
+  EXPECT_TRUE(fails_with([&] { kernels::tuning_for(info_); }, ErrorCode::invalid_argument,
                          "not one of its candidates"));
 }
 
 TEST(TuningCacheKey, KernelsHashIsStableAndNamed) {
-  const std::string h = vk::kernels_hash();
+  const std::string h = kernels::kernels_hash();
   ASSERT_EQ(h.size(), 8u + 16u) << h;
   EXPECT_EQ(h.substr(0, 8), "fnv1a64:");
   EXPECT_EQ(h.find_first_not_of("0123456789abcdef", 8), std::string::npos) << h;
-  EXPECT_EQ(vk::kernels_hash(), h);
+  EXPECT_EQ(kernels::kernels_hash(), h);
 }
 
 }  // namespace

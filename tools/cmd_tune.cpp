@@ -1,6 +1,6 @@
-// `vkformer tune`: measures the tunable kernel choices (src/vk/tunables.hpp) on one device at the
+// `vkformer tune`: measures the tunable kernel choices (src/kernels/tunables.hpp) on one device at the
 // shapes of a GGUF model or of the standard bench set, within a time budget, and keeps the winners
-// in the device's tuning cache (src/vk/tuning_cache.hpp), which every later process applies.
+// in the device's tuning cache (src/kernels/tuning_cache.hpp), which every later process applies.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -55,28 +55,28 @@ bool env_set(const char* name) {
 }
 
 // --list: every tunable, whether it applies here, its candidates and the shapes that time it.
-int list_tunables(const DeviceOptions& options, const std::vector<vk::TuneShape>& shapes) {
+int list_tunables(const DeviceOptions& options, const std::vector<kernels::TuneShape>& shapes) {
   DeviceInfo info;
-  vk::Tuning base;
+  kernels::Tuning base;
   {
-    vk::ScopedTuningTrial trial({});  // the static table
+    kernels::ScopedTuningTrial trial({});  // the static table
     Device d = Device::open(options);
     info = d.info();
-    base = vk::tuning_for(info);
+    base = kernels::tuning_for(info);
   }
   std::printf("Tunables on device %u: %s (static choice first)\n", info.index, info.name.c_str());
-  for (const vk::Tunable& t : vk::all_tunables()) {
-    const std::vector<vk::TunableValue> c = t.candidates(info, base);
+  for (const kernels::Tunable& t : kernels::all_tunables()) {
+    const std::vector<kernels::TunableValue> c = t.candidates(info, base);
     std::printf("\n%s: %s\n", t.id.c_str(), t.description.c_str());
-    if (vk::tunable_overridden(t)) std::printf("  fixed by %s\n", t.env.c_str());
+    if (kernels::tunable_overridden(t)) std::printf("  fixed by %s\n", t.env.c_str());
     if (c.size() < 2) {
       std::printf("  does not apply to this device\n");
       continue;
     }
     std::string values;
-    for (const vk::TunableValue& v : c) values += (values.empty() ? "" : " ") + v.text;
+    for (const kernels::TunableValue& v : c) values += (values.empty() ? "" : " ") + v.text;
     std::printf("  candidates: %s\n", values.c_str());
-    for (const vk::TuneShape& s : shapes)
+    for (const kernels::TuneShape& s : shapes)
       if (std::find(t.ops.begin(), t.ops.end(), s.op) != t.ops.end() && (!t.measures || t.measures(s)))
         std::printf("  shape: %s\n", s.text().c_str());
   }
@@ -140,9 +140,9 @@ int run_tune(const GlobalOptions& globals, const TuneOptions& o) {
   s.margin = o.margin;
   s.only = o.only;
   std::vector<std::string> ids;
-  for (const vk::Tunable& t : vk::all_tunables()) ids.push_back(t.id);
+  for (const kernels::Tunable& t : kernels::all_tunables()) ids.push_back(t.id);
   for (const std::string& id : o.only)
-    if (!vk::find_tunable(id)) {
+    if (!kernels::find_tunable(id)) {
       const std::string near = closest_match(id, ids);
       usage_error("--only '" + id + "': no such tunable" +
                   (near.empty() ? "" : "; did you mean '" + near + "'?") +
@@ -151,9 +151,9 @@ int run_tune(const GlobalOptions& globals, const TuneOptions& o) {
   if (!o.model.empty()) require_model_kind("tune", o.model, model_kind(o.model));
   bool cpu_device = false;
   {
-    vk::ScopedTuningTrial trial({});
+    kernels::ScopedTuningTrial trial({});
     Device d = Device::open(s.device);
-    cpu_device = vk::tuning_for(d.info()).cpu_device;
+    cpu_device = kernels::tuning_for(d.info()).cpu_device;
   }
   if (o.model.empty()) {
     s.shapes = standard_tune_shapes(cpu_device);
@@ -187,14 +187,14 @@ int run_tune(const GlobalOptions& globals, const TuneOptions& o) {
     std::printf("\nNot saved: VKFORMER_TUNING_AS_GPU is set (a test mode the cache does not "
                 "apply to).\n");
   } else {
-    vk::TuningCacheFile f = vk::tuning_cache_file_for(report.device);
+    kernels::TuningCacheFile f = kernels::tuning_cache_file_for(report.device);
     f.vkformer_version = VKFORMER_VERSION;
     f.date = iso_time();
     f.shapes = s.shapes_label;
     f.budget_s = s.budget_s;
     f.took_s = report.took_s;
     f.choices = tuned_choices(report);
-    cache_path = vk::write_tuning_cache(report.device, f).string();
+    cache_path = kernels::write_tuning_cache(report.device, f).string();
     std::printf("\nTuning cache: %s (%zu of %zu measured tunables changed)\n", cache_path.c_str(),
                 changed, measured);
     const char* mode = std::getenv("VKFORMER_TUNING");

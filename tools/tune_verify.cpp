@@ -38,22 +38,22 @@ double run_once(Executor& ex) {
 int verify_tuning(const DeviceOptions& options, const VerifyOptions& o) {
   Device tuned = Device::open(options);
   auto open_static = [&] {
-    vk::ScopedTuningTrial trial({});  // nothing tuned: the static table
+    kernels::ScopedTuningTrial trial({});  // nothing tuned: the static table
     return Device::open(options);
   };
   Device stat = open_static(), control = open_static();
-  const vk::TuningCacheState state = vk::tuning_cache_state(tuned.info());
+  const kernels::TuningCacheState state = kernels::tuning_cache_state(tuned.info());
   std::printf("vkformer tune --verify on %s: the tuned choices against the static table, "
               "benchmark by benchmark, runs alternating\n",
               tuned.info().name.c_str());
-  if (state.status != vk::TuningCacheState::Status::tuned) {
+  if (state.status != kernels::TuningCacheState::Status::tuned) {
     std::printf("No tuned choices apply here (%s): both sides run the static table.\n",
-                state.status == vk::TuningCacheState::Status::ignored ? state.problem.c_str()
+                state.status == kernels::TuningCacheState::Status::ignored ? state.problem.c_str()
                 : state.reason.empty() ? "no cache file"
                                        : state.reason.c_str());
   }
   size_t changed = 0;
-  for (const vk::TunedChoice& c : state.choices)
+  for (const kernels::TunedChoice& c : state.choices)
     if (c.value != c.static_value) {
       std::printf("  %s = %s (static %s)\n", c.tunable.c_str(), c.value.c_str(), c.static_value.c_str());
       ++changed;

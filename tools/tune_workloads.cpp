@@ -14,8 +14,8 @@ namespace vkformer::cli {
 
 namespace {
 
-using vk::TuneOp;
-using vk::TuneShape;
+using kernels::TuneOp;
+using kernels::TuneShape;
 
 // Prompt tokens per batched pass of the language models (src/models/llm/language_model.cpp).
 constexpr int64_t kPromptChunk = 64;

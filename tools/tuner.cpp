@@ -112,16 +112,16 @@ Verdict compare(const Live& c, const Live& base, double tolerance) {
 // The order of the sweep: cheapest first, so that the expensive tunables get what the cheap ones
 // leave of the budget (each gets a fair share of what is left when its turn comes). The cost is a
 // guess made before anything runs: a second per candidate to prepare, plus its shapes' work.
-double guessed_cost(size_t candidates, const std::vector<vk::TuneShape>& shapes) {
+double guessed_cost(size_t candidates, const std::vector<kernels::TuneShape>& shapes) {
   double work = 0;
-  for (const vk::TuneShape& s : shapes) {
+  for (const kernels::TuneShape& s : shapes) {
     switch (s.op) {
-      case vk::TuneOp::attention:
+      case kernels::TuneOp::attention:
         work += 4.0 * double(s.batch * s.heads * s.m * s.n * s.head_dim);
         break;
-      case vk::TuneOp::softmax:
-      case vk::TuneOp::layer_norm:
-      case vk::TuneOp::rms_norm: work += 10.0 * double(s.m * s.n); break;
+      case kernels::TuneOp::softmax:
+      case kernels::TuneOp::layer_norm:
+      case kernels::TuneOp::rms_norm: work += 10.0 * double(s.m * s.n); break;
       default: work += 2.0 * double(s.m * s.n * s.k);
     }
   }
@@ -146,25 +146,25 @@ class Sweep {
 
   TuneReport run() {
     TuneReport report;
-    vk::Tuning base;
+    kernels::Tuning base;
     {
-      vk::ScopedTuningTrial trial({});  // the static table, whatever the cache holds
+      kernels::ScopedTuningTrial trial({});  // the static table, whatever the cache holds
       Device d = Device::open(s_.device);
       report.device = d.info();
-      base = vk::tuning_for(report.device);
+      base = kernels::tuning_for(report.device);
     }
     if (!report.device.timestamps)
       throw Error(ErrorCode::unsupported, "vkformer tune: device '" + report.device.name +
                                               "' has no timestamp queries on its compute queue");
     // The tunables own disjoint fields of Tuning (tunables.hpp), so the order of the sweep
     // does not change any candidate list: cheapest first.
-    const auto& all = vk::all_tunables();
+    const auto& all = kernels::all_tunables();
     std::vector<std::pair<double, size_t>> order;
     for (size_t i = 0; i < all.size(); ++i) {
-      const vk::Tunable& t = all[i];
+      const kernels::Tunable& t = all[i];
       if (!s_.only.empty() && std::find(s_.only.begin(), s_.only.end(), t.id) == s_.only.end())
         continue;
-      const size_t n = vk::tunable_overridden(t) ? 0 : t.candidates(report.device, base).size();
+      const size_t n = kernels::tunable_overridden(t) ? 0 : t.candidates(report.device, base).size();
       const auto shapes = shapes_for(t);
       order.emplace_back(n >= 2 && !shapes.empty() ? guessed_cost(n, shapes) : -1.0, i);
     }
@@ -185,7 +185,7 @@ class Sweep {
     // Reported in the registry's order, as the cache applies them.
     std::stable_sort(report.tunables.begin(), report.tunables.end(),
                      [&](const TunableResult& a, const TunableResult& b) {
-                       return vk::find_tunable(a.id) < vk::find_tunable(b.id);
+                       return kernels::find_tunable(a.id) < kernels::find_tunable(b.id);
                      });
     left();  // the step since the last decision
     report.took_s = elapsed();
@@ -195,9 +195,9 @@ class Sweep {
   }
 
  private:
-  std::vector<vk::TuneShape> shapes_for(const vk::Tunable& t) const {
-    std::vector<vk::TuneShape> shapes;
-    for (const vk::TuneShape& s : s_.shapes)
+  std::vector<kernels::TuneShape> shapes_for(const kernels::Tunable& t) const {
+    std::vector<kernels::TuneShape> shapes;
+    for (const kernels::TuneShape& s : s_.shapes)
       if (std::find(t.ops.begin(), t.ops.end(), s.op) != t.ops.end() && (!t.measures || t.measures(s)))
         shapes.push_back(s);
     return shapes;
@@ -205,7 +205,7 @@ class Sweep {
 
   // Sweeps one tunable within `share` seconds (a little more when the static choice and one
   // candidate need it and the whole budget allows).
-  TunableResult tune_one(const DeviceInfo& info, const vk::Tunable& t, double share,
+  TunableResult tune_one(const DeviceInfo& info, const kernels::Tunable& t, double share,
                          const std::string& tag) {
     TunableResult r;
     r.id = t.id;
@@ -215,14 +215,14 @@ class Sweep {
       say_(tag + t.id + ": " + status + " (" + note + ")");
       return r;
     };
-    if (vk::tunable_overridden(t)) return skip("skipped", t.env + " is set");
-    std::vector<vk::TunableValue> candidates;
+    if (kernels::tunable_overridden(t)) return skip("skipped", t.env + " is set");
+    std::vector<kernels::TunableValue> candidates;
     {
-      vk::ScopedTuningTrial trial(winners_);
-      candidates = t.candidates(info, vk::tuning_for(info));
+      kernels::ScopedTuningTrial trial(winners_);
+      candidates = t.candidates(info, kernels::tuning_for(info));
     }
     if (candidates.size() < 2) return skip("skipped", "does not apply to this device");
-    const std::vector<vk::TuneShape> shapes = shapes_for(t);
+    const std::vector<kernels::TuneShape> shapes = shapes_for(t);
     if (shapes.empty()) return skip("skipped", "no shape of the set exercises it");
     // The static choice and one candidate, at about what a candidate of the last tunable took.
     if (left() < std::max(1.0, 2 * last_candidate_s_)) return skip("not reached", "budget spent");
@@ -252,7 +252,7 @@ class Sweep {
       if (c == 0 && std::none_of(l.executors.begin(), l.executors.end(), [](auto& e) { return !!e; }))
         return skip("skipped", "the device runs none of its shapes");
     }
-    for (const vk::TuneShape& s : shapes) r.shapes.push_back(s.text());
+    for (const kernels::TuneShape& s : shapes) r.shapes.push_back(s.text());
 
     // Interleaved rounds: every candidate once per shape in each, so each shares the machine's
     // moments (other processes, clocks) with the static choice.
@@ -342,8 +342,8 @@ class Sweep {
     return v.wins(s_.margin);
   }
 
-  Live prepare(const DeviceInfo& info, const vk::Tunable& t, const vk::TunableValue& value,
-               const std::vector<vk::TuneShape>& shapes, const Live* base) {
+  Live prepare(const DeviceInfo& info, const kernels::Tunable& t, const kernels::TunableValue& value,
+               const std::vector<kernels::TuneShape>& shapes, const Live* base) {
     Live l;
     l.result.value = value.text;
     const auto t0 = Clock::now();
@@ -351,7 +351,7 @@ class Sweep {
       Choices trial = winners_;
       trial.emplace_back(t.id, value.text);
       {
-        vk::ScopedTuningTrial scope(trial);
+        kernels::ScopedTuningTrial scope(trial);
         l.device = std::make_unique<Device>(Device::open(s_.device));
       }
       if (l.device->info().uuid != info.uuid)
@@ -433,11 +433,11 @@ TuneReport run_tuner(const TuneSettings& settings,
   return Sweep(settings, say).run();
 }
 
-std::vector<vk::TunedChoice> tuned_choices(const TuneReport& report) {
-  std::vector<vk::TunedChoice> out;
+std::vector<kernels::TunedChoice> tuned_choices(const TuneReport& report) {
+  std::vector<kernels::TunedChoice> out;
   for (const TunableResult& r : report.tunables) {
     if (!r.measured()) continue;
-    vk::TunedChoice c;
+    kernels::TunedChoice c;
     c.tunable = r.id;
     c.value = r.winner;
     c.static_value = r.candidates.front().value;

@@ -1,5 +1,5 @@
 #pragma once
-// The sweep behind `vkformer tune`: for each tunable (src/vk/tunables.hpp) in turn, every
+// The sweep behind `vkformer tune`: for each tunable (src/kernels/tunables.hpp) in turn, every
 // candidate on its own device handle (so each compiles its own pipelines), all of them timed in
 // interleaved rounds at the same shapes, so that the static choice and the candidates share the
 // machine's moments; a candidate wins only if it beats the static choice by the margin and is
@@ -17,7 +17,7 @@ namespace vkformer::cli {
 
 struct TuneSettings {
   DeviceOptions device;
-  std::vector<vk::TuneShape> shapes;
+  std::vector<kernels::TuneShape> shapes;
   std::string shapes_label;  // "the bench --quick set" or the model file
   double budget_s = 120;     // wall-clock seconds for the whole sweep
   // A winner's per-shape time ratios to the static choice (medians of the rounds, paired) have a
@@ -66,6 +66,6 @@ struct TuneReport {
 TuneReport run_tuner(const TuneSettings& settings, const std::function<void(const std::string&)>& say);
 
 // The cache entries of a report: one per measured tunable.
-std::vector<vk::TunedChoice> tuned_choices(const TuneReport& report);
+std::vector<kernels::TunedChoice> tuned_choices(const TuneReport& report);
 
 }  // namespace vkformer::cli

@@ -1,6 +1,6 @@
 #pragma once
 // How `vkformer devices` shows a device's tuning: the static table, or the choices `vkformer
-// tune` measured there (src/vk/tuning_cache.hpp), and where the cache file is.
+// tune` measured there (src/kernels/tuning_cache.hpp), and where the cache file is.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>

@@ -17,8 +17,8 @@ namespace {
 // What `vkformer devices` reports on its "tuning" line (tools/tuning_report.cpp): whether
 // `vkformer tune` measured this device and which choices it kept.
 nb::dict describe_tuning(const DeviceInfo& d) {
-  using State = vk::TuningCacheState;
-  const State s = vk::tuning_cache_state(d);
+  using State = kernels::TuningCacheState;
+  const State s = kernels::tuning_cache_state(d);
   nb::dict out;
   switch (s.status) {
     case State::Status::static_table: out["status"] = "static"; break;
@@ -29,7 +29,7 @@ nb::dict describe_tuning(const DeviceInfo& d) {
   out["path"] = s.path.empty() ? nb::none() : nb::cast(s.path.string());
   out["problem"] = s.problem.empty() ? nb::none() : nb::cast(s.problem);
   nb::list choices;
-  for (const vk::TunedChoice& c : s.choices) {
+  for (const kernels::TunedChoice& c : s.choices) {
     nb::dict e;
     e["tunable"] = c.tunable;
     e["value"] = c.value;

@@ -20,7 +20,7 @@ class Lowering {
   uint32_t output() const { return node_.output; }
   DeviceImpl& device() const { return device_; }
   const DeviceInfo& info() const { return device_.info(); }
-  const vk::Tuning& tuning() const { return device_.tuning(); }
+  const kernels::Tuning& tuning() const { return device_.tuning(); }
 
   uint32_t temp(const Shape& shape, DType dtype);
   // `value`'s bytes seen with another shape of the same element count (a reshape inside a

@@ -2,7 +2,7 @@
 // softmax -> matmul(p, v) through temporaries. The fused paths, in order: split-K flash decoding
 // for few query rows and flash attention on cooperative matrices where they fit
 // (src/ops/attention_flash.cpp), else the scalar flash-attention kernels (shaders/attention.comp
-// on GPUs, shaders/attention_rows.comp on CPU devices; vk::AttentionTiles picks).
+// on GPUs, shaders/attention_rows.comp on CPU devices; kernels::AttentionTiles picks).
 // Grouped-query attention (k and v with Hkv heads, H % Hkv == 0): query head h reads KV head
 // h / (H / Hkv) in place, never through copies of K and V. The fused kernels map the head; the
 // unfused chain views the group's query heads, which are consecutive, as one matrix per KV head.
@@ -24,9 +24,9 @@ using Path = AttentionOptions::Path;
 
 namespace {
 
-constexpr int64_t kFusedMaxHeadDim = vk::kFusedAttentionMaxHeadDim;
-using vk::AttentionLaunch;
-using FusedKernel = vk::AttentionTiles::Kernel;
+constexpr int64_t kFusedMaxHeadDim = kernels::kFusedAttentionMaxHeadDim;
+using kernels::AttentionLaunch;
+using FusedKernel = kernels::AttentionTiles::Kernel;
 
 // Push constants of both fused kernels, shaders/attention.comp (tiles) and attention_rows.comp.
 struct AttentionPush {
@@ -228,7 +228,7 @@ void lower_attention(Lowering& l) {
     l.require_index_bound(in.key_length, 0, l.value(in.k).shape[2] + 1,
                           "key_length counts keys of the " + std::to_string(l.value(in.k).shape[2]) +
                               " that k holds");
-  const vk::AttentionTiles& tuned = l.tuning().attention;
+  const kernels::AttentionTiles& tuned = l.tuning().attention;
   const uint64_t score_bytes = static_cast<uint64_t>(qs[0] * qs[1] * qs[2]) *
                                static_cast<uint64_t>(l.value(in.k).shape[2]) *
                                dtype_size(l.value(in.q).dtype);
@@ -260,8 +260,8 @@ void lower_attention(Lowering& l) {
   // Split-K decoding or flash attention where the device takes them for this problem.
   if (ops::emit_flash_paths(l, in)) return;
   AttentionLaunch launch;
-  const vk::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
-  bool fused_ok = vk::attention_launch_for(tuned, l.info(), problem, &launch) &&
+  const kernels::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
+  bool fused_ok = kernels::attention_launch_for(tuned, l.info(), problem, &launch) &&
                   l.supported(fused_kernel(launch), l.value(in.q).dtype);
   if (a.path == Path::automatic && !fused_ok && !fused_only) {
     lower_unfused(l, in);

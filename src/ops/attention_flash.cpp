@@ -1,6 +1,6 @@
 // Split-K flash decoding (shaders/attention_flash_decode.comp + attention_flash_combine.comp)
 // and flash attention on cooperative matrices (shaders/attention_flash.comp): when each fits a
-// problem and how it is emitted. The tuning (src/vk/tuning_attention.cpp) says whether a device
+// problem and how it is emitted. The tuning (src/kernels/tuning_attention.cpp) says whether a device
 // takes them and with which configuration; this file checks what the problem and the device's
 // kernels allow, and records the dispatches.
 #include "attention_flash.hpp"
@@ -157,9 +157,9 @@ void for_kv_windows(Lowering& l, const AttentionOperands& in, const Shapes& s,
 
 // ---- Split-K flash decoding ----
 
-bool decode_fits(const Lowering& l, const AttentionOperands& in, vk::DecodeLaunch* launch) {
+bool decode_fits(const Lowering& l, const AttentionOperands& in, kernels::DecodeLaunch* launch) {
   const DType dtype = l.value(in.q).dtype;
-  if (!vk::decode_launch_for(l.tuning().attention.decode, l.info(), attention_problem(l, in),
+  if (!kernels::decode_launch_for(l.tuning().attention.decode, l.info(), attention_problem(l, in),
                              launch))
     return false;
   if (launch->splits == 1) return l.supported(Kernel::attention_flash_decode, dtype);
@@ -173,7 +173,7 @@ bool decode_fits(const Lowering& l, const AttentionOperands& in, vk::DecodeLaunc
          rows * uint64_t(s.Dv) * dtype_size(dtype) <= limit;
 }
 
-void emit_decode(Lowering& l, const AttentionOperands& in, const vk::DecodeLaunch& t) {
+void emit_decode(Lowering& l, const AttentionOperands& in, const kernels::DecodeLaunch& t) {
   const Shapes s = shapes(l, in);
   FlashPush p = push_for(l, in, s);
   p.splits = t.splits;
@@ -217,15 +217,15 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const vk::DecodeLaunc
 
 // ---- Flash attention on cooperative matrices ----
 
-bool flash_fits(const Lowering& l, const AttentionOperands& in, vk::FlashLaunch* launch) {
+bool flash_fits(const Lowering& l, const AttentionOperands& in, kernels::FlashLaunch* launch) {
   if (in.kv_slot != kNoValue) return false;  // its kernel reads k and v by q's batch
   const DType dtype = l.value(in.q).dtype;
-  return vk::flash_launch_for(l.tuning().attention.flash, l.info(), attention_problem(l, in),
+  return kernels::flash_launch_for(l.tuning().attention.flash, l.info(), attention_problem(l, in),
                               dtype, launch) &&
          l.supported(flash_kernel(launch->api), dtype);
 }
 
-void emit_flash(Lowering& l, const AttentionOperands& in, const vk::FlashLaunch& t) {
+void emit_flash(Lowering& l, const AttentionOperands& in, const kernels::FlashLaunch& t) {
   const Shapes s = shapes(l, in);
   FlashPush p = push_for(l, in, s);
   const uint32_t q_blocks = ceil_div(s.Sq, t.br());
@@ -271,21 +271,21 @@ struct FlashPath {
 const FlashPath kFlashPaths[] = {
     {"decode",
      [](const Lowering& l, const AttentionOperands& in) {
-       vk::DecodeLaunch t;
+       kernels::DecodeLaunch t;
        return decode_fits(l, in, &t);
      },
      [](Lowering& l, const AttentionOperands& in) {
-       vk::DecodeLaunch t;
+       kernels::DecodeLaunch t;
        decode_fits(l, in, &t);
        emit_decode(l, in, t);
      }},
     {"flash",
      [](const Lowering& l, const AttentionOperands& in) {
-       vk::FlashLaunch t;
+       kernels::FlashLaunch t;
        return flash_fits(l, in, &t);
      },
      [](Lowering& l, const AttentionOperands& in) {
-       vk::FlashLaunch t;
+       kernels::FlashLaunch t;
        flash_fits(l, in, &t);
        emit_flash(l, in, t);
      }},
@@ -307,7 +307,7 @@ void require_whole_kv(const Lowering& l, const AttentionOperands& in, size_t win
                   " bytes): fewer slots or a shorter context");
 }
 
-vk::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in) {
+kernels::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in) {
   const Shape& qs = l.value(in.q).shape;
   const Shape& ks = l.value(in.k).shape;
   return {qs[0], qs[1], qs[2], ks[2], qs[3], l.value(in.v).shape[3], ks[1]};

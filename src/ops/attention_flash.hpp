@@ -23,7 +23,7 @@ struct AttentionOperands {
 };
 
 // The problem the tuning sees for these operands.
-vk::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in);
+kernels::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in);
 
 // Throws unsupported where per-sequence KV slots (in.kv_slot) would need k and v split into
 // windows: a slot may be anywhere in them. `what` names the kernel.

@@ -1,29 +1,21 @@
-// matmul and linear: out = activation(alpha * a·b + bias) with numpy-broadcast batch dims, one
-// tiled kernel (shaders/matmul.comp) whose tiling comes from vk::Tuning::matmul.
+// matmul and linear: out = activation(alpha * a·b + bias) with numpy-broadcast batch dims. Here:
+// the shapes, folding a shared B's batch into M, windows where a tensor exceeds a binding, and the
+// problem each product is; which kernel computes it and how it is launched the matmul path table
+// says (src/kernels/matmul_paths*.cpp).
 #include "matmul.hpp"
 
 #include <algorithm>
-#include <cstring>
-#include <type_traits>
 
 #include "op_common.hpp"
 #include "windows.hpp"
 
 namespace vkformer {
 
-using kernels::Kernel;
 using ops::attrs;
 
 namespace ops {
 
 namespace {
-
-// Matches the push block of shaders/matmul_reduce.comp.
-struct ReducePush {
-  uint32_t total, mn, n, splits;
-  float alpha;
-};
-
 std::string name(DType t) { return std::string(dtype_name(t)); }
 
 Shape leading(const Shape& s) {  // all but the last two dims
@@ -78,218 +70,109 @@ Folded fold(const Shape& a, const Shape& b, bool transpose_b) {
   return f;
 }
 
-// What every matmul dispatch shares: the operands (whole, or this dispatch's windows of them)
-// and the batch count.
-struct Grid {
-  const MatmulCall& call;
-  DType dtype;
-  uint64_t batch;  // grid z: batches (times splits for matmul_split)
-  // a, b, bias and out as the kernels bind them. The bias binding must name a buffer even
-  // without a bias (a's); the kernels then never read it.
-  std::vector<Binding> operands;
-};
-
-uint32_t act(const MatmulCall& c) { return static_cast<uint32_t>(c.activation); }
-
-// Dispatches x_tiles x y_tiles x z workgroups, as several dispatches where y or z exceed the
-// device's grid limits (many rows come from folding a batch into M on small tiles); the kernels
-// add y_base and z_base.
-void dispatch_tiles(Lowering& l, Kernel kernel, DType dtype, const std::vector<Binding>& bindings,
-                    MatmulPush p, uint64_t x_tiles, uint64_t y_tiles, uint64_t z,
-                    const std::vector<uint32_t>& spec) {
-  const uint64_t max_y = std::max<uint32_t>(l.info().max_workgroup_count[1], 1);
-  const uint64_t max_z = std::max<uint32_t>(l.info().max_workgroup_count[2], 1);
-  for (uint64_t zb = 0; zb < z; zb += max_z)
-    for (uint64_t y = 0; y < y_tiles; y += max_y) {
-      p.y_base = static_cast<uint32_t>(y);
-      p.z_base = static_cast<uint32_t>(zb);
-      l.dispatch(kernel, dtype, bindings, PushBlock::of(p),
-                 l.grid(x_tiles, std::min(max_y, y_tiles - y), std::min(max_z, z - zb)), spec);
-    }
+// The push block of a folded product (whole bindings; windows adjust it).
+MatmulPush push_of(const Folded& f, const MatmulCall& c) {
+  MatmulPush p{};
+  p.m = static_cast<uint32_t>(f.m);
+  p.n = static_cast<uint32_t>(f.n);
+  p.k = static_cast<uint32_t>(f.k);
+  p.batch1 = static_cast<uint32_t>(f.d[1]);
+  p.a_stride0 = static_cast<uint32_t>(f.as[0]);
+  p.a_stride1 = static_cast<uint32_t>(f.as[1]);
+  p.b_stride0 = static_cast<uint32_t>(f.bs[0]);
+  p.b_stride1 = static_cast<uint32_t>(f.bs[1]);
+  p.alpha = c.alpha;
+  p.splits = 1;
+  p.k_split = p.k;
+  p.ldo = p.n;
+  return p;
 }
 
-[[noreturn]] void bad_tiling(Lowering& l, const std::string& what) {
-  throw Error(ErrorCode::internal,
-              l.node().label + ": emit_matmul: tuning gives an invalid " + what);
+// The problem of one product of q.m x q.n over `batch` matrices with `operands` (a, b, ...) bound.
+kernels::MatmulProblem problem_of(const Lowering& l, const MatmulCall& c, const MatmulPush& q,
+                                  uint64_t batch, const std::vector<Binding>& operands) {
+  const ValueDesc& a = l.value(c.a);
+  const ValueDesc& b = l.value(c.b);
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  kernels::MatmulProblem p;
+  p.m = q.m;
+  p.n = q.n;
+  p.k = q.k;
+  p.batch = batch;
+  p.transpose_b = c.transpose_b;
+  p.dtype = a.dtype;
+  if (b.dtype != a.dtype) p.weight = b.dtype;
+  p.bias = c.bias != kNoValue;
+  p.activation = c.activation;
+  p.norm_eps = c.norm_eps;
+  p.fusions = {c.norm != kNoValue, c.gated, c.residual != kNoValue};
+  p.a_bytes = operands[0].bytes(a);
+  p.b_bytes = operands[1].bytes(b);
+  p.residual_bytes = c.residual != kNoValue ? l.value(c.residual).bytes() : 0;
+  p.max_texels = l.info().max_texel_buffer_elements;
+  p.whole = a.bytes() <= limit && b.bytes() <= limit && l.value(c.out).bytes() <= limit;
+  return p;
 }
 
-// shaders/matmul.comp with the device's tiling; with plan.splits > 1, matmul_split writes fp32
-// partial sums of K ranges to a temporary and matmul_reduce adds them.
-void emit_general(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
-                  const vk::MatmulPlan& plan, MatmulPush p) {
-  const vk::MatmulTiles& t = tuning.tiles;
-  const DeviceInfo& info = l.info();
-  if (t.tm == 0 || t.tn == 0 || t.bk == 0 || t.bm % t.tm || t.bn % t.tn || t.invocations() == 0 ||
-      t.invocations() > info.max_workgroup_invocations ||
-      t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
-    bad_tiling(l, "matmul tiling " + std::to_string(t.bm) + "x" + std::to_string(t.bn) + "x" +
-                      std::to_string(t.bk) + " / " + std::to_string(t.tm) + "x" +
-                      std::to_string(t.tn));
-  const MatmulCall& c = g.call;
-  const bool vec4 = plan.vec4 && (c.transpose_b || t.bn % 4 == 0);
-  std::vector<uint32_t> spec = {static_cast<uint32_t>(t.invocations()),
-                                t.bm,
-                                t.bn,
-                                t.shared_memory ? t.bk : 1u,
-                                t.tm,
-                                t.tn,
-                                t.shared_memory ? 1u : 0u,
-                                c.transpose_b ? 1u : 0u,
-                                c.bias != kNoValue ? 1u : 0u,
-                                act(c),
-                                vec4 ? 1u : 0u};
-  const uint64_t x_tiles = ceil_div(p.n, t.bn), y_tiles = ceil_div(p.m, t.bm);
-  // Split K only where the fp32 partial sums fit one binding.
-  uint64_t splits = plan.splits;
-  const uint64_t mn = uint64_t(p.m) * p.n;
-  while (splits > 1 && g.batch * splits * mn * 4 > l.tuning().max_binding_bytes) --splits;
-  if (splits <= 1) {
-    dispatch_tiles(l, Kernel::matmul, g.dtype, g.operands, p, x_tiles, y_tiles, g.batch, spec);
-    return;
-  }
-  // Whole BK slices per split, and no empty split.
-  const uint64_t slices = ceil_div(p.k, t.bk);
-  p.k_split = static_cast<uint32_t>(ceil_div(slices, splits) * t.bk);
-  p.splits = ceil_div(p.k, p.k_split);
-  uint32_t part = l.temp(Shape{static_cast<int64_t>(g.batch * p.splits),
-                               static_cast<int64_t>(p.m), static_cast<int64_t>(p.n)},
-                         DType::f32);
-  dispatch_tiles(l, Kernel::matmul_split, g.dtype,
-                 {g.operands[0], g.operands[1], g.operands[0], {part, true}}, p, x_tiles, y_tiles,
-                 g.batch * p.splits, spec);
-
-  ReducePush r{};
-  const uint64_t total = g.batch * mn;
-  r.total = static_cast<uint32_t>(total);
-  r.mn = static_cast<uint32_t>(mn);
-  r.n = p.n;
-  r.splits = p.splits;
-  r.alpha = p.alpha;
-  const uint32_t wg = std::min<uint32_t>(256, info.max_workgroup_invocations);
-  l.dispatch(Kernel::matmul_reduce, g.dtype,
-             {{part}, c.bias != kNoValue ? g.operands[2] : Binding{part}, g.operands[3]},
-             PushBlock::of(r),
-             l.rows_grid(ceil_div(total, wg)), {wg, c.bias != kNoValue ? 1u : 0u, act(c)});
+kernels::KernelSupport support_of(const Lowering& l) {
+  return [&l](kernels::Kernel k, DType dtype) { return l.supported(k, dtype); };
 }
 
-// Matches the push block of shaders/matmul_transpose.comp.
-struct TransposePush {
-  uint32_t k4, n4, blocks;
-};
-
-// shaders/matmul_texel.comp: A and B as texel buffers, one subgroup per workgroup; B [K, N]
-// first transposed to [N, K] (a temporary) where the plan says so.
-void emit_texel(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
-                const vk::MatmulPlan& plan, const MatmulPush& p) {
-  const uint32_t sg = tuning.texel_tiles.subgroup;
-  MatmulCall c = g.call;
-  const bool transposed = c.transpose_b || plan.transpose_b_first;
-  if (sg == 0 || sg > l.info().max_workgroup_size[0] || plan.tm == 0 || plan.tn == 0 ||
-      plan.qb == 0 || (!transposed && plan.tn % 4))
-    bad_tiling(l, "texel tiling " + std::to_string(plan.tm) + "x" + std::to_string(plan.tn) +
-                      "x" + std::to_string(plan.qb));
-  if (!c.transpose_b && plan.transpose_b_first) {
-    const ValueDesc& b = l.value(c.b);
-    auto dims = b.shape.dims();
-    std::swap(dims[dims.size() - 1], dims[dims.size() - 2]);
-    const uint32_t bt = l.temp(Shape(dims), b.dtype);
-    TransposePush t{};
-    t.k4 = p.k / 4;
-    t.n4 = p.n / 4;
-    const uint64_t blocks = static_cast<uint64_t>(b.shape.numel()) / 16;
-    t.blocks = static_cast<uint32_t>(blocks);
-    const uint32_t wg = std::min<uint32_t>(64, l.info().max_workgroup_invocations);
-    l.dispatch(Kernel::matmul_transpose, g.dtype, {g.operands[1], {bt, true}}, PushBlock::of(t),
-               l.rows_grid(ceil_div(blocks, wg)), {wg});
-    c.b = bt;
-    c.transpose_b = true;  // the element strides of B's matrices stay K * N
-  }
-  std::vector<Binding> operands = g.operands;
-  if (c.b != g.call.b) operands[1] = {c.b};
-  std::vector<uint32_t> spec = {sg,     plan.tm, plan.tn, plan.qb, c.transpose_b ? 1u : 0u,
-                                c.bias != kNoValue ? 1u : 0u, act(c)};
-  dispatch_tiles(l, Kernel::matmul_texel, g.dtype, operands, p,
-                 ceil_div(p.n, uint64_t(sg) * plan.tn), ceil_div(p.m, plan.tm), g.batch, spec);
+// Emits `plan` with the operands a, b, bias, out (whole or windows), the residual and the norm's
+// weight (absent ones bound as a).
+void emit_plan(Lowering& l, const MatmulCall& c, const kernels::MatmulQuery& query,
+               const kernels::MatmulPlan& plan, const MatmulPush& q, std::vector<Binding> operands) {
+  operands.push_back(c.residual != kNoValue ? Binding{c.residual} : operands[0]);
+  operands.push_back(c.norm != kNoValue ? Binding{c.norm} : operands[0]);
+  plan.entry->emit(l, {query, plan, std::move(operands), q});
 }
-
-// shaders/matmul_gemv.comp: all M <= gemv_m rows at once, B streamed once.
-void emit_gemv(Lowering& l, const Grid& g, const vk::MatmulTuning& tuning,
-               const vk::MatmulPlan& plan, const MatmulPush& p) {
-  const vk::MatmulGemvTiles& t = tuning.gemv_tiles;
-  const MatmulCall& c = g.call;
-  // A power of two within the workgroup limits whose reduction buffer (gemv_m floats per
-  // invocation and column it owns) fits in shared memory.
-  const uint32_t per_invocation = plan.gemv_m * (c.transpose_b ? t.columns : 1) * 4;
-  uint32_t wg = 1;
-  while (wg * 2 <= t.workgroup && wg * 2 <= l.info().max_workgroup_invocations &&
-         wg * 2 <= l.info().max_workgroup_size[0] &&
-         uint64_t(wg) * 2 * per_invocation <= l.info().shared_memory_bytes)
-    wg *= 2;
-  // Without transposition, columns_nn (a power of 2) columns split the workgroup.
-  const uint32_t columns = c.transpose_b ? t.columns : std::min(t.columns_nn, wg);
-  if (plan.gemv_m == 0 || columns == 0 || (!c.transpose_b && wg % columns) ||
-      uint64_t(wg) * per_invocation > l.info().shared_memory_bytes)
-    bad_tiling(l, "gemv tiling m " + std::to_string(plan.gemv_m) + " columns " +
-                      std::to_string(columns));
-  const bool vec4 = c.transpose_b && p.k % 4 == 0;
-  std::vector<uint32_t> spec = {wg,     plan.gemv_m, columns, c.transpose_b ? 1u : 0u,
-                                c.bias != kNoValue ? 1u : 0u, act(c), vec4 ? 1u : 0u};
-  dispatch_tiles(l, Kernel::matmul_gemv, g.dtype, g.operands, p, ceil_div(p.n, columns),
-                 1, g.batch, spec);
-}
-
-// The specialization constants of shaders/matmul_coopmat.comp, in constant_id order.
-struct CoopmatSpec {
-  uint32_t workgroup;  // subgroup * warps_m * warps_n
-  uint32_t subgroup;
-  uint32_t m, n, k;    // the MMA shape
-  uint32_t warps_m, warps_n;
-  uint32_t tiles_m, tiles_n;
-  uint32_t bk_tiles;
-  uint32_t transpose_b;
-  uint32_t has_bias;
-  uint32_t activation;
-  uint32_t vec8;       // K, and N unless B is transposed, multiples of 8: 16-byte loads
-  uint32_t has_residual;
-  std::vector<uint32_t> values() const {
-    std::vector<uint32_t> v(sizeof(*this) / 4);
-    std::memcpy(v.data(), this, sizeof(*this));
-    return v;
-  }
-};
-static_assert(sizeof(CoopmatSpec) == 15 * 4 && std::is_trivially_copyable_v<CoopmatSpec>);
 
 }  // namespace
 
-void emit_coopmat(Lowering& l, Kernel kernel, const MatmulCall& c, DType dtype, uint64_t batch,
-                  std::vector<Binding> operands, const MatmulPush& p) {
-  const vk::MatmulCoopmatTiles& t = l.tuning().matmul.coopmat_tiles;
-  const DeviceInfo& info = l.info();
-  if (!t.usable() || t.invocations() > info.max_workgroup_invocations ||
-      t.invocations() > info.max_workgroup_size[0] || t.shared_bytes() > info.shared_memory_bytes)
-    bad_tiling(l, std::string(vk::coopmat_api_name(t.api)) + " cooperative-matrix tiling " +
-                      t.str());
-  const vk::CoopmatConfig& f = t.config;
-  const CoopmatSpec spec{static_cast<uint32_t>(t.invocations()),
-                         t.subgroup,
-                         t.m,
-                         t.n,
-                         t.k,
-                         f.warps_m,
-                         f.warps_n,
-                         f.tiles_m,
-                         f.tiles_n,
-                         f.bk_tiles,
-                         c.transpose_b ? 1u : 0u,
-                         c.bias != kNoValue ? 1u : 0u,
-                         act(c),
-                         p.k % 8 == 0 && (c.transpose_b || p.n % 8 == 0) ? 1u : 0u,
-                         c.residual != kNoValue ? 1u : 0u};
-  if (operands.size() == 4) operands.push_back(operands[0]);  // no residual
-  if (operands.size() != 5 || c.gated || c.norm != kNoValue)
-    bad_tiling(l, "cooperative-matrix product: operands a, b, bias, out and residual, no other fusion");
-  dispatch_tiles(l, kernel, dtype, operands, p, ceil_div(p.n, t.bn()), ceil_div(p.m, t.bm()),
-                 batch, spec.values());
+void emit_matmul_path(Lowering& l, const MatmulCall& c, const MatmulPush& q, uint64_t batch,
+                      const std::vector<Binding>& operands) {
+  const kernels::MatmulProblem problem = problem_of(l, c, q, batch, operands);
+  const kernels::KernelSupport supported = support_of(l);
+  const kernels::MatmulQuery query{l.tuning().matmul, problem, supported};
+  emit_plan(l, c, query, kernels::plan_matmul(query.tuning, problem, supported), q, operands);
+}
+
+MatmulPush weight_push(uint64_t m, uint64_t n, uint64_t k, float alpha) {
+  MatmulPush p{};
+  p.m = static_cast<uint32_t>(m);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  p.batch1 = 1;
+  p.alpha = alpha;
+  p.splits = 1;
+  p.k_split = p.k;
+  p.ldo = p.n;
+  return p;
+}
+
+bool emit_matmul_fusing(Lowering& l, const MatmulCall& c) {
+  const ValueDesc& a = l.value(c.a);
+  const ValueDesc& b = l.value(c.b);
+  MatmulPush p;
+  uint64_t batch = 1;
+  if (b.dtype != a.dtype) {  // a weight [N, K] (a gated one holds gate and up rows, [2N, K])
+    const uint64_t k = static_cast<uint64_t>(b.shape[1]);
+    p = weight_push(static_cast<uint64_t>(a.shape.numel()) / k,
+                    static_cast<uint64_t>(b.shape[0]) / (c.gated ? 2 : 1), k, c.alpha);
+  } else {
+    const Folded f = fold(a.shape, b.shape, c.transpose_b);
+    p = push_of(f, c);
+    batch = f.batch;
+  }
+  const std::vector<Binding> operands = {
+      {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
+  const kernels::MatmulProblem problem = problem_of(l, c, p, batch, operands);
+  const kernels::KernelSupport supported = support_of(l);
+  const kernels::MatmulQuery query{l.tuning().matmul, problem, supported};
+  const kernels::MatmulPlan plan = kernels::plan_matmul(query.tuning, problem, supported);
+  if (!plan.entry->fuses || !plan.entry->fuses(query)) return false;
+  emit_plan(l, c, query, plan, p, operands);
+  return true;
 }
 
 namespace {
@@ -297,7 +180,8 @@ namespace {
 // A matmul whose a, b or out is larger than one binding may span: the product is computed in
 // windows (src/ops/windows.hpp). With a batch of matrices, whole matrices per window; with one
 // matrix, rows of a and out, and rows of a transposed b (columns of out, written with out's row
-// stride). `emit` computes one window's product.
+// stride; the kernels split K only where out's rows are whole). `emit` computes one window's
+// product.
 template <class Emit>
 void emit_matmul_windows(Lowering& l, const MatmulCall& c, const Folded& f, const MatmulPush& p,
                          const std::vector<Binding>& whole, Emit&& emit) {
@@ -337,7 +221,7 @@ void emit_matmul_windows(Lowering& l, const MatmulCall& c, const Folded& f, cons
       if (b_item) ops[1] = window(c.b, false, s.first * b_item, s.count * b_item);
       ops[3] = window(c.out, true, s.first * om * es, s.count * om * es);
       bias_or_a(ops);
-      emit(p, s.count, ops, true);
+      emit(p, s.count, ops);
     }
     return;
   }
@@ -367,24 +251,25 @@ void emit_matmul_windows(Lowering& l, const MatmulCall& c, const Folded& f, cons
       q.m = static_cast<uint32_t>(ms.count);
       q.n = static_cast<uint32_t>(ns.count);
       q.ldo = static_cast<uint32_t>(n);
-      emit(q, 1, ops, n_spans.size() == 1);
+      emit(q, 1, ops);
     }
 }
 
 }  // namespace
 
-vk::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
-                                 const DeviceInfo& info) {
+kernels::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
+                                      const DeviceInfo& info) {
   const Folded f = fold(a, b, transpose_b);
-  vk::MatmulProblem problem;
+  kernels::MatmulProblem problem;
   problem.m = f.m;
   problem.n = f.n;
   problem.k = f.k;
   problem.batch = f.batch;
   problem.transpose_b = transpose_b;
   problem.dtype = dtype;
-  problem.texel_fits = static_cast<uint64_t>(a.numel()) / 4 <= info.max_texel_buffer_elements &&
-                       static_cast<uint64_t>(b.numel()) / 4 <= info.max_texel_buffer_elements;
+  problem.a_bytes = dtype_bytes(dtype, a.numel());
+  problem.b_bytes = dtype_bytes(dtype, b.numel());
+  problem.max_texels = info.max_texel_buffer_elements;
   return problem;
 }
 
@@ -413,79 +298,6 @@ bool matmul_output_shape(const Shape& a, const Shape& b, bool transpose_b, Shape
   *out = Shape(dims);
   return true;
 }
-
-namespace {
-
-// The push block of a folded product (whole bindings; windows adjust it).
-MatmulPush push_of(const Folded& f, const MatmulCall& c) {
-  MatmulPush p{};
-  p.m = static_cast<uint32_t>(f.m);
-  p.n = static_cast<uint32_t>(f.n);
-  p.k = static_cast<uint32_t>(f.k);
-  p.batch1 = static_cast<uint32_t>(f.d[1]);
-  p.a_stride0 = static_cast<uint32_t>(f.as[0]);
-  p.a_stride1 = static_cast<uint32_t>(f.as[1]);
-  p.b_stride0 = static_cast<uint32_t>(f.bs[0]);
-  p.b_stride1 = static_cast<uint32_t>(f.bs[1]);
-  p.alpha = c.alpha;
-  p.splits = 1;
-  p.k_split = p.k;
-  p.ldo = p.n;
-  return p;
-}
-
-vk::MatmulKernels kernels_for(Lowering& l, DType dtype) {
-  vk::MatmulKernels kernels;
-  kernels.texel = l.supported(Kernel::matmul_texel, dtype);
-  kernels.gemv = l.supported(Kernel::matmul_gemv, dtype);
-  kernels.split = l.supported(Kernel::matmul_split, dtype) && l.supported(Kernel::matmul_reduce, dtype);
-  kernels.coopmat = l.tuning().matmul.coopmat_tiles.api != vk::CoopmatApi::none &&
-                    l.supported(vk::coopmat_matmul_kernel(l.tuning().matmul.coopmat_tiles.api), dtype);
-  kernels.transpose = l.supported(Kernel::matmul_transpose, dtype);
-  return kernels;
-}
-
-// The plan of one product of q.m x q.n over `batch` matrices with `operands` bound.
-vk::MatmulPlan plan_of(Lowering& l, const MatmulCall& c, const MatmulPush& q, uint64_t batch,
-                       const std::vector<Binding>& operands) {
-  const ValueDesc& a = l.value(c.a);
-  const ValueDesc& b = l.value(c.b);
-  const uint64_t es = dtype_size(a.dtype);
-  vk::MatmulProblem problem;
-  problem.m = q.m;
-  problem.n = q.n;
-  problem.k = q.k;
-  problem.batch = batch;
-  problem.transpose_b = c.transpose_b;
-  problem.dtype = a.dtype;
-  const uint64_t texels = l.info().max_texel_buffer_elements;
-  problem.texel_fits = operands[0].bytes(a) / es / 4 <= texels && operands[1].bytes(b) / es / 4 <= texels;
-  return vk::plan_matmul(l.tuning().matmul, problem, kernels_for(l, a.dtype));
-}
-
-}  // namespace
-
-bool emit_matmul_with_residual(Lowering& l, const MatmulCall& c) {
-  if (c.gated || c.norm != kNoValue || c.residual == kNoValue) return false;
-  const ValueDesc& a = l.value(c.a);
-  const ValueDesc& b = l.value(c.b);
-  const ValueDesc& o = l.value(c.out);
-  const ValueDesc& r = l.value(c.residual);
-  const uint64_t limit = l.tuning().max_binding_bytes;
-  if (a.bytes() > limit || b.bytes() > limit || o.bytes() > limit || r.bytes() > limit ||
-      r.dtype != o.dtype || r.shape.numel() != o.shape.numel())
-    return false;
-  if (b.dtype != a.dtype) return emit_matmul_weights_with_residual(l, c);
-  const Folded f = fold(a.shape, b.shape, c.transpose_b);
-  const MatmulPush p = push_of(f, c);
-  const std::vector<Binding> operands = {
-      {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}, {c.residual}};
-  if (plan_of(l, c, p, f.batch, operands).path != vk::MatmulPath::coopmat) return false;
-  emit_coopmat(l, vk::coopmat_matmul_kernel(l.tuning().matmul.coopmat_tiles.api), c, a.dtype,
-               f.batch, operands, p);
-  return true;
-}
-
 void emit_matmul(Lowering& l, const MatmulCall& c) {
   auto bug = [&](const std::string& what) {
     throw Error(ErrorCode::internal, l.node().label + ": emit_matmul: " + what);
@@ -519,30 +331,15 @@ void emit_matmul(Lowering& l, const MatmulCall& c) {
 
   const Folded f = fold(a.shape, b.shape, c.transpose_b);
   const MatmulPush p = push_of(f, c);
-  const vk::MatmulTuning& tuning = l.tuning().matmul;
-
   // One product of q.m x q.n over `batch` matrices, with `operands` bound (whole or windows).
-  auto emit = [&](const MatmulPush& q, uint64_t batch, const std::vector<Binding>& operands,
-                  bool may_split_k) {
-    vk::MatmulPlan plan = plan_of(l, c, q, batch, operands);
-    if (!may_split_k) plan.splits = 1;  // matmul_reduce writes rows of n, not of ldo
-    Grid grid{c, a.dtype, batch, operands};
-    switch (plan.path) {
-      case vk::MatmulPath::texel: emit_texel(l, grid, tuning, plan, q); break;
-      case vk::MatmulPath::gemv: emit_gemv(l, grid, tuning, plan, q); break;
-      case vk::MatmulPath::coopmat:
-        emit_coopmat(l, vk::coopmat_matmul_kernel(tuning.coopmat_tiles.api), c, a.dtype, batch,
-                     operands, q);
-        break;
-      case vk::MatmulPath::general: emit_general(l, grid, tuning, plan, q); break;
-    }
+  auto emit = [&](const MatmulPush& q, uint64_t batch, const std::vector<Binding>& operands) {
+    emit_matmul_path(l, c, q, batch, operands);
   };
-
   const std::vector<Binding> whole = {
       {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
   const uint64_t limit = l.tuning().max_binding_bytes;
   if (a.bytes() <= limit && b.bytes() <= limit && o.bytes() <= limit) {
-    emit(p, f.batch, whole, true);
+    emit(p, f.batch, whole);
     return;
   }
   emit_matmul_windows(l, c, f, p, whole, emit);
@@ -681,3 +478,4 @@ Tensor Graph::linear(Tensor x, Tensor weight, const LinearOptions& fusions) {
 void register_matmul_ops(OpRegistry& r) { r.add(OpKind::matmul, lower_matmul); }
 
 }  // namespace vkformer
+

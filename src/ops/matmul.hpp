@@ -4,7 +4,7 @@
 #include <string>
 
 #include "lowering.hpp"
-#include "tuning_matmul.hpp"
+#include "matmul_paths.hpp"
 
 namespace vkformer::ops {
 
@@ -36,49 +36,34 @@ struct MatmulCall {
   bool fused() const { return norm != kNoValue || gated || residual != kNoValue; }
 };
 
-// The push block of every kernel that includes shaders/matmul_base.glsl, in its layout.
-struct MatmulPush {
-  uint32_t m, n, k;
-  uint32_t batch1;
-  uint32_t a_stride0, a_stride1;
-  uint32_t b_stride0, b_stride1;
-  uint32_t y_base, z_base;
-  float alpha;
-  uint32_t splits;   // matmul_split: K ranges per batch
-  uint32_t k_split;  // matmul_split: K per range
-  uint32_t ldo;      // out's row stride: n, or more when out is a window of columns
-};
-static_assert(sizeof(MatmulPush) == 14 * 4);
+using kernels::MatmulPush;
 
-// Adds the dispatch to the program. Throws ErrorCode::internal (naming the node) if the values'
+// Adds the dispatches to the program. Throws ErrorCode::internal (naming the node) if the values'
 // shapes or dtypes do not fit: callers build their temporaries with matmul_output_shape.
 void emit_matmul(Lowering& l, const MatmulCall& call);
 
-// The weight path of emit_matmul (b's dtype differs from a's): shaders/matmul_wq.comp, or
-// matmul_wq_gemv.comp for M <= the tuning's gemv_max_m, reading b's rows in its own layout.
-// Without fusions (call.fused() false).
+// The weight path of emit_matmul (b's dtype differs from a's), reading b's rows in its own layout:
+// windows where a tensor exceeds a binding, each product as the matmul path table's weight list
+// chooses (src/kernels/matmul_paths_weights.cpp). Without fusions (call.fused() false).
 void emit_matmul_weights(Lowering& l, const MatmulCall& call);
 
-// Emits `call` with its fusions in the weight kernel itself where one takes them (quantized
-// weights on CPU devices, whole bindings: shaders/matmul_wq_vec.comp every fusion of one row,
-// matmul_wq_texel.comp the gated pair and the residual of more rows, without a pre-norm) and
-// returns true; false (nothing emitted) otherwise.
-bool emit_matmul_weights_fused(Lowering& l, const MatmulCall& call);
+// One product of q.m x q.n over `batch` matrices with `operands` (a, b, bias or a, out; whole or
+// windows) bound, on the path the table chooses for it (call's fusions included, where it takes
+// them).
+void emit_matmul_path(Lowering& l, const MatmulCall& call, const MatmulPush& q, uint64_t batch,
+                      const std::vector<Binding>& operands);
 
-// out = a·b (+ bias, activation) + call.residual in one shaders/matmul_coopmat.comp dispatch, where
-// the product takes cooperative matrices with whole bindings (the f16 GEMM, or the weight dtype's
-// matmul_wq_coopmat_* kernel) and call has no other fusion; returns false (nothing emitted)
-// otherwise.
-bool emit_matmul_with_residual(Lowering& l, const MatmulCall& call);
-bool emit_matmul_weights_with_residual(Lowering& l, const MatmulCall& call);
-// shaders/matmul_coopmat.comp on the tuning's cooperative matrices with `kernel` (the f16 GEMM of
-// the tuning's API, or a weight dtype's matmul_wq_coopmat_*): operands a, b, bias, out and
-// optionally residual (absent ones bound to a), over `batch` matrices (grid z).
-void emit_coopmat(Lowering& l, kernels::Kernel kernel, const MatmulCall& call, DType dtype,
-                  uint64_t batch, std::vector<Binding> operands, const MatmulPush& p);
-// A matmul with fusions (call.fused()): in one kernel where emit_matmul_weights_fused can, else
-// as rms_norm, the product and shaders/linear_epilogue.comp (src/ops/matmul_fused.cpp).
+// Emits `call` with all its fusions in one kernel where the path the table chooses for it takes
+// them (whole bindings), and returns true; false (nothing emitted) otherwise.
+bool emit_matmul_fusing(Lowering& l, const MatmulCall& call);
+
+// A matmul with fusions (call.fused()): in one kernel where emit_matmul_fusing can, else the
+// pre-norm apart (rms_norm), then the rest in one kernel where one takes it, else the product and
+// shaders/linear_epilogue.comp (src/ops/matmul_fused.cpp).
 void emit_matmul_fused(Lowering& l, const MatmulCall& call);
+
+// The push block of a weight product [m, k]·[n, k]ᵀ into a dense [m, n]: no batch, no split of K.
+MatmulPush weight_push(uint64_t m, uint64_t n, uint64_t k, float alpha);
 
 // The output shape of a·b (transpose_b as in MatmulCall), or false with an error detail such as
 // "a is [2,3,5], b is [4,6]: inner dims 5 != 4" in *why (if not null) when the shapes do not fit;
@@ -87,9 +72,9 @@ bool matmul_output_shape(const Shape& a, const Shape& b, bool transpose_b, Shape
                          std::string* why, const char* a_name = "a", const char* b_name = "b");
 
 // The matmul of a·b (shapes that matmul_output_shape accepts) as the kernels see it, with a
-// shared B's batch folded into M: what vk::plan_matmul decides the path from. Tests use it to
-// know which path a shape takes.
-vk::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
-                                 const DeviceInfo& info);
+// shared B's batch folded into M: what kernels::plan_matmul decides the path from. Tests use it
+// to know which path a shape takes.
+kernels::MatmulProblem matmul_problem(const Shape& a, const Shape& b, bool transpose_b, DType dtype,
+                                      const DeviceInfo& info);
 
 }  // namespace vkformer::ops

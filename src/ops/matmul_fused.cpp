@@ -1,7 +1,8 @@
-// linear's fusions (Graph::LinearOptions: pre-norm, gated pair, residual): in the weight kernel
-// itself where it takes them (quantized weights on CPU devices: all of them for one row, the
-// gated pair and the residual after a separate rms_norm for more; the residual alone in the
-// cooperative-matrix GEMMs), otherwise as the kernels that compute them apart: rms_norm into a temporary, the product, then shaders/linear_epilogue.comp
+// linear's fusions (Graph::LinearOptions: pre-norm, gated pair, residual): in the product's kernel
+// itself where the path the matmul path table chooses takes them (quantized weights on CPU
+// devices: all of them for one row, the gated pair and the residual after a separate rms_norm for
+// more; the residual alone in the cooperative-matrix GEMMs), otherwise as the kernels that
+// compute them apart: rms_norm into a temporary, the product, then shaders/linear_epilogue.comp
 // for the gate and the residual. Both give the same values up to fp32 rounding (the fused pre-norm
 // also keeps the normalized row in fp32 where the separate one stores it in the activations'
 // type).
@@ -24,7 +25,7 @@ struct EpiloguePush {
 }  // namespace
 
 void emit_matmul_fused(Lowering& l, const MatmulCall& c) {
-  if (emit_matmul_weights_fused(l, c)) return;
+  if (emit_matmul_fusing(l, c)) return;
   const ValueDesc& a = l.value(c.a);
   const DType dtype = a.dtype;
   MatmulCall plain = c;
@@ -40,16 +41,11 @@ void emit_matmul_fused(Lowering& l, const MatmulCall& c) {
     emit_matmul(l, plain);
     return;
   }
-  if (!c.gated) {  // the residual in the product's epilogue, where its kernel takes one
-    MatmulCall with_residual = plain;
-    with_residual.residual = c.residual;
-    if (emit_matmul_with_residual(l, with_residual)) return;
-  }
-  {  // the gate and the residual in the weight kernel's epilogue (prompt rows on CPU devices)
+  if (c.norm != kNoValue) {  // the gate and the residual in the product's kernel, where it takes them
     MatmulCall normed = c;
     normed.a = plain.a;
     normed.norm = kNoValue;
-    if (emit_matmul_weights_fused(l, normed)) return;
+    if (emit_matmul_fusing(l, normed)) return;
   }
   // The product without the epilogue, then the epilogue.
   const Shape out_shape = l.value(c.out).shape;

@@ -44,7 +44,7 @@ size_t Device::choose(const std::vector<DeviceInfo>& devices, const std::string&
 
 std::vector<DeviceQuirk> Device::quirks(const DeviceInfo& info) {
   std::vector<DeviceQuirk> out;
-  for (const auto& q : vk::tuning_for(info).quirks) out.push_back({q.id, q.reason, q.link});
+  for (const auto& q : kernels::tuning_for(info).quirks) out.push_back({q.id, q.reason, q.link});
   return out;
 }
 

@@ -21,7 +21,7 @@ void full_barrier(VkCommandBuffer cmd, VkPipelineStageFlags dst_stage, VkAccessF
 }  // namespace
 
 DeviceImpl::DeviceImpl(std::shared_ptr<vk::DeviceCore> core)
-    : core_(core), allocator_(core), pipelines_(core), tuning_(vk::tuning_for(core->info())) {
+    : core_(core), allocator_(core), pipelines_(core), tuning_(kernels::tuning_for(core->info())) {
   VkCommandPoolCreateInfo cpci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   cpci.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
   cpci.queueFamilyIndex = core_->queue_family();

@@ -24,7 +24,7 @@ class DeviceImpl {
   const DeviceInfo& info() const { return core_->info(); }
   vk::Allocator& allocator() { return allocator_; }
   vk::PipelineCache& pipelines() { return pipelines_; }
-  const vk::Tuning& tuning() const { return tuning_; }
+  const kernels::Tuning& tuning() const { return tuning_; }
 
   // Records commands into a one-time command buffer, submits it and waits. Commands are
   // bracketed by full barriers, so they are ordered with every other submission.
@@ -38,7 +38,7 @@ class DeviceImpl {
   std::shared_ptr<vk::DeviceCore> core_;
   vk::Allocator allocator_;
   vk::PipelineCache pipelines_;
-  vk::Tuning tuning_;
+  kernels::Tuning tuning_;
   std::mutex once_mutex_;
   VkCommandPool once_pool_ = VK_NULL_HANDLE;
   VkFence once_fence_ = VK_NULL_HANDLE;

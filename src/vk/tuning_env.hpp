@@ -1,5 +1,5 @@
 #pragma once
-// Reading the tuning overrides (VKFORMER_* environment variables) of src/vk/tuning*.cpp.
+// Reading the tuning overrides (VKFORMER_* environment variables) of src/kernels/tuning*.cpp.
 #include <cstdint>
 #include <optional>
 #include <string>

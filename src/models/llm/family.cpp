@@ -1,17 +1,19 @@
 #include "llm/family.hpp"
 
-#include <array>
-
 namespace vkformer::models::llm {
 
-// Defined in family_<arch>.cpp, one each.
-extern const Family kLlamaFamily, kQwen2Family, kQwen3Family, kGemma2Family, kGemma3Family,
-    kPhi3Family;
+// Defined in family_<arch>.cpp, one each (families.def).
+#define VKF_FAMILY(architecture, variable) extern const Family variable;
+#include "llm/families.def"
+#undef VKF_FAMILY
 
 namespace {
 
-constexpr std::array<const Family*, 6> kFamilies = {&kLlamaFamily,  &kQwen2Family,  &kQwen3Family,
-                                                    &kGemma2Family, &kGemma3Family, &kPhi3Family};
+constexpr const Family* kFamilies[] = {
+#define VKF_FAMILY(architecture, variable) &variable,
+#include "llm/families.def"
+#undef VKF_FAMILY
+};
 
 }  // namespace
 

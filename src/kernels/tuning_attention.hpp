@@ -12,7 +12,7 @@
 #include "vkformer/device.hpp"
 #include "vkformer/dtype.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 // ---- Flash attention on cooperative matrices (shaders/attention_flash.comp) ----
 
@@ -33,8 +33,8 @@ const std::vector<FlashConfig>& flash_configs();
 
 // What a device offers flash attention.
 struct FlashTiles {
-  CoopmatApi api = CoopmatApi::none;  // none: flash attention is never taken
-  MmaShape shape;                     // coopmat_mnk for f16 x f16 + f32
+  vk::CoopmatApi api = vk::CoopmatApi::none;  // none: flash attention is never taken
+  vk::MmaShape shape;                     // vk::coopmat_mnk for f16 x f16 + f32
   uint32_t subgroup = 32;             // the device's (any of 4..128 for the emulation)
   // VKFORMER_ATTENTION_FLASH=WxRxBC[/MxNxK[/SG]]: this configuration (and MMA shape, subgroup
   // size) for every problem instead of the table's choice (tests, tuning experiments).
@@ -49,13 +49,13 @@ struct FlashTiles {
   // two per compute unit) while a later one that fits has enough: few large workgroups leave
   // multiprocessors idle. 0: the first that fits.
   uint32_t target_workgroups = 0;
-  bool usable() const { return api != CoopmatApi::none && shape.m > 0; }
+  bool usable() const { return api != vk::CoopmatApi::none && shape.m > 0; }
 };
 
 // One problem's flash launch.
 struct FlashLaunch {
-  CoopmatApi api = CoopmatApi::none;
-  MmaShape shape;
+  vk::CoopmatApi api = vk::CoopmatApi::none;
+  vk::MmaShape shape;
   uint32_t subgroup = 32;
   FlashConfig config;
   uint32_t d_cap = 0, dv_cap = 0;  // head dims rounded up to whole MMA steps (and 16 halves)
@@ -213,4 +213,4 @@ struct AttentionProblem {
 bool attention_launch_for(const AttentionTiles& tiles, const DeviceInfo& info,
                           const AttentionProblem& problem, AttentionLaunch* out);
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

@@ -1,5 +1,5 @@
 #pragma once
-// The per-device tuning cache: what `vkformer tune` measured, applied where vk::Tuning is built.
+// The per-device tuning cache: what `vkformer tune` measured, applied where kernels::Tuning is built.
 //
 // One JSON file per device, ${VKFORMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vkformer}/
 // tuning/<device UUID>.json (as scripts/fetch_*.sh place models), holding the device's UUID,
@@ -18,7 +18,7 @@
 
 #include "tuning.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 // One tunable as `vkformer tune` left it: `value` is the winner, equal to `static_value` where
 // no candidate beat the static choice by the margin. Times: the medians summed over its shapes.
@@ -84,4 +84,4 @@ class ScopedTuningTrial {
   ScopedTuningTrial& operator=(const ScopedTuningTrial&) = delete;
 };
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

@@ -1,15 +1,15 @@
 #pragma once
-// How matmul is computed on a device: which kernel runs which shapes (plan_matmul, a pure
-// function of the device's tuning and the shape) and how each kernel is tiled.
+// How each matmul kernel is tiled on a device, and which paths the device prefers: the static
+// table, with the environment overrides. Which path runs a problem, the matmul path table says
+// (matmul_paths.hpp).
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "coopmat.hpp"
 #include "vkformer/device.hpp"
-#include "vkformer/dtype.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 // The general kernel's tiling (shaders/matmul.comp): each workgroup computes a bm x bn tile of
 // the output with (bm / tm) * (bn / tn) invocations, each owning a tm x tn block of it.
@@ -72,19 +72,19 @@ struct CoopmatConfig {
 // Every configuration the tuning may choose, in the static table's order of preference (largest
 // output tile first; the table takes the first that fits the device). A tuner chooses among the
 // same list, and tests/coopmat_test.cpp runs each one through the emulation with every MMA shape
-// of emulated_mma_shapes(): every entry fits lavapipe's 32 KiB of shared memory with the
+// of vk::emulated_mma_shapes(): every entry fits lavapipe's 32 KiB of shared memory with the
 // emulation's scratch, so none can be chosen untested.
 const std::vector<CoopmatConfig>& coopmat_configs();
 
 // shaders/matmul_coopmat.comp: f16 A and B, f32 accumulators, on the cooperative matrices of
 // `api` (src/vk/coopmat.hpp).
 struct MatmulCoopmatTiles {
-  CoopmatApi api = CoopmatApi::none;  // none: no cooperative matrices on this device
-  uint32_t m = 0, n = 0, k = 0;       // the MMA shape (coopmat_mnk)
+  vk::CoopmatApi api = vk::CoopmatApi::none;  // none: no cooperative matrices on this device
+  uint32_t m = 0, n = 0, k = 0;       // the MMA shape (vk::coopmat_mnk)
   uint32_t subgroup = 32;             // invocations per subgroup: the device's (any of 4..128
                                       // for the emulation)
   CoopmatConfig config;
-  bool usable() const { return api != CoopmatApi::none && m > 0 && n > 0 && k > 0; }
+  bool usable() const { return api != vk::CoopmatApi::none && m > 0 && n > 0 && k > 0; }
   uint32_t bm() const { return m * config.tiles_m * config.warps_m; }
   uint32_t bn() const { return n * config.tiles_n * config.warps_n; }
   uint32_t bk() const { return k * config.bk_tiles; }
@@ -141,15 +141,6 @@ struct MatmulWeightTiles {
   uint64_t shared_bytes() const { return shared_memory ? 32 * (uint64_t(bm) + bn + 2) * 4 : 8; }
 };
 
-enum class MatmulPath : uint8_t {
-  general,  // shaders/matmul.comp with `tiles`: shared memory on GPUs (optionally split over K),
-            // direct loads on CPU devices; any shape
-  texel,    // shaders/matmul_texel.comp (K, and N unless B is transposed, multiples of 4)
-  gemv,     // shaders/matmul_gemv.comp (M <= gemv_tiles.max_m)
-  coopmat,  // shaders/matmul_coopmat.comp on cooperative matrices (f16)
-};
-const char* path_name(MatmulPath path);
-
 // Everything matmul needs to know about a device. Each path has a capability (can the device
 // run it at all) and a preference (does the automatic choice take it).
 struct MatmulTuning {
@@ -163,8 +154,10 @@ struct MatmulTuning {
   MatmulCoopmatTiles coopmat_tiles;  // capable: coopmat_tiles.usable(); preferred when capable
   MatmulWeightTiles weight_tiles;    // weights in another dtype (always their own kernels)
   // VKFORMER_MATMUL_PATH=general|texel|gemv|coopmat and VKFORMER_MATMUL_SPLIT_K=n force a path
-  // or a split (tests, tuning experiments); a forced path is taken where it can run the shape.
-  std::optional<MatmulPath> forced_path;
+  // of the float list of matmul_paths.hpp (by name) or a split (tests, tuning experiments); a
+  // forced path is taken where it can run the shape, and the weight paths follow it as their
+  // entries say.
+  std::optional<std::string> forced_path;
   uint32_t forced_splits = 0;
 };
 
@@ -176,35 +169,4 @@ struct MatmulTuning {
 // cooperative-matrix kernels through the emulation (any device), =off never uses them.
 MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device);
 
-// One matmul as the lowering sees it, after folding a shared B's batch into M.
-struct MatmulProblem {
-  uint64_t m = 1, n = 1, k = 1, batch = 1;
-  bool transpose_b = false;
-  DType dtype = DType::f32;
-  bool texel_fits = true;  // a and b fit maxTexelBufferElements as 4-element texels
-};
-
-// Which kernel variants the device can run (built by the shader compiler, features enabled).
-struct MatmulKernels {
-  bool texel = false, gemv = false, split = false, coopmat = false, transpose = false;
-};
-
-struct MatmulPlan {
-  MatmulPath path = MatmulPath::general;
-  uint32_t splits = 1;              // general with shared memory: K ranges summed by a second
-                                    // dispatch (matmul_split + matmul_reduce)
-  bool vec4 = false;                // general with shared memory: 4-wide loads
-  uint32_t tm = 0, tn = 0, qb = 0;  // texel: the block (tm shrinks for small M)
-  bool transpose_b_first = false;   // texel: B [K, N] goes through matmul_transpose first
-  uint32_t gemv_m = 0;              // gemv: rows per dispatch (M rounded up to a power of 2)
-};
-
-// Whether `path` can compute `problem` on a device with `tuning` and `kernels`.
-bool matmul_path_fits(MatmulPath path, const MatmulTuning& tuning, const MatmulProblem& problem,
-                      const MatmulKernels& kernels);
-
-// The plan for one matmul: a pure function, unit-tested with made-up devices.
-MatmulPlan plan_matmul(const MatmulTuning& tuning, const MatmulProblem& problem,
-                       const MatmulKernels& kernels);
-
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

@@ -1,9 +1,9 @@
 #pragma once
 // What `vkformer tune` may change on a device, declared once per kernel path.
 //
-// A Tunable names one choice of the static table (src/vk/tuning*.cpp): its candidate values for
-// a device, the static choice first, each with how it changes a Tuning; and which ops, at which
-// shapes, time it. Three users share that one list:
+// A Tunable names one choice of the static table (src/kernels/tuning*.cpp): its candidate values
+// for a device, the static choice first, each with how it changes a Tuning; and which ops, at
+// which shapes, time it. Three users share that one list:
 //   - the tuner (tools/cmd_tune.cpp) times every candidate beside the static choice and keeps a
 //     candidate only where it beats the static one by a margin measured in the same run;
 //   - the tuning cache (tuning_cache.cpp) stores winners as (id, value text) and applies a
@@ -11,8 +11,9 @@
 //     a configuration the code offers (anything else is stale);
 //   - tests/tunables_test.cpp runs every candidate of every tunable against the references.
 //
-// A new kernel path registers its candidates with one function that appends its Tunables (see
-// tunables_builtin.cpp) and one line in all_tunables() (tunables.cpp); nothing else changes.
+// A new matmul path declares its tunables in its own entry of the matmul path table
+// (MatmulPathEntry::tunables, matmul_paths_*.cpp); nothing else changes. all_tunables() sweeps
+// them after the ones its order names (tunables.cpp).
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -21,7 +22,7 @@
 #include "tuning.hpp"
 #include "vkformer/dtype.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 // The ops that time candidates; the tuner builds one graph per (op, shape).
 enum class TuneOp : uint8_t {
@@ -81,11 +82,9 @@ bool tunable_overridden(const Tunable& t);
 const TunableValue* find_candidate(const std::vector<TunableValue>& candidates,
                                    const std::string& text);
 
-// Registration, one function per kernel family (tunables_builtin.cpp: the paths of
-// tuning_matmul.cpp and tuning_attention.cpp, and the row reductions).
-void add_builtin_tunables(std::vector<Tunable>& list);
-// The cooperative-matrix paths (matmul, flash attention) and split-K flash decoding
-// (tunables_coopmat.cpp).
-void add_coopmat_tunables(std::vector<Tunable>& list);
+// Attention's (tunables_attention.cpp). Each matmul path declares its own in its entry of the
+// matmul path table (MatmulPathEntry::tunables, matmul_paths_*.cpp), and the row reductions'
+// is in tunables.cpp.
+void add_attention_tunables(std::vector<Tunable>& list);
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

@@ -8,7 +8,7 @@
 #include "tuning_env.hpp"
 #include "vkformer/error.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 namespace {
 
@@ -92,25 +92,25 @@ uint32_t emulated_subgroup(const DeviceInfo& info) {
 
 // VKFORMER_COOPMAT=auto|emulate|off: the device's own cooperative matrices (KHR, else NV), the
 // emulation on any device (tests, experiments), or none.
-CoopmatApi coopmat_api_for(const DeviceInfo& info) {
-  EnvOverride env("VKFORMER_COOPMAT");
+vk::CoopmatApi coopmat_api_for(const DeviceInfo& info) {
+  vk::EnvOverride env("VKFORMER_COOPMAT");
   const std::optional<std::vector<uint32_t>> auto_ = env.match("auto"),
                                              emulate = env.match("emulate"), off = env.match("off");
-  if (!env.set() || auto_) return coopmat_api(info);
-  if (emulate) return CoopmatApi::emulated;
-  if (off) return CoopmatApi::none;
+  if (!env.set() || auto_) return vk::coopmat_api(info);
+  if (emulate) return vk::CoopmatApi::emulated;
+  if (off) return vk::CoopmatApi::none;
   env.reject("expected auto, emulate or off");
 }
 
-// The static table: the MMA shape coopmat_mnk answers, and the first configuration of
+// The static table: the MMA shape vk::coopmat_mnk answers, and the first configuration of
 // coopmat_configs() that fits the device's workgroup and shared-memory limits.
-MatmulCoopmatTiles coopmat_tiles_for(const DeviceInfo& info, CoopmatApi api) {
+MatmulCoopmatTiles coopmat_tiles_for(const DeviceInfo& info, vk::CoopmatApi api) {
   MatmulCoopmatTiles t;
-  if (api == CoopmatApi::none) return t;
-  const std::optional<MmaShape> shape = coopmat_mnk(info, api, kCoopmatF16F32);
+  if (api == vk::CoopmatApi::none) return t;
+  const std::optional<vk::MmaShape> shape = vk::coopmat_mnk(info, api, vk::kCoopmatF16F32);
   if (!shape) return t;
   t.m = shape->m, t.n = shape->n, t.k = shape->k;
-  t.subgroup = api == CoopmatApi::emulated ? emulated_subgroup(info) : info.subgroup_size;
+  t.subgroup = api == vk::CoopmatApi::emulated ? emulated_subgroup(info) : info.subgroup_size;
   for (const CoopmatConfig& c : coopmat_configs()) {
     t.config = c;
     if (coopmat_fits(t, info)) {
@@ -126,7 +126,7 @@ MatmulCoopmatTiles coopmat_tiles_for(const DeviceInfo& info, CoopmatApi api) {
 // for tests and tuning experiments. Rejected, naming the rule, unless the device's API offers
 // the shape and the tiling fits.
 bool coopmat_tiles_from_env(const DeviceInfo& info, MatmulCoopmatTiles* t) {
-  EnvOverride env("VKFORMER_MATMUL_COOPMAT");
+  vk::EnvOverride env("VKFORMER_MATMUL_COOPMAT");
   if (!env.set()) return false;
   std::optional<std::vector<uint32_t>> v = env.match("#x#x#/#x#/#x#/#/#");
   if (!v) {
@@ -137,24 +137,24 @@ bool coopmat_tiles_from_env(const DeviceInfo& info, MatmulCoopmatTiles* t) {
     env.reject("expected MxNxK/WMxWN/TMxTN/BK or MxNxK/WMxWN/TMxTN/BK/SG (whole numbers: the MMA "
                "shape, subgroups, tiles per subgroup, k-steps per slice, subgroup size)");
   const std::vector<uint32_t>& x = *v;
-  if (t->api == CoopmatApi::none)
+  if (t->api == vk::CoopmatApi::none)
     env.reject("device '" + info.name + "' has no cooperative matrices that vkformer can use " +
                "(VKFORMER_COOPMAT=emulate runs the emulation on any device)");
   const char* names[] = {"WM", "WN", "TM", "TN", "BK"};
   for (size_t i = 0; i < 5; ++i) env.check_range(names[i], x[3 + i], 1, 16);
-  const MmaShape shape{x[0], x[1], x[2]};
-  const std::vector<MmaShape> offered = coopmat_shapes(info, t->api, kCoopmatF16F32);
+  const vk::MmaShape shape{x[0], x[1], x[2]};
+  const std::vector<vk::MmaShape> offered = vk::coopmat_shapes(info, t->api, vk::kCoopmatF16F32);
   if (std::find(offered.begin(), offered.end(), shape) == offered.end()) {
     std::string list;
-    for (const MmaShape& o : offered) list += (list.empty() ? "" : ", ") + o.str();
-    env.reject("MMA shape " + shape.str() + " is not one that " + coopmat_api_name(t->api) +
+    for (const vk::MmaShape& o : offered) list += (list.empty() ? "" : ", ") + o.str();
+    env.reject("MMA shape " + shape.str() + " is not one that " + vk::coopmat_api_name(t->api) +
                " cooperative matrices offer for f16 x f16 + f32 here (" + list + ")");
   }
   MatmulCoopmatTiles n = *t;
   n.m = shape.m, n.n = shape.n, n.k = shape.k;
   n.config = {x[3], x[4], x[5], x[6], x[7]};
   if (x[8] != 0) {
-    if (t->api != CoopmatApi::emulated && x[8] != info.subgroup_size)
+    if (t->api != vk::CoopmatApi::emulated && x[8] != info.subgroup_size)
       env.reject("SG " + str(x[8]) + " is not the subgroup size of device '" + info.name +
                  "' (" + str(info.subgroup_size) + "); only the emulation takes another");
     if (!power_of_two(x[8]) || x[8] < 4 || x[8] > 128)
@@ -207,7 +207,7 @@ MatmulWeightTiles weight_tiles_for(const DeviceInfo& info, bool cpu_device) {
 // that fails, unless it fits the device: tiles divisible by the per-invocation block, workgroup
 // and shared memory within limits.
 bool matmul_tiles_from_env(const DeviceInfo& info, MatmulTiles* out) {
-  EnvOverride env("VKFORMER_MATMUL_TILES");
+  vk::EnvOverride env("VKFORMER_MATMUL_TILES");
   if (!env.set()) return false;
   const std::optional<std::vector<uint32_t>> staged = env.match("#x#x#/#x#"),
                                              direct_loads = env.match("#x#x#/#x#/direct");
@@ -215,7 +215,7 @@ bool matmul_tiles_from_env(const DeviceInfo& info, MatmulTiles* out) {
   const std::optional<std::vector<uint32_t>>& v = direct ? direct_loads : staged;
   if (!v) env.reject("expected BMxBNxBK/TMxTN or BMxBNxBK/TMxTN/direct (whole numbers)");
   const char* names[] = {"BM", "BN", "BK", "TM", "TN"};
-  for (size_t i = 0; i < 5; ++i) env.check_range(names[i], (*v)[i], 1, kMaxTileSide);
+  for (size_t i = 0; i < 5; ++i) env.check_range(names[i], (*v)[i], 1, vk::kMaxTileSide);
   MatmulTiles m;
   m.bm = (*v)[0], m.bn = (*v)[1], m.bk = direct ? 1 : (*v)[2], m.tm = (*v)[3], m.tn = (*v)[4];
   m.shared_memory = !direct;
@@ -233,7 +233,7 @@ bool matmul_tiles_from_env(const DeviceInfo& info, MatmulTiles* out) {
 
 // One register block of the texel kernel ("the first block (B transposed)"): TM*TN accumulators
 // per invocation (at most 128) and QB k-quads per fetch batch (at most 16).
-void check_texel_block(const EnvOverride& env, const std::string& block, uint32_t tm, uint32_t tn,
+void check_texel_block(const vk::EnvOverride& env, const std::string& block, uint32_t tm, uint32_t tn,
                        uint32_t qb) {
   env.check_range("TM of " + block, tm, 1, 128);
   env.check_range("TN of " + block, tn, 1, 128);
@@ -246,7 +246,7 @@ void check_texel_block(const EnvOverride& env, const std::string& block, uint32_
 // not (TN of the second a multiple of 4, TM*TN <= 128 each), and the M from which B [K, N] is
 // transposed first (0: never).
 void texel_tiles_from_env(MatmulTexelTiles* t) {
-  EnvOverride env("VKFORMER_MATMUL_TEXEL");
+  vk::EnvOverride env("VKFORMER_MATMUL_TEXEL");
   if (!env.set()) return;
   std::optional<std::vector<uint32_t>> v = env.match("#x#x#/#x#x#");
   if (v)
@@ -267,29 +267,23 @@ void texel_tiles_from_env(MatmulTexelTiles* t) {
   t->transpose_min_m = x[6];
 }
 
-std::optional<MatmulPath> path_from_env() {
+// The paths of the float list (matmul_paths_float.cpp) that VKFORMER_MATMUL_PATH may force.
+std::optional<std::string> path_from_env() {
   const char* env = std::getenv("VKFORMER_MATMUL_PATH");
   if (!env || !*env || std::strcmp(env, "auto") == 0) return std::nullopt;
-  for (MatmulPath p : {MatmulPath::general, MatmulPath::texel, MatmulPath::gemv,
-                       MatmulPath::coopmat})
-    if (std::strcmp(env, path_name(p)) == 0) return p;
-  EnvOverride("VKFORMER_MATMUL_PATH").reject("expected auto, general, texel, gemv or coopmat");
+  for (const char* path : {"general", "texel", "gemv", "coopmat"})
+    if (std::strcmp(env, path) == 0) return path;
+  vk::EnvOverride("VKFORMER_MATMUL_PATH").reject("expected auto, general, texel, gemv or coopmat");
 }
 
 uint32_t splits_from_env() {
-  return static_cast<uint32_t>(env_number("VKFORMER_MATMUL_SPLIT_K", 1, 64).value_or(0));
-}
-
-uint32_t pow2_at_least(uint64_t x) {
-  uint32_t p = 1;
-  while (p < x) p *= 2;
-  return p;
+  return static_cast<uint32_t>(vk::env_number("VKFORMER_MATMUL_SPLIT_K", 1, 64).value_or(0));
 }
 
 // VKFORMER_MATMUL_WQ_TEXEL="TMxTN/TN": the quantized-weight texel kernel's block for M > 1 and
 // the columns per lane for M = 1 (TM*TN <= 128), for tuning experiments.
 void weight_texel_from_env(MatmulWeightTiles* w) {
-  EnvOverride env("VKFORMER_MATMUL_WQ_TEXEL");
+  vk::EnvOverride env("VKFORMER_MATMUL_WQ_TEXEL");
   if (!env.set()) return;
   const std::optional<std::vector<uint32_t>> v = env.match("#x#/#");
   if (!v) env.reject("expected TMxTN/TN (whole numbers: the block for M > 1, columns for M = 1)");
@@ -299,11 +293,11 @@ void weight_texel_from_env(MatmulWeightTiles* w) {
 }
 
 void weight_texel_limit_from_env(MatmulWeightTiles* w) {
-  if (auto limit = env_number("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", 1, INT64_MAX))
+  if (auto limit = vk::env_number("VKFORMER_MATMUL_WQ_TEXEL_LIMIT", 1, INT64_MAX))
     w->texel_limit = static_cast<uint64_t>(*limit);
   // VKFORMER_MATMUL_WQ_STREAM_BYTES: the weight size from which mat-vecs stream through the rows
   // kernel (0, the default: all; tests set more to run the lanes-on-rows kernel).
-  if (auto bytes = env_number("VKFORMER_MATMUL_WQ_STREAM_BYTES", 0, INT64_MAX))
+  if (auto bytes = vk::env_number("VKFORMER_MATMUL_WQ_STREAM_BYTES", 0, INT64_MAX))
     w->texel_gemv_stream_bytes = static_cast<uint64_t>(*bytes);
 }
 
@@ -326,25 +320,15 @@ uint64_t MatmulCoopmatTiles::shared_bytes() const {
   const uint64_t b = std::max(uint64_t(bn()) * (bk() + pad), uint64_t(bk()) * (bn() + pad));
   const uint64_t warps = uint64_t(config.warps_m) * config.warps_n;
   uint64_t bytes = 2 * (a + b) * 2 + warps * m * n * 4;
-  if (api == CoopmatApi::emulated) bytes += warps * (uint64_t(m) * k + uint64_t(k) * n) * 2;
+  if (api == vk::CoopmatApi::emulated) bytes += warps * (uint64_t(m) * k + uint64_t(k) * n) * 2;
   return bytes;
 }
 
 std::string MatmulCoopmatTiles::str() const {
-  return MmaShape{m, n, k}.str() + "/" + std::to_string(config.warps_m) + "x" +
+  return vk::MmaShape{m, n, k}.str() + "/" + std::to_string(config.warps_m) + "x" +
          std::to_string(config.warps_n) + "/" + std::to_string(config.tiles_m) + "x" +
          std::to_string(config.tiles_n) + "/" + std::to_string(config.bk_tiles) + "/" +
          std::to_string(subgroup);
-}
-
-const char* path_name(MatmulPath path) {
-  switch (path) {
-    case MatmulPath::general: return "general";
-    case MatmulPath::texel: return "texel";
-    case MatmulPath::gemv: return "gemv";
-    case MatmulPath::coopmat: return "coopmat";
-  }
-  return "?";
 }
 
 MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
@@ -365,72 +349,9 @@ MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
   texel_tiles_from_env(&t.texel_tiles);
   t.forced_path = path_from_env();
   t.forced_splits = splits_from_env();
-  if (matmul_tiles_from_env(info, &t.tiles) && !t.forced_path) t.forced_path = MatmulPath::general;
-  if (coopmat_tiles_from_env(info, &t.coopmat_tiles) && !t.forced_path)
-    t.forced_path = MatmulPath::coopmat;
+  if (matmul_tiles_from_env(info, &t.tiles) && !t.forced_path) t.forced_path = "general";
+  if (coopmat_tiles_from_env(info, &t.coopmat_tiles) && !t.forced_path) t.forced_path = "coopmat";
   return t;
 }
 
-bool matmul_path_fits(MatmulPath path, const MatmulTuning& t, const MatmulProblem& p,
-                      const MatmulKernels& k) {
-  switch (path) {
-    case MatmulPath::general: return true;
-    case MatmulPath::texel:
-      return k.texel && t.texel_tiles.subgroup > 0 && p.k % 4 == 0 &&
-             (p.transpose_b || p.n % 4 == 0) && p.texel_fits;
-    case MatmulPath::gemv: return k.gemv && p.m <= t.gemv_tiles.max_m;
-    case MatmulPath::coopmat:
-      return k.coopmat && t.coopmat_tiles.usable() && p.dtype == DType::f16;
-  }
-  return false;
-}
-
-MatmulPlan plan_matmul(const MatmulTuning& t, const MatmulProblem& p, const MatmulKernels& k) {
-  MatmulPlan plan;
-  auto can = [&](MatmulPath path) { return matmul_path_fits(path, t, p, k); };
-  const MatmulCoopmatTiles& c = t.coopmat_tiles;
-  if (t.forced_path && can(*t.forced_path))
-    plan.path = *t.forced_path;
-  else if (t.prefer_gemv && can(MatmulPath::gemv))
-    plan.path = MatmulPath::gemv;  // decoding: B is read once, nothing to tile
-  else if (can(MatmulPath::coopmat) && p.m >= c.m && p.n >= c.n && p.k >= c.k)
-    plan.path = MatmulPath::coopmat;
-  else if (t.prefer_texel && can(MatmulPath::texel))
-    plan.path = MatmulPath::texel;
-
-  switch (plan.path) {
-    case MatmulPath::texel: {
-      const MatmulTexelTiles& x = t.texel_tiles;
-      plan.transpose_b_first = !p.transpose_b && k.transpose && x.transpose_min_m > 0 &&
-                               p.m >= x.transpose_min_m;
-      const bool nt = p.transpose_b || plan.transpose_b_first;
-      plan.tm = std::min<uint32_t>(nt ? x.tm : x.tm_nn, pow2_at_least(p.m));  // small M: fewer
-      plan.tn = nt ? x.tn : x.tn_nn;                                             // wasted rows
-      plan.qb = nt ? x.qb : x.qb_nn;
-      break;
-    }
-    case MatmulPath::gemv: plan.gemv_m = pow2_at_least(p.m); break;
-    case MatmulPath::coopmat: break;
-    case MatmulPath::general: {
-      if (!t.tiles.shared_memory) break;
-      plan.vec4 = p.k % 4 == 0 && (p.transpose_b || p.n % 4 == 0) && t.tiles.bk % 4 == 0;
-      if (!k.split) break;
-      const uint64_t tiles = ((p.m + t.tiles.bm - 1) / t.tiles.bm) *
-                             ((p.n + t.tiles.bn - 1) / t.tiles.bn) * p.batch;
-      const MatmulSplitK& s = t.split_k;
-      uint64_t splits = 1;
-      if (t.forced_splits)
-        splits = t.forced_splits;
-      else if (tiles < s.target_workgroups && p.k >= 2 * uint64_t(s.min_k))
-        splits = std::min<uint64_t>({(s.target_workgroups + tiles - 1) / tiles, s.max_splits,
-                                     p.k / s.min_k});
-      // Each split gets a whole number of BK slices, and none is empty.
-      const uint64_t slices = (p.k + t.tiles.bk - 1) / t.tiles.bk;
-      plan.splits = static_cast<uint32_t>(std::max<uint64_t>(1, std::min(splits, slices)));
-      break;
-    }
-  }
-  return plan;
-}
-
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

@@ -4,20 +4,15 @@
 #include <vector>
 
 #include "tuning_attention.hpp"
+#include "quirks.hpp"
 #include "tuning_matmul.hpp"
 #include "vkformer/device.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
-// A known driver problem vkformer works around, with the reason and where it is tracked.
-// Op code asks Tuning, never the vendor id.
-struct Quirk {
-  const char* id;
-  const char* reason;
-  const char* link;
-};
-
-// Per-device choices for kernels: derived from the device's limits and type, plus quirks.
+// Per-device choices for kernels: derived from the device's limits and type, and from its quirks
+// (src/vk/quirks.hpp: which a device has; here, what the kernels do about them). Op code asks
+// Tuning, never the vendor id.
 struct Tuning {
   bool cpu_device = false;          // lavapipe/SwiftShader: a workgroup runs on one CPU thread
   uint32_t reduction_workgroup = 256;  // softmax / layer norm workgroup size
@@ -26,7 +21,7 @@ struct Tuning {
   bool use_subgroup_reductions = false;
   MatmulTuning matmul;              // matmul / linear (and attention's unfused path)
   AttentionTiles attention;         // fused attention: which kernel, its tiling, automatic path
-  std::vector<Quirk> quirks;        // active quirks (for `vkformer devices` and bug reports)
+  std::vector<vk::Quirk> quirks;    // active quirks (for `vkformer devices` and bug reports)
   // The most bytes one binding may span: maxStorageBufferRange, or less with
   // VKFORMER_MAX_BINDING_BYTES (tests run the window splitting of large tensors on small ones).
   uint64_t max_binding_bytes = 0;
@@ -36,4 +31,4 @@ struct Tuning {
 // the choices `vkformer tune` measured there (tuning_cache.hpp).
 Tuning tuning_for(const DeviceInfo& info, bool tuned = true);
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

@@ -8,11 +8,11 @@
 #include "tuning_env.hpp"
 #include "vkformer/error.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 namespace {
 
-using Kernel = AttentionTiles::Kernel;
+using FusedKernel = AttentionTiles::Kernel;
 
 // Whether a workgroup of n invocations is exactly one subgroup on this device: the subgroup
 // size is fixed (no variable-size subgroups) and equals n.
@@ -29,7 +29,7 @@ bool one_subgroup(const DeviceInfo& info, uint32_t n) {
 // 0.25 s), six or eight slower again (spills). Shuffles make one load serve all 8 lanes.
 AttentionTiles cpu_attention_tiles(const DeviceInfo& info, bool subgroup_ops) {
   AttentionTiles t;
-  t.kernel = Kernel::rows;
+  t.kernel = FusedKernel::rows;
   t.shuffle = subgroup_ops && info.subgroup_shuffle && one_subgroup(info, info.subgroup_size);
   t.texel = t.shuffle && info.max_texel_buffer_elements > 0;
   t.lanes = t.shuffle ? info.subgroup_size : std::min<uint32_t>(8, info.max_workgroup_size[0]);
@@ -52,7 +52,7 @@ AttentionTiles cpu_attention_tiles(const DeviceInfo& info, bool subgroup_ops) {
 // shared memory at D = 64, which leaves room for two workgroups per multiprocessor.)
 AttentionTiles gpu_attention_tiles(const DeviceInfo& info) {
   AttentionTiles t;
-  t.kernel = Kernel::tiles;
+  t.kernel = FusedKernel::tiles;
   t.invocations = std::min<uint32_t>({128, info.max_workgroup_invocations, info.max_workgroup_size[0]});
   t.br = std::min<uint32_t>(t.br, t.invocations);
   return t;
@@ -68,9 +68,9 @@ std::string subgroup_sizes(const DeviceInfo& info) {
 
 // rows/LxR[/shuffle|/texel]: shuffles need subgroup operations and L equal to the device's fixed
 // subgroup size; texel reads come with shuffles.
-void check_rows(const EnvOverride& env, const AttentionTiles& t, const DeviceInfo& info,
+void check_rows(const vk::EnvOverride& env, const AttentionTiles& t, const DeviceInfo& info,
                 bool subgroup_ops) {
-  env.check_range("LANES", t.lanes, 1, kMaxTileSide);
+  env.check_range("LANES", t.lanes, 1, vk::kMaxTileSide);
   env.check_range("ROWS", t.rows_per_lane, 1, 8);
   env.check_workgroup("LANES", t.lanes, info);
   if (!t.shuffle) return;
@@ -88,10 +88,10 @@ void check_rows(const EnvOverride& env, const AttentionTiles& t, const DeviceInf
 }
 
 // tiles/WGxBRxBC: BR query rows per workgroup of WG invocations, at most one row each.
-void check_tiles(const EnvOverride& env, const AttentionTiles& t, const DeviceInfo& info) {
-  env.check_range("WG", t.invocations, 1, kMaxTileSide);
-  env.check_range("BR", t.br, 1, kMaxTileSide);
-  env.check_range("BC", t.bc, 1, kMaxTileSide);
+void check_tiles(const vk::EnvOverride& env, const AttentionTiles& t, const DeviceInfo& info) {
+  env.check_range("WG", t.invocations, 1, vk::kMaxTileSide);
+  env.check_range("BR", t.br, 1, vk::kMaxTileSide);
+  env.check_range("BC", t.bc, 1, vk::kMaxTileSide);
   if (t.br > t.invocations)
     env.reject("BR " + str(t.br) + " is above WG " + str(t.invocations));
   env.check_workgroup("WG", t.invocations, info);
@@ -100,11 +100,11 @@ void check_tiles(const EnvOverride& env, const AttentionTiles& t, const DeviceIn
 // VKFORMER_ATTENTION_TILES="rows/LxR[/shuffle|/texel]" or "tiles/WGxBRxBC" replaces the
 // device's choice. Rejected, naming the rule that fails, unless it fits the device.
 bool attention_tiles_from_env(const DeviceInfo& info, bool subgroup_ops, AttentionTiles* out) {
-  EnvOverride env("VKFORMER_ATTENTION_TILES");
+  vk::EnvOverride env("VKFORMER_ATTENTION_TILES");
   if (!env.set()) return false;
   AttentionTiles t = *out;
   if (auto v = env.match("tiles/#x#x#")) {
-    t.kernel = Kernel::tiles;
+    t.kernel = FusedKernel::tiles;
     t.invocations = (*v)[0], t.br = (*v)[1], t.bc = (*v)[2];
     check_tiles(env, t, info);
     *out = t;
@@ -117,7 +117,7 @@ bool attention_tiles_from_env(const DeviceInfo& info, bool subgroup_ops, Attenti
   for (RowsForm f : {RowsForm{"rows/#x#", false, false}, RowsForm{"rows/#x#/shuffle", true, false},
                      RowsForm{"rows/#x#/texel", true, true}})
     if (auto v = env.match(f.pattern)) {
-      t.kernel = Kernel::rows;
+      t.kernel = FusedKernel::rows;
       t.lanes = (*v)[0], t.rows_per_lane = (*v)[1];
       t.shuffle = f.shuffle, t.texel = f.texel;
       check_rows(env, t, info, subgroup_ops);
@@ -135,14 +135,14 @@ bool power_of_two(uint64_t x) { return x && !(x & (x - 1)); }
 
 uint32_t round_up(int64_t x, uint32_t to) { return static_cast<uint32_t>((x + to - 1) / to * to); }
 
-// VKFORMER_COOPMAT=auto|emulate|off, read as src/vk/tuning_matmul.cpp reads it for matmul (one
+// VKFORMER_COOPMAT=auto|emulate|off, read as src/kernels/tuning_matmul.cpp reads it for matmul (one
 // setting for every cooperative-matrix kernel): the device's own (KHR, else NV), the emulation
 // on any device, or none.
-CoopmatApi flash_api_for(const DeviceInfo& info) {
-  EnvOverride env("VKFORMER_COOPMAT");
-  if (!env.set() || env.match("auto")) return coopmat_api(info);
-  if (env.match("emulate")) return CoopmatApi::emulated;
-  if (env.match("off")) return CoopmatApi::none;
+vk::CoopmatApi flash_api_for(const DeviceInfo& info) {
+  vk::EnvOverride env("VKFORMER_COOPMAT");
+  if (!env.set() || env.match("auto")) return vk::coopmat_api(info);
+  if (env.match("emulate")) return vk::CoopmatApi::emulated;
+  if (env.match("off")) return vk::CoopmatApi::none;
   env.reject("expected auto, emulate or off");
 }
 
@@ -153,14 +153,14 @@ uint32_t emulated_subgroup(const DeviceInfo& info) {
   return power_of_two(s) && s >= 4 && s <= 128 ? s : 32;
 }
 
-FlashTiles flash_tiles_for(const DeviceInfo& info, CoopmatApi api) {
+FlashTiles flash_tiles_for(const DeviceInfo& info, vk::CoopmatApi api) {
   FlashTiles t;
-  if (api == CoopmatApi::none) return t;
-  const std::optional<MmaShape> shape = coopmat_mnk(info, api, kCoopmatF16F32);
+  if (api == vk::CoopmatApi::none) return t;
+  const std::optional<vk::MmaShape> shape = vk::coopmat_mnk(info, api, vk::kCoopmatF16F32);
   if (!shape) return t;
   t.api = api;
   t.shape = *shape;
-  t.subgroup = api == CoopmatApi::emulated ? emulated_subgroup(info) : info.subgroup_size;
+  t.subgroup = api == vk::CoopmatApi::emulated ? emulated_subgroup(info) : info.subgroup_size;
   // Two workgroups per compute unit; drivers that do not report their units: by device type.
   const uint32_t units = info.compute_units ? info.compute_units
                          : info.type == "discrete" ? 64 : 16;
@@ -172,8 +172,8 @@ FlashTiles flash_tiles_for(const DeviceInfo& info, CoopmatApi api) {
 // keys per block for every problem; the MMA shape among those the API offers; the subgroup size
 // (only the emulation takes another than the device's). Also takes f32 storage through flash.
 // Returns whether the variable was set.
-bool flash_from_env(const DeviceInfo& info, CoopmatApi api, FlashTiles* t) {
-  EnvOverride env("VKFORMER_ATTENTION_FLASH");
+bool flash_from_env(const DeviceInfo& info, vk::CoopmatApi api, FlashTiles* t) {
+  vk::EnvOverride env("VKFORMER_ATTENTION_FLASH");
   if (!env.set()) return false;
   if (env.match("off")) {
     *t = FlashTiles{};
@@ -186,7 +186,7 @@ bool flash_from_env(const DeviceInfo& info, CoopmatApi api, FlashTiles* t) {
     env.reject("expected off, WxRxBC, WxRxBC/MxNxK or WxRxBC/MxNxK/SG (whole numbers: subgroups, "
                "row tiles per subgroup, keys per block, the MMA shape, the subgroup size)");
   const std::vector<uint32_t>& x = *v;
-  if (api == CoopmatApi::none)
+  if (api == vk::CoopmatApi::none)
     env.reject("device '" + info.name + "' has no cooperative matrices that vkformer can use " +
                "(VKFORMER_COOPMAT=emulate runs the emulation on any device)");
   *t = flash_tiles_for(info, api);
@@ -196,18 +196,18 @@ bool flash_from_env(const DeviceInfo& info, CoopmatApi api, FlashTiles* t) {
   env.check_range("R", x[1], 1, 8);
   env.check_range("BC", x[2], 1, 1024);
   if (x[3] != 0) {
-    const MmaShape shape{x[3], x[4], x[5]};
-    const std::vector<MmaShape> offered = coopmat_shapes(info, api, kCoopmatF16F32);
+    const vk::MmaShape shape{x[3], x[4], x[5]};
+    const std::vector<vk::MmaShape> offered = vk::coopmat_shapes(info, api, vk::kCoopmatF16F32);
     if (std::find(offered.begin(), offered.end(), shape) == offered.end()) {
       std::string list;
-      for (const MmaShape& o : offered) list += (list.empty() ? "" : ", ") + o.str();
-      env.reject("MMA shape " + shape.str() + " is not one that " + coopmat_api_name(api) +
+      for (const vk::MmaShape& o : offered) list += (list.empty() ? "" : ", ") + o.str();
+      env.reject("MMA shape " + shape.str() + " is not one that " + vk::coopmat_api_name(api) +
                  " cooperative matrices offer for f16 x f16 + f32 here (" + list + ")");
     }
     t->shape = shape;
   }
   if (x[6] != 0) {
-    if (api != CoopmatApi::emulated && x[6] != info.subgroup_size)
+    if (api != vk::CoopmatApi::emulated && x[6] != info.subgroup_size)
       env.reject("SG " + str(x[6]) + " is not the subgroup size of device '" + info.name + "' (" +
                  str(info.subgroup_size) + "); only the emulation takes another");
     if (!power_of_two(x[6]) || x[6] < 4 || x[6] > 128)
@@ -239,7 +239,7 @@ DecodeTiles decode_tiles_for(const DeviceInfo& info, bool cpu_device) {
 // VKFORMER_ATTENTION_DECODE=off, or WGxTK[/SPLITS]: split-K decoding with this configuration
 // (and split count; 0 or none: the device's) on any device. Returns whether it was set.
 bool decode_from_env(const DeviceInfo& info, DecodeTiles* t) {
-  EnvOverride env("VKFORMER_ATTENTION_DECODE");
+  vk::EnvOverride env("VKFORMER_ATTENTION_DECODE");
   if (!env.set()) return false;
   if (env.match("off")) {
     t->enabled = false;
@@ -251,7 +251,7 @@ bool decode_from_env(const DeviceInfo& info, DecodeTiles* t) {
     env.reject("expected off, WGxTK or WGxTK/SPLITS (whole numbers: invocations per workgroup, "
                "keys per tile, key ranges)");
   const std::vector<uint32_t>& x = *v;
-  env.check_range("WG", x[0], 1, kMaxTileSide);
+  env.check_range("WG", x[0], 1, vk::kMaxTileSide);
   env.check_range("TK", x[1], 1, 1024);
   env.check_range("SPLITS", x[2], 0, 1024);
   env.check_workgroup("WG", x[0], info);
@@ -266,14 +266,14 @@ bool decode_from_env(const DeviceInfo& info, DecodeTiles* t) {
 AttentionTiles attention_tiles_for(const DeviceInfo& info, bool cpu_device, bool subgroup_ops) {
   AttentionTiles t = cpu_device ? cpu_attention_tiles(info, subgroup_ops) : gpu_attention_tiles(info);
   const bool tiles_forced = attention_tiles_from_env(info, subgroup_ops, &t);
-  const CoopmatApi api = flash_api_for(info);
+  const vk::CoopmatApi api = flash_api_for(info);
   t.flash = flash_tiles_for(info, api);
   t.decode = decode_tiles_for(info, cpu_device);
   // A forced scalar tiling is what runs, unless flash or decoding are forced too.
   if (!flash_from_env(info, api, &t.flash) && tiles_forced) t.flash = FlashTiles{};
   if (!decode_from_env(info, &t.decode) && tiles_forced) t.decode.enabled = false;
   // Path::automatic takes the unfused chain for up to N queries: to time both paths of a decode.
-  if (auto n = env_number("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", 0, INT32_MAX))
+  if (auto n = vk::env_number("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", 0, INT32_MAX))
     t.automatic_unfused_max_queries = *n;
   return t;
 }
@@ -284,7 +284,7 @@ bool attention_launch_for(const AttentionTiles& tiles, const DeviceInfo& info,
   if (d > kFusedAttentionMaxHeadDim || dv > kFusedAttentionMaxHeadDim) return false;
   AttentionLaunch l;
   l.kernel = tiles.kernel;
-  if (tiles.kernel == Kernel::rows) {
+  if (tiles.kernel == FusedKernel::rows) {
     l.invocations = tiles.lanes;
     l.shuffle = tiles.shuffle;
     // Texel reads need whole 4-element texels per row and every texel within the view limit.
@@ -361,7 +361,7 @@ uint64_t FlashLaunch::shared_bytes() const {
   const uint64_t lanes_per_row = subgroup > m ? subgroup / m : 1;
   const uint64_t partial = w * m * lanes_per_row * 4;
   const uint64_t emulation =
-      api == CoopmatApi::emulated ? w * (uint64_t(shape.m) * shape.k + uint64_t(shape.k) * shape.n) * 2 : 0;
+      api == vk::CoopmatApi::emulated ? w * (uint64_t(shape.m) * shape.k + uint64_t(shape.k) * shape.n) * 2 : 0;
   return kv + scores + probs + partial + emulation;
 }
 
@@ -376,7 +376,7 @@ bool flash_config_fits(const FlashLaunch& l, const DeviceInfo& info, std::string
     return false;
   };
   const FlashConfig& c = l.config;
-  const MmaShape& s = l.shape;
+  const vk::MmaShape& s = l.shape;
   if (c.warps == 0 || c.row_tiles == 0 || c.bc == 0) return fail("W, R and BC must be at least 1");
   if (!power_of_two(l.subgroup) || !power_of_two(s.m))
     return fail("the subgroup size " + str(l.subgroup) + " and M " + str(s.m) +
@@ -506,4 +506,4 @@ bool decode_launch_for(const DecodeTiles& t, const DeviceInfo& info, const Atten
   return true;
 }
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels

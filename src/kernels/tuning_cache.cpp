@@ -19,7 +19,7 @@
 #include "tunables.hpp"
 #include "vkformer/error.hpp"
 
-namespace vkformer::vk {
+namespace vkformer::kernels {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
@@ -48,7 +48,7 @@ bool static_requested() {
 // Why the static table applies regardless of any file, or "".
 std::string static_reason(const DeviceInfo& info) {
   if (static_requested()) return "VKFORMER_TUNING=static";
-  if (env_flag("VKFORMER_TUNING_AS_GPU")) return "VKFORMER_TUNING_AS_GPU is set (a test mode)";
+  if (vk::env_flag("VKFORMER_TUNING_AS_GPU")) return "VKFORMER_TUNING_AS_GPU is set (a test mode)";
   if (info.uuid.empty()) return "the device reports no UUID";
   return "";
 }
@@ -374,4 +374,4 @@ ScopedTuningTrial::~ScopedTuningTrial() {
   g_trial.reset();
 }
 
-}  // namespace vkformer::vk
+}  // namespace vkformer::kernels
