@@ -12,11 +12,7 @@ CTEST      ?= ctest
 VKFORMER   := ./$(BUILD_DIR)/tools/vkformer
 
 .DEFAULT_GOAL := help
-<<<<<<< HEAD
-.PHONY: help deps configure build test demo bench soak devices clean fuzz sanitize test-windows test-under-load
-=======
-.PHONY: help deps configure build test demo bench soak devices clean fuzz sanitize test-windows fault-sweep
->>>>>>> faults
+.PHONY: help deps configure build test demo bench soak devices clean fuzz sanitize test-windows test-under-load fault-sweep
 
 help:
 	@echo "vkformer: transformer inference on any Vulkan device"
