@@ -44,18 +44,6 @@ struct AttentionCase {
   bool causal_at_key_length = false;  // causal aligned to key_length instead of Sk
 };
 
-// k or v [B, Hkv, S, E] repeated to [B, H, S, E] (query head h reads KV head h / (H / Hkv)): the
-// reference computes grouped-query attention as multi-head attention over these copies.
-std::vector<double> repeat_kv(const std::vector<double>& x, int64_t B, int64_t H, int64_t Hkv,
-                              int64_t S, int64_t E) {
-  std::vector<double> out(static_cast<size_t>(B * H * S * E));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < S * E; ++i)
-        out[(b * H + h) * S * E + i] = x[(b * Hkv + h / (H / Hkv)) * S * E + i];
-  return out;
-}
-
 void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
 
 std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
@@ -135,8 +123,8 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
   Executor ex(device, g);
   auto out = ex.run(inputs);
   Result r{out["fused"], out["unfused"], with_automatic ? out["automatic"] : HostTensor{}, {}};
-  r.want = ref::attention(stored(qv, c.dtype), repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
-                          repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H,
+  r.want = ref::attention(stored(qv, c.dtype), ref::repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
+                          ref::repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H,
                           c.Sq, c.Sk, c.D, c.Dv, m);
   return r;
 }
@@ -711,8 +699,8 @@ TEST_F(DeviceTest, GroupedQueryDecodeStepsOverAKvCache) {
       ref::SoftmaxMasks m;
       m.scale = 1.0f / std::sqrt(static_cast<float>(D));
       m.key_length = p + 1;
-      const auto want = ref::attention(stored(qv, DType::f32), repeat_kv(keys, 1, H, Hkv, T, D),
-                                       repeat_kv(values, 1, H, Hkv, T, D), 1, H, 1, T, D, D, m);
+      const auto want = ref::attention(stored(qv, DType::f32), ref::repeat_kv(keys, 1, H, Hkv, T, D),
+                                       ref::repeat_kv(values, 1, H, Hkv, T, D), 1, H, 1, T, D, D, m);
       EXPECT_TRUE(all_close(out["y"], want, attention_tolerance(DType::f32)));
     }
     EXPECT_EQ(ex.stats().recordings, 1u);

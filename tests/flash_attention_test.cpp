@@ -73,17 +73,6 @@ struct Case {
   bool causal_at_key_length = false;  // causal aligned to key_length instead of Sk
 };
 
-// k or v [B, Hkv, S, E] repeated to [B, H, S, E] for the reference (query head h reads KV head
-// h / (H / Hkv)); the kernels read them in place.
-std::vector<double> repeat_kv(const std::vector<double>& x, int64_t B, int64_t H, int64_t Hkv,
-                              int64_t S, int64_t E) {
-  std::vector<double> out(static_cast<size_t>(B * H * S * E));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < S * E; ++i)
-        out[(b * H + h) * S * E + i] = x[(b * Hkv + h / (H / Hkv)) * S * E + i];
-  return out;
-}
 
 struct Outcome {
   HostTensor got;
@@ -154,8 +143,8 @@ Outcome run_case(Device& dev, const Case& c, Path path = Path::fused) {
   Outcome r;
   r.got = ex.run(inputs)["y"];
   r.dispatches = ex.stats().dispatches;
-  r.want = ref::attention(stored(qv, c.dtype), repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
-                          repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H, c.Sq,
+  r.want = ref::attention(stored(qv, c.dtype), ref::repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
+                          ref::repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H, c.Sq,
                           c.Sk, c.D, c.Dv, m);
   return r;
 }
