@@ -1,4 +1,4 @@
-# Helpers shared by the tool's checks (tools/check_*.cmake, run with cmake -P).
+# Helpers shared by the tool's checks (tests/cli/check_*.cmake, run with cmake -P).
 #
 # cli_check_start(<check file name> <variable>...): what each check does first. A missing
 # -D<variable>=... fails the check by name; VKFORMER_DEVICE from the caller's environment is
