@@ -100,21 +100,13 @@ class MemoryProbe {
   bool has_budget_ = false;
 };
 
-std::vector<float> uniform(size_t n, float bound, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-bound, bound);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
 // A small chain as an app would compile once: y = layer_norm(softmax(x·Wᵀ + b) + x).
 class Chain {
  public:
   static constexpr int64_t kBatch = 4, kSeq = 32, kDim = 128;
 
   explicit Chain(Device& device) : executor_(device, build()) {
-    for (uint32_t i = 0; i < inputs_.size(); ++i) inputs_[i] = uniform(kBatch * kSeq * kDim, 1.0f, 100 + i);
+    for (uint32_t i = 0; i < inputs_.size(); ++i) inputs_[i] = ref::uniform_values(kBatch * kSeq * kDim, 1.0f, 100 + i);
   }
 
   // One replay with input i % 4, built afresh and read back as an app would. Returns false when
@@ -136,10 +128,10 @@ class Chain {
     Graph g;
     Tensor x = g.input("x", {kBatch, kSeq, kDim});
     const float bound = 1.0f / std::sqrt(static_cast<float>(kDim));
-    Tensor w = g.constant("w", HostTensor::from_f32({kDim, kDim}, uniform(kDim * kDim, bound, 1)));
-    Tensor b = g.constant("b", HostTensor::from_f32({kDim}, uniform(kDim, 0.1f, 2)));
-    Tensor gamma = g.constant("gamma", HostTensor::from_f32({kDim}, uniform(kDim, 0.1f, 3)));
-    Tensor beta = g.constant("beta", HostTensor::from_f32({kDim}, uniform(kDim, 0.1f, 4)));
+    Tensor w = g.constant("w", HostTensor::from_f32({kDim, kDim}, ref::uniform_values(kDim * kDim, bound, 1)));
+    Tensor b = g.constant("b", HostTensor::from_f32({kDim}, ref::uniform_values(kDim, 0.1f, 2)));
+    Tensor gamma = g.constant("gamma", HostTensor::from_f32({kDim}, ref::uniform_values(kDim, 0.1f, 3)));
+    Tensor beta = g.constant("beta", HostTensor::from_f32({kDim}, ref::uniform_values(kDim, 0.1f, 4)));
     g.output("y", g.add_layer_norm(g.softmax(g.linear(x, w, b)), x, gamma, beta));
     return g;
   }
@@ -175,20 +167,7 @@ class Generator {
   size_t compiled_graphs() const { return model_.compiled_graphs(); }
 
  private:
-  static ModelConfig config() {
-    ModelConfig c;
-    c.arch = ModelConfig::Arch::seq2seq;
-    c.d_model = 128;
-    c.nhead = 4;
-    c.dim_feedforward = 512;
-    c.num_encoder_layers = 2;
-    c.num_decoder_layers = 2;
-    c.src_vocab = 1000;
-    c.tgt_vocab = 1000;
-    c.max_len = 256;
-    c.final_norm = true;
-    return c;
-  }
+  static ModelConfig config() { return ref::demo_seq2seq_config(); }
   static Model make(Device& device) {
     return Model::from_tensors(device, config(), ref::synthetic_weights(config()));
   }

@@ -107,6 +107,15 @@ double positional_encoding(int64_t pos, int64_t dim, int64_t d) {
   return dim % 2 == 0 ? std::sin(pos * w) : std::cos(pos * w);
 }
 
+Vec repeat_kv(const Vec& x, int64_t B, int64_t H, int64_t Hkv, int64_t S, int64_t E) {
+  Vec out(static_cast<size_t>(B * H * S * E));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < S * E; ++i)
+        out[(b * H + h) * S * E + i] = x[(b * Hkv + h / (H / Hkv)) * S * E + i];
+  return out;
+}
+
 Vec attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t H, int64_t Sq,
               int64_t Sk, int64_t D, int64_t Dv, const SoftmaxMasks& m) {
   Vec scores(B * H * Sq * Sk);

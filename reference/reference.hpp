@@ -42,6 +42,10 @@ Vec embedding(const std::vector<int32_t>& ids, const Vec& table, int64_t d);
 // w_i = exp(-2i * ln(10000) / d).
 double positional_encoding(int64_t pos, int64_t dim, int64_t d);
 
+// k or v [B, Hkv, S, E] repeated to [B, H, S, E] (query head h reads KV head h / (H / Hkv)):
+// grouped-query attention is attention() over these copies; the kernels read K and V in place.
+Vec repeat_kv(const Vec& x, int64_t B, int64_t H, int64_t Hkv, int64_t S, int64_t E);
+
 // softmax(q kᵀ * scale + masks) v for [B, H, Sq, D], [B, H, Sk, D], [B, H, Sk, Dv].
 Vec attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t H, int64_t Sq,
               int64_t Sk, int64_t D, int64_t Dv, const SoftmaxMasks& m);

@@ -1,6 +1,7 @@
 #include "synthetic_weights.hpp"
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 namespace vkformer::ref {
@@ -21,6 +22,29 @@ uint64_t splitmix64(uint64_t x) {
 }
 
 }  // namespace
+
+ModelConfig demo_seq2seq_config() {
+  ModelConfig c;
+  c.arch = ModelConfig::Arch::seq2seq;
+  c.d_model = 128;
+  c.nhead = 4;
+  c.dim_feedforward = 512;
+  c.num_encoder_layers = 2;
+  c.num_decoder_layers = 2;
+  c.src_vocab = 1000;
+  c.tgt_vocab = 1000;
+  c.max_len = 256;
+  c.final_norm = true;
+  return c;
+}
+
+std::vector<float> uniform_values(size_t n, float bound, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-bound, bound);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
 
 HostTensor synthetic_parameter(const std::string& name, const Shape& shape) {
   const uint64_t seed = fnv1a64(name);

@@ -141,6 +141,32 @@ TEST(ChatTemplate, FromGguf) {
                          ErrorCode::format, "chat.gguf: no tokenizer.chat_template"));
 }
 
+// What a loaded model carries (LanguageModel::chat_templates()): the file's template, or the
+// error from_gguf gives kept for later, and formats by name.
+TEST(ChatTemplate, ModelChatTemplatesKeepTheFileTemplateOrWhyNot) {
+  const ModelChatTemplates with = ModelChatTemplates::from_gguf(gguf_with({{"tokenizer.chat_template", kSmolLM2}}));
+  ASSERT_TRUE(with.has_file_template());
+  EXPECT_EQ(with.problem(), "");
+  const std::string hi = kSystem + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(with.file_template().apply({{"user", "Hi"}}), hi);
+  EXPECT_EQ(with.choose("").apply({{"user", "Hi"}}), hi);
+  EXPECT_EQ(with.choose("llama3").name(), "llama3");
+  EXPECT_TRUE(fails_with([&] { with.choose("llama9"); }, ErrorCode::invalid_argument,
+                         "chat template: no format named 'llama9'"));
+
+  const ModelChatTemplates without = ModelChatTemplates::from_gguf(gguf_with({{"general.name", "x"}}));
+  EXPECT_FALSE(without.has_file_template());
+  EXPECT_NE(without.problem().find("chat.gguf: no tokenizer.chat_template"), std::string::npos) << without.problem();
+  EXPECT_TRUE(fails_with([&] { without.file_template(); }, ErrorCode::format, "chat.gguf: no tokenizer.chat_template"));
+  EXPECT_TRUE(fails_with([&] { without.choose(""); }, ErrorCode::format, "chat.gguf: no tokenizer.chat_template"));
+  EXPECT_EQ(without.choose("chatml").apply({{"user", "Hi"}}),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+
+  const ModelChatTemplates unknown = ModelChatTemplates::from_gguf(gguf_with({{"tokenizer.chat_template", "{{ x }}"}}));
+  EXPECT_FALSE(unknown.has_file_template());
+  EXPECT_TRUE(fails_with([&] { unknown.file_template(); }, ErrorCode::unsupported, "{{ x }}"));
+}
+
 TEST(ChatTemplate, FormatsByName) {
   const auto t = ChatTemplate::named("llama3", "<|begin_of_text|>");
   EXPECT_EQ(t.name(), "llama3");
@@ -246,6 +272,15 @@ TEST(ChatTemplate, SmolLM2GgufCarriesThisTemplate) {
   EXPECT_EQ(f.get_string("tokenizer.chat_template"), kSmolLM2);
   EXPECT_EQ(ChatTemplate::from_gguf(f).apply({{"user", "Hi"}}),
             kSystem + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // A format by name writes the file's own BOS and EOS strings, as named(name, file) does.
+  const ModelChatTemplates carried = ModelChatTemplates::from_gguf(f);
+  const std::vector<ChatMessage> turns = {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "Again"}};
+  for (const char* name : {"llama3", "mistral-v0", "mistral-v7"}) {
+    SCOPED_TRACE(name);
+    const std::string want = ChatTemplate::named(name, f).apply(turns);
+    EXPECT_EQ(carried.choose(name).apply(turns), want);
+    EXPECT_NE(want, ChatTemplate::named(name).apply(turns));  // the tokens' strings show in the text
+  }
 }
 
 }  // namespace

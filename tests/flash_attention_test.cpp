@@ -73,17 +73,6 @@ struct Case {
   bool causal_at_key_length = false;  // causal aligned to key_length instead of Sk
 };
 
-// k or v [B, Hkv, S, E] repeated to [B, H, S, E] for the reference (query head h reads KV head
-// h / (H / Hkv)); the kernels read them in place.
-std::vector<double> repeat_kv(const std::vector<double>& x, int64_t B, int64_t H, int64_t Hkv,
-                              int64_t S, int64_t E) {
-  std::vector<double> out(static_cast<size_t>(B * H * S * E));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < S * E; ++i)
-        out[(b * H + h) * S * E + i] = x[(b * Hkv + h / (H / Hkv)) * S * E + i];
-  return out;
-}
 
 struct Outcome {
   HostTensor got;
@@ -154,8 +143,8 @@ Outcome run_case(Device& dev, const Case& c, Path path = Path::fused) {
   Outcome r;
   r.got = ex.run(inputs)["y"];
   r.dispatches = ex.stats().dispatches;
-  r.want = ref::attention(stored(qv, c.dtype), repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
-                          repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H, c.Sq,
+  r.want = ref::attention(stored(qv, c.dtype), ref::repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
+                          ref::repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H, c.Sq,
                           c.Sk, c.D, c.Dv, m);
   return r;
 }
@@ -230,8 +219,9 @@ class FlashConfigTest : public DeviceTestWithParam<std::string> {};
 // early row blocks skip the last key blocks), a mask per batch and key padding, grouped-query
 // heads (4 on 2), f16. With the 16x16x16 shape and one row tile per subgroup (what head dims
 // above 64 take) also f32 storage with 4 query heads on one KV head, D != Dv (not multiples of
-// 8: scalar loads) and key_length cutting into the second key block, at the largest head dim of
-// the models (up to 128) that the configuration fits here.
+// 8: scalar loads) and key_length cutting into the second key block, at head dim 64 (or the
+// smallest above it that fits): the wide heads are FlashHeadDimTest's, through the table's
+// choice, and a kernel for D = 128 in f32 took a CPU device's compiler 40 s per configuration.
 TEST_P(FlashConfigTest, MatchesReference) {
   Device& dev = open_flash(GetParam());
   const kernels::FlashTiles& t = dev.impl().tuning().attention.flash;
@@ -242,14 +232,14 @@ TEST_P(FlashConfigTest, MatchesReference) {
                     Shape{2, 1, 2 * br + 5, 2 * bc + 7}, true, -1, 2});
   if (!(t.shape == MmaShape{16, 16, 16}) || t.forced->row_tiles > 1) return;
   int64_t d = 0;
-  for (int64_t want : {128, 96, 80, 64}) {
+  for (int64_t want : {64, 80, 96, 128}) {
     kernels::FlashLaunch l;
     if (kernels::flash_launch_for(t, dev.info(), {1, 4, 9, 9, want, want - 4, 1}, DType::f32, &l)) {
       d = want;
       break;
     }
   }
-  ASSERT_GT(d, 0) << GetParam() << " fits no head dim of 64 or more on this device";
+  ASSERT_GT(d, 0) << GetParam() << " fits no head dim from 64 to 128 on this device";
   check_flash(dev, {"gqa_f32_key_length", 1, 4, br + 3, 2 * bc + 1, d, d - 4, DType::f32, false,
                     std::nullopt, false, static_cast<int32_t>(bc + 5), 1});
 }

@@ -40,41 +40,8 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // linear with LinearOptions
 
-// Random blocks of a quantized type with f16 scales of model-like size (as quant_matmul_test's
-// random_blocks), or random values for a float type; with the values the host reads them as
-// (HostTensor::to_f32 equals gguf's dequantization bit for bit, see quant_matmul_test).
-struct Weight {
-  HostTensor raw;
-  std::vector<double> values;
-};
-
-Weight random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
-  if (is_float(t)) {
-    const auto v = random_values(static_cast<size_t>(n * k), seed);
-    return {make_tensor({n, k}, v, t), stored(v, t)};
-  }
-  std::vector<std::byte> bytes(dtype_bytes(t, n * k));
-  std::mt19937 rng(seed);
-  for (auto& b : bytes) b = static_cast<std::byte>(rng() & 0xff);
-  struct Scale {
-    uint64_t offset;
-    float lo, hi;
-  };
-  std::vector<Scale> scales = {{0, 0.001f, 0.02f}};
-  if (t == DType::q4_1) scales.push_back({2, -0.16f, -0.008f});
-  if (t == DType::q4_k || t == DType::q5_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
-  if (t == DType::q6_k) scales = {{208, 0.0002f, 0.001f}};
-  for (uint64_t at = 0; at < bytes.size(); at += dtype_block_bytes(t))
-    for (const Scale& sc : scales) {
-      const uint16_t half = float_to_half(std::uniform_real_distribution<float>(sc.lo, sc.hi)(rng));
-      std::memcpy(&bytes[at + sc.offset], &half, 2);
-    }
-  Weight w;
-  w.raw = HostTensor::from_bytes({n, k}, t, bytes);
-  const std::vector<float> v = w.raw.to_f32();
-  w.values.assign(v.begin(), v.end());
-  return w;
-}
+// Random blocks of a quantized type or random values for a float type (test_util.hpp).
+using Weight = WeightMatrix;
 
 struct Fusions {
   bool norm = false, gated = false, residual = false, bias = false;

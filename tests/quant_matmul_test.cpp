@@ -67,10 +67,7 @@ std::string tensor_name(DType t, int64_t n, int64_t k) {
 
 // The first `rows` rows of a golden weight (rows are contiguous whole blocks), and gguf's
 // dequantization of them.
-struct Weight {
-  HostTensor raw;
-  std::vector<double> values;
-};
+using Weight = WeightMatrix;  // test_util.hpp
 Weight golden_weight(DType t, int64_t n, int64_t k, int64_t rows) {
   const std::string name = tensor_name(t, n, k);
   HostTensor all = golden().read_raw(name);
@@ -295,42 +292,14 @@ TEST_F(DeviceTest, QuantizedLinearTexelAndStorageFallbacks) {
   }
 }
 
-// Random blocks of a quantized type (f16 scales of model-like size, random quants), with the
-// values the host dequantizes them to (HostTensor::to_f32, bit-exact vs gguf above).
-Weight random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
-  std::vector<std::byte> bytes(dtype_bytes(t, n * k));
-  std::mt19937 rng(seed);
-  for (auto& b : bytes) b = static_cast<std::byte>(rng() & 0xff);
-  const uint64_t block = dtype_block_bytes(t);
-  // Byte offsets of the f16 scales in a block (ggml-common.h), and their ranges: d, and q4_1's m
-  // or q4_k's dmin; q6_k keeps d at its end and its int8 sub-block scales random.
-  struct Scale {
-    uint64_t offset;
-    float lo, hi;
-  };
-  std::vector<Scale> scales = {{0, 0.001f, 0.02f}};
-  if (t == DType::q4_1) scales.push_back({2, -0.16f, -0.008f});
-  if (t == DType::q4_k || t == DType::q5_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
-  if (t == DType::q6_k) scales = {{208, 0.0002f, 0.001f}};
-  for (uint64_t at = 0; at < bytes.size(); at += block)
-    for (const Scale& sc : scales) {
-      const uint16_t half = float_to_half(std::uniform_real_distribution<float>(sc.lo, sc.hi)(rng));
-      std::memcpy(&bytes[at + sc.offset], &half, 2);
-    }
-  Weight w;
-  w.raw = HostTensor::from_bytes({n, k}, t, bytes);
-  const std::vector<float> v = w.raw.to_f32();
-  w.values.assign(v.begin(), v.end());
-  return w;
-}
-
 // The SmolLM2 shapes' scale on the texel kernel: many workgroups (N = 2053, a prime), K = 1536
 // (48 blocks or 6 super-blocks; rows of odd halfwords for q4_0, q5_0 and q8_0, and an odd
 // number of q6_k's 105-halfword super-blocks, so every other row starts at an odd halfword),
-// M = 1 and 9.
+// M = 1 and 9. The weights: random blocks with model-like f16 scales (test_util's random_weight),
+// which the host dequantizes bit-exact as gguf does (above).
 TEST_F(DeviceTest, QuantizedLinearLargeRandomBlocks) {
   for (DType t : kQuantTypes) {
-    const Weight w = random_blocks(t, 2053, 1536, 5);
+    const Weight w = random_weight(t, 2053, 1536, 5);
     for (int64_t m : {1, 9}) check(device(), {t, DType::f32, m, 2053, 1536, true}, 3, &w);
   }
 }

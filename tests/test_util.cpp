@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <thread>
 
 #ifdef _WIN32
@@ -40,6 +42,35 @@ std::vector<double> stored(const std::vector<float>& values, DType dtype) {
 
 HostTensor make_tensor(const Shape& shape, const std::vector<float>& values, DType dtype) {
   return HostTensor::from_f32(shape, values, dtype);
+}
+
+WeightMatrix random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
+  if (is_float(t)) {
+    const auto v = random_values(static_cast<size_t>(n * k), seed);
+    return {make_tensor({n, k}, v, t), stored(v, t)};
+  }
+  std::vector<std::byte> bytes(dtype_bytes(t, n * k));
+  std::mt19937 rng(seed);
+  for (auto& b : bytes) b = static_cast<std::byte>(rng() & 0xff);
+  // Byte offsets of the f16 scales in a block (ggml-common.h) and their ranges.
+  struct Scale {
+    uint64_t offset;
+    float lo, hi;
+  };
+  std::vector<Scale> scales = {{0, 0.001f, 0.02f}};
+  if (t == DType::q4_1) scales.push_back({2, -0.16f, -0.008f});
+  if (t == DType::q4_k || t == DType::q5_k) scales = {{0, 0.0005f, 0.003f}, {2, 0.0002f, 0.002f}};
+  if (t == DType::q6_k) scales = {{208, 0.0002f, 0.001f}};
+  for (uint64_t at = 0; at < bytes.size(); at += dtype_block_bytes(t))
+    for (const Scale& sc : scales) {
+      const uint16_t half = float_to_half(std::uniform_real_distribution<float>(sc.lo, sc.hi)(rng));
+      std::memcpy(&bytes[at + sc.offset], &half, 2);
+    }
+  WeightMatrix w;
+  w.raw = HostTensor::from_bytes({n, k}, t, bytes);
+  const std::vector<float> v = w.raw.to_f32();
+  w.values.assign(v.begin(), v.end());
+  return w;
 }
 
 Tolerance default_tolerance(DType dtype) {

@@ -23,6 +23,17 @@ std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0f, floa
 std::vector<double> stored(const std::vector<float>& values, DType dtype);
 HostTensor make_tensor(const Shape& shape, const std::vector<float>& values, DType dtype);
 
+// A weight matrix [n, k] as the device gets it (raw) and the values the host reads from it
+// (HostTensor::to_f32, which equals gguf's dequantization bit for bit: quant_matmul_test).
+struct WeightMatrix {
+  HostTensor raw;
+  std::vector<double> values;
+};
+// Random blocks of a quantized type whose f16 scales have a model's sizes (d, q4_1's m, the
+// K-quants' d and dmin, q6_k's d at its end; the rest of each block random), or random values
+// for a float type.
+WeightMatrix random_weight(DType t, int64_t n, int64_t k, uint32_t seed);
+
 struct Tolerance {
   double atol;
   double rtol;

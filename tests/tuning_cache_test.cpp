@@ -2,7 +2,7 @@
 // VKFORMER_TUNING=static, environment overrides over the cache, one warning and the static
 // table for each kind of broken file (corrupt, truncated, foreign device, stale driver or
 // kernels, values the code no longer offers), atomic writes, and where the file lives.
-// tools/check_tune.cmake covers another process using what `vkformer tune` wrote.
+// tests/cli/check_tune.cmake covers another process using what `vkformer tune` wrote.
 #include <gtest/gtest.h>
 
 #include <atomic>

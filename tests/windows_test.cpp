@@ -189,13 +189,8 @@ TEST_F(DeviceTest, WindowedGroupedQueryAttentionMatchesReference) {
   const auto qv = random_values(B * H * Sq * D, 41), kv = random_values(B * Hkv * Sk * D, 42),
              vv = random_values(B * Hkv * Sk * D, 43);
   // The reference's K and V: each query head's KV head, repeated.
-  std::vector<double> k_rep, v_rep;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < Sk * D; ++i) {
-        k_rep.push_back(kv[(b * Hkv + h / (H / Hkv)) * Sk * D + i]);
-        v_rep.push_back(vv[(b * Hkv + h / (H / Hkv)) * Sk * D + i]);
-      }
+  const auto k_rep = ref::repeat_kv(stored(kv, DType::f32), B, H, Hkv, Sk, D);
+  const auto v_rep = ref::repeat_kv(stored(vv, DType::f32), B, H, Hkv, Sk, D);
   ref::SoftmaxMasks m;
   m.scale = 0.25;
   m.causal = true;

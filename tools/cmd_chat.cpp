@@ -92,10 +92,11 @@ int chat_command(ChatArgs& a, const GlobalOptions& globals) {
   return run_llm_command([&] {
     check_llm_args(a.llm, "chat");
     check_utf8(a.system, "--system", true);
-    ChatTemplate chat_template = load_chat_template(a.llm);
+    check_chat_template_name(a.llm);
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, a.llm);
-    Conversation chat(lm, chat_template, a.has_system ? std::optional<std::string>(a.system) : std::nullopt);
+    Conversation chat(lm, chosen_chat_template(lm, a.llm),
+                      a.has_system ? std::optional<std::string>(a.system) : std::nullopt);
     const bool tty = platform::is_terminal(stdin) && platform::is_terminal(stderr);
     const bool echo = !platform::is_terminal(stdin);
     TextGenerationOptions options;

@@ -40,14 +40,6 @@ double median_of(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-std::vector<float> uniform(size_t n, float bound, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-bound, bound);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
 struct Agreement {
   double max_abs = 0, scale = 0;
 };
@@ -164,8 +156,9 @@ void attention_demo(Device& device) {
               "%lld heads, causal\n",
               (long long)b, (long long)s, (long long)e, (long long)h);
   const float bound = 1.0f / std::sqrt(static_cast<float>(e));
-  auto x = uniform(b * s * e, 1.0f, 1), w_in = uniform(3 * e * e, bound, 2), b_in = uniform(3 * e, 0.1f, 3),
-       w_out = uniform(e * e, bound, 4), b_out = uniform(e, 0.1f, 5);
+  auto x = ref::uniform_values(b * s * e, 1.0f, 1), w_in = ref::uniform_values(3 * e * e, bound, 2),
+       b_in = ref::uniform_values(3 * e, 0.1f, 3), w_out = ref::uniform_values(e * e, bound, 4),
+       b_out = ref::uniform_values(e, 0.1f, 5);
 
   Graph g;
   Tensor input = g.input("x", {b, s, e});
@@ -221,17 +214,7 @@ void attention_demo(Device& device) {
 }
 
 void transformer_demo(Device& device) {
-  ModelConfig c;
-  c.arch = ModelConfig::Arch::seq2seq;
-  c.d_model = 128;
-  c.nhead = 4;
-  c.dim_feedforward = 512;
-  c.num_encoder_layers = 2;
-  c.num_decoder_layers = 2;
-  c.src_vocab = 1000;
-  c.tgt_vocab = 1000;
-  c.max_len = 256;
-  c.final_norm = true;
+  const ModelConfig c = ref::demo_seq2seq_config();
   std::printf("\n3. Encoder-decoder transformer (the paper's seq2seq model): %lld+%lld layers, "
               "d_model %lld, %lld heads, feed-forward %lld, vocabularies %lld/%lld\n",
               (long long)c.num_encoder_layers, (long long)c.num_decoder_layers, (long long)c.d_model,

@@ -20,14 +20,15 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
       usage_error("--src is for seq2seq models; a GGUF language model takes --prompt TEXT");
     if (prompt.empty()) usage_error("--prompt TEXT is required with a GGUF language model");
     check_llm_args(llm);
-    // The template is read before the device is opened: a file without one fails fast.
-    std::optional<ChatTemplate> chat_template;
-    if (chat) chat_template = load_chat_template(llm);
+    if (chat) check_chat_template_name(llm);
     else if (!llm.chat_template.empty())
       usage_error("--chat-template is for --chat");
 
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, llm);
+    // The template comes with the model (read from the file as it loaded).
+    std::optional<ChatTemplate> chat_template;
+    if (chat) chat_template = chosen_chat_template(lm, llm);
     const std::string text = chat ? chat_template->apply({{"user", prompt}}) : prompt;
     // A template that writes the BOS token itself (Llama 3, Gemma) gets no second one.
     const bool add_bos = !(chat && chat_template->writes_bos());

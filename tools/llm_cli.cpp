@@ -92,16 +92,19 @@ void add_chat_template_option(CLI::App& sub, LlmArgs& a) {
       ->type_name("NAME");
 }
 
-ChatTemplate load_chat_template(const LlmArgs& a) {
-  if (a.chat_template.empty()) return ChatTemplate::load(a.model);
-  const GgufFile file(a.model);
+void check_chat_template_name(const LlmArgs& a) {
+  if (a.chat_template.empty()) return;
   try {
-    return ChatTemplate::named(a.chat_template, file);
+    (void)ChatTemplate::named(a.chat_template);
   } catch (const Error& e) {
     // An unknown name is a command-line mistake (exit status 2), not the file's.
     if (e.code() == ErrorCode::invalid_argument) usage_error(e.what());
     throw;
   }
+}
+
+ChatTemplate chosen_chat_template(const LanguageModel& lm, const LlmArgs& a) {
+  return lm.chat_templates().choose(a.chat_template);
 }
 
 namespace {

@@ -31,8 +31,11 @@ void add_llm_options(CLI::App& sub, LlmArgs& args, bool with_max_tokens = true);
 // --chat-template NAME (generate --chat, chat): a prompt format by name instead of the file's
 // template, for a template vkformer does not recognize or to override one.
 void add_chat_template_option(CLI::App& sub, LlmArgs& args);
-// The named format (with the file's BOS/EOS strings) or the file's template.
-ChatTemplate load_chat_template(const LlmArgs& args);
+// An unknown --chat-template NAME is a command-line mistake (UsageError): checked before loading.
+void check_chat_template_name(const LlmArgs& args);
+// The named format (with the file's BOS/EOS strings) or the file's template, as the loaded model
+// carries them (LanguageModel::chat_templates()); a file without a usable template throws why.
+ChatTemplate chosen_chat_template(const LanguageModel& lm, const LlmArgs& args);
 // The ranges, naming the options (UsageError), and that --model is a GGUF file (`command` is
 // named in the hint otherwise); before anything is loaded.
 void check_llm_args(const LlmArgs& args, const std::string& command = "bench");

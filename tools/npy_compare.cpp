@@ -1,7 +1,7 @@
 // npy_compare GOT.npy WANT.npy TOLERANCE: checks two arrays of the same shape against each
 // other, as tests/model_test.cpp does: max |got - want| / max |want| <= TOLERANCE (a NaN in
 // GOT fails). Prints the error; exit status 0 if within, 1 if not, 2 on bad arguments or files.
-// Built only with the tests, for tools/check_models.cmake (CI need not have Python).
+// Built only with the tests, for tests/cli/check_models.cmake (CI need not have Python).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -58,6 +58,7 @@ class BatchedLanguageModel {
 
   const LanguageModelConfig& config() const;
   const GgufTokenizer& tokenizer() const;
+  const ModelChatTemplates& chat_templates() const;  // as LanguageModel::chat_templates()
   int slots() const;
   int64_t context() const;            // tokens one slot holds
   int64_t position(int slot) const;   // tokens in the slot's cache now

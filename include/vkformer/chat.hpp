@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "vkformer/error.hpp"
+
 namespace vkformer {
 
 class GgufFile;
@@ -75,6 +77,34 @@ class ChatTemplate {
   const chat::ChatFormat* format_;
   std::string bos_, eos_;
   std::optional<std::string> default_system_;
+};
+
+// The chat templates of one model file, read once when the model loads and carried by it
+// (LanguageModel::chat_templates(), BatchedLanguageModel::chat_templates()), so that the front
+// doors (server, C API, Python, CLI) never reopen the file for them: the file's own template or
+// the error that says why it cannot be used, and the BOS/EOS tokens' strings that a format
+// chosen by name writes.
+class ModelChatTemplates {
+ public:
+  ModelChatTemplates();  // a file without a template, as from_gguf gives for one
+  // Never throws for a missing or unrecognized template: file() throws that error later.
+  static ModelChatTemplates from_gguf(const GgufFile& file);
+
+  bool has_file_template() const { return file_.has_value(); }
+  // The file's tokenizer.chat_template (ChatTemplate::from_gguf); where it has none or vkformer
+  // does not recognize it, the Error from_gguf gave (ErrorCode::format / unsupported).
+  const ChatTemplate& file_template() const;
+  // Why the file has no usable template (that error's text); empty where it has one.
+  const std::string& problem() const { return problem_; }
+  // `name` empty: file_template(); otherwise ChatTemplate::named(name) with the file's BOS and
+  // EOS tokens' strings (an unknown name is invalid_argument listing the names).
+  ChatTemplate choose(std::string_view name) const;
+
+ private:
+  std::optional<ChatTemplate> file_;
+  ErrorCode problem_code_;
+  std::string problem_;
+  std::string bos_, eos_;
 };
 
 }  // namespace vkformer

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "vkformer/chat.hpp"
 #include "vkformer/device.hpp"
 #include "vkformer/dtype.hpp"
 #include "vkformer/executor.hpp"
@@ -87,6 +88,9 @@ class LanguageModel {
 
   const LanguageModelConfig& config() const;
   const GgufTokenizer& tokenizer() const;
+  // The file's chat template (or why it has none) and formats by name with its BOS/EOS strings,
+  // read when the model loaded: chat_templates().choose(name) is what a chat front door needs.
+  const ModelChatTemplates& chat_templates() const;
   int64_t context() const;   // tokens the KV cache holds
   int64_t position() const;  // tokens in the cache now: where the next append starts
 

@@ -26,9 +26,7 @@ namespace {
 struct Llm {
   std::optional<LanguageModel> model;
   std::optional<GgufTokenizer> tokenizer;  // a copy: immutable, usable while another thread generates
-  std::optional<ChatTemplate> chat_template;
-  std::string chat_template_error;  // why there is none, for chat()
-  std::mutex mutex;                 // one generation at a time; others wait
+  std::mutex mutex;  // one generation at a time; others wait
   std::string device_name;
 };
 
@@ -128,25 +126,17 @@ void bind_llm(nb::module_& m) {
             options.context = n_ctx;
             options.activations = f16 ? DType::f16 : DType::f32;
             std::optional<LanguageModel> model;
-            std::optional<ChatTemplate> chat_template;
-            std::string why_no_template, device_name;
+            std::string device_name;
             {
               nb::gil_scoped_release release;
               Device d = shared_device(device);
               model.emplace(LanguageModel::load(d, path, options));
               device_name = d.info().name;
-              try {
-                chat_template.emplace(ChatTemplate::load(path));
-              } catch (const Error& e) {
-                why_no_template = e.what();
-              }
             }
             // Constructed only once nothing can throw: nanobind frees no half-made object.
             new (self) Llm();
             self->tokenizer.emplace(model->tokenizer());
             self->model = std::move(model);
-            self->chat_template = std::move(chat_template);
-            self->chat_template_error = std::move(why_no_template);
             self->device_name = std::move(device_name);
           },
           nb::arg("path"), nb::arg("n_ctx") = 0, nb::arg("device") = "", nb::arg("f16") = false)
@@ -169,13 +159,14 @@ void bind_llm(nb::module_& m) {
       .def(
           "apply_chat_template",
           [](Llm& self, const std::vector<std::pair<std::string, std::string>>& messages, bool add_generation_prompt) {
-            if (!self.chat_template)
+            const ModelChatTemplates& templates = self.model->chat_templates();
+            if (!templates.has_file_template())
               throw Error(ErrorCode::unsupported, "this model has no chat template vkformer can use: " +
-                                                      self.chat_template_error +
+                                                      templates.problem() +
                                                       "; use generate() with your own prompt text");
             std::vector<ChatMessage> list;
             for (const auto& [role, content] : messages) list.push_back({role, content});
-            return self.chat_template->apply(list, add_generation_prompt);
+            return templates.file_template().apply(list, add_generation_prompt);
           },
           nb::arg("messages"), nb::arg("add_generation_prompt") = true)
       .def_prop_ro("n_ctx", [](Llm& self) { return self.model->context(); })

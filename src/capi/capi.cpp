@@ -30,9 +30,7 @@ struct vkf_embedder {
 };
 
 struct vkf_llm {
-  vkformer::LanguageModel model;
-  vkformer::ChatTemplate chat_template;
-  std::string template_error;  // why the file's chat template cannot be used, if it cannot
+  vkformer::LanguageModel model;  // carries the file's chat template (model.chat_templates())
   std::optional<std::string> system_prompt;
   std::optional<vkformer::Conversation> conversation;  // from the first vkf_llm_chat
   // The call that changes the model now (vkf_llm_generate, vkf_llm_chat, vkf_llm_reset) and its
@@ -415,17 +413,8 @@ vkf_status vkf_llm_load(vkf_device* device, const char* gguf_path, int64_t conte
     require(context >= 0, "context must be >= 0 (0: the model's), got " + std::to_string(context));
     vkformer::LanguageModelOptions o;
     o.context = context;
-    auto chat_template = vkformer::ChatTemplate::chatml();
-    vkformer::GgufFile file(gguf_path);
     // A model without a (known) template can still generate; vkf_llm_chat then says why not.
-    std::optional<vkformer::Error> template_error;
-    try {
-      chat_template = vkformer::ChatTemplate::from_gguf(file);
-    } catch (const vkformer::Error& e) {
-      template_error = e;
-    }
-    *llm = new vkf_llm{vkformer::LanguageModel::load(device->device, gguf_path, o), chat_template,
-                       template_error ? template_error->what() : "", std::nullopt, std::nullopt};
+    *llm = new vkf_llm{vkformer::LanguageModel::load(device->device, gguf_path, o), std::nullopt, std::nullopt};
   });
 }
 
@@ -488,9 +477,11 @@ vkf_status vkf_llm_chat(vkf_llm* llm, const char* user_message, int32_t max_toke
                         void* user_data, vkf_generation_stats* stats) {
   return llm_call(llm, "vkf_llm_chat", [&] {
     require(user_message != nullptr, "user_message must not be NULL");
-    if (!llm->template_error.empty()) throw vkformer::Error(vkformer::ErrorCode::unsupported, llm->template_error);
+    const vkformer::ModelChatTemplates& templates = llm->model.chat_templates();
+    if (!templates.has_file_template())
+      throw vkformer::Error(vkformer::ErrorCode::unsupported, templates.problem());
     const auto o = generation_options(max_tokens, sampling);
-    if (!llm->conversation) llm->conversation.emplace(llm->model, llm->chat_template, llm->system_prompt);
+    if (!llm->conversation) llm->conversation.emplace(llm->model, templates.file_template(), llm->system_prompt);
     const auto r = llm->conversation->reply(user_message, o, token_callback(callback, user_data));
     to_stats(r.stats, stats);
   });

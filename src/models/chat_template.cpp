@@ -190,6 +190,33 @@ ChatTemplate ChatTemplate::named(std::string_view name, const GgufFile& file) {
 
 ChatTemplate ChatTemplate::load(const std::filesystem::path& gguf) { return from_gguf(GgufFile(gguf)); }
 
+ModelChatTemplates::ModelChatTemplates()
+    : problem_code_(ErrorCode::format),
+      problem_("no " + std::string(kKey) + ": the model does not say how to format a chat") {}
+
+ModelChatTemplates ModelChatTemplates::from_gguf(const GgufFile& file) {
+  ModelChatTemplates t;
+  t.bos_ = token_string(file, "bos");
+  t.eos_ = token_string(file, "eos");
+  try {
+    t.file_.emplace(ChatTemplate::from_gguf(file));
+    t.problem_.clear();
+  } catch (const Error& e) {
+    t.problem_code_ = e.code();
+    t.problem_ = e.what();
+  }
+  return t;
+}
+
+const ChatTemplate& ModelChatTemplates::file_template() const {
+  if (!file_) throw Error(problem_code_, problem_);
+  return *file_;
+}
+
+ChatTemplate ModelChatTemplates::choose(std::string_view name) const {
+  return name.empty() ? file_template() : ChatTemplate::named(name, bos_, eos_);
+}
+
 std::string_view ChatTemplate::name() const { return format_->name; }
 
 bool ChatTemplate::writes_bos() const {

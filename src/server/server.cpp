@@ -8,7 +8,6 @@
 #include "connection_pool.hpp"
 #include "server_impl.hpp"
 #include "vkformer/error.hpp"
-#include "vkformer/gguf.hpp"
 #include "vkformer/llm.hpp"
 
 namespace vkformer {
@@ -78,17 +77,14 @@ void ServerImpl::load_models() {
                                  : device_.info().type == "cpu" ? 64 : 512;
     slots_ = std::make_unique<server::SequenceSlots>(device_, options_.model, options_.parallel, options_.context,
                                                      std::max<int64_t>(batch_tokens, options_.parallel));
-    if (!options_.chat_template.empty()) {
-      chat_template_ = ChatTemplate::named(options_.chat_template, GgufFile(options_.model));  // a bad name fails here
-    } else {
-      // A file whose template vkformer does not render (or has none) still serves /v1/completions;
-      // chat requests get the reason, never a prompt in some other model's format.
-      try {
-        chat_template_ = ChatTemplate::load(options_.model);
-      } catch (const Error& e) {
-        chat_template_problem_ = e.what();
-      }
-    }
+    // The template comes with the model. A file whose template vkformer does not render (or has
+    // none) still serves /v1/completions; chat requests get the reason, never a prompt in some
+    // other model's format. A bad --chat-template name fails here.
+    const ModelChatTemplates& templates = slots_->model().chat_templates();
+    if (!options_.chat_template.empty() || templates.has_file_template())
+      chat_template_ = templates.choose(options_.chat_template);
+    else
+      chat_template_problem_ = templates.problem();
     const int64_t context = slots_->context();
     max_prompt_tokens_ = options_.max_prompt_tokens > 0 ? std::min(options_.max_prompt_tokens, context - 1) : context - 1;
     max_tokens_ = options_.max_tokens > 0 ? std::min(options_.max_tokens, context) : context;

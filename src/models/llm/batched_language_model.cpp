@@ -64,6 +64,7 @@ class BatchedLanguageModelImpl {
     LoadedModel m = load_model(device_, path, load, what);
     config_ = std::move(m.config);
     tokenizer_ = std::move(m.tokenizer);
+    chat_templates_ = std::move(m.chat_templates);
     weights_ = std::move(m.weights);
     caches_ = std::move(m.caches);
     context_ = m.context;
@@ -73,6 +74,7 @@ class BatchedLanguageModelImpl {
 
   const LanguageModelConfig& config() const { return config_; }
   const GgufTokenizer& tokenizer() const { return *tokenizer_; }
+  const ModelChatTemplates& chat_templates() const { return chat_templates_; }
   int slots() const { return options_.slots; }
   int64_t context() const { return context_; }
   int64_t position(int slot) const { return positions_[checked(slot, "position")]; }
@@ -297,6 +299,7 @@ class BatchedLanguageModelImpl {
   BatchedLanguageModelOptions options_;
   LanguageModelConfig config_;
   std::unique_ptr<GgufTokenizer> tokenizer_;
+  ModelChatTemplates chat_templates_;
   LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0;
@@ -325,6 +328,7 @@ BatchedLanguageModelImpl& BatchedLanguageModel::impl() const {
 
 const LanguageModelConfig& BatchedLanguageModel::config() const { return impl().config(); }
 const GgufTokenizer& BatchedLanguageModel::tokenizer() const { return impl().tokenizer(); }
+const ModelChatTemplates& BatchedLanguageModel::chat_templates() const { return impl().chat_templates(); }
 int BatchedLanguageModel::slots() const { return impl().slots(); }
 int64_t BatchedLanguageModel::context() const { return impl().context(); }
 int64_t BatchedLanguageModel::position(int slot) const { return impl().position(slot); }

@@ -42,6 +42,7 @@ class LanguageModelImpl {
     LoadedModel m = load_model(device_, path, load, "LanguageModel::load");
     config_ = std::move(m.config);
     tokenizer_ = std::move(m.tokenizer);
+    chat_templates_ = std::move(m.chat_templates);
     weights_ = std::move(m.weights);
     caches_ = std::move(m.caches);
     context_ = m.context;
@@ -60,6 +61,7 @@ class LanguageModelImpl {
 
   const LanguageModelConfig& config() const { return config_; }
   const GgufTokenizer& tokenizer() const { return *tokenizer_; }
+  const ModelChatTemplates& chat_templates() const { return chat_templates_; }
   int64_t context() const { return context_; }
   int64_t position() const { return position_; }
   ExclusiveUse& in_use() { return in_use_; }
@@ -161,6 +163,7 @@ class LanguageModelImpl {
   LanguageModelOptions options_;
   LanguageModelConfig config_;
   std::unique_ptr<GgufTokenizer> tokenizer_;
+  ModelChatTemplates chat_templates_;
   LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0, position_ = 0;
@@ -187,6 +190,7 @@ LanguageModelImpl& LanguageModel::impl() const {
 
 const LanguageModelConfig& LanguageModel::config() const { return impl().config(); }
 const GgufTokenizer& LanguageModel::tokenizer() const { return impl().tokenizer(); }
+const ModelChatTemplates& LanguageModel::chat_templates() const { return impl().chat_templates(); }
 int64_t LanguageModel::context() const { return impl().context(); }
 int64_t LanguageModel::position() const { return impl().position(); }
 

@@ -24,6 +24,7 @@ LoadedModel load_model(Device& device, const std::filesystem::path& path, const 
                     std::to_string(m.config.context_length));
   m.context = o.context > 0 ? o.context : default_context;
   m.tokenizer = std::make_unique<GgufTokenizer>(GgufTokenizer::from_gguf(file));
+  m.chat_templates = ModelChatTemplates::from_gguf(file);
   m.memory = load_memory(file, m.config, o, m.context);
   try {
     m.weights = load_weights(device, file, m.config, o.activations);

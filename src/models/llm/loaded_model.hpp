@@ -1,6 +1,6 @@
 #pragma once
 // What LanguageModel and BatchedLanguageModel load alike from a decoder-only GGUF: its config
-// (read and checked by its family), tokenizer and weights on the device, the context it holds
+// (read and checked by its family), tokenizer, chat templates and weights on the device, the context it holds
 // and KV caches of [kv_batches, n_kv_heads, cache_rows, head_dim] per block, cache_rows being
 // context + prompt_chunk (a prompt chunk always starts below the context and writes
 // prompt_chunk rows, padding included).
@@ -12,6 +12,7 @@
 #include "llm/forward.hpp"
 #include "llm/load_memory.hpp"
 #include "llm/weights.hpp"
+#include "vkformer/chat.hpp"
 #include "vkformer/device.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/llm.hpp"
@@ -31,6 +32,7 @@ struct LoadOptions {
 struct LoadedModel {
   LanguageModelConfig config;
   std::unique_ptr<GgufTokenizer> tokenizer;
+  ModelChatTemplates chat_templates;  // read with the rest, so that no front door reopens the file
   LanguageModelWeights weights;
   KvCaches caches;
   int64_t context = 0, cache_rows = 0;

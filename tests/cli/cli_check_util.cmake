@@ -1,4 +1,18 @@
-# Helpers shared by the tool's checks (tools/check_*.cmake, run with cmake -P).
+# Helpers shared by the tool's checks (tests/cli/check_*.cmake, run with cmake -P).
+#
+# cli_check_start(<check file name> <variable>...): what each check does first. A missing
+# -D<variable>=... fails the check by name; VKFORMER_DEVICE from the caller's environment is
+# cleared (a check's devices are its own choice); under a cross build the tool runs through the
+# emulator (-DLAUNCHER=wine), so VKFORMER becomes "${LAUNCHER} ${VKFORMER}".
+macro(cli_check_start check_name)
+  foreach(required ${ARGN})
+    if(NOT ${required})
+      message(FATAL_ERROR "${check_name}: -D${required}=... is required")
+    endif()
+  endforeach()
+  unset(ENV{VKFORMER_DEVICE})
+  set(VKFORMER ${LAUNCHER} ${VKFORMER})
+endmacro()
 #
 # fetch_model(<script> <var>): runs a scripts/fetch_*.sh and sets <var> to the path it prints on
 # its last line; a failed fetch fails the check with the script's message.

@@ -3,14 +3,8 @@
 # `vkformer run` and `vkformer generate` on the PyTorch fixtures of tests/golden, driven by each
 # case's case.json: every written output against expected.npy, every recorded decoding against
 # the printed tokens, and the errors people hit first. Needs one Vulkan device (lavapipe will do).
-foreach(var VKFORMER NPY_COMPARE GOLDEN OUT)
-  if(NOT ${var})
-    message(FATAL_ERROR "check_models.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-unset(ENV{VKFORMER_DEVICE})
-# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
-set(VKFORMER ${LAUNCHER} ${VKFORMER})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
+cli_check_start(check_models.cmake VKFORMER NPY_COMPARE GOLDEN OUT)
 set(NPY_COMPARE ${LAUNCHER} ${NPY_COMPARE})
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")

@@ -5,15 +5,9 @@
 # status rule (2: the command line; 1: anything else), messages that name the option and the
 # remedy (never a C++ method), --model recognized for what it is, UTF-8 checked the same way
 # everywhere, -v, progress, Ctrl-C, the piped chat transcript and readable token text.
-foreach(v VKFORMER FETCH_MINILM FETCH_SMOLLM2 TINY GOLDEN OUT)
-  if(NOT ${v})
-    message(FATAL_ERROR "check_cli_usability.cmake: -D${v}=... is required")
-  endif()
-endforeach()
-unset(ENV{VKFORMER_DEVICE})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
 set(tool ${VKFORMER})
-set(VKFORMER ${LAUNCHER} ${VKFORMER})
+cli_check_start(check_cli_usability.cmake VKFORMER FETCH_MINILM FETCH_SMOLLM2 TINY GOLDEN OUT)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 fetch_model(${FETCH_MINILM} minilm)

@@ -1,14 +1,8 @@
 # cmake -DVKFORMER=<tool> -DGOLDEN=<tests/golden> -DOUT=<scratch dir> -P check_cli_hostile.cmake
 # The tool against hostile paths and arguments (issue 11): each case once crashed, hung, ran out
 # of memory, replaced a file it should not have touched, or printed a wrong or useless message.
-foreach(var VKFORMER GOLDEN OUT)
-  if(NOT ${var})
-    message(FATAL_ERROR "check_cli_hostile.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-unset(ENV{VKFORMER_DEVICE})
-# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
-set(VKFORMER ${LAUNCHER} ${VKFORMER})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
+cli_check_start(check_cli_hostile.cmake VKFORMER GOLDEN OUT)
 # The Windows tool (run by Wine on this Linux host) joins paths with '\', calls a FIFO a named
 # pipe and a link loop error 1921, cannot see Unix symbolic links (Wine follows them), and
 # takes command lines of at most 32,767 characters.
@@ -27,7 +21,6 @@ set(model ${GOLDEN}/encoder_post_relu_b1_s1)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 
-include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)  # expect()
 set(EXPECT_TIMEOUT 60)  # no case may take longer
 
 # check(<message> <condition...>): a failure with the message unless the condition holds.

@@ -3,16 +3,9 @@
 # `vkformer embed` and `vkformer tokenize` with all-MiniLM-L6-v2 (fetched by FETCH: a failed fetch
 # fails this check with the reason): exact tokenizer output, semantic-search ranking, the .npy
 # and JSON outputs, and the errors for bad input.
-foreach(v VKFORMER FETCH GOLDEN OUT)
-  if(NOT ${v})
-    message(FATAL_ERROR "check_embed.cmake: -D${v}=... is required")
-  endif()
-endforeach()
-unset(ENV{VKFORMER_DEVICE})
-# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
-set(VKFORMER ${LAUNCHER} ${VKFORMER})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
+cli_check_start(check_embed.cmake VKFORMER FETCH GOLDEN OUT)
 
-include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)  # fetch_model(), expect()
 fetch_model(${FETCH} model)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})

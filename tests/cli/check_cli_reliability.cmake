@@ -4,21 +4,14 @@
 # ended a conversation: integers beyond their type, options the model does not take, a directory
 # on stdin, a GGUF named otherwise, an empty query, a 100,000-character word, a block_count of
 # 10^9 under a memory limit, and chats whose context fills up.
-foreach(var VKFORMER TINY GOLDEN OUT)
-  if(NOT ${var})
-    message(FATAL_ERROR "check_cli_reliability.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-unset(ENV{VKFORMER_DEVICE})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
 set(tool ${VKFORMER})
-# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
-set(VKFORMER ${LAUNCHER} ${VKFORMER})
+cli_check_start(check_cli_reliability.cmake VKFORMER TINY GOLDEN OUT)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(model ${TINY}/tiny_llama_untied.gguf)
 set(seq2seq ${GOLDEN}/seq2seq_small)
 
-include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)  # expect()
 set(EXPECT_TIMEOUT 120)  # no case may take longer
 
 # count(<var> <regex> <text>): how many times the regex matches.

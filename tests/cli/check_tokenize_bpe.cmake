@@ -3,16 +3,9 @@
 # `vkformer tokenize --model FILE.gguf` with SmolLM2-135M-Instruct (fetched by FETCH: a failed
 # fetch fails this check with the reason): llama.cpp's ids (as in tests/golden_bpe/smollm2.json)
 # and the vocabulary's token strings, special tokens parsed or not, and the errors.
-foreach(v VKFORMER FETCH OUT)
-  if(NOT ${v})
-    message(FATAL_ERROR "check_tokenize_bpe.cmake: -D${v}=... is required")
-  endif()
-endforeach()
-unset(ENV{VKFORMER_DEVICE})
-# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
-set(VKFORMER ${LAUNCHER} ${VKFORMER})
-
 include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
+cli_check_start(check_tokenize_bpe.cmake VKFORMER FETCH OUT)
+
 fetch_model(${FETCH} model)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})

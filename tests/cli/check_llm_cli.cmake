@@ -4,14 +4,8 @@
 # llama (greedy output is deterministic: the same text twice, the C++ tests check its tokens),
 # SmolLM2's greedy answer when SMOLLM2 is given, and every bad input: one line, exit status 2
 # for the command line's mistakes, 1 for files (README, "Exit status").
-foreach(v VKFORMER TINY OUT)
-  if(NOT ${v})
-    message(FATAL_ERROR "check_llm_cli.cmake: -D${v}=... is required")
-  endif()
-endforeach()
-unset(ENV{VKFORMER_DEVICE})
-# Under a cross build the programs run through the emulator (-DLAUNCHER=wine).
-set(VKFORMER ${LAUNCHER} ${VKFORMER})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
+cli_check_start(check_llm_cli.cmake VKFORMER TINY OUT)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(model ${TINY}/tiny_llama_untied.gguf)

@@ -5,14 +5,8 @@
 # option or the file, exit status 2 for the command line's mistakes and 1 for the file's (README,
 # "Exit status"). The numbers themselves are perplexity_test's (against transformers' logits and
 # the method written out).
-foreach(v VKFORMER FAMILIES OUT)
-  if(NOT ${v})
-    message(FATAL_ERROR "check_perplexity.cmake: -D${v}=... is required")
-  endif()
-endforeach()
-unset(ENV{VKFORMER_DEVICE})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_check_util.cmake)
-set(VKFORMER ${LAUNCHER} ${VKFORMER})
+cli_check_start(check_perplexity.cmake VKFORMER FAMILIES OUT)
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(model ${FAMILIES}/llama2.f32.gguf)
