@@ -4,6 +4,10 @@
 #include <ctime>
 #include <thread>
 
+#ifndef _WIN32
+#include <sys/socket.h>
+#endif
+
 #include "api_error.hpp"
 #include "connection_pool.hpp"
 #include "server_impl.hpp"
@@ -117,6 +121,13 @@ void ServerImpl::routes() {
   http_.new_task_queue = [this, n = o.max_connections] {
     return new server::ConnectionPool(static_cast<size_t>(n), metrics_);
   };
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients on a busy machine overflowed
+  // it and some of their connections were reset (the kernel's "SYN flooding" fallback). The socket
+  // is noted here and listened on again with the system's largest backlog once bound (start()).
+  http_.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = static_cast<int64_t>(sock);
+  });
   http_.set_payload_max_length(o.max_body_bytes);
   http_.set_read_timeout(o.read_timeout_s, 0);
   http_.set_write_timeout(o.write_timeout_s, 0);
@@ -233,6 +244,9 @@ void ServerImpl::start() {
                                      " (in use, or not an address of this machine?)");
     port_ = options_.port;
   }
+#ifndef _WIN32
+  if (listen_socket_ >= 0) ::listen(static_cast<int>(listen_socket_), SOMAXCONN);  // a second listen() sets the backlog
+#endif
   listener_ = std::thread([this] { http_.listen_after_bind(); });
   // httplib's stop() does nothing before the listening loop has started: a model that fails to
   // load at once must find it running.

@@ -61,6 +61,7 @@ class ServerImpl {
   int port_ = 0;
   std::atomic<uint64_t> ids_{0};
   std::atomic<bool> http_stopped_{false};  // httplib's stop() closes the socket once
+  int64_t listen_socket_ = -1;             // the listening socket, for its backlog (routes())
   std::atomic<bool> draining_{false};      // shutdown(): new requests get 503
   std::atomic<int> completions_in_flight_{0};  // completion responses not yet fully written
   std::mutex stop_mutex_;
