@@ -12,7 +12,8 @@ CTEST      ?= ctest
 VKFORMER   := ./$(BUILD_DIR)/tools/vkformer
 
 .DEFAULT_GOAL := help
-.PHONY: help deps configure build test demo bench soak devices clean fuzz sanitize test-windows test-under-load fault-sweep
+.PHONY: help deps configure build test demo bench soak devices clean fuzz sanitize test-windows test-under-load \
+        fault-sweep soak-serve
 
 help:
 	@echo "vkformer: transformer inference on any Vulkan device"
@@ -25,6 +26,7 @@ help:
 	@echo "  make soak     build, then check that memory stays flat over long use (bench/README.md)"
 	@echo "  make sanitize the tests built with ASan + UBSan in build-asan/ (scripts/sanitize.sh)"
 	@echo "  make fault-sweep  every Vulkan call of generate and embed failed in turn (docs/testing.md, Faults)"
+	@echo "  make soak-serve  vkformer serve under 16 clients and device faults for DURATION s (default 1800)"
 	@echo "  make fuzz     each file reader's fuzz harness for 60 s (scripts/fuzz_smoke.sh, fuzz/)"
 	@echo "  make test-windows  build for Windows (MinGW-w64) in build-windows/, run every test under Wine"
 	@echo "  make devices  build, then list the Vulkan devices (vkformer devices)"
@@ -117,6 +119,14 @@ fault-sweep: build
 	python3 tests/fault_layer/fault_sweep.py --full --vkformer $(VKFORMER) \
 	  --layer-dir $(BUILD_DIR)/tests/fault_layer --tiny-llama tests/golden_llama/tiny/tiny_llama_tied.gguf \
 	  --out $(BUILD_DIR)/tests/fault_layer/sweep_full --jobs $(TEST_JOBS)
+
+# The serve soak (issue 39; not part of `make test`): 16 clients with normal, hostile and
+# abandoned requests and a device fault every 3 minutes for DURATION seconds (default 1800),
+# then memory and file descriptors within 5% of after the warm-up (tests/server/soak_serve.py).
+DURATION ?= 1800
+soak-serve: build
+	python3 tests/server/soak_serve.py --vkformer $(VKFORMER) --layer-dir $(BUILD_DIR)/tests/fault_layer \
+	  --model tests/golden_llama/tiny/tiny_llama_untied.gguf --duration $(DURATION) --out $(BUILD_DIR)/soak_serve
 
 # The CI steps after `make test` (.ci/run): the suite under sanitizers, and a short fuzzing run.
 sanitize:

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <mutex>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -41,8 +42,19 @@ int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
   if (options.batch_tokens != 0 && options.batch_tokens < options.parallel)
     usage_error("--batch-tokens " + std::to_string(options.batch_tokens) + " is less than --parallel " +
                 std::to_string(options.parallel) + ": each step carries a token of every generating sequence");
+  // The device in use: replaced when the server opens one anew after a loss, each one's
+  // validation messages reported before it is let go.
   Device device = Device::open(globals.device_options());
+  std::mutex device_mutex;
+  size_t validation_messages = 0;
   ServerOptions o = options;
+  o.open_device = [&] {
+    std::lock_guard lock(device_mutex);
+    validation_messages += report_validation(device);
+    std::fprintf(stderr, "vkformer serve: the device was lost: opening it again\n");
+    device = Device::open(globals.device_options());
+    return device;
+  };
   o.on_listening = [&](int port) {
     std::fprintf(stderr, "vkformer serve: loading the model%s on port %d (GET /health answers 503 until it is ready)\n",
                  options.embedding_model.empty() || options.model.empty() ? "" : "s", port);
@@ -71,7 +83,9 @@ int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
   done = true;
   second_signal.join();
   std::fprintf(stderr, "vkformer serve: stopped\n");
-  return report_validation(device) ? 1 : 0;
+  std::lock_guard lock(device_mutex);
+  validation_messages += report_validation(device);
+  return validation_messages ? 1 : 0;
 }
 
 }  // namespace

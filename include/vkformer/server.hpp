@@ -17,7 +17,9 @@
 // scheduler step carries every generating sequence's next token and up to `batch_tokens` tokens
 // in all, the rest taken from waiting prompts; more requests wait in a queue of `max_queue`. A
 // slot keeps its sequence's KV cache when it is done, and a request that shares a prefix with it
-// computes only the rest (prefix caching). docs/serve.md has the details.
+// computes only the rest (prefix caching). A device lost under it (or out of device memory) ends
+// the requests it hit with 503 and a message; after a loss the models are loaded again on a
+// device from `open_device`. docs/serve.md has the details.
 // Built only where cpp-httplib is found (library vkformer_server, target vkformer::server).
 #include <cstdint>
 #include <filesystem>
@@ -58,6 +60,10 @@ struct ServerOptions {
   bool verbose = false;              // a line on stderr per answered completion: where its time went
   // Called by start() once the port is bound, before the models load (stderr's "loading" line).
   std::function<void(int port)> on_listening;
+  // Opens a device anew after the one in use was lost (a driver reset or timeout): the server
+  // then loads its models on it and serves again (GET /health answers 503 "degraded" meanwhile).
+  // Empty: after a loss the server answers 503 until it is restarted.
+  std::function<Device()> open_device;
 };
 
 class ServerImpl;

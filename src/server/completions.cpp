@@ -25,6 +25,16 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 constexpr std::chrono::milliseconds kStreamPoll{250};
 constexpr int kPollsPerKeepAlive = 8;
 
+// A request the device failed under (issue 39): 503, as it may be retried. A lost device's
+// message says that the model is being loaded again; out of device memory, what to try.
+ApiError device_failure(const server::GenerationJob& job) {
+  const std::string reason = job.finish_reason();
+  return ApiError(503, "server_error",
+                  (reason == "out_of_memory" ? "generation failed, out of device memory: " : "generation failed: ") +
+                      job.error(),
+                  "", reason);
+}
+
 }  // namespace
 
 namespace {
@@ -45,7 +55,7 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
   check_ready();
   if (!scheduler_) throw ApiError(404, "invalid_request_error", "this server has no language model (start it with --model)", "model", "model_not_found");
   const json body = server::parse_body(req.body, options_.max_json_depth);
-  const GgufTokenizer& tokenizer = slots_->model().tokenizer();
+  const GgufTokenizer& tokenizer = *tokenizer_;
   server::GenerationParams params;
   std::vector<int32_t> prompt;
   if (chat) {
@@ -72,7 +82,7 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
       prompt = std::move(r.prompt_tokens);
     }
   }
-  const int64_t n = static_cast<int64_t>(prompt.size()), context = slots_->context();
+  const int64_t n = static_cast<int64_t>(prompt.size()), context = context_;
   if (n == 0) throw bad_request(chat ? "messages" : "prompt", "the prompt has no tokens");
   if (n > max_prompt_tokens_)
     throw bad_request(chat ? "messages" : "prompt", "the prompt has " + std::to_string(n) + " tokens, more than the limit of " + std::to_string(max_prompt_tokens_) + " (--max-prompt-tokens, at most --ctx - 1)", "context_length_exceeded");
@@ -115,6 +125,7 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
     finished(id, *job, n);
     if (job->finish_reason() == "shutdown") throw ApiError(503, "server_error", job->error(), "", "server_shutting_down");
     if (job->finish_reason() == "error") throw ApiError(500, "server_error", "generation failed: " + job->error());
+    if (job->finish_reason() == "device_lost" || job->finish_reason() == "out_of_memory") throw device_failure(*job);
     json choice = {{"index", 0}, {"finish_reason", job->finish_reason()}, {"logprobs", nullptr}};
     if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
     else choice["text"] = text;
@@ -172,11 +183,11 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
         if (!done) return true;
         const std::string reason = s.job->finish_reason();
         finished(id, *s.job, n);
-        if (reason == "error" || reason == "shutdown") {
+        if (reason == "error" || reason == "shutdown" || reason == "device_lost" || reason == "out_of_memory") {
           // The final event: an error in OpenAI's shape (the openai package raises it).
-          json e = reason == "shutdown"
-                       ? ApiError(503, "server_error", s.job->error(), "", "server_shutting_down").to_json()
-                       : ApiError(500, "server_error", "generation failed: " + s.job->error()).to_json();
+          json e = reason == "shutdown" ? ApiError(503, "server_error", s.job->error(), "", "server_shutting_down").to_json()
+                   : reason == "error"  ? ApiError(500, "server_error", "generation failed: " + s.job->error()).to_json()
+                                        : device_failure(*s.job).to_json();
           if (!write("data: " + dump(e) + "\n\n")) return false;
         } else {
           if (!write(event(chat ? json::object() : json(""), reason))) return false;

@@ -4,6 +4,7 @@
 #include "api_error.hpp"
 #include "requests.hpp"
 #include "server_impl.hpp"
+#include "vkformer/error.hpp"
 
 namespace vkformer {
 
@@ -39,20 +40,53 @@ std::string base64_floats(const float* v, size_t n) {
 
 void ServerImpl::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
   check_ready();
-  if (!embedder_) throw ApiError(404, "invalid_request_error", "this server has no embedding model (start it with --embedding-model)", "model", "model_not_found");
+  if (options_.embedding_model.empty()) throw ApiError(404, "invalid_request_error", "this server has no embedding model (start it with --embedding-model)", "model", "model_not_found");
   const json body = server::parse_body(req.body, options_.max_json_depth);
   server::EmbeddingRequest r = server::parse_embedding_request(body, static_cast<size_t>(options_.max_embedding_inputs));
   if (r.model != embedding_id_) throw ApiError(404, "invalid_request_error", "the model '" + r.model.substr(0, 100) + "' does not exist: this server embeds with '" + embedding_id_ + "'", "model", "model_not_found");
+  std::unique_lock lock(embedder_mutex_);
+  if (!embedder_ || embedder_->device().lost()) {  // lost since (by the language model, or here)
+    try {
+      restore_embedder();
+    } catch (const std::exception& e) {
+      throw ApiError(503, "server_error",
+                     std::string("the device failed and the embedding model could not be loaded again: ") + e.what() +
+                         ": retry when GET /health answers 200",
+                     "", "device_lost");
+    }
+  }
   int64_t tokens = 0;
   for (const std::string& t : r.inputs)
     tokens += static_cast<int64_t>(embedder_->tokenizer().encode(t, static_cast<size_t>(embedder_->max_seq_length())).size());
   HostTensor e;
-  {
-    std::lock_guard lock(embedder_mutex_);
+  try {
     e = embedder_->embed(r.inputs);
+  } catch (const Error& failure) {
+    if (failure.code() == ErrorCode::out_of_memory)
+      throw ApiError(503, "server_error", std::string("embedding failed, out of device memory: ") + failure.what(), "",
+                     "out_of_memory");
+    if (failure.code() != ErrorCode::device_lost) throw;
+    // The models are loaded again on a new device (the language model by its scheduler, told
+    // here); this request is answered at once.
+    metrics_.device_lost();
+    embedder_ready_ = false;
+    embedder_.reset();
+    if (scheduler_) {
+      scheduler_->device_check();
+    } else {
+      try {
+        restore_embedder();  // no scheduler to do it: /health says "ok" again without another request
+      } catch (const std::exception&) {
+      }
+    }
+    throw ApiError(503, "server_error",
+                   std::string("embedding failed: ") + failure.what() +
+                       "; the server is loading the models again: retry when GET /health answers 200",
+                   "", "device_lost");
   }
-  const std::vector<float> values = e.to_f32();
   const size_t dim = static_cast<size_t>(embedder_->dimension());
+  lock.unlock();
+  const std::vector<float> values = e.to_f32();
   json data = json::array();
   for (size_t i = 0; i < r.inputs.size(); ++i) {
     const float* row = values.data() + i * dim;

@@ -57,6 +57,12 @@ std::string Metrics::render(int parallel) const {
   o << "# HELP vkformer_client_disconnects_total Streams whose client went away before the end.\n"
        "# TYPE vkformer_client_disconnects_total counter\nvkformer_client_disconnects_total "
     << disconnects_.load() << "\n";
+  o << "# HELP vkformer_device_losses_total Times the device was found lost (its requests answered 503 device_lost).\n"
+       "# TYPE vkformer_device_losses_total counter\nvkformer_device_losses_total "
+    << device_losses_.load() << "\n";
+  o << "# HELP vkformer_model_reloads_total Times the language model was loaded again after a device loss.\n"
+       "# TYPE vkformer_model_reloads_total counter\nvkformer_model_reloads_total "
+    << model_reloads_.load() << "\n";
   o << "# HELP vkformer_generation_tokens_per_second Tokens decoded per second of decode steps, "
        "all sequences together, since start.\n"
        "# TYPE vkformer_generation_tokens_per_second gauge\nvkformer_generation_tokens_per_second "

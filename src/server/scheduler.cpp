@@ -6,6 +6,7 @@
 
 #include "api_error.hpp"
 #include "stop_strings.hpp"
+#include "vkformer/error.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
 
 namespace vkformer::server {
@@ -36,14 +37,21 @@ struct Scheduler::Sequence {
   size_t remaining() const { return job->request.prompt.size() - prompt_done; }
 };
 
-Scheduler::Scheduler(SequenceSlots& slots, size_t max_queue, Metrics& metrics, RequestMetrics& request_metrics)
-    : slots_(slots), max_queue_(max_queue), metrics_(metrics), request_metrics_(request_metrics) {
-  active_.resize(static_cast<size_t>(slots.count()));
-  cache_.resize(static_cast<size_t>(slots.count()));
+Scheduler::Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
+                     RequestMetrics& request_metrics)
+    : slots_(std::move(slots)), reload_(std::move(reload)), max_queue_(max_queue), metrics_(metrics),
+      request_metrics_(request_metrics) {
+  active_.resize(static_cast<size_t>(slots_->count()));
+  cache_.resize(static_cast<size_t>(slots_->count()));
   thread_ = std::thread([this] { loop(); });
 }
 
 Scheduler::~Scheduler() { stop(); }
+
+std::string Scheduler::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
 
 std::shared_ptr<GenerationJob> Scheduler::submit(GenerationRequest request) {
   auto job = std::make_shared<GenerationJob>(std::move(request));
@@ -51,6 +59,9 @@ std::shared_ptr<GenerationJob> Scheduler::submit(GenerationRequest request) {
     std::lock_guard lock(mutex_);
     if (stopping_ || draining_)
       throw ApiError(503, "server_error", "the server is shutting down", "", "server_shutting_down");
+    if (refusing_)
+      throw ApiError(503, "server_error",
+                     failure_ + "; the server tries again: retry when GET /health answers 200", "", "device_lost");
     if (queue_.size() >= max_queue_)
       throw ApiError(503, "server_error",
                      "the request queue is full: " + std::to_string(queue_.size()) +
@@ -108,15 +119,23 @@ void Scheduler::loop() {
         return queue_.empty() && std::none_of(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; });
       };
       if (draining_ && idle()) idle_.notify_all();
-      auto pending = [&] { return stopping_ || !idle(); };
+      // Lost (a step found it, or another user of the device did): reload, unless shutting down.
+      auto lost = [&] { return slots_ ? slots_->device_lost() : !draining_; };
+      auto pending = [&] { return stopping_ || !idle() || lost(); };
       if (draining_ && Clock::now() < deadline_) wake_.wait_until(lock, deadline_, pending);
       else wake_.wait(lock, pending);
       if (stopping_) return;
-      if (idle()) continue;  // the deadline came with nothing left
-      if (draining_ && Clock::now() >= deadline_) {
-        end_all("shutdown", "the server is shutting down: the request did not finish within the grace period");
+      if (draining_ && !idle() && (!slots_ || Clock::now() >= deadline_)) {
+        end_all("shutdown", slots_ ? "the server is shutting down: the request did not finish within the grace period"
+                                   : "the server is shutting down");
         continue;
       }
+      if (!lost() && idle()) continue;  // the deadline came with nothing left
+    }
+    if (!slots_ || slots_->device_lost()) {
+      if (slots_) lose_device("the device was lost (another of its users found it)");
+      restore();
+      continue;
     }
     try {
       admit();
@@ -130,13 +149,58 @@ void Scheduler::loop() {
         active_[s].reset();
         cache_[s].tokens.clear();
         try {
-          slots_.truncate(static_cast<int>(s), 0);
+          if (slots_) slots_->truncate(static_cast<int>(s), 0);
         } catch (const std::exception&) {
         }
       }
     }
     std::lock_guard lock(mutex_);
     metrics_.active_slots(std::count_if(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; }));
+  }
+}
+
+void Scheduler::lose_device(const std::string& what) {
+  const std::string message = what + "; the server is loading the model again: retry when GET /health answers 200";
+  {
+    std::lock_guard lock(mutex_);
+    for (size_t s = 0; s < active_.size(); ++s) {
+      if (active_[s]) active_[s]->job->finish("device_lost", active_[s]->generated, message);
+      active_[s].reset();
+      cache_[s].tokens.clear();
+    }
+    ready_ = false;
+    failure_ = what;
+    metrics_.active_slots(0);
+  }
+  metrics_.device_lost();
+  slots_.reset();  // what it held on the lost device, freed before a new device is opened
+}
+
+void Scheduler::restore() {
+  for (auto wait = std::chrono::seconds(1);; wait = std::min(wait * 2, std::chrono::seconds(30))) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_ || draining_) return;
+    }
+    try {
+      std::unique_ptr<SequenceSlots> slots = reload_();
+      std::lock_guard lock(mutex_);
+      slots_ = std::move(slots);
+      refusing_ = false;
+      failure_.clear();
+      ready_ = true;
+      metrics_.model_reloaded();
+      return;
+    } catch (const std::exception& e) {
+      std::unique_lock lock(mutex_);
+      failure_ = std::string("loading the model again after the device failed did not work: ") + e.what();
+      refusing_ = true;
+      for (auto& job : queue_)
+        job->finish("device_lost", 0, failure_ + "; the server tries again: retry when GET /health answers 200");
+      queue_.clear();
+      metrics_.queue_depth(0);
+      wake_.wait_for(lock, wait, [&] { return stopping_ || draining_; });
+    }
   }
 }
 
@@ -178,11 +242,11 @@ void Scheduler::admit() {
     const size_t reused = std::min(common, job->request.prompt.size() - 1);
     SlotCache& cache = cache_[static_cast<size_t>(slot)];
     try {
-      slots_.truncate(slot, static_cast<int64_t>(reused));
+      slots_->truncate(slot, static_cast<int64_t>(reused));
     } catch (const std::exception& e) {  // the slot's list and cache disagree (not expected): drop both
       job->finish("error", 0, e.what());
       cache.tokens.clear();
-      slots_.truncate(slot, 0);
+      slots_->truncate(slot, 0);
       continue;
     }
     cache.tokens.resize(reused);
@@ -202,7 +266,7 @@ void Scheduler::admit() {
 }
 
 void Scheduler::step() {
-  const GgufTokenizer& tokenizer = slots_.model().tokenizer();
+  const GgufTokenizer& tokenizer = slots_->model().tokenizer();
   auto release = [&](size_t s) {
     std::lock_guard lock(mutex_);
     active_[s].reset();
@@ -229,7 +293,7 @@ void Scheduler::step() {
       q.job->finish("stop", q.generated);
       return false;
     }
-    const bool full = slots_.position(q.slot) >= slots_.context();
+    const bool full = slots_->position(q.slot) >= slots_->context();
     if (q.generated >= q.job->request.max_tokens || full) {
       q.utf8.discard();  // cut off inside a character: nothing of it is shown, as generate() does
       shown += q.stop.flush();
@@ -264,7 +328,7 @@ void Scheduler::step() {
   });
   std::vector<SequenceSlots::Piece> pieces;
   std::vector<Sequence*> in_step;  // pieces' sequences, in order
-  int64_t budget = slots_.step_tokens(), decode_rows = 0, prompt_rows = 0;
+  int64_t budget = slots_->step_tokens(), decode_rows = 0, prompt_rows = 0;
   for (Sequence* q : decoding) {
     pieces.push_back({q->slot, {&*q->next, 1}, true});
     in_step.push_back(q);
@@ -285,14 +349,29 @@ void Scheduler::step() {
   const auto t0 = Clock::now();
   std::vector<std::vector<float>> logits;
   try {
-    logits = slots_.step(pieces);
-  } catch (const std::exception& e) {
+    logits = slots_->step(pieces);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::device_lost) {
+      lose_device(e.what());
+      return;
+    }
     // What the failed pass wrote is unknown: those slots' caches are dropped, not half-kept.
+    // Out of device memory leaves the device and the model usable: the requests may retry.
+    const char* reason = e.code() == ErrorCode::out_of_memory ? "out_of_memory" : "error";
+    for (Sequence* q : in_step) {
+      const size_t s = static_cast<size_t>(q->slot);
+      q->job->finish(reason, q->generated, e.what());
+      cache_[s].tokens.clear();
+      slots_->truncate(q->slot, 0);
+      release(s);
+    }
+    return;
+  } catch (const std::exception& e) {
     for (Sequence* q : in_step) {
       const size_t s = static_cast<size_t>(q->slot);
       q->job->finish("error", q->generated, e.what());
       cache_[s].tokens.clear();
-      slots_.truncate(q->slot, 0);
+      slots_->truncate(q->slot, 0);
       release(s);
     }
     return;

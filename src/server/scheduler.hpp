@@ -15,11 +15,21 @@
 // Requests join a free slot between steps and leave when done or cancelled (a client gone frees
 // its slot at the next step); beyond the slots they wait in a bounded queue. A sequence's tokens
 // depend only on its own slot, so batching never changes them.
+//
+// Device failures (issue 39): out of device memory in a step ends that step's requests
+// ("out_of_memory") and drops their caches; the device and the model stay usable. A lost device
+// (found by a step, or by another user of the device: the embedder) ends every request in a slot
+// ("device_lost"), drops the slots, and has the model loaded anew through `reload` (which opens a
+// new device): the queued requests wait for it and are served after. While a reload fails, the
+// queue is refused with the reason and the thread tries again after 1 s, doubling up to 30 s.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -34,8 +44,19 @@ namespace vkformer::server {
 class Scheduler {
  public:
   using Clock = std::chrono::steady_clock;
-  Scheduler(SequenceSlots& slots, size_t max_queue, Metrics& metrics, RequestMetrics& request_metrics);
+  // The model's slots anew, on a device that works (ServerImpl opens one after a loss); throws
+  // what loading throws.
+  using Reload = std::function<std::unique_ptr<SequenceSlots>()>;
+  Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
+            RequestMetrics& request_metrics);
   ~Scheduler();  // stop()
+
+  // False from a device loss until the model is loaded again (GET /health: degraded); then
+  // failure() says why.
+  bool ready() const { return ready_; }
+  std::string failure() const;
+  // Another user of the device found it lost: the thread looks at once (and reloads).
+  void device_check() { wake_.notify_all(); }
 
   // Queues a request (its tokens already checked against the context). ApiError 503 when the
   // queue is full or the server is shutting down.
@@ -57,8 +78,11 @@ class Scheduler {
   void step();
   void end_all(const char* reason, const std::string& message);  // under mutex_, thread stopped or between steps
   int choose_slot(const std::vector<int32_t>& prompt, bool reuse, size_t* common) const;
+  void lose_device(const std::string& what);  // ends the slots' requests, drops the slots
+  void restore();                             // loads them anew; returns loaded, stopping or draining
 
-  SequenceSlots& slots_;
+  std::unique_ptr<SequenceSlots> slots_;  // null from a device loss until reloaded; this thread's alone
+  Reload reload_;
   size_t max_queue_;
   Metrics& metrics_;
   RequestMetrics& request_metrics_;
@@ -69,6 +93,9 @@ class Scheduler {
   std::vector<SlotCache> cache_;                   // one per slot, kept when its sequence leaves
   uint64_t steps_ = 0;
   bool stopping_ = false, draining_ = false;
+  std::atomic<bool> ready_{true};
+  bool refusing_ = false;  // a reload failed: submit() refuses with failure_ until one succeeds
+  std::string failure_;
   Clock::time_point deadline_;
   std::thread thread_;
 };

@@ -15,9 +15,9 @@ BatchedLanguageModelOptions options(int count, int64_t context, int64_t step_tok
 }
 }  // namespace
 
-SequenceSlots::SequenceSlots(Device& device, const std::filesystem::path& gguf, int count, int64_t context,
+SequenceSlots::SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context,
                              int64_t step_tokens)
-    : model_(BatchedLanguageModel::load(device, gguf, options(count, context, step_tokens))) {
+    : device_(std::move(device)), model_(BatchedLanguageModel::load(device_, gguf, options(count, context, step_tokens))) {
   // Every bucket's step recorded now, at start-up, so that no request waits while a larger
   // step's kernels are compiled (seconds on a CPU device) the first time it forms.
   model_.record_steps();

@@ -19,13 +19,16 @@ namespace vkformer::server {
 
 class SequenceSlots {
  public:
-  SequenceSlots(Device& device, const std::filesystem::path& gguf, int count, int64_t context, int64_t step_tokens);
+  SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context, int64_t step_tokens);
 
   int count() const { return model_.slots(); }
   int64_t context() const { return model_.context(); }
   int64_t step_tokens() const { return model_.step_rows(); }
   int64_t position(int slot) const { return model_.position(slot); }
   const BatchedLanguageModel& model() const { return model_; }
+  // The device was lost (by a step here or by another of its users): the slots cannot be used
+  // again; the scheduler drops them and loads the model anew.
+  bool device_lost() const { return device_.lost(); }
 
   // Keeps the slot's first `length` cached tokens (a prefix the next sequence shares); 0: empty.
   void truncate(int slot, int64_t length) { model_.truncate(slot, length); }
@@ -34,6 +37,7 @@ class SequenceSlots {
   std::vector<std::vector<float>> step(std::span<const Piece> pieces);
 
  private:
+  Device device_;
   BatchedLanguageModel model_;
 };
 

@@ -4,6 +4,10 @@
 #include <ctime>
 #include <thread>
 
+#ifndef _WIN32
+#include <sys/socket.h>
+#endif
+
 #include "api_error.hpp"
 #include "connection_pool.hpp"
 #include "server_impl.hpp"
@@ -73,23 +77,25 @@ void ServerImpl::load_models() {
     // A CPU device (lavapipe) pays for every row of a step about what a prompt token costs, so a
     // burst's prompts in steps of 64 answer its first requests sooner than in one large step; on
     // a GPU, rows up to a few hundred cost about one.
-    const int64_t batch_tokens = options_.batch_tokens > 0 ? options_.batch_tokens
-                                 : device_.info().type == "cpu" ? 64 : 512;
-    slots_ = std::make_unique<server::SequenceSlots>(device_, options_.model, options_.parallel, options_.context,
-                                                     std::max<int64_t>(batch_tokens, options_.parallel));
+    batch_tokens_ = std::max<int64_t>(options_.batch_tokens > 0 ? options_.batch_tokens
+                                      : device_.info().type == "cpu" ? 64 : 512,
+                                      options_.parallel);
+    std::unique_ptr<server::SequenceSlots> slots = load_slots();
     // The template comes with the model. A file whose template vkformer does not render (or has
     // none) still serves /v1/completions; chat requests get the reason, never a prompt in some
     // other model's format. A bad --chat-template name fails here.
-    const ModelChatTemplates& templates = slots_->model().chat_templates();
+    const ModelChatTemplates& templates = slots->model().chat_templates();
     if (!options_.chat_template.empty() || templates.has_file_template())
       chat_template_ = templates.choose(options_.chat_template);
     else
       chat_template_problem_ = templates.problem();
-    const int64_t context = slots_->context();
-    max_prompt_tokens_ = options_.max_prompt_tokens > 0 ? std::min(options_.max_prompt_tokens, context - 1) : context - 1;
-    max_tokens_ = options_.max_tokens > 0 ? std::min(options_.max_tokens, context) : context;
+    context_ = slots->context();
+    tokenizer_ = std::make_shared<const GgufTokenizer>(slots->model().tokenizer());
+    max_prompt_tokens_ = options_.max_prompt_tokens > 0 ? std::min(options_.max_prompt_tokens, context_ - 1) : context_ - 1;
+    max_tokens_ = options_.max_tokens > 0 ? std::min(options_.max_tokens, context_) : context_;
     model_id_ = options_.model_name.empty() ? options_.model.stem().string() : options_.model_name;
-    scheduler_ = std::make_unique<server::Scheduler>(*slots_, static_cast<size_t>(options_.max_queue), metrics_,
+    scheduler_ = std::make_unique<server::Scheduler>(std::move(slots), [this] { return load_slots(); },
+                                                     static_cast<size_t>(options_.max_queue), metrics_,
                                                      request_metrics_);
   }
   if (!options_.embedding_model.empty()) {
@@ -98,6 +104,41 @@ void ServerImpl::load_models() {
     if (!dir.has_filename()) dir = dir.parent_path();
     embedding_id_ = dir.filename().string();
   }
+}
+
+Device ServerImpl::usable_device() {
+  std::lock_guard lock(device_mutex_);
+  if (device_.lost()) {
+    if (!options_.open_device)
+      throw Error(ErrorCode::device_lost, "the device was lost and this server cannot open another "
+                                          "(ServerOptions::open_device is not set): restart it");
+    device_ = options_.open_device();
+  }
+  return device_;
+}
+
+std::unique_ptr<server::SequenceSlots> ServerImpl::load_slots() {
+  auto slots = std::make_unique<server::SequenceSlots>(usable_device(), options_.model, options_.parallel,
+                                                       options_.context, batch_tokens_);
+  // The embedding model shares the device: loaded again now, so that /health says "ok" again
+  // without waiting for an embedding request.
+  if (!options_.embedding_model.empty() && ready_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(embedder_mutex_);
+    if (!embedder_ || embedder_->device().lost()) {
+      try {
+        restore_embedder();
+      } catch (const std::exception&) {  // the next embedding request tries again and answers why
+      }
+    }
+  }
+  return slots;
+}
+
+void ServerImpl::restore_embedder() {
+  embedder_ready_ = false;
+  embedder_.reset();  // what it held on the lost device, freed first
+  embedder_ = std::make_unique<SentenceEmbedder>(SentenceEmbedder::load(usable_device(), options_.embedding_model));
+  embedder_ready_ = true;
 }
 
 void ServerImpl::check_ready() const {
@@ -113,6 +154,13 @@ void ServerImpl::routes() {
   http_.new_task_queue = [this, n = o.max_connections] {
     return new server::ConnectionPool(static_cast<size_t>(n), metrics_);
   };
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients on a busy machine overflowed
+  // it and some of their connections were reset (the kernel's "SYN flooding" fallback). The socket
+  // is noted here and listened on again with the system's largest backlog once bound (start()).
+  http_.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = static_cast<int64_t>(sock);
+  });
   http_.set_payload_max_length(o.max_body_bytes);
   http_.set_read_timeout(o.read_timeout_s, 0);
   http_.set_write_timeout(o.write_timeout_s, 0);
@@ -181,13 +229,22 @@ void ServerImpl::routes() {
   });
 
   http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    // 503 while the models load and once shutting down: a readiness probe keeps traffic away.
+    // 503 while the models load, while they load again after a device loss ("degraded", with the
+    // reason) and once shutting down: a readiness probe keeps traffic away.
     const bool ready = ready_.load(std::memory_order_acquire);
-    if (!ready || draining_) {
-      res.status = 503;
-      if (!ready) res.set_header("Retry-After", "1");
+    json out = {{"status", draining_ ? "shutting_down" : ready ? "ok" : "loading"}};
+    if (ready && !draining_) {
+      std::string reason;
+      if (scheduler_ && !scheduler_->ready()) reason = scheduler_->failure();
+      else if (!options_.embedding_model.empty() && !embedder_ready_)
+        reason = "the embedding model is being loaded again after the device failed";
+      if (!reason.empty()) out = {{"status", "degraded"}, {"reason", reason}};
     }
-    res.set_content(json{{"status", draining_ ? "shutting_down" : ready ? "ok" : "loading"}}.dump(), "application/json");
+    if (out["status"] != "ok") {
+      res.status = 503;
+      if (out["status"] != "shutting_down") res.set_header("Retry-After", "1");
+    }
+    res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   });
   http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(options_.parallel) + request_metrics_.render(), "text/plain; version=0.0.4");
@@ -229,6 +286,9 @@ void ServerImpl::start() {
                                      " (in use, or not an address of this machine?)");
     port_ = options_.port;
   }
+#ifndef _WIN32
+  if (listen_socket_ >= 0) ::listen(static_cast<int>(listen_socket_), SOMAXCONN);  // a second listen() sets the backlog
+#endif
   listener_ = std::thread([this] { http_.listen_after_bind(); });
   // httplib's stop() does nothing before the listening loop has started: a model that fails to
   // load at once must find it running.

@@ -14,6 +14,13 @@ and in both: no signal, no hang (--timeout), no validation message (the Khronos 
 below vkfault, logging to a file), no object left alive (the layer's count at exit is zero) and no
 sanitizer report.
 
+The serve workload (`vkformer serve` on the tiny llama, two greedy completions one after the
+other, then SIGTERM) ends either as above at start-up (exit 1 naming the call), or with every
+request answered 200 with the fault-free run's text or 500/503 with a message naming the call;
+after a failed request /health must come back to 200 and the next request be answered 200 with
+that text (a fault from then on may instead keep the server degraded: 503 naming the call), and
+SIGTERM must end the server with exit status 0.
+
 Which runs (deterministic):
   - by default (make test): every call index of the issue's eight functions (vkAllocateMemory,
     vkCreateBuffer, vkCreateComputePipelines, vkQueueSubmit, vkWaitForFences, vkMapMemory,
@@ -106,8 +113,10 @@ class Runner:
         self.out = out
         self.serial = 0
 
-    def run(self, name, argv, fault):
-        """Runs the tool once with VKFORMER_FAULT=fault; returns what the checks need."""
+    def run(self, name, argv, fault, drive=None):
+        """Runs the tool once with VKFORMER_FAULT=fault; returns what the checks need. `drive`
+        (the serve workload) runs the program instead: drive(argv, env, timeout) gives
+        (rc, stdout, stderr, hung)."""
         d = tempfile.mkdtemp(prefix=name + "_", dir=self.out)
         report, vlog = os.path.join(d, "vkfault.txt"), os.path.join(d, "validation.txt")
         # The validation layer's own log: it also reports what happens after the program has
@@ -129,12 +138,15 @@ class Runner:
         })
         env.pop("VKFORMER_VALIDATION", None)
         t0 = time.monotonic()
-        try:
-            p = subprocess.run([self.args.vkformer] + argv, env=env, capture_output=True,
-                               timeout=self.args.timeout, stdin=subprocess.DEVNULL)
-            rc, stdout, stderr, hung = p.returncode, p.stdout, p.stderr, False
-        except subprocess.TimeoutExpired as e:
-            rc, stdout, stderr, hung = None, e.stdout or b"", e.stderr or b"", True
+        if drive:
+            rc, stdout, stderr, hung = drive([self.args.vkformer] + argv, env, self.args.timeout)
+        else:
+            try:
+                p = subprocess.run([self.args.vkformer] + argv, env=env, capture_output=True,
+                                   timeout=self.args.timeout, stdin=subprocess.DEVNULL)
+                rc, stdout, stderr, hung = p.returncode, p.stdout, p.stderr, False
+            except subprocess.TimeoutExpired as e:
+                rc, stdout, stderr, hung = None, e.stdout or b"", e.stderr or b"", True
         seconds = time.monotonic() - t0
         parsed, injections = parse_report(report)
         validation = open(vlog, errors="replace").read() if os.path.exists(vlog) else ""
@@ -144,6 +156,119 @@ class Runner:
         if not self.args.keep:
             shutil.rmtree(d, ignore_errors=True)
         return result
+
+
+SERVE_MODEL = "tiny"
+
+
+def serve_drive(argv, env, timeout):
+    """The serve workload: starts the server, sends two greedy completions one after the other
+    (after one that failed: waits for /health, then one more), then SIGTERM. stdout is the
+    transcript, a JSON list of ("ok", text) / ("error", status, message) / ("health", status,
+    body) / ("start", ...) entries; rc the server's exit status."""
+    import http.client
+    import threading
+    import urllib.error
+    import urllib.request
+    end = time.monotonic() + timeout
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines, port = [], [None]
+    listening = threading.Event()
+
+    def read():
+        for raw in p.stderr:
+            line = raw.decode(errors="replace")
+            lines.append(line)
+            m = re.search(r"listening on http://[^:]+:(\d+)", line)
+            if m:
+                port[0] = int(m.group(1))
+                listening.set()
+        listening.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    transcript = []
+
+    def finish(rc, hung):
+        reader.join(10)
+        return rc, json.dumps(transcript).encode(), "".join(lines).encode(), hung
+
+    listening.wait(max(1, end - time.monotonic()))
+    if port[0] is None:  # failed to start (or hung while loading)
+        try:
+            return finish(p.wait(max(1, end - time.monotonic())), False)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            return finish(None, True)
+    base = "http://127.0.0.1:%d" % port[0]
+
+    def complete():
+        body = json.dumps({"model": SERVE_MODEL, "prompt": "hello", "max_tokens": 4, "temperature": 0}).encode()
+        req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=max(1, end - time.monotonic())) as r:
+                transcript.append(["ok", json.loads(r.read())["choices"][0]["text"]])
+                return True
+        except urllib.error.HTTPError as e:
+            transcript.append(["error", e.code, e.read().decode(errors="replace")])
+        except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
+            transcript.append(["error", 0, "no answer: %r" % e])
+        return False
+
+    def health():
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=10) as r:
+                return r.status, r.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")
+        except (OSError, http.client.HTTPException) as e:
+            return 0, repr(e)
+
+    failed = not complete()
+    failed = not complete() or failed
+    if failed:
+        # Back to 200, or stuck with a reload that did not work (a fault from then on).
+        status, text = health()
+        while status != 200 and "did not work" not in text and time.monotonic() < end - 10:
+            time.sleep(0.1)
+            status, text = health()
+        transcript.append(["health", status, text])
+        complete()
+    p.send_signal(signal.SIGTERM)
+    try:
+        return finish(p.wait(max(1, end - time.monotonic())), False)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        return finish(None, True)
+
+
+def judge_serve(result, baseline, function):
+    """The serve workload's own checks, once judge()'s common ones passed and the server ran."""
+    transcript = json.loads(result["stdout"] or "[]")
+    want = json.loads(baseline["stdout"])[0][1]
+    if result["rc"] != 0:
+        return f"exit status {result['rc']} after SIGTERM (expected 0): " + result["stderr"][-300:]
+    recovered_after = None
+    for i, entry in enumerate(transcript):
+        if entry[0] == "ok" and entry[1] != want:
+            return f"request {i}: 200 with {entry[1]!r}, without faults {want!r}"
+        if entry[0] == "error":
+            status, message = entry[1], entry[2]
+            if status not in (500, 503):
+                return f"request {i}: status {status} (expected 200, 500 or 503): {message[:300]}"
+            if function not in message:
+                return f"request {i}: the error does not name {function}: {message[:300]}"
+        if entry[0] == "health":
+            recovered_after = entry
+    if recovered_after is not None:
+        last = transcript[-1]
+        from_then_on = "+" in result["fault"].split("=")[0]
+        if last[0] != "ok" and not (from_then_on and "did not work" in recovered_after[2]):
+            return f"after a failed request and /health {recovered_after[1]} {recovered_after[2][:200]}: " \
+                   f"the next request got {last[:2]} {str(last[2:])[:200]}"
+    return ""
 
 
 def error_line(stderr):
@@ -170,6 +295,8 @@ def judge(result, baseline, function):
         return "objects left alive at exit: " + alive
     if result["validation"]:
         return "validation message: " + result["validation"].splitlines()[0][:300]
+    if result.get("served"):
+        return judge_serve(result, baseline, function)
     if rc == 0:
         return "" if result["stdout"] == baseline["stdout"] else "exit 0 with another output than without faults"
     if rc != 1:
@@ -184,8 +311,12 @@ def judge(result, baseline, function):
     return ""
 
 
-def sweep(runner, name, argv, mode, jobs):
-    base = runner.run(name, argv, "count")
+def sweep(runner, name, argv, mode, jobs, drive=None):
+    base = runner.run(name, argv, "count", drive)
+    if drive and not (base["rc"] == 0 and [e[0] for e in json.loads(base["stdout"])] == ["ok", "ok"]):
+        print(f"{name}: the run without faults did not answer both requests: {base['stdout']}\n{base['stderr']}",
+              file=sys.stderr)
+        return None
     if base["rc"] != 0 or base["report"] is None:
         print(f"{name}: the run without faults failed (exit {base['rc']}):\n{base['stderr']}", file=sys.stderr)
         return None
@@ -203,10 +334,12 @@ def sweep(runner, name, argv, mode, jobs):
     failures, results = [], []
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(runner.run, name, argv, fault): (fn, fault) for fn, fault in plan}
+        futures = {pool.submit(runner.run, name, argv, fault, drive): (fn, fault) for fn, fault in plan}
         for fut in concurrent.futures.as_completed(futures):
             fn, fault = futures[fut]
             r = fut.result()
+            # The server ran (listened) unless it ended at start-up with its error line.
+            r["served"] = bool(drive) and r["stdout"] != "[]"
             why = judge(r, base, fn)
             r["verdict"] = why
             results.append(r)
@@ -214,8 +347,14 @@ def sweep(runner, name, argv, mode, jobs):
                 failures.append((fault, why, r))
     results.sort(key=lambda r: r["fault"])
     recovered = sum(1 for r in results if r["rc"] == 0 and not r["verdict"])
-    print(f"{name}: {len(results)} runs in {time.monotonic() - t0:.0f} s, {len(failures)} failed, "
-          f"{recovered} recovered (exit 0, same output)", flush=True)
+    if drive:
+        answered = sum(1 for r in results if r["served"] and not r["verdict"] and '"error"' in r["stdout"])
+        print(f"{name}: {len(results)} runs in {time.monotonic() - t0:.0f} s, {len(failures)} failed; "
+              f"{recovered} served to the end (exit 0), {answered} of them after answering a request 500/503",
+              flush=True)
+    else:
+        print(f"{name}: {len(results)} runs in {time.monotonic() - t0:.0f} s, {len(failures)} failed, "
+              f"{recovered} recovered (exit 0, same output)", flush=True)
     for fault, why, r in sorted(failures)[:40]:
         print(f"  FAIL {fault}: {why}", flush=True)
     return {"workload": name, "argv": argv, "calls": calls, "runs": results,
@@ -228,8 +367,8 @@ def main():
     ap.add_argument("--layer-dir", required=True, help="the folder with VkLayer_vkformer_fault.json")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tiny-llama", help="a GGUF for the generate workload")
-    ap.add_argument("--workload", action="append", choices=["generate", "embed"],
-                    help="which workloads (default: all)")
+    ap.add_argument("--workload", action="append", choices=["generate", "embed", "serve"],
+                    help="which workloads (default: generate and embed)")
     ap.add_argument("--full", action="store_true", help="every index of every function (VKFORMER_FAULT_SWEEP=full)")
     ap.add_argument("--quick", action="store_true", help="fewer indices (VKFORMER_FAULT_SWEEP=quick)")
     ap.add_argument("--jobs", type=int, default=2)
@@ -246,6 +385,8 @@ def main():
     runner = Runner(args, args.out)
     here = os.path.dirname(os.path.abspath(__file__))
     workloads = args.workload or ["generate", "embed"]
+    if "serve" in workloads and not args.tiny_llama:
+        ap.error("the serve workload takes --tiny-llama")
     # The layer itself: a malformed VKFORMER_FAULT must stop the program, not test nothing.
     bad = runner.run("layer_check", ["devices"], "vkNoSuchCall:1")
     if bad["rc"] != 1 or "is not a function this layer can fail" not in bad["stderr"]:
@@ -254,13 +395,19 @@ def main():
         return 1
     summaries = []
     for w in workloads:
+        drive = None
         if w == "generate":
             argv = ["generate", "--model", args.tiny_llama, "--prompt", "hello", "-n", "4"]
+        elif w == "serve":
+            # One slot, 32 tokens, steps of 8: the fewest graphs to build, so the fewest calls.
+            argv = ["serve", "--model", args.tiny_llama, "--model-name", SERVE_MODEL, "--host", "127.0.0.1",
+                    "--port", "0", "--parallel", "1", "--ctx", "32", "--batch-tokens", "8", "--shutdown-grace", "5"]
+            drive = serve_drive
         else:
             bert = os.path.join(args.out, "tiny_bert")
             subprocess.run([sys.executable, os.path.join(here, "make_tiny_bert.py"), bert], check=True)
             argv = ["embed", "--model", bert, "--json", "the cat sat on the mat", "a big dog"]
-        s = sweep(runner, w, argv, mode, args.jobs)
+        s = sweep(runner, w, argv, mode, args.jobs, drive)
         if s is None:
             return 1
         summaries.append(s)
