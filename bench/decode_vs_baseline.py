@@ -39,7 +39,9 @@ def run_vkformer(binary, model, p, n, device, tmp):
 
 
 def run_llama_bench(binary, model, p, n, threads):
-    cmd = [binary, "-m", model, "-p", str(p), "-n", str(n), "-r", "1", "-t", str(threads), "-o", "json"]
+    # --repack 0: the repacked (AMX) CPU kernels die with SIGILL on the shared machine.
+    cmd = [binary, "-m", model, "-p", str(p), "-n", str(n), "-r", "1", "-t", str(threads), "--repack", "0",
+           "-o", "json"]
     res = subprocess.run(cmd, check=True, capture_output=True, text=True)
     tps = {}
     for t in json.loads(res.stdout):
@@ -75,10 +77,12 @@ def main():
                         lambda tmp: run_llama_bench(a.llama_bench, a.model, a.p, a.n, a.threads)))
     tests = ([f"pp{a.p}"] if a.p > 0 else []) + ([f"tg{a.n}"] if a.n > 0 else [])  # 0: left out
     samples = {name: {t: [] for t in tests} for name, _ in runners}
+    loads = []  # the 1-minute load average before each round: the machine is shared
     ours_doc = None
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             order = runners if r % 2 == 0 else list(reversed(runners))
+            loads.append(os.getloadavg()[0])
             for name, run in order:
                 tps, doc = run(tmp)
                 if name == "ours":
@@ -90,7 +94,8 @@ def main():
 
     med = {name: {t: statistics.median(v) for t, v in by.items()} for name, by in samples.items()}
     names = [name for name, _ in runners]
-    print(f"{a.model}: medians of {a.rounds} alternating runs (tokens/s)")
+    print(f"{a.model}: medians of {a.rounds} alternating runs (tokens/s), load average "
+          + ", ".join(f"{x:.1f}" for x in loads))
     # Also the median of the rounds' own ratios: a round's runs share its moment of the machine.
     print("| test | " + " | ".join(names) + " | ours / baseline | per round |" +
           (f" ours / {names[2]} |" if len(names) > 2 else ""))
@@ -113,7 +118,11 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"model": a.model, "rounds": a.rounds, "samples_ts": samples, "median_ts": med,
-                       "ratios": ratios, "ours_per_decoded_token": (ours_doc or {}).get("per_decoded_token")},
+                       "ratios": ratios, "load_average_per_round": loads,
+                       "ours_per_decoded_token": (ours_doc or {}).get("per_decoded_token"),
+                       "ours_decoded_token_by_kernel": (ours_doc or {}).get("decoded_token_by_kernel"),
+                       "ours_decode_weight_gbps": (ours_doc or {}).get("decode_weight_gbps"),
+                       "ours_copy_gbps": (ours_doc or {}).get("copy_gbps")},
                       f, indent=2)
 
 

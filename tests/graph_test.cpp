@@ -397,6 +397,43 @@ TEST_F(DeviceTest, ProfileNamesEveryOp) {
   for (auto& p : prof) EXPECT_GE(p.microseconds, 0.0);
 }
 
+// Each op's entry names its kernels, counts its dispatches and the weight bytes they read, so
+// that `vkformer bench --model` can break a decoded token down per kernel: the entries add up to
+// the recording's own counts.
+TEST_F(DeviceTest, ProfileCountsEachOpsKernelsAndWeightBytes) {
+  Graph g;
+  Tensor x = g.input("x", {3, 64});
+  Tensor w = g.constant("w", HostTensor({48, 64}, DType::f32));  // 12288 bytes
+  Tensor y;
+  {
+    Graph::Scope scope(g, "block0");
+    y = g.gelu(g.linear(x, w));
+  }
+  g.output("y", y);
+  CompileOptions opts;
+  opts.profile = true;
+  Executor ex(device(), g, opts);
+  ex.run({{"x", HostTensor({3, 64}, DType::f32)}});
+  const std::vector<OpTime> prof = ex.profile();
+  ASSERT_EQ(prof.size(), 2u);
+  EXPECT_EQ(prof[0].op, "block0/linear");
+  EXPECT_NE(prof[0].kernels.find("matmul"), std::string::npos) << prof[0].kernels;
+  EXPECT_EQ(prof[0].weight_bytes_read, 48u * 64u * 4u);
+  EXPECT_EQ(prof[1].op, "block0/gelu");
+  EXPECT_EQ(prof[1].weight_bytes_read, 0u);
+  size_t dispatches = 0;
+  uint64_t bytes = 0;
+  for (const OpTime& t : prof) {
+    EXPECT_GE(t.dispatches, 1u) << t.op;
+    EXPECT_FALSE(t.kernels.empty()) << t.op;
+    EXPECT_EQ(t.kernels.find('+'), std::string::npos) << t.op << ": " << t.kernels;  // one kernel each
+    dispatches += t.dispatches;
+    bytes += t.weight_bytes_read;
+  }
+  EXPECT_EQ(dispatches, ex.stats().dispatches);
+  EXPECT_EQ(bytes, ex.stats().weight_bytes_read);
+}
+
 TEST_F(DeviceTest, MisuseGivesClearErrors) {
   Graph g;
   Tensor x = g.input("x", {2, 3});

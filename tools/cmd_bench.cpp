@@ -420,7 +420,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
 
   return {sub, [&globals, o]() {
             if (!o->model.empty())
-              return bench_llm(o->model, o->n_prompt, o->n_gen, o->llm_repeats, o->json_path, globals);
+              return bench_llm(o->model, o->n_prompt, o->n_gen, o->llm_repeats, o->json_path, o->no_peak, globals);
             const auto all = bench::all_benchmarks();
             const auto list = select(all, *o);
             if (o->list) {

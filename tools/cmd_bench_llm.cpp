@@ -5,9 +5,14 @@
 // each repeated -r times after one untimed warm-up run; tokens/s of every run, then mean and
 // sample standard deviation over the runs. Wall-clock time on the host, as llama-bench takes it.
 // Then what one decoded token's pass and one prompt chunk's pass execute, from the executors'
-// recordings: dispatches, pipeline barriers, pipeline binds and weight bytes read.
+// recordings: dispatches, pipeline barriers, pipeline binds and weight bytes read. Then where a
+// decoded token's time goes, per kernel (op × weight type: GPU timestamps around every op of the
+// decode graph), and the weight bytes a decoded token reads per second against the device's
+// measured copy bandwidth (bench/peak.hpp), the bound a decoding step approaches.
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +20,7 @@
 
 #include "io_util.hpp"
 #include "llm_cli.hpp"
+#include "peak.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
 
@@ -79,6 +85,32 @@ void print_pass(const char* name, const ExecutorStats& s, int64_t layers) {
               s.pipeline_binds, static_cast<double>(s.weight_bytes_read) / 1e6);
 }
 
+// One decoded token's ops, timed `runs` times at position 0 and grouped by kernel: the kernel
+// variant names the op and its weight type ("matmul_wq_rows_q6_k_f32").
+struct KernelShare {
+  std::string kernels;
+  size_t ops = 0, dispatches = 0;
+  double microseconds = 0;  // per token, all its ops
+  uint64_t weight_bytes = 0;
+};
+std::vector<KernelShare> profile_decode(LanguageModel& lm, int runs, double& total_us) {
+  std::map<std::string, KernelShare> by_kernel;
+  lm.reset();
+  lm.profile_decode_step(1);  // compiles the profiled graph
+  for (int r = 0; r < runs; ++r)
+    for (const OpTime& t : lm.profile_decode_step(1)) {
+      KernelShare& k = by_kernel[t.kernels];
+      k.kernels = t.kernels;
+      k.microseconds += t.microseconds / runs;
+      if (r == 0) k.ops += 1, k.dispatches += t.dispatches, k.weight_bytes += t.weight_bytes_read;
+    }
+  std::vector<KernelShare> v;
+  total_us = 0;
+  for (auto& [name, k] : by_kernel) v.push_back(k), total_us += k.microseconds;
+  std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.microseconds > b.microseconds; });
+  return v;
+}
+
 double time_run(LanguageModel& lm, const Test& t, const std::vector<int32_t>& ids) {
   lm.reset();
   const auto t0 = Clock::now();
@@ -90,7 +122,7 @@ double time_run(LanguageModel& lm, const Test& t, const std::vector<int32_t>& id
 }  // namespace
 
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,
-              const GlobalOptions& globals) {
+              bool no_peak, const GlobalOptions& globals) {
   return run_llm_command([&] {
     if (n_prompt < 0 || n_gen < 0 || n_prompt + n_gen == 0)
       usage_error("-p and -n must be >= 0 and not both 0, got -p " + std::to_string(n_prompt) +
@@ -140,6 +172,48 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
     print_pass(chunk_name.c_str(), chunk, c.n_layers);
     std::fflush(stdout);
 
+    // Where a decoded token's time goes, and its weight bytes against the copy bandwidth.
+    json kernels = json::array();
+    double profiled_us = 0, copy_gbps = 0, decode_gbps = 0;
+    if (d.timestamps) {
+      std::fprintf(stderr, "profiling a decoded token op by op...\n");
+      const std::vector<KernelShare> shares = profile_decode(lm, 5, profiled_us);
+      lm.reset();
+      std::printf("\ndecoded token by kernel (GPU timestamps around every op, ops serialized; "
+                  "mean of 5 tokens at position 0): %.0f us in all\n", profiled_us);
+      std::printf("| %-40s | %4s | %10s | %7s | %9s | %7s |\n", "kernel", "ops", "dispatches",
+                  "share", "weight MB", "GB/s");
+      std::printf("|------------------------------------------|------|------------|---------|-----------|---------|\n");
+      for (const KernelShare& k : shares) {
+        const double gbps = k.microseconds > 0 ? k.weight_bytes / (k.microseconds * 1e3) : 0;
+        std::printf("| %-40s | %4zu | %10zu | %6.1f%% | %9.2f | %7.2f |\n", k.kernels.c_str(), k.ops,
+                    k.dispatches, 100 * k.microseconds / profiled_us, k.weight_bytes / 1e6, gbps);
+        kernels.push_back({{"kernels", k.kernels},
+                           {"ops", k.ops},
+                           {"dispatches", k.dispatches},
+                           {"microseconds", k.microseconds},
+                           {"share", k.microseconds / profiled_us},
+                           {"weight_bytes_read", k.weight_bytes},
+                           {"weight_gbps", gbps}});
+      }
+      if (!no_peak) {
+        std::fprintf(stderr, "measuring the copy bandwidth...\n");
+        // A source as large as the weights a token reads: out of the caches, as they are.
+        copy_gbps = bench::copy_gbps_at(device, std::max<uint64_t>(decode.weight_bytes_read, 64ull << 20));
+      }
+    }
+    for (const auto& t : tests)
+      if (t.n_gen > 0) decode_gbps = mean(t.tps()) * static_cast<double>(decode.weight_bytes_read) / 1e9;
+    if (decode_gbps > 0) {
+      std::printf("\ndecode reads weights at %.2f GB/s (%.1f MB per token x tg t/s)", decode_gbps,
+                  decode.weight_bytes_read / 1e6);
+      if (copy_gbps > 0)
+        std::printf(": %.0f%% of the device's copy bandwidth, %.2f GB/s (bytes read + written)",
+                    100 * decode_gbps / copy_gbps, copy_gbps);
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+
     if (!json_path.empty()) {
       json doc;
       doc["vkformer_version"] = VKFORMER_VERSION;
@@ -153,6 +227,9 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
       doc["load_s"] = load_s;
       doc["per_decoded_token"] = pass_json(decode, c.n_layers, 1);
       doc["per_prompt_chunk"] = pass_json(chunk, c.n_layers, lm.prompt_chunk());
+      doc["decoded_token_by_kernel"] = {{"microseconds", profiled_us}, {"kernels", kernels}};
+      doc["decode_weight_gbps"] = decode_gbps;
+      doc["copy_gbps"] = copy_gbps > 0 ? json(copy_gbps) : json(nullptr);
       doc["llm"] = json::array();
       for (const auto& t : tests) {
         const auto v = t.tps();

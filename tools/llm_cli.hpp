@@ -61,9 +61,11 @@ int exit_status_after(const TextGenerationStats& stats, int status);
 int generate_llm(const std::string& model, const std::string& prompt, bool chat, const std::string& src,
                  LlmArgs llm, const GlobalOptions& globals);
 
-// `vkformer bench --model FILE.gguf -p P -n N -r R` (cmd_bench_llm.cpp): pp<P> and tg<N>.
+// `vkformer bench --model FILE.gguf -p P -n N -r R` (cmd_bench_llm.cpp): pp<P> and tg<N>, a
+// decoded token's time per kernel and its weight bytes per second against the copy bandwidth
+// (not measured with --no-peak).
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,
-              const GlobalOptions& globals);
+              bool no_peak, const GlobalOptions& globals);
 
 // `vkformer demo --llm-model FILE.gguf` (cmd_demo_llm.cpp): a greedy chat answer checked against
 // the reference in golden_dir (tests/golden_llama).

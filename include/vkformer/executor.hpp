@@ -23,6 +23,13 @@ struct CompileOptions {
 struct OpTime {
   std::string op;  // the op's label
   double microseconds = 0;
+  // What the op ran: its kernels' names in order ("matmul_wq_rows_q4_k_f32"; a kernel run twice
+  // in a row named once, joined by '+'), its dispatches and the weight bytes they read (as
+  // ExecutorStats::weight_bytes_read counts them), so a profile can be read per kernel and
+  // weight type and as GB/s.
+  std::string kernels;
+  size_t dispatches = 0;
+  uint64_t weight_bytes_read = 0;
 };
 
 // What one run() executes, counted from the recording (every run replays it). dispatches,

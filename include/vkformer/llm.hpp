@@ -111,6 +111,12 @@ class LanguageModel {
   // included).
   ExecutorStats prompt_chunk_stats() const;
   int64_t prompt_chunk() const;
+  // Times one decoded token's pass op by op: `token` run at position() through a copy of the
+  // decode graph compiled with CompileOptions::profile on first use (GPU timestamps around every
+  // op, which serializes the ops: the sum exceeds an unprofiled step's time). The token's K/V go
+  // into the cache at position(), which does not move. Needs device timestamps (DeviceInfo::
+  // timestamps) and a free position; else invalid_argument / unsupported saying which.
+  std::vector<OpTime> profile_decode_step(int32_t token);
 
  private:
   explicit LanguageModel(std::unique_ptr<LanguageModelImpl> impl);

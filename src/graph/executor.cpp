@@ -90,7 +90,9 @@ void ExecutorImpl::run() {
     for (size_t i = 0; i < profiled_nodes_.size(); ++i) {
       uint64_t t0 = ticks[2 * i] & mask, t1 = ticks[2 * i + 1] & mask;
       double us = static_cast<double>((t1 - t0) & mask) * period / 1000.0;
-      profile_.push_back({program_.node_labels[profiled_nodes_[i]], us});
+      OpTime t = profiled_ops_[i];
+      t.microseconds = us;
+      profile_.push_back(std::move(t));
     }
   }
 }

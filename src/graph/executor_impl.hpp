@@ -84,6 +84,7 @@ class ExecutorImpl {
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool query_pool_ = VK_NULL_HANDLE;
   std::vector<uint32_t> profiled_nodes_;  // node index per timestamp pair
+  std::vector<OpTime> profiled_ops_;      // per pair: the op's kernels, dispatches, weight bytes
   std::vector<OpTime> profile_;
   VkQueryPool run_timestamps_ = VK_NULL_HANDLE;  // CompileOptions::timestamps: [begin, end]
   double last_gpu_us_ = -1;

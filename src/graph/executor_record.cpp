@@ -122,8 +122,10 @@ void ExecutorImpl::record() {
   const auto& dispatches = program_.dispatches;
   if (options_.profile) {
     for (size_t i = 0; i < dispatches.size(); ++i)
-      if (i == 0 || dispatches[i].node != dispatches[i - 1].node)
+      if (i == 0 || dispatches[i].node != dispatches[i - 1].node) {
         profiled_nodes_.push_back(dispatches[i].node);
+        profiled_ops_.push_back({program_.node_labels[dispatches[i].node]});
+      }
     if (!profiled_nodes_.empty()) {
       VkQueryPoolCreateInfo qpci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
       qpci.queryType = VK_QUERY_TYPE_TIMESTAMP;
@@ -199,8 +201,18 @@ void ExecutorImpl::record() {
                           static_cast<uint32_t>(query++));
     }
     accesses.clear();
+    // The op this dispatch belongs to: its begin timestamp was the last query written.
+    OpTime* op = query_pool_ ? &profiled_ops_[(query - 1) / 2] : nullptr;
+    if (op) {
+      const std::string name = d.kernel->name;
+      const bool repeat = !node_start && op->kernels.size() >= name.size() &&
+                          op->kernels.compare(op->kernels.size() - name.size(), name.size(), name) == 0;
+      if (!repeat) op->kernels += (op->kernels.empty() ? "" : "+") + name;
+      ++op->dispatches;
+    }
     for (auto& b : d.bindings) {
       stats_.weight_bytes_read += weight_bytes(b);
+      if (op) op->weight_bytes_read += weight_bytes(b);
       Location loc = locate(b);
       accesses.push_back({loc.allocation->buffer(), loc.offset, loc.size, b.write,
                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT});

@@ -71,6 +71,23 @@ string(JSON n LENGTH "${json}" llm 1 samples_ts)
 if(NOT test STREQUAL "tg8" OR NOT n EQUAL 2)
   message(SEND_ERROR "bench.json: llm[1] is '${test}' with ${n} samples, expected tg8 with 2")
 endif()
+# The decoded token per kernel (lavapipe has timestamps): its kernels' weight bytes add up to the
+# recording's count for the pass, and the decode GB/s is printed (no copy probe: --no-peak).
+expect(0 "decoded token by kernel[^\n]*\n\\| kernel .*\ndecode reads weights at [0-9.]+ GB/s"
+       bench --model ${model} -p 0 -n 4 -r 1 --no-peak --json ${OUT}/bench_kernels.json)
+file(READ ${OUT}/bench_kernels.json json)
+string(JSON total GET "${json}" per_decoded_token weight_bytes_read)
+string(JSON count LENGTH "${json}" decoded_token_by_kernel kernels)
+set(sum 0)
+math(EXPR last "${count} - 1")
+foreach(i RANGE ${last})
+  string(JSON b GET "${json}" decoded_token_by_kernel kernels ${i} weight_bytes_read)
+  math(EXPR sum "${sum} + ${b}")
+endforeach()
+if(count LESS 2 OR NOT sum EQUAL total)
+  message(SEND_ERROR "bench_kernels.json: ${count} kernels reading ${sum} weight bytes, expected "
+                     "several adding up to the decoded token's ${total}")
+endif()
 
 # Bad input: one line on stderr (and the command's help named), exit status 2, nothing loaded.
 # Integers are parsed strictly by the command line (cli.hpp), with their range in the message.

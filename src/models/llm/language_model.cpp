@@ -93,6 +93,19 @@ class LanguageModelImpl {
     return out;
   }
 
+  std::vector<OpTime> profile_decode(int32_t token) {
+    const int32_t one[1] = {token};
+    check(one, "profile_decode_step");
+    if (!device_.info().timestamps)
+      throw Error(ErrorCode::unsupported, "LanguageModel::profile_decode_step: the device (" +
+                                              device_.info().name + ") has no timestamps");
+    if (!decode_profiled_) decode_profiled_ = compile(1, Logits::last, {.profile = true});
+    const int64_t p = position_;
+    run(one, Logits::last, decode_profiled_.get());
+    position_ = p;
+    return decode_profiled_->profile();
+  }
+
   void truncate(int64_t n) {
     if (n < 0 || n > position_)
       throw Error(ErrorCode::invalid_argument, "LanguageModel::truncate: n is " + std::to_string(n) +
@@ -102,9 +115,9 @@ class LanguageModelImpl {
   }
 
  private:
-  std::unique_ptr<Executor> compile(int64_t tokens, Logits logits) {
+  std::unique_ptr<Executor> compile(int64_t tokens, Logits logits, const CompileOptions& options = {}) {
     Graph g = build_forward(config_, weights_, caches_, tokens, logits, options_.activations);
-    return std::make_unique<Executor>(device_, g);
+    return std::make_unique<Executor>(device_, g, options);
   }
 
   void check(std::span<const int32_t> tokens, const char* call) const {
@@ -126,12 +139,13 @@ class LanguageModelImpl {
 
   // One pass over at most kPromptChunk tokens at position_; returns the last token's logits
   // (Logits::last), every token's, or none (Logits::none: a chunk of a prompt before its last).
-  std::vector<float> run(std::span<const int32_t> tokens, Logits logits) {
+  // A single token runs through `decode` (the decode graph, or its profiled copy).
+  std::vector<float> run(std::span<const int32_t> tokens, Logits logits, Executor* decode = nullptr) {
     const int64_t n = static_cast<int64_t>(tokens.size()), p = position_;
     Executor* e = nullptr;
     const int64_t rows = n == 1 ? 1 : kPromptChunk;
     if (n == 1) {
-      e = decode_.get();
+      e = decode ? decode : decode_.get();
       e->set_input("tokens", HostTensor::from_i32({1, 1}, tokens));
     } else {
       std::unique_ptr<Executor>& prompt = logits == Logits::all    ? prompt_all_
@@ -170,6 +184,7 @@ class LanguageModelImpl {
   // prompt_all_ and prompt_caches_ (Logits::none) are compiled on first use: the pipelines are
   // prompt_last_'s, so that costs no JIT time.
   std::unique_ptr<Executor> decode_, prompt_last_, prompt_all_, prompt_caches_;
+  std::unique_ptr<Executor> decode_profiled_;  // profile_decode_step's, compiled on first use
   ExclusiveUse in_use_{"LanguageModel"};
 };
 
@@ -207,6 +222,11 @@ std::vector<float> LanguageModel::append_all_logits(std::span<const int32_t> tok
 ExecutorStats LanguageModel::decode_step_stats() const { return impl().decode_stats(); }
 ExecutorStats LanguageModel::prompt_chunk_stats() const { return impl().prompt_stats(); }
 int64_t LanguageModel::prompt_chunk() const { return kPromptChunk; }
+
+std::vector<OpTime> LanguageModel::profile_decode_step(int32_t token) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::profile_decode_step");
+  return impl().profile_decode(token);
+}
 
 void LanguageModel::reset() { impl().truncate(0); }
 void LanguageModel::truncate(int64_t n) { impl().truncate(n); }
