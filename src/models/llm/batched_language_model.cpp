@@ -59,6 +59,8 @@ class BatchedLanguageModelImpl {
     LoadOptions load;
     load.activations = o.activations;
     load.context = o.context;
+    load.cache_type_k = o.cache_type_k;
+    load.cache_type_v = o.cache_type_v;
     load.kv_batches = o.slots + 1;  // the last: scratch for padding rows
     load.prompt_chunk = kPromptChunk;
     LoadedModel m = load_model(device_, path, load, what);
@@ -68,6 +70,7 @@ class BatchedLanguageModelImpl {
     caches_ = std::move(m.caches);
     context_ = m.context;
     cache_rows_ = m.cache_rows;
+    kv_cache_ = m.kv_cache;
     positions_.assign(static_cast<size_t>(o.slots), 0);
   }
 
@@ -75,6 +78,7 @@ class BatchedLanguageModelImpl {
   const GgufTokenizer& tokenizer() const { return *tokenizer_; }
   int slots() const { return options_.slots; }
   int64_t context() const { return context_; }
+  const KvCacheInfo& kv_cache() const { return kv_cache_; }
   int64_t position(int slot) const { return positions_[checked(slot, "position")]; }
   void reset(int slot) { positions_[checked(slot, "reset")] = 0; }
   void truncate(int slot, int64_t length) {
@@ -300,6 +304,7 @@ class BatchedLanguageModelImpl {
   LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0;
+  KvCacheInfo kv_cache_;
   std::vector<int64_t> positions_;  // per slot
   std::map<int64_t, std::unique_ptr<Executor>> prompts_;  // by width (kPromptWidths)
   std::map<int64_t, std::unique_ptr<Executor>> steps_;  // by rows
@@ -327,6 +332,7 @@ const LanguageModelConfig& BatchedLanguageModel::config() const { return impl().
 const GgufTokenizer& BatchedLanguageModel::tokenizer() const { return impl().tokenizer(); }
 int BatchedLanguageModel::slots() const { return impl().slots(); }
 int64_t BatchedLanguageModel::context() const { return impl().context(); }
+KvCacheInfo BatchedLanguageModel::kv_cache() const { return impl().kv_cache(); }
 int64_t BatchedLanguageModel::position(int slot) const { return impl().position(slot); }
 void BatchedLanguageModel::reset(int slot) { impl().reset(slot); }
 void BatchedLanguageModel::truncate(int slot, int64_t length) { impl().truncate(slot, length); }
