@@ -88,8 +88,8 @@ DType parse_kv_cache_type(std::string_view name, std::string_view option);
 // What a model's KV caches take, from their allocations.
 struct KvCacheInfo {
   DType type_k = DType::f32, type_v = DType::f32;
-  uint64_t bytes = 0;            // every cache, K and V
-  uint64_t bytes_per_token = 0;  // K and V of one token over every layer (and sequence slot)
+  uint64_t bytes = 0;            // every cache, K and V (every sequence slot's)
+  uint64_t bytes_per_token = 0;  // K and V of one token of one sequence over every layer
   // The longest context the device's memory would hold in these types beside what is loaded
   // now (the weights and other models), rounded down to a multiple of 256 where it is that
   // large; the caches' rows beyond the context (a prompt chunk's padding) counted.

@@ -77,7 +77,8 @@ void ServerImpl::load_models() {
     const int64_t batch_tokens = options_.batch_tokens > 0 ? options_.batch_tokens
                                  : device_.info().type == "cpu" ? 64 : 512;
     slots_ = std::make_unique<server::SequenceSlots>(device_, options_.model, options_.parallel, options_.context,
-                                                     std::max<int64_t>(batch_tokens, options_.parallel));
+                                                     std::max<int64_t>(batch_tokens, options_.parallel),
+                                                     options_.cache_type_k, options_.cache_type_v);
     if (!options_.chat_template.empty()) {
       chat_template_ = ChatTemplate::named(options_.chat_template, GgufFile(options_.model));  // a bad name fails here
     } else {
@@ -287,6 +288,7 @@ Server::Server(Device device, const ServerOptions& options)
 Server::~Server() = default;
 void Server::start() { impl_->start(); }
 int Server::port() const { return impl_->port(); }
+KvCacheInfo Server::kv_cache() const { return impl_->kv_cache(); }
 void Server::wait() { impl_->wait(); }
 void Server::stop() { impl_->stop(); }
 void Server::shutdown() { impl_->shutdown(); }

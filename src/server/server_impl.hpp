@@ -31,6 +31,7 @@ class ServerImpl {
   void stop();
   void shutdown();
   int port() const { return port_; }
+  KvCacheInfo kv_cache() const { return slots_ ? slots_->model().kv_cache() : KvCacheInfo{}; }
 
  private:
   friend struct Handlers;

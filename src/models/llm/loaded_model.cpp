@@ -46,7 +46,7 @@ LoadedModel load_model(Device& device, const std::filesystem::path& path, const 
     }
     m.kv_cache.type_k = cache_type_k(o);
     m.kv_cache.type_v = cache_type_v(o);
-    m.kv_cache.bytes_per_token = m.kv_cache.bytes / static_cast<uint64_t>(m.cache_rows);
+    m.kv_cache.bytes_per_token = m.kv_cache.bytes / static_cast<uint64_t>(m.cache_rows * o.kv_batches);
     m.kv_cache.context_that_fits = context_that_fits(device, m.memory, m.kv_cache.bytes);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::out_of_memory) throw;
