@@ -8,8 +8,8 @@
 // differences are the kernels' fp32 arithmetic: f32 activations are held to the scalar fused
 // kernels' 2e-5 + 1e-5 |want|, f16 ones to 5e-3 + 5e-3 |want| (output and q rounded to f16).
 // Each variant: the rows kernel with subgroup shuffles (lavapipe's choice for prompts and
-// decoding) and without, split-K decoding in one range and in several, long rows over 4096 keys;
-// the tiled GPU kernel and the unfused chain refuse them naming the options.
+// decoding) and without, split-K decoding in one range and in several, long rows over 4096 keys,
+// the tiled GPU kernel (forced); the unfused chain refuses them naming the options.
 //
 // Write: rope_kv_cache rotates q and k and stores k and v rows in the caches' types; each
 // stored block is checked against the rotation in double: its scale is the block's amax / 127
@@ -247,13 +247,21 @@ TEST_F(DeviceTest, LongRowsOverFourThousandKeys) {
   check(device(), {"long_chunk", 1, 2, 2, 9, 4100, 64, DType::f16, DType::q4_0, DType::q8_0, true, -1});
 }
 
-// Paths that cannot read quantized caches say so, naming the options.
-TEST_F(DeviceTest, PathsWithoutQuantizedReadersNameTheOptions) {
+// The tiled kernel (GPUs' scalar path, here forced on lavapipe): K/V tiles dequantized into
+// shared memory.
+TEST_F(DeviceTest, TiledKernelReadsQuantizedCaches) {
+  Device& dev = open_with("tiles/64x16x16", "off");
+  check(dev, cases_for(kTypes[0])[1]);
+  check(dev, cases_for(kTypes[3])[0]);
+}
+
+// The unfused chain cannot read quantized caches: it says so, naming the options.
+TEST_F(DeviceTest, UnfusedPathNamesTheOptions) {
   const KvCase c{"chunk", 1, 2, 2, 5, 16, 64, DType::f32, DType::q8_0, DType::q8_0};
   EXPECT_TRUE(fails_with([&] { run_attention(device(), c, Path::unfused); }, ErrorCode::unsupported,
                          "the unfused attention path (matmul, softmax, matmul) cannot read a KV cache of k q8_0, v q8_0"));
-  Device& tiles = open_with("tiles/64x16x16", "off");
-  EXPECT_TRUE(fails_with([&] { run_attention(tiles, c); }, ErrorCode::unsupported, "--cache-type-k/--cache-type-v"));
+  EXPECT_TRUE(fails_with([&] { run_attention(device(), c, Path::unfused); }, ErrorCode::unsupported,
+                         "--cache-type-k/--cache-type-v"));
 }
 
 TEST_F(DeviceTest, AttentionRejectsCachesItCannotRead) {

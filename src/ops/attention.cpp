@@ -49,12 +49,12 @@ struct AttentionPush {
 };
 static_assert(sizeof(AttentionPush) <= 128);
 
-// The kernel variant a launch runs (kv_quant: k or v in another type than q, which only the
-// rows kernel's KV_QUANT variants read among the scalar kernels).
+// The kernel variant a launch runs (kv_quant: k or v in another type than q, read by the
+// KV_QUANT variants).
 Kernel fused_kernel(const AttentionLaunch& t, bool kv_quant = false) {
   if (kv_quant && t.kernel == FusedKernel::rows)
     return t.shuffle ? Kernel::attention_rows_kvq_shuffle : Kernel::attention_rows_kvq;
-  if (t.kernel == FusedKernel::tiles) return Kernel::attention;
+  if (t.kernel == FusedKernel::tiles) return kv_quant ? Kernel::attention_kvq : Kernel::attention;
   if (t.texel) return Kernel::attention_rows_texel;
   return t.shuffle ? Kernel::attention_rows_shuffle : Kernel::attention_rows;
 }
@@ -164,11 +164,11 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
       l.dispatch(fused_kernel(t, kv_quant), q.dtype, std::move(bindings), PushBlock::of(p),
                  l.rows_grid(groups), std::move(spec));
     } else {
-      if (kv_quant) throw_kv_path_error(l, "the tiled attention kernel (GPUs)");
-      l.dispatch(Kernel::attention, q.dtype, std::move(bindings), PushBlock::of(p),
-                 l.rows_grid(groups),
-                 {t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
-                  has_length, in.causal, t.sr, t.sc, t.or_, t.od, per_sequence, soft_cap});
+      std::vector<uint32_t> spec{t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
+                                 has_length, in.causal, t.sr, t.sc, t.or_, t.od, per_sequence, soft_cap};
+      if (kv_quant) spec.insert(spec.end(), {ops::kv_type_code(k_type), ops::kv_type_code(v_type)});
+      l.dispatch(fused_kernel(t, kv_quant), q.dtype, std::move(bindings), PushBlock::of(p),
+                 l.rows_grid(groups), std::move(spec));
     }
   }
 }
