@@ -45,6 +45,13 @@ layout(constant_id = 12) const uint OR = 4;        // output block: rows
 layout(constant_id = 13) const uint OD = 4;        // output block: head-dim columns
 layout(constant_id = 14) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
 layout(constant_id = 15) const bool SOFT_CAP = false;      // attention_soft_cap.glsl
+#ifdef KV_QUANT
+// KV_QUANT: k and v in their own types (kv_cache_types.glsl), read as 32-bit words and
+// dequantized 4 values per load; head dims are multiples of 32.
+#include "kv_cache_types.glsl"
+layout(constant_id = 16) const uint K_TYPE = KV_Q8_0;
+layout(constant_id = 17) const uint V_TYPE = KV_Q8_0;
+#endif
 
 const uint S_UNITS = (BR / SR) * (BC / SC);          // score blocks per tile
 const uint O_COLS = DV_CAP / OD;                     // output blocks per row group
@@ -54,8 +61,21 @@ const uint G = WG / BR;                              // invocations per row in t
 
 // Absent optional inputs are bound to q and never read.
 layout(set = 0, binding = 0) readonly buffer Q { T q[]; };   // [B, H, Sq, D]
+#ifdef KV_QUANT
+layout(set = 0, binding = 1) readonly buffer K { uint kw[]; };  // [B, Hkv, Sk, D] of K_TYPE
+layout(set = 0, binding = 2) readonly buffer V { uint vw[]; };  // [B, Hkv, Sk, DV] of V_TYPE
+#define KV_READ_FN kv_read_k
+#define KV_READ_BUF kw
+#define KV_READ_TYPE K_TYPE
+#include "kv_cache_read.glsl"
+#define KV_READ_FN kv_read_v
+#define KV_READ_BUF vw
+#define KV_READ_TYPE V_TYPE
+#include "kv_cache_read.glsl"
+#else
 layout(set = 0, binding = 1) readonly buffer K { T k[]; };   // [B, Hkv, Sk, D]
 layout(set = 0, binding = 2) readonly buffer V { T v[]; };   // [B, Hkv, Sk, DV]
+#endif
 layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };
 layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
 layout(set = 0, binding = 5) readonly buffer KeyLength { int key_length[]; };   // [1]
@@ -132,10 +152,18 @@ void main() {
   const uint mask_base = b * p.mask_stride[0] + h * p.mask_stride[1];
   for (uint c0 = 0; c0 < keys; c0 += BC) {
     barrier();  // the previous tile's V and probabilities are consumed
+#ifdef KV_QUANT
+    for (uint e = t; e < BC * D / 4u; e += WG) {
+      const uint c = e / (D / 4u), d = 4u * (e % (D / 4u));
+      const vec4 x = c0 + c < keys ? kv_read_k(k_base + (c0 + c) * D + d) : vec4(0.0);
+      [[unroll]] for (uint i = 0; i < 4u; ++i) kv_s[c * KV_STRIDE + d + i] = x[i];
+    }
+#else
     for (uint e = t; e < BC * D; e += WG) {
       uint c = e / D, d = e % D;
       kv_s[c * KV_STRIDE + d] = c0 + c < keys ? float(k[k_base + (c0 + c) * D + d]) : 0.0;
     }
+#endif
     barrier();
 
     // 2. Scores, SR x SC at a time; neighbouring invocations take neighbouring key blocks.
@@ -169,10 +197,18 @@ void main() {
     barrier();
 
     // 3. V tile, and the online softmax of this tile.
+#ifdef KV_QUANT
+    for (uint e = t; e < BC * DV / 4u; e += WG) {
+      const uint c = e / (DV / 4u), d = 4u * (e % (DV / 4u));
+      const vec4 x = c0 + c < keys ? kv_read_v(v_base + (c0 + c) * DV + d) : vec4(0.0);
+      [[unroll]] for (uint i = 0; i < 4u; ++i) kv_s[c * KV_STRIDE + d + i] = x[i];
+    }
+#else
     for (uint e = t; e < BC * DV; e += WG) {
       uint c = e / DV, d = e % DV;
       kv_s[c * KV_STRIDE + d] = c0 + c < keys ? float(v[v_base + (c0 + c) * DV + d]) : 0.0;
     }
+#endif
     // G invocations per row: partial maxima, then exp and partial sums.
     const uint g = t % G, r = t / G;
     const bool mine = r < BR;

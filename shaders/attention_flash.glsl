@@ -9,8 +9,23 @@
 // windows of whole (batch, KV head) slices when they exceed one binding (src/ops/windows.hpp):
 // bh_base says where the window starts; the mask and key padding are bound whole.
 layout(set = 0, binding = 0) readonly buffer Q { T q[]; };    // [B, H, Sq, D]
+#ifdef KV_QUANT
+// Caches in their own types (K_TYPE, V_TYPE of kv_cache_types.glsl, declared by the kernel), read
+// as 32-bit words: kv_read_k(e) and kv_read_v(e) dequantize elements e .. e + 3.
+layout(set = 0, binding = 1) readonly buffer K { uint kw[]; };  // [B, Hkv, Sk, D]
+layout(set = 0, binding = 2) readonly buffer V { uint vw[]; };  // [B, Hkv, Sk, DV]
+#define KV_READ_FN kv_read_k
+#define KV_READ_BUF kw
+#define KV_READ_TYPE K_TYPE
+#include "kv_cache_read.glsl"
+#define KV_READ_FN kv_read_v
+#define KV_READ_BUF vw
+#define KV_READ_TYPE V_TYPE
+#include "kv_cache_read.glsl"
+#else
 layout(set = 0, binding = 1) readonly buffer K { T k[]; };    // [B, Hkv, Sk, D]
 layout(set = 0, binding = 2) readonly buffer V { T v[]; };    // [B, Hkv, Sk, DV]
+#endif
 layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };  // additive, broadcast
 layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
 layout(set = 0, binding = 5) readonly buffer KeyLength { int key_length[]; };    // [1]

@@ -28,6 +28,12 @@ layout(constant_id = 7) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 8) const bool CAUSAL = false;
 layout(constant_id = 9) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
 layout(constant_id = 10) const bool SOFT_CAP = false;     // attention_soft_cap.glsl
+#ifdef KV_QUANT
+// KV_QUANT: the caches' types (kv_cache_types.glsl); head dims are multiples of 32.
+#include "kv_cache_types.glsl"
+layout(constant_id = 11) const uint K_TYPE = KV_Q8_0;
+layout(constant_id = 12) const uint V_TYPE = KV_Q8_0;
+#endif
 
 #include "attention_flash.glsl"
 layout(set = 0, binding = 8) readonly buffer KvSlot { int kv_slot[]; };  // [B] (PER_SEQUENCE)
@@ -80,10 +86,18 @@ void main() {
   const uint k_base = kv * p.sk * D, v_base = kv * p.sk * DV;
   for (uint c0 = k_begin; c0 < k_end; c0 += TK) {
     barrier();  // the previous tile's V and probabilities are consumed
+#ifdef KV_QUANT
+    for (uint e = t; e < TK * D / 4u; e += WG) {  // 4 elements of one block per load
+      const uint c = e / (D / 4u), d = 4u * (e % (D / 4u));
+      const vec4 x = c0 + c < k_end ? kv_read_k(k_base + (c0 + c) * D + d) : vec4(0.0);
+      [[unroll]] for (uint i = 0; i < 4u; ++i) kv_s[c * KV_STRIDE + d + i] = x[i];
+    }
+#else
     for (uint e = t; e < TK * D; e += WG) {
       const uint c = e / D, d = e % D;
       kv_s[c * KV_STRIDE + d] = c0 + c < k_end ? float(k[k_base + (c0 + c) * D + d]) : 0.0;
     }
+#endif
     barrier();
     for (uint u = t; u < ROWS * TK; u += WG) {
       const uint r = u / TK, c = u % TK;
@@ -95,10 +109,18 @@ void main() {
                    : NEG_INF;
     }
     barrier();
+#ifdef KV_QUANT
+    for (uint e = t; e < TK * DV / 4u; e += WG) {
+      const uint c = e / (DV / 4u), d = 4u * (e % (DV / 4u));
+      const vec4 x = c0 + c < k_end ? kv_read_v(v_base + (c0 + c) * DV + d) : vec4(0.0);
+      [[unroll]] for (uint i = 0; i < 4u; ++i) kv_s[c * KV_STRIDE + d + i] = x[i];
+    }
+#else
     for (uint e = t; e < TK * DV; e += WG) {
       const uint c = e / DV, d = e % DV;
       kv_s[c * KV_STRIDE + d] = c0 + c < k_end ? float(v[v_base + (c0 + c) * DV + d]) : 0.0;
     }
+#endif
     for (uint r = t; r < ROWS; r += WG) {
       float mx = row_m[r];
       for (uint c = 0; c < TK; ++c) mx = max(mx, p_s[r * TK + c]);

@@ -55,6 +55,12 @@ layout(constant_id = 7) const bool HAS_KEY_LENGTH = false;
 layout(constant_id = 8) const bool CAUSAL = false;
 layout(constant_id = 9) const bool PER_SEQUENCE = false;  // attention_sequences.glsl
 layout(constant_id = 10) const bool SOFT_CAP = false;     // attention_soft_cap.glsl
+#ifdef KV_QUANT
+// KV_QUANT: the caches' types (kv_cache_types.glsl); head dims are multiples of 32 (VEC4).
+#include "kv_cache_types.glsl"
+layout(constant_id = 11) const uint K_TYPE = KV_Q8_0;
+layout(constant_id = 12) const uint V_TYPE = KV_Q8_0;
+#endif
 
 #ifdef TEXEL
 // P.V by columns where DV is a multiple of 4 * LANES: invocation `lane` accumulates output texels
@@ -78,10 +84,16 @@ layout(set = 0, binding = 2) uniform samplerBuffer v4;  // [B, Hkv, Sk, DV / 4]
 #else
 layout(set = 0, binding = 0) readonly buffer Q { T q[]; };    // [B, H, Sq, D]
 layout(set = 0, binding = 0) readonly buffer Q4 { T4 q4[]; };
+#ifdef KV_QUANT
+// Caches in their own types (kv_cache_types.glsl), read as 32-bit words and dequantized on load.
+layout(set = 0, binding = 1) readonly buffer K { uint kw[]; };  // [B, Hkv, Sk, D] of K_TYPE
+layout(set = 0, binding = 2) readonly buffer V { uint vw[]; };  // [B, Hkv, Sk, DV] of V_TYPE
+#else
 layout(set = 0, binding = 1) readonly buffer K { T k[]; };    // [B, Hkv, Sk, D]
 layout(set = 0, binding = 1) readonly buffer K4 { T4 k4[]; };
 layout(set = 0, binding = 2) readonly buffer V { T v[]; };    // [B, Hkv, Sk, DV]
 layout(set = 0, binding = 2) readonly buffer V4 { T4 v4[]; };
+#endif
 #endif
 layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };
 layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
@@ -117,6 +129,18 @@ vec4 load_q(uint base, uint c) { return texelFetch(q4, int(base / 4 + c)); }
 vec4 load_k(uint base, uint c) { return texelFetch(k4, int(base / 4 + c)); }
 vec4 load_v(uint base, uint c) { return texelFetch(v4, int(base / 4 + c)); }
 #else
+#ifdef KV_QUANT
+#define KV_READ_FN kv_read_k
+#define KV_READ_BUF kw
+#define KV_READ_TYPE K_TYPE
+#include "kv_cache_read.glsl"
+#define KV_READ_FN kv_read_v
+#define KV_READ_BUF vw
+#define KV_READ_TYPE V_TYPE
+#include "kv_cache_read.glsl"
+vec4 load_k(uint base, uint c) { return kv_read_k(base + 4u * c); }
+vec4 load_v(uint base, uint c) { return kv_read_v(base + 4u * c); }
+#endif
 vec4 load_q(uint base, uint c) {
   if (VEC4) return vec4(q4[base / 4 + c]);
   vec4 r = vec4(0.0);
@@ -124,6 +148,7 @@ vec4 load_q(uint base, uint c) {
     if (4 * c + e < p.d) r[e] = float(q[base + 4 * c + e]);
   return r;
 }
+#ifndef KV_QUANT
 vec4 load_k(uint base, uint c) {
   if (VEC4) return vec4(k4[base / 4 + c]);
   vec4 r = vec4(0.0);
@@ -138,6 +163,7 @@ vec4 load_v(uint base, uint c) {
     if (4 * c + e < p.dv) r[e] = float(v[base + 4 * c + e]);
   return r;
 }
+#endif
 #endif
 
 void main() {

@@ -89,3 +89,12 @@ vkf_kernel(attention_flash_emu attention_flash.comp DTYPES f32 f16 DEFINES COOPM
 vkf_kernel(attention_flash_decode attention_flash_decode.comp DTYPES f32 f16)
 vkf_kernel(attention_flash_decode_split attention_flash_decode.comp DTYPES f32 f16 DEFINES SPLIT=1)
 vkf_kernel(attention_flash_combine attention_flash_combine.comp DTYPES f32 f16)
+# KV caches in another type than the activations (f32, f16, q8_0, q4_0: shaders/kv_cache_types.glsl,
+# the type of each cache a specialization constant): the cache write quantizes, the readers
+# dequantize as they load.
+vkf_kernel(rope_kv_cache_quant rope_kv_cache_quant.comp DTYPES f32 f16 REQUIRES storage_16bit)
+vkf_kernel(attention_rows_kvq attention_rows.comp DTYPES f32 f16 DEFINES KV_QUANT=1)
+vkf_kernel(attention_rows_kvq_shuffle attention_rows.comp DTYPES f32 f16 DEFINES KV_QUANT=1 USE_SHUFFLE=1 REQUIRES subgroup_shuffle)
+vkf_kernel(attention_kvq attention.comp DTYPES f32 f16 DEFINES KV_QUANT=1)
+vkf_kernel(attention_flash_decode_kvq attention_flash_decode.comp DTYPES f32 f16 DEFINES KV_QUANT=1)
+vkf_kernel(attention_flash_decode_split_kvq attention_flash_decode.comp DTYPES f32 f16 DEFINES KV_QUANT=1 SPLIT=1)

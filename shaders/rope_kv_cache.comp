@@ -33,41 +33,16 @@ layout(constant_id = 1) const uint NEOX = 0;
 layout(constant_id = 2) const bool PER_SEQUENCE = false;
 layout(constant_id = 3) const uint ROWS = 1;  // rows per workgroup
 
-layout(set = 0, binding = 0) readonly buffer SrcQ { T src_q[]; };
-layout(set = 0, binding = 1) readonly buffer SrcK { T src_k[]; };
-layout(set = 0, binding = 2) readonly buffer SrcV { T src_v[]; };
-layout(set = 0, binding = 3) readonly buffer InvFreq { float inv_freq[]; };  // [dims / 2]
-layout(set = 0, binding = 4) readonly buffer Position { int position[]; };
-layout(set = 0, binding = 5) writeonly buffer QOut { T q_out[]; };
 layout(set = 0, binding = 6) writeonly buffer CacheK { T cache_k[]; };
 layout(set = 0, binding = 7) writeonly buffer CacheV { T cache_v[]; };
-layout(set = 0, binding = 8) readonly buffer CacheSlot { int cache_slot[]; };  // [B] (PER_SEQUENCE)
-layout(push_constant) uniform Push {
-  uint s;          // S new rows
-  uint d;          // D
-  uint half_dims;  // dims / 2
-  uint heads;      // H
-  uint kv_heads;   // Hkv
-  uint group;      // H / Hkv
-  uint t;          // cache rows T
-  uint q_stride, k_stride, v_stride;  // elements per (b, s) row of each source
-  uint q_off, k_off, v_off;           // first column of the heads in those rows
-  uint slice_base;                    // first (b, g) of this dispatch's cache window
-  int base;                           // the static position offset
-  uint cache_batches;                 // PER_SEQUENCE: batches of the caches
-} p;
+#include "rope_kv_cache.glsl"
 
 void main() {
   const uint x = gl_LocalInvocationID.x;
   if (2u * x >= p.d) return;
   const uint chunk = gl_WorkGroupID.x, local = gl_WorkGroupID.y;
-  const uint slice = p.slice_base + local;
-  const uint b = slice / p.kv_heads, g = slice % p.kv_heads;
-  const uint first = uint(clamp(position[PER_SEQUENCE ? b : 0u], 0, int(p.t - p.s)));
-  // The cache slice written: this window's, or the sequence's slot (clamped: set_input refuses
-  // slots outside the caches, a computed one must not write out of range).
-  const uint dst_slice = PER_SEQUENCE
-      ? uint(clamp(cache_slot[b], 0, int(p.cache_batches) - 1)) * p.kv_heads + g : local;
+  const RopeKvItem it = rope_kv_item(local);
+  const uint b = it.b, g = it.g, first = it.first, dst_slice = it.dst_slice;
   // The q and k columns of this invocation: a rotated pair, or two copied ones (the second may
   // be past D).
   const bool rotates = x < p.half_dims;

@@ -121,6 +121,30 @@ TEST_F(CapiLlm, ChatKeepsTheConversation) {
   EXPECT_EQ(vkf_llm_position(llm_), 0);
 }
 
+// The KV cache's types (issue 37): the bytes a token takes, from the allocations (the k-quant
+// tiny llama: 2 layers, 2 KV heads of 64: q8_0 keys 2 x 34 bytes, q4_0 values 2 x 18), a
+// generation with those types, and bad names naming the argument.
+TEST_F(CapiLlm, CacheTypesTakeTheirBytesAndNameBadInput) {
+  const std::string kquant = std::string(VKF_LLAMA_GOLDEN_DIR) + "/tiny/tiny_llama_kquant.gguf";
+  vkf_llm* llm = nullptr;
+  ASSERT_EQ(vkf_llm_load_with_cache_types(dev_, kquant.c_str(), 64, "q8_0", "q4_0", &llm), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(vkf_llm_kv_bytes_per_token(llm), 2 * 2 * (68 + 36));
+  EXPECT_EQ(vkf_llm_kv_bytes_per_token(llm_), 2 * 2 * 2 * 16 * 4);  // the untied tiny llama: f32, 2 heads of 16
+  Collected got;
+  ASSERT_EQ(vkf_llm_generate(llm, "hello", 6, nullptr, collect, &got, nullptr), VKF_OK) << vkf_last_error();
+  EXPECT_EQ(got.tokens.size(), 6u);  // the tokens themselves: kv_quant_test's kernels, python's greedy text
+  vkf_llm_release(llm);
+  vkf_llm* none = nullptr;
+  EXPECT_EQ(vkf_llm_load_with_cache_types(dev_, kquant.c_str(), 64, "q8", nullptr, &none), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vkf_last_error()).find("cache_type_k: unknown cache type 'q8': expected f32, f16, q8_0 or q4_0"),
+            std::string::npos) << vkf_last_error();
+  EXPECT_EQ(vkf_llm_load_with_cache_types(dev_, kTiny.c_str(), 64, nullptr, "q4_0", &none), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vkf_last_error()).find("cache_type_v q4_0 stores whole blocks of 32 values a row, and this model's head dim is 16"),
+            std::string::npos) << vkf_last_error();
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(vkf_llm_kv_bytes_per_token(nullptr), 0);
+}
+
 TEST_F(CapiLlm, FailuresAreStatusesWithMessages) {
   auto message = [] { return std::string(vkf_last_error()); };
   vkf_llm* none = nullptr;

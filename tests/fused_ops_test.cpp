@@ -563,7 +563,7 @@ TEST_F(DeviceTest, RopeKvCacheRejectsBadArguments) {
                          "v is [1,3,8] f32"));
   Tensor q16 = g.input("q16", {1, 2, 16}, DType::f16);
   EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(q16, kk, kk, 4, 2, ck, cv, pos, rope); },
-                         ErrorCode::shape_mismatch, "in the caches' dtype"));
+                         ErrorCode::shape_mismatch, "in q's dtype"));
   EXPECT_TRUE(fails_with([&] { g.rope_kv_cache(q, kk, kk, 3, 2, ck, cv, pos, rope); }, ErrorCode::shape_mismatch,
                          "must be a multiple of kv_heads"));
   RopeOptions with_tensor;

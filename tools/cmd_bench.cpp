@@ -54,6 +54,8 @@ struct BenchOptions {
   std::string model;
   int64_t n_prompt = 512, n_gen = 128;
   int llm_repeats = 3;
+  int64_t depth = 0;  // -d: tokens in the cache before each test
+  LlmArgs kv;         // --cache-type-k/--cache-type-v
 };
 
 // One line on stderr that a terminal overwrites in place; elsewhere (logs, CI) one line per
@@ -417,10 +419,16 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
   sub->add_option("-r", o->llm_repeats, "With --model: timed runs of each test (default 3)")
       ->check(whole_number_in(1, 1000000))
       ->type_name("N");
+  sub->add_option("-d,--depth", o->depth,
+                  "With --model: tokens in the KV cache before each test, as llama-bench's -d (default 0)")
+      ->check(whole_number_in(0, INT32_MAX))
+      ->type_name("N");
+  add_cache_type_options(*sub, o->kv);
 
   return {sub, [&globals, o]() {
             if (!o->model.empty())
-              return bench_llm(o->model, o->n_prompt, o->n_gen, o->llm_repeats, o->json_path, o->no_peak, globals);
+              return bench_llm(o->model, o->n_prompt, o->n_gen, o->llm_repeats, o->json_path, o->no_peak, globals,
+                               o->kv, o->depth);
             const auto all = bench::all_benchmarks();
             const auto list = select(all, *o);
             if (o->list) {

@@ -111,26 +111,33 @@ std::vector<KernelShare> profile_decode(LanguageModel& lm, int runs, double& tot
   return v;
 }
 
-double time_run(LanguageModel& lm, const Test& t, const std::vector<int32_t>& ids) {
-  lm.reset();
+// A test's run after the first `depth` tokens, which stay in the cache (truncate keeps them).
+double time_run(LanguageModel& lm, const Test& t, const std::vector<int32_t>& ids, int64_t depth) {
+  if (lm.position() < depth) {
+    lm.reset();
+    for (int64_t at = 0; at < depth; at += 512)  // prefilled once, in prompt passes
+      lm.append(std::span(ids).subspan(static_cast<size_t>(at), static_cast<size_t>(std::min<int64_t>(512, depth - at))));
+  }
+  lm.truncate(depth);
   const auto t0 = Clock::now();
-  if (t.n_prompt > 0) lm.append(std::span(ids).first(static_cast<size_t>(t.n_prompt)));
-  for (int64_t i = 0; i < t.n_gen; ++i) lm.append(std::span(ids).subspan(static_cast<size_t>(i), 1));
+  if (t.n_prompt > 0) lm.append(std::span(ids).subspan(static_cast<size_t>(depth), static_cast<size_t>(t.n_prompt)));
+  for (int64_t i = 0; i < t.n_gen; ++i) lm.append(std::span(ids).subspan(static_cast<size_t>(depth + i), 1));
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 }  // namespace
 
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,
-              bool no_peak, const GlobalOptions& globals) {
+              bool no_peak, const GlobalOptions& globals, const LlmArgs& kv, int64_t depth) {
   return run_llm_command([&] {
     if (n_prompt < 0 || n_gen < 0 || n_prompt + n_gen == 0)
       usage_error("-p and -n must be >= 0 and not both 0, got -p " + std::to_string(n_prompt) +
                                                    " -n " + std::to_string(n_gen));
     if (repeats < 1) usage_error("-r must be at least 1, got " + std::to_string(repeats));
-    LlmArgs args;
+    if (depth < 0) usage_error("-d must be >= 0, got " + std::to_string(depth));
+    LlmArgs args = kv;
     args.model = model;
-    args.context = std::max<int64_t>(std::max(n_prompt, n_gen), 1);
+    args.context = std::max<int64_t>(depth + std::max(n_prompt, n_gen), 1);
     check_llm_args(args);
     Device device = Device::open(globals.device_options());
     std::fprintf(stderr, "vkformer bench: loading %s\n", model.c_str());  // progress: nothing else shows for seconds
@@ -141,20 +148,23 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
     const std::string type = std::string(GgufFile(model).get_string_or("general.name", c.architecture));
 
     std::vector<Test> tests;
-    if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt), n_prompt, 0, {}});
-    if (n_gen > 0) tests.push_back({"tg" + std::to_string(n_gen), 0, n_gen, {}});
-    const auto ids = random_ids(static_cast<size_t>(std::max(n_prompt, n_gen)), c.vocab_size, 42);
+    const std::string at_depth = depth > 0 ? " @ d" + std::to_string(depth) : "";
+    if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt) + at_depth, n_prompt, 0, {}});
+    if (n_gen > 0) tests.push_back({"tg" + std::to_string(n_gen) + at_depth, 0, n_gen, {}});
+    const auto ids = random_ids(static_cast<size_t>(depth + std::max(n_prompt, n_gen)), c.vocab_size, 42);
 
     const DeviceInfo& d = device.info();
     std::printf("vkformer bench: %s (%s, %lld layers, width %lld), loaded in %.2f s, on %s (%s)\n", model.c_str(),
                 type.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(c.d_model), load_s,
                 d.name.c_str(), d.driver_name.c_str());
+    const KvCacheInfo kv_cache = lm.kv_cache();
+    std::printf("kv cache: %s\n", describe_kv_cache(kv_cache, lm.context()).c_str());
     std::printf("| %-8s | %-22s |\n|----------|------------------------|\n", "test", "t/s");
     for (auto& t : tests) {
       std::fprintf(stderr, "%s warm-up (compiles the graphs, reads the weights in)...\n", t.name.c_str());
-      std::fprintf(stderr, "%s warm-up: %.2f s\n", t.name.c_str(), time_run(lm, t, ids));  // compiles, faults weights in
+      std::fprintf(stderr, "%s warm-up: %.2f s\n", t.name.c_str(), time_run(lm, t, ids, depth));  // compiles, faults weights in
       for (int r = 0; r < repeats; ++r) {
-        t.seconds.push_back(time_run(lm, t, ids));
+        t.seconds.push_back(time_run(lm, t, ids, depth));
         std::fprintf(stderr, "%s run %d/%d: %.2f s\n", t.name.c_str(), r + 1, repeats, t.seconds.back());
       }
       const auto v = t.tps();
@@ -225,6 +235,12 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
       doc["device"] = {{"name", d.name}, {"driver", d.driver_name}, {"driver_version", d.driver_version}};
       doc["timer"] = "host wall clock per run, as llama-bench";
       doc["load_s"] = load_s;
+      doc["kv_cache"] = {{"type_k", std::string(dtype_name(kv_cache.type_k))},
+                         {"type_v", std::string(dtype_name(kv_cache.type_v))},
+                         {"bytes", kv_cache.bytes},
+                         {"bytes_per_token", kv_cache.bytes_per_token},
+                         {"context", lm.context()},
+                         {"depth", depth}};
       doc["per_decoded_token"] = pass_json(decode, c.n_layers, 1);
       doc["per_prompt_chunk"] = pass_json(chunk, c.n_layers, lm.prompt_chunk());
       doc["decoded_token_by_kernel"] = {{"microseconds", profiled_us}, {"kernels", kernels}};

@@ -113,6 +113,10 @@ int perplexity_command(PerplexityArgs& a, const GlobalOptions& globals) {
     doc["file"] = a.file;
     doc["device"] = device.info().name;
     doc["context"] = ctx;
+    const KvCacheInfo kv = lm.kv_cache();
+    doc["cache_type_k"] = std::string(dtype_name(kv.type_k));
+    doc["cache_type_v"] = std::string(dtype_name(kv.type_v));
+    doc["kv_bytes_per_token"] = kv.bytes_per_token;
     doc["text_tokens"] = n_tokens;
     doc["chunks"] = r.chunks;
     doc["scored_tokens"] = r.scored_tokens;
@@ -166,7 +170,8 @@ Command add_perplexity_command(CLI::App& app, const GlobalOptions& globals) {
       ->type_name("K");
   sub->add_flag("--json", args->json,
                 "Print one JSON object (ppl, ppl_error, chunk_ppl, tokens, seconds, ...) instead of the lines");
-  sub->add_flag("-v,--verbose", args->llm.verbose, "Also print the device, the model and the load time");
+  sub->add_flag("-v,--verbose", args->llm.verbose, "Also print the device, the model, the KV cache and the load time");
+  add_cache_type_options(*sub, args->llm);
   return {sub, [&globals, args]() { return perplexity_command(*args, globals); }};
 }
 

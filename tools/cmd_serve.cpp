@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "llm_cli.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/server.hpp"
 
@@ -26,7 +27,10 @@ extern "C" void on_stop_signal(int sig) {
   g_stop_signals = g_stop_signals + 1;
 }
 
-int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
+int serve_command(const ServerOptions& given, const LlmArgs& kv, const GlobalOptions& globals) {
+  ServerOptions options = given;
+  options.cache_type_k = cache_type_k(kv);  // unknown names: exit status 2 naming the option
+  options.cache_type_v = cache_type_v(kv);
 #ifdef SIGPIPE
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not the end of the server
 #endif
@@ -64,6 +68,14 @@ int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
   server.start();
   std::fprintf(stderr, "vkformer serve: listening on http://%s:%d (%d parallel sequences)\n", options.host.c_str(),
                server.port(), options.parallel);
+  if (!options.model.empty()) {
+    const KvCacheInfo kv_cache = server.kv_cache();
+    std::fprintf(stderr, "vkformer serve: KV cache K %s, V %s: %llu bytes per token of a sequence; the device's memory "
+                         "holds a context of %lld per sequence\n",
+                 std::string(dtype_name(kv_cache.type_k)).c_str(), std::string(dtype_name(kv_cache.type_v)).c_str(),
+                 static_cast<unsigned long long>(kv_cache.bytes_per_token),
+                 static_cast<long long>(kv_cache.context_that_fits));
+  }
   std::fflush(stderr);
   while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "vkformer serve: signal %d, shutting down: in-flight requests have %d s to finish (a second signal ends them now)\n",
@@ -92,6 +104,7 @@ int serve_command(const ServerOptions& options, const GlobalOptions& globals) {
 
 Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
   auto options = std::make_shared<ServerOptions>();
+  auto kv = std::make_shared<LlmArgs>();  // --cache-type-k/--cache-type-v
   CLI::App* cmd = app.add_subcommand("serve", "Serve a GGUF language model (and an embedding model) over an "
                                               "OpenAI-compatible HTTP API (docs/serve.md)");
   ServerOptions& o = *options;
@@ -135,7 +148,8 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
                   "seconds in-flight requests may take to finish after SIGTERM or SIGINT (default 20)")
       ->type_name("S")->check(whole_number_in(0, 3600));
   cmd->add_flag("--verbose", o.verbose, "a line per answered completion on stderr: where its time went");
-  return {cmd, [options, &globals] { return serve_command(*options, globals); }};
+  add_cache_type_options(*cmd, *kv);
+  return {cmd, [options, kv, &globals] { return serve_command(*options, *kv, globals); }};
 }
 
 }  // namespace vkformer::cli

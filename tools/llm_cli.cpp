@@ -61,9 +61,54 @@ void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
   sub.add_option("--seed", a.sampling.seed, "Random seed for sampling, 0 to 2^64 - 1 (default: 0)")
       ->check(unsigned_number_in(0, UINT64_MAX))
       ->type_name("S");
+  add_cache_type_options(sub, a);
+}
+
+void add_cache_type_options(CLI::App& sub, LlmArgs& a) {
+  sub.add_option("--cache-type-k", a.cache_type_k,
+                 "KV cache type of the keys: f32, f16, q8_0 or q4_0 (q8_0: 34 bytes per 32 values, "
+                 "about half of f16; default: the activations' type, f32)")
+      ->type_name("TYPE");
+  sub.add_option("--cache-type-v", a.cache_type_v,
+                 "KV cache type of the values: f32, f16, q8_0 or q4_0 (default: the activations' type, f32)")
+      ->type_name("TYPE");
+}
+
+namespace {
+
+std::optional<DType> cache_type(const std::string& name, const char* option) {
+  if (name.empty()) return std::nullopt;
+  try {
+    return parse_kv_cache_type(name, option);
+  } catch (const Error& e) {
+    usage_error(e.what());  // a command-line mistake: exit status 2
+  }
+}
+
+std::string bytes_text(double bytes) {
+  char buf[32];
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  else if (bytes >= 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  else if (bytes >= 1024.0) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<DType> cache_type_k(const LlmArgs& a) { return cache_type(a.cache_type_k, "--cache-type-k"); }
+std::optional<DType> cache_type_v(const LlmArgs& a) { return cache_type(a.cache_type_v, "--cache-type-v"); }
+
+std::string describe_kv_cache(const KvCacheInfo& kv, int64_t context) {
+  return "K " + std::string(dtype_name(kv.type_k)) + ", V " + std::string(dtype_name(kv.type_v)) + ": " +
+         std::to_string(kv.bytes_per_token) + " bytes per token (" + bytes_text(static_cast<double>(kv.bytes)) +
+         " for the context of " + std::to_string(context) + " and a prompt chunk's padding); the device's memory holds a context of " +
+         std::to_string(kv.context_that_fits);
 }
 
 void check_llm_args(const LlmArgs& a, const std::string& command) {
+  (void)cache_type_k(a);  // unknown names: UsageError naming the option
+  (void)cache_type_v(a);
   if (a.max_tokens < 1) bad("-n must be at least 1, got " + std::to_string(a.max_tokens));
   if (a.context < 0) bad("--ctx must be at least 1 (or 0 for the model's), got " + std::to_string(a.context));
   const SamplingOptions& s = a.sampling;
@@ -129,6 +174,7 @@ void print_verbose(const Device& device, const LanguageModel& lm, const std::str
                static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.d_ff),
                static_cast<long long>(c.vocab_size), static_cast<long long>(lm.context()),
                static_cast<long long>(c.context_length));
+  std::fprintf(stderr, "kv cache    %s\n", describe_kv_cache(lm.kv_cache(), lm.context()).c_str());
   std::fprintf(stderr, "load        %s (weights to the device, graphs compiled and recorded)\n",
                format_ms(load_ms).c_str());
 }
@@ -138,6 +184,8 @@ void print_verbose(const Device& device, const LanguageModel& lm, const std::str
 LanguageModel load_llm(Device& device, const LlmArgs& a) {
   LanguageModelOptions o;
   o.context = a.context;
+  o.cache_type_k = cache_type_k(a);
+  o.cache_type_v = cache_type_v(a);
   try {
     if (const int64_t limit = model_context_length(a.model); limit > 0 && a.context > limit)
       bad("--ctx " + std::to_string(a.context) + " is more than this model's context length (" + std::to_string(limit) +
@@ -151,6 +199,11 @@ LanguageModel load_llm(Device& device, const LlmArgs& a) {
     throw;
   } catch (const Error& e) {
     std::string m = e.what();
+    // A cache type this model cannot take (a quantized one on head dims not whole blocks) is the
+    // command line's mistake: named by its option, exit status 2.
+    for (const char* field : {"cache_type_k", "cache_type_v"})
+      if (const size_t at = m.find(std::string(": ") + field + " "); e.code() == ErrorCode::invalid_argument && at != std::string::npos)
+        bad(std::string(field[11] == 'k' ? "--cache-type-k" : "--cache-type-v") + m.substr(at + 2 + 12));
     // Its advice speaks of the context, which this tool sets with --ctx.
     if (e.code() == ErrorCode::out_of_memory) m += "; --ctx sets the context";
     // The library's messages usually name the file already.

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "cli.hpp"
@@ -22,8 +23,20 @@ struct LlmArgs {
   int64_t max_tokens = 128;  // -n N
   SamplingOptions sampling;
   std::string chat_template;  // --chat-template NAME (empty: the file's template)
-  bool verbose = false;  // -v: load_llm prints the device, the model and the load time
+  bool verbose = false;  // -v: load_llm prints the device, the model, the KV cache and the load time
+  // --cache-type-k/--cache-type-v: f32, f16, q8_0 or q4_0; empty: the activations'
+  std::string cache_type_k, cache_type_v;
 };
+
+// --cache-type-k and --cache-type-v (llama.cpp's names; CLI11 takes no -ctk): the KV cache's types.
+void add_cache_type_options(CLI::App& sub, LlmArgs& args);
+// The types given, as LanguageModelOptions takes them; an unknown name is a UsageError naming the
+// option.
+std::optional<DType> cache_type_k(const LlmArgs& args);
+std::optional<DType> cache_type_v(const LlmArgs& args);
+// "K q8_0, V q8_0: 25.5 KiB per token, 12.8 MiB for 512 tokens; the device's memory holds 8192":
+// what -v and serve's start line say of a model's KV cache.
+std::string describe_kv_cache(const KvCacheInfo& kv, int64_t context);
 
 // -c/--ctx, -n and the sampling options (--temp/--temperature, --top-k, --top-p, --min-p,
 // --repeat-penalty, --repeat-last-n, --seed): llama.cpp's names and short forms.
@@ -63,9 +76,10 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
 
 // `vkformer bench --model FILE.gguf -p P -n N -r R` (cmd_bench_llm.cpp): pp<P> and tg<N>, a
 // decoded token's time per kernel and its weight bytes per second against the copy bandwidth
-// (not measured with --no-peak).
+// (not measured with --no-peak). `kv` carries --cache-type-k/--cache-type-v; `depth` tokens (-d,
+// llama-bench's n_depth) are in the cache before each test, prefilled once.
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,
-              bool no_peak, const GlobalOptions& globals);
+              bool no_peak, const GlobalOptions& globals, const LlmArgs& kv = {}, int64_t depth = 0);
 
 // `vkformer demo --llm-model FILE.gguf` (cmd_demo_llm.cpp): a greedy chat answer checked against
 // the reference in golden_dir (tests/golden_llama).

@@ -44,6 +44,8 @@ struct BatchedLanguageModelOptions {
   // The most rows one step() carries (decoding tokens and prompt tokens together), slots to
   // 4096; 0: slots (steps of one token per sequence only).
   int64_t step_tokens = 0;
+  // The KV cache's types, K and V apart (LanguageModelOptions); unset: the activations'.
+  std::optional<DType> cache_type_k, cache_type_v;
 };
 
 class BatchedLanguageModelImpl;
@@ -61,6 +63,7 @@ class BatchedLanguageModel {
   const ModelChatTemplates& chat_templates() const;  // as LanguageModel::chat_templates()
   int slots() const;
   int64_t context() const;            // tokens one slot holds
+  KvCacheInfo kv_cache() const;       // the caches' types and sizes (every slot's)
   int64_t position(int slot) const;   // tokens in the slot's cache now
 
   void reset(int slot);  // position(slot) = 0: the slot is free for a new sequence

@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vkformer/chat.hpp"
@@ -74,6 +76,25 @@ using LlamaConfig [[deprecated("use LanguageModelConfig")]] = LanguageModelConfi
 struct LanguageModelOptions {
   DType activations = DType::f32;  // f16: activations and the KV cache stored in f16
   int64_t context = 0;             // KV cache length; 0: the model's context_length capped at 4096
+  // The KV cache's element types, K and V apart (llama.cpp's --cache-type-k/v): f32, f16, q8_0
+  // or q4_0 (ggml's blocks of 32: 34 and 18 bytes, quantized as they are written; head dims that
+  // are multiples of 32). Unset: the activations' type.
+  std::optional<DType> cache_type_k, cache_type_v;
+};
+
+// "f32", "f16", "q8_0" or "q4_0" as a KV cache type; anything else is invalid_argument naming
+// `option` (the flag or field that gave it) and the four names.
+DType parse_kv_cache_type(std::string_view name, std::string_view option);
+
+// What a model's KV caches take, from their allocations.
+struct KvCacheInfo {
+  DType type_k = DType::f32, type_v = DType::f32;
+  uint64_t bytes = 0;            // every cache, K and V (every sequence slot's)
+  uint64_t bytes_per_token = 0;  // K and V of one token of one sequence over every layer
+  // The longest context the device's memory would hold in these types beside what is loaded
+  // now (the weights and other models), rounded down to a multiple of 256 where it is that
+  // large; the caches' rows beyond the context (a prompt chunk's padding) counted.
+  int64_t context_that_fits = 0;
 };
 
 class LanguageModelImpl;
@@ -93,6 +114,7 @@ class LanguageModel {
   const ModelChatTemplates& chat_templates() const;
   int64_t context() const;   // tokens the KV cache holds
   int64_t position() const;  // tokens in the cache now: where the next append starts
+  KvCacheInfo kv_cache() const;  // its types and sizes
 
   // Runs `tokens` at positions [position(), position() + n) in batched passes, keeps their K/V
   // and returns the last token's logits [vocab]. More tokens than context() - position() is

@@ -25,9 +25,12 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "vkformer/device.hpp"
+#include "vkformer/dtype.hpp"
+#include "vkformer/llm.hpp"
 
 namespace vkformer {
 
@@ -38,6 +41,9 @@ struct ServerOptions {
   int port = 8080;                        // 0: a free port, port() says which
   int parallel = 4;                       // sequences generating at once (KV slots)
   int64_t context = 0;                    // tokens per slot; 0: the model's, capped at 4096
+  // The KV cache's types, K and V apart (llama.cpp's --cache-type-k/v: f32, f16, q8_0, q4_0);
+  // unset: the activations' (f32).
+  std::optional<DType> cache_type_k, cache_type_v;
   std::string api_key;                    // non-empty: requests need "Authorization: Bearer KEY"
 
   // Limits; each refusal names the limit and its option.
@@ -81,6 +87,8 @@ class Server {
   // use is ErrorCode::io naming host and port.
   void start();
   int port() const;  // the bound port (after start())
+  // The language model's KV cache, its types and sizes (after start(); empty without --model).
+  KvCacheInfo kv_cache() const;
   // Blocks until stop() is called (from another thread or a signal handler's thread).
   void wait();
   // Stops listening, ends the streams in progress and the scheduler. Safe to call twice.

@@ -181,10 +181,16 @@ typedef int32_t (*vkf_token_callback)(const char* text, size_t length, int32_t t
 
 /* context: tokens the KV cache holds; 0 for the model's context length capped at 4096. */
 vkf_status vkf_llm_load(vkf_device* device, const char* gguf_path, int64_t context, vkf_llm** llm);
+/* vkf_llm_load with the KV cache's types (llama.cpp's --cache-type-k/v): "f32", "f16", "q8_0" or
+ * "q4_0", NULL for the activations' type (f32). An unknown name: VKF_ERROR_INVALID_ARGUMENT naming
+ * cache_type_k or cache_type_v. */
+vkf_status vkf_llm_load_with_cache_types(vkf_device* device, const char* gguf_path, int64_t context,
+                                         const char* cache_type_k, const char* cache_type_v, vkf_llm** llm);
 void vkf_llm_release(vkf_llm* llm);
 int64_t vkf_llm_vocab_size(const vkf_llm* llm); /* 0 for NULL */
 int64_t vkf_llm_context(const vkf_llm* llm);    /* 0 for NULL */
 int64_t vkf_llm_position(const vkf_llm* llm);   /* tokens in the KV cache now; 0 for NULL */
+int64_t vkf_llm_kv_bytes_per_token(const vkf_llm* llm); /* K and V of a token, every layer; 0 for NULL */
 
 /* The ids of UTF-8 text (special tokens such as <|im_start|> in the text become one id; with
  * add_special, BOS/EOS as the model's file says) into tokens[0..capacity); *count is how many

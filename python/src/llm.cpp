@@ -121,10 +121,14 @@ void bind_llm(nb::module_& m) {
   nb::class_<Llm>(m, "LLM")
       .def(
           "__init__",
-          [](Llm* self, const std::string& path, int64_t n_ctx, const std::string& device, bool f16) {
+          [](Llm* self, const std::string& path, int64_t n_ctx, const std::string& device, bool f16,
+             const std::string& cache_type_k, const std::string& cache_type_v) {
             LanguageModelOptions options;
             options.context = n_ctx;
             options.activations = f16 ? DType::f16 : DType::f32;
+            // "" leaves the type to the activations; other names are checked, naming the argument.
+            if (!cache_type_k.empty()) options.cache_type_k = parse_kv_cache_type(cache_type_k, "cache_type_k");
+            if (!cache_type_v.empty()) options.cache_type_v = parse_kv_cache_type(cache_type_v, "cache_type_v");
             std::optional<LanguageModel> model;
             std::string device_name;
             {
@@ -139,7 +143,8 @@ void bind_llm(nb::module_& m) {
             self->model = std::move(model);
             self->device_name = std::move(device_name);
           },
-          nb::arg("path"), nb::arg("n_ctx") = 0, nb::arg("device") = "", nb::arg("f16") = false)
+          nb::arg("path"), nb::arg("n_ctx") = 0, nb::arg("device") = "", nb::arg("f16") = false,
+          nb::arg("cache_type_k") = "", nb::arg("cache_type_v") = "")
       .def("generate_ids", &generate_ids, nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("sampling"),
            nb::arg("on_text").none())
       .def("perplexity", &perplexity, nb::arg("text"), nb::arg("n_ctx") = 0, nb::arg("chunks") = 0,
@@ -170,6 +175,17 @@ void bind_llm(nb::module_& m) {
           },
           nb::arg("messages"), nb::arg("add_generation_prompt") = true)
       .def_prop_ro("n_ctx", [](Llm& self) { return self.model->context(); })
+      .def_prop_ro("kv_cache",
+                   [](Llm& self) {
+                     const KvCacheInfo kv = self.model->kv_cache();
+                     nb::dict d;
+                     d["type_k"] = std::string(dtype_name(kv.type_k));
+                     d["type_v"] = std::string(dtype_name(kv.type_v));
+                     d["bytes"] = kv.bytes;
+                     d["bytes_per_token"] = kv.bytes_per_token;
+                     d["context_that_fits"] = kv.context_that_fits;
+                     return d;
+                   })
       .def_prop_ro("n_vocab", [](Llm& self) { return static_cast<int64_t>(self.tokenizer->vocab_size()); })
       .def_prop_ro("architecture", [](Llm& self) { return self.model->config().architecture; })
       .def_prop_ro("n_layers", [](Llm& self) { return self.model->config().n_layers; })

@@ -56,7 +56,10 @@ class LLM:
 
     ``n_ctx``: tokens the KV cache holds (prompt and reply); 0 = the model's context length, at
     most 4096. ``device``: None (VKFORMER_DEVICE, else the default order), an index or a name
-    substring. ``f16``: keep activations and the KV cache in float16.
+    substring. ``f16``: keep activations and the KV cache in float16. ``cache_type_k`` and
+    ``cache_type_v``: the KV cache's types, ``"f32"``, ``"f16"``, ``"q8_0"`` or ``"q4_0"``
+    (llama.cpp's ``--cache-type-k/v``: q8_0 takes 34 bytes per 32 values, about half of f16);
+    None = the activations' type. ``kv_cache`` says what the cache takes.
 
     Each ``generate``/``stream``/``chat`` call starts from an empty cache. One object may be
     shared by threads: calls that generate wait for each other, ``tokenize`` does not.
@@ -67,11 +70,11 @@ class LLM:
     """
 
     def __init__(self, path: Union[str, os.PathLike], n_ctx: int = 0, device: Optional[Union[int, str]] = None,
-                 f16: bool = False):
+                 f16: bool = False, cache_type_k: Optional[str] = None, cache_type_v: Optional[str] = None):
         self.path = os.fspath(os.path.expanduser(path))
         if n_ctx < 0:
             raise ValueError(f"n_ctx must be at least 1 (or 0 for the model's), got {n_ctx}")
-        self._model = _core.LLM(self.path, n_ctx, selector(device), f16)
+        self._model = _core.LLM(self.path, n_ctx, selector(device), f16, cache_type_k or "", cache_type_v or "")
         #: Statistics of the last generation: prompt and generated tokens, seconds, tokens/s, stop.
         self.last_stats: dict[str, Any] = {}
 
@@ -197,6 +200,13 @@ class LLM:
     def n_ctx(self) -> int:
         """Tokens the KV cache holds."""
         return self._model.n_ctx
+
+    @property
+    def kv_cache(self) -> dict[str, Any]:
+        """The KV cache: ``type_k``, ``type_v``, ``bytes`` (every layer, K and V),
+        ``bytes_per_token`` and ``context_that_fits`` (the longest context the device's memory
+        would hold in these types), from its allocations."""
+        return self._model.kv_cache
 
     @property
     def n_vocab(self) -> int:

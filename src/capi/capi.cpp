@@ -407,12 +407,19 @@ void to_stats(const vkformer::TextGenerationStats& s, vkf_generation_stats* out)
 extern "C" {
 
 vkf_status vkf_llm_load(vkf_device* device, const char* gguf_path, int64_t context, vkf_llm** llm) {
+  return vkf_llm_load_with_cache_types(device, gguf_path, context, nullptr, nullptr, llm);
+}
+
+vkf_status vkf_llm_load_with_cache_types(vkf_device* device, const char* gguf_path, int64_t context,
+                                         const char* cache_type_k, const char* cache_type_v, vkf_llm** llm) {
   return guarded([&] {
     require(device && gguf_path && llm, "device, gguf_path and llm must not be NULL");
     *llm = nullptr;
     require(context >= 0, "context must be >= 0 (0: the model's), got " + std::to_string(context));
     vkformer::LanguageModelOptions o;
     o.context = context;
+    if (cache_type_k) o.cache_type_k = vkformer::parse_kv_cache_type(cache_type_k, "cache_type_k");
+    if (cache_type_v) o.cache_type_v = vkformer::parse_kv_cache_type(cache_type_v, "cache_type_v");
     // A model without a (known) template can still generate; vkf_llm_chat then says why not.
     *llm = new vkf_llm{vkformer::LanguageModel::load(device->device, gguf_path, o), std::nullopt, std::nullopt};
   });
@@ -431,6 +438,9 @@ void vkf_llm_release(vkf_llm* llm) {
 int64_t vkf_llm_vocab_size(const vkf_llm* llm) { return llm ? llm->model.config().vocab_size : 0; }
 int64_t vkf_llm_context(const vkf_llm* llm) { return llm ? llm->model.context() : 0; }
 int64_t vkf_llm_position(const vkf_llm* llm) { return llm ? llm->model.position() : 0; }
+int64_t vkf_llm_kv_bytes_per_token(const vkf_llm* llm) {
+  return llm ? static_cast<int64_t>(llm->model.kv_cache().bytes_per_token) : 0;
+}
 
 vkf_status vkf_llm_tokenize(const vkf_llm* llm, const char* text, int32_t add_special, int32_t* tokens,
                             size_t capacity, size_t* count) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "attention_flash.hpp"
+#include "kv_cache_types.hpp"
 #include "matmul.hpp"
 #include "op_common.hpp"
 #include "softmax.hpp"
@@ -48,14 +49,29 @@ struct AttentionPush {
 };
 static_assert(sizeof(AttentionPush) <= 128);
 
-// The kernel variant a launch runs.
-Kernel fused_kernel(const AttentionLaunch& t) {
-  if (t.kernel == FusedKernel::tiles) return Kernel::attention;
+// The kernel variant a launch runs (kv_quant: k or v in another type than q, read by the
+// KV_QUANT variants).
+Kernel fused_kernel(const AttentionLaunch& t, bool kv_quant = false) {
+  if (kv_quant && t.kernel == FusedKernel::rows)
+    return t.shuffle ? Kernel::attention_rows_kvq_shuffle : Kernel::attention_rows_kvq;
+  if (t.kernel == FusedKernel::tiles) return kv_quant ? Kernel::attention_kvq : Kernel::attention;
   if (t.texel) return Kernel::attention_rows_texel;
   return t.shuffle ? Kernel::attention_rows_shuffle : Kernel::attention_rows;
 }
 
 using Operands = ops::AttentionOperands;
+
+// A path that cannot read k or v in their types: the error names the options that set them.
+[[noreturn]] void throw_kv_path_error(const Lowering& l, const std::string& path) {
+  throw Error(ErrorCode::unsupported,
+              l.node().label + ": " + path + " cannot read a KV cache of k " +
+                  std::string(dtype_name(l.value(l.input(1)).dtype)) + ", v " +
+                  std::string(dtype_name(l.value(l.input(2)).dtype)) + " with " +
+                  std::string(dtype_name(l.value(l.input(0)).dtype)) +
+                  " activations on device '" + l.info().name +
+                  "'; use --cache-type-k/--cache-type-v (LoadOptions::cache_type_k/v) f16 or the "
+                  "activations' type");
+}
 
 Operands operands(const Lowering& l) {
   const auto& a = attrs<AttentionAttrs>(l);
@@ -117,9 +133,11 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   // With KV slots, k and v are [slots, ...] whatever q's batch, bound whole (require_whole_kv)
   // and read at each row's slot: only q and out are counted by (b, KV head).
   const uint64_t per_kv = in.kv_slot != kNoValue ? 0 : 1;
+  const DType k_type = l.value(in.k).dtype, v_type = l.value(in.v).dtype;
+  const bool kv_quant = ops::kv_converted(q.dtype, k_type, v_type);
   const uint64_t item[4] = {static_cast<uint64_t>(group * Sq * D) * es,
-                            static_cast<uint64_t>(Sk * D) * es * per_kv,
-                            static_cast<uint64_t>(Sk * Dv) * es * per_kv,
+                            dtype_bytes(k_type, Sk * D) * per_kv,
+                            dtype_bytes(v_type, Sk * Dv) * per_kv,
                             static_cast<uint64_t>(group * Sq * Dv) * es};
   const std::vector<ops::Span> spans = ops::split_spans(
       static_cast<uint64_t>(B * H / group), {item[0], item[1], item[2], item[3]},
@@ -140,15 +158,17 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
     if (t.kernel == FusedKernel::rows) {
       // Exact head dims in vec4 chunks: the kernel unrolls over them (one pipeline per head dim).
       const bool vec4 = D % 4 == 0 && Dv % 4 == 0;
-      l.dispatch(fused_kernel(t), q.dtype, std::move(bindings), PushBlock::of(p),
-                 l.rows_grid(groups),
-                 {t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4, has_mask,
-                  has_padding, has_length, in.causal, per_sequence, soft_cap});
+      std::vector<uint32_t> spec{t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4,
+                                 has_mask, has_padding, has_length, in.causal, per_sequence, soft_cap};
+      if (kv_quant) spec.insert(spec.end(), {ops::kv_type_code(k_type), ops::kv_type_code(v_type)});
+      l.dispatch(fused_kernel(t, kv_quant), q.dtype, std::move(bindings), PushBlock::of(p),
+                 l.rows_grid(groups), std::move(spec));
     } else {
-      l.dispatch(Kernel::attention, q.dtype, std::move(bindings), PushBlock::of(p),
-                 l.rows_grid(groups),
-                 {t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
-                  has_length, in.causal, t.sr, t.sc, t.or_, t.od, per_sequence, soft_cap});
+      std::vector<uint32_t> spec{t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
+                                 has_length, in.causal, t.sr, t.sc, t.or_, t.od, per_sequence, soft_cap};
+      if (kv_quant) spec.insert(spec.end(), {ops::kv_type_code(k_type), ops::kv_type_code(v_type)});
+      l.dispatch(fused_kernel(t, kv_quant), q.dtype, std::move(bindings), PushBlock::of(p),
+                 l.rows_grid(groups), std::move(spec));
     }
   }
 }
@@ -246,7 +266,12 @@ void lower_attention(Lowering& l) {
   if (soft_capped && a.path == Path::unfused)
     throw Error(ErrorCode::unsupported,
                 l.node().label + ": soft-capped attention (softcap) needs a fused attention path");
-  const bool fused_only = per_sequence || soft_capped;
+  // Caches in another type than q: only the fused kernels' KV_QUANT variants read them.
+  const bool kv_quant = ops::kv_converted(l.value(in.q).dtype, l.value(in.k).dtype,
+                                          l.value(in.v).dtype);
+  if (kv_quant && a.path == Path::unfused)
+    throw_kv_path_error(l, "the unfused attention path (matmul, softmax, matmul)");
+  const bool fused_only = per_sequence || soft_capped || kv_quant;
   const bool tuned_unfused = !fused_only && a.path == Path::automatic &&
                              (qs[2] <= tuned.automatic_unfused_max_queries ||
                               (tuned.automatic_unfused_where_it_fits && unfused_fits));
@@ -262,7 +287,7 @@ void lower_attention(Lowering& l) {
   AttentionLaunch launch;
   const kernels::AttentionProblem problem{qs[0], qs[1], qs[2], l.value(in.k).shape[2], D, Dv};
   bool fused_ok = kernels::attention_launch_for(tuned, l.info(), problem, &launch) &&
-                  l.supported(fused_kernel(launch), l.value(in.q).dtype);
+                  l.supported(fused_kernel(launch, kv_quant), l.value(in.q).dtype);
   if (a.path == Path::automatic && !fused_ok && !fused_only) {
     lower_unfused(l, in);
     return;
@@ -273,7 +298,7 @@ void lower_attention(Lowering& l) {
                   l.node().label + ": the fused attention kernel takes head dims up to " +
                       std::to_string(kFusedMaxHeadDim) + ", got D = " + std::to_string(D) +
                       ", Dv = " + std::to_string(Dv) + "; use the unfused or automatic path");
-    l.variant(fused_kernel(launch), l.value(in.q).dtype);  // throws, saying what the device lacks
+    l.variant(fused_kernel(launch, kv_quant), l.value(in.q).dtype);  // throws, saying what the device lacks
     throw Error(ErrorCode::unsupported,
                 l.node().label + ": the fused attention kernel for D = " + std::to_string(D) +
                     ", Dv = " + std::to_string(Dv) + " does not fit the shared memory of device '" +
@@ -287,13 +312,24 @@ void lower_attention(Lowering& l) {
 
 Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& options) {
   const std::string op = "attention";
+  ops::require_float(impl(), op, "q", q);
   for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
-    ops::require_float(impl(), op, name, *t);
+    impl().check(*t, op, name);
     ops::require_rank(impl(), op, name, *t, 4, 4);
   }
-  if (k.dtype != q.dtype || v.dtype != q.dtype)
-    shape_error(impl().label(op), "q, k and v must share a dtype: q is " + describe(q) + ", k is " +
-                                      describe(k) + ", v is " + describe(v));
+  // k and v in q's dtype, or (a KV cache) each in a type of ops::is_kv_cache_type, read by the
+  // fused kernels' KV_QUANT variants; quantized ones in whole 32-element blocks per row.
+  for (auto [t, name] : {std::pair{&k, "k"}, {&v, "v"}}) {
+    if (t->dtype == q.dtype) continue;
+    if (!ops::is_kv_cache_type(t->dtype))
+      shape_error(impl().label(op), std::string(name) + " is " + describe(*t) + ": k and v must be q's dtype (" +
+                                        std::string(dtype_name(q.dtype)) +
+                                        ") or a KV cache type (f32, f16, q8_0, q4_0)");
+    if (t->shape[3] % (is_quantized(t->dtype) ? 32 : 4) != 0)
+      shape_error(impl().label(op), std::string(name) + " is " + describe(*t) +
+                                        ": k and v in another type than q need a head dim that is a multiple of " +
+                                        (is_quantized(t->dtype) ? "32 (whole blocks per row)" : "4"));
+  }
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Sk = k.shape[2], Hkv = k.shape[1];
   // With per-sequence KV slots k and v hold one batch per slot, any number of them.

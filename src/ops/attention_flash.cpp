@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kv_cache_types.hpp"
 #include "op_common.hpp"
 #include "windows.hpp"
 
@@ -76,8 +77,9 @@ struct DecodeSpec {
   uint32_t has_mask, has_key_padding, has_key_length, causal;
   uint32_t per_sequence;
   uint32_t soft_cap;
+  uint32_t k_type, v_type;  // the _kvq variants only (kv_cache_types.hpp codes)
 };
-static_assert(sizeof(DecodeSpec) == 11 * 4);
+static_assert(sizeof(DecodeSpec) == 13 * 4);
 
 constexpr uint32_t kCombineWorkgroup = 64;
 
@@ -95,13 +97,16 @@ Kernel flash_kernel(vk::CoopmatApi api) {
 struct Shapes {
   int64_t B, H, Sq, D, Hkv, Sk, Dv, group;
   DType dtype;
+  DType k_type, v_type;  // the caches' types: dtype, or others (kv_quant)
+  bool kv_quant;
 };
 
 Shapes shapes(const Lowering& l, const AttentionOperands& in) {
   const Shape& qs = l.value(in.q).shape;
   const int64_t Hkv = l.value(in.k).shape[1];
+  const DType dtype = l.value(in.q).dtype, k_type = l.value(in.k).dtype, v_type = l.value(in.v).dtype;
   return {qs[0], qs[1], qs[2], qs[3], Hkv, l.value(in.k).shape[2], l.value(in.v).shape[3],
-          qs[1] / Hkv, l.value(in.q).dtype};
+          qs[1] / Hkv, dtype, k_type, v_type, kv_converted(dtype, k_type, v_type)};
 }
 
 FlashPush push_for(const Lowering& l, const AttentionOperands& in, const Shapes& s) {
@@ -136,8 +141,9 @@ void for_kv_windows(Lowering& l, const AttentionOperands& in, const Shapes& s,
   // With KV slots, k and v are [slots, ...] whatever q's batch, bound whole (require_whole_kv)
   // and read at each row's slot: only q and out are counted by (b, KV head).
   const uint64_t per_kv = in.kv_slot != kNoValue ? 0 : 1;
-  const uint64_t item[4] = {uint64_t(s.group * s.Sq * s.D) * es, uint64_t(s.Sk * s.D) * es * per_kv,
-                            uint64_t(s.Sk * s.Dv) * es * per_kv, uint64_t(s.group * s.Sq * s.Dv) * es};
+  const uint64_t item[4] = {uint64_t(s.group * s.Sq * s.D) * es, dtype_bytes(s.k_type, s.Sk * s.D) * per_kv,
+                            dtype_bytes(s.v_type, s.Sk * s.Dv) * per_kv,
+                            uint64_t(s.group * s.Sq * s.Dv) * es};
   const std::vector<Span> spans =
       split_spans(uint64_t(s.B * s.Hkv), {item[0], item[1], item[2], item[3]},
                   l.tuning().max_binding_bytes, window_alignment(l.info()),
@@ -157,17 +163,23 @@ void for_kv_windows(Lowering& l, const AttentionOperands& in, const Shapes& s,
 
 // ---- Split-K flash decoding ----
 
+// The decode kernels for caches in q's type or (kv_quant) in their own.
+Kernel decode_kernel(bool split, bool kv_quant) {
+  if (kv_quant) return split ? Kernel::attention_flash_decode_split_kvq : Kernel::attention_flash_decode_kvq;
+  return split ? Kernel::attention_flash_decode_split : Kernel::attention_flash_decode;
+}
+
 bool decode_fits(const Lowering& l, const AttentionOperands& in, kernels::DecodeLaunch* launch) {
   const DType dtype = l.value(in.q).dtype;
   if (!kernels::decode_launch_for(l.tuning().attention.decode, l.info(), attention_problem(l, in),
                              launch))
     return false;
-  if (launch->splits == 1) return l.supported(Kernel::attention_flash_decode, dtype);
-  // The partial results and the output are bound whole by the second dispatch.
   const Shapes s = shapes(l, in);
+  if (launch->splits == 1) return l.supported(decode_kernel(false, s.kv_quant), dtype);
+  // The partial results and the output are bound whole by the second dispatch.
   const uint64_t rows = uint64_t(s.B * s.H * s.Sq);
   const uint64_t limit = l.tuning().max_binding_bytes;
-  return l.supported(Kernel::attention_flash_decode_split, dtype) &&
+  return l.supported(decode_kernel(true, s.kv_quant), dtype) &&
          l.supported(Kernel::attention_flash_combine, dtype) &&
          rows * launch->splits * uint64_t(s.Dv) * 4 <= limit &&
          rows * uint64_t(s.Dv) * dtype_size(dtype) <= limit;
@@ -181,7 +193,7 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const kernels::Decode
   const DecodeSpec spec{t.config.workgroup, t.rows, t.config.tile_keys, t.d_cap, t.dv_cap,
                         in.mask != kNoValue, in.key_padding != kNoValue,
                         in.key_length != kNoValue, in.causal, in.kv_slot != kNoValue,
-                        p.softcap > 0.0f};
+                        p.softcap > 0.0f, kv_type_code(s.k_type), kv_type_code(s.v_type)};
   std::vector<Binding> whole = input_bindings(in);
   const bool split = t.splits > 1;
   uint32_t part_o = kNoValue, part_ml = kNoValue;
@@ -196,14 +208,16 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const kernels::Decode
     whole.push_back({in.q});  // binding 7 (the split's partial maxima) unused
   }
   whole.push_back({in.kv_slot != kNoValue ? in.kv_slot : in.q});  // binding 8
-  const Kernel kernel = split ? Kernel::attention_flash_decode_split : Kernel::attention_flash_decode;
+  const Kernel kernel = decode_kernel(split, s.kv_quant);
+  std::vector<uint32_t> spec_list = spec_values(spec);
+  if (!s.kv_quant) spec_list.resize(spec_list.size() - 2);  // no cache types to specialize
   for_kv_windows(l, in, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {
     if (split) bindings[6] = {part_o, true};  // partials stay whole: indexed by global pair
     const uint64_t groups = span.count * t.splits;
     p.groups = static_cast<uint32_t>(groups);
     p.bh_base = static_cast<uint32_t>(span.first * s.group);
     l.dispatch(kernel, s.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
-               spec_values(spec));
+               spec_list);
   });
   if (!split) return;
   CombinePush c{};
@@ -220,6 +234,8 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const kernels::Decode
 bool flash_fits(const Lowering& l, const AttentionOperands& in, kernels::FlashLaunch* launch) {
   if (in.kv_slot != kNoValue) return false;  // its kernel reads k and v by q's batch
   const DType dtype = l.value(in.q).dtype;
+  // Caches in their own types: no KV_QUANT variant of it yet (the scalar kernels read them).
+  if (kv_converted(dtype, l.value(in.k).dtype, l.value(in.v).dtype)) return false;
   return kernels::flash_launch_for(l.tuning().attention.flash, l.info(), attention_problem(l, in),
                               dtype, launch) &&
          l.supported(flash_kernel(launch->api), dtype);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kv_cache_types.hpp"
 #include "op_common.hpp"
 #include "rope.hpp"
 #include "windows.hpp"
@@ -33,7 +34,10 @@ void lower_rope_kv_cache(Lowering& l) {
                  cache_v = l.input(4), position = l.input(5);
   const uint32_t cache_slot = a.has_cache_slot ? l.input(6) : kNoValue;
   const Shape cache = l.value(cache_k).shape;  // [Bc, Hkv, T, D]
-  const DType dtype = l.value(cache_k).dtype;
+  const DType dtype = l.value(q).dtype;
+  const DType k_type = l.value(cache_k).dtype, v_type = l.value(cache_v).dtype;
+  // Caches in another type than the activations: the kernel that converts (quantizes) rows.
+  const bool convert = ops::kv_converted(dtype, k_type, v_type);
   const Shape qs = l.value(q).shape;           // [B, S, C]
   const int64_t B = qs[0], Hkv = cache[1], T = cache[2], D = cache[3], S = qs[1];
   const int64_t group = a.heads / a.kv_heads;
@@ -65,9 +69,9 @@ void lower_rope_kv_cache(Lowering& l) {
                           "a slot of the caches' " + std::to_string(cache[0]) + " batches");
   // Caches beyond one binding: windows of whole (b, g) slices of T rows, one dispatch each, with
   // the queries of those KV heads.
-  const uint64_t slice = static_cast<uint64_t>(T * D) * dtype_size(dtype);
+  const uint64_t slice_k = dtype_bytes(k_type, T * D), slice_v = dtype_bytes(v_type, T * D);
   std::vector<ops::Span> spans = ops::split_spans(
-      static_cast<uint64_t>(B * Hkv), {slice, slice}, l.tuning().max_binding_bytes,
+      static_cast<uint64_t>(B * Hkv), {slice_k, slice_v}, l.tuning().max_binding_bytes,
       ops::window_alignment(l.info()), l.node().label + ": (batch, head) slices of the caches");
   // A workgroup per (chunk of `rows` rows, slice) of ceil(D / 2) invocations (whole subgroups),
   // each writing a column pair of every head. CPU devices take 16 rows per workgroup
@@ -82,7 +86,8 @@ void lower_rope_kv_cache(Lowering& l) {
                                             std::to_string(pairs) + " invocations, more than a workgroup of device '" +
                                             l.info().name + "' holds");
   // Per-sequence slots write anywhere in the caches: they must be bound whole (one dispatch).
-  if (cache_slot != kNoValue && static_cast<uint64_t>(cache[0] * Hkv) * slice > l.tuning().max_binding_bytes)
+  if (cache_slot != kNoValue &&
+      static_cast<uint64_t>(cache[0] * Hkv) * std::max(slice_k, slice_v) > l.tuning().max_binding_bytes)
     throw Error(ErrorCode::unsupported,
                 l.node().label + ": caches of " + std::to_string(cache[0] * Hkv * T * D) +
                     " elements with per-sequence slots exceed one binding of device '" +
@@ -93,15 +98,18 @@ void lower_rope_kv_cache(Lowering& l) {
     p.slice_base = static_cast<uint32_t>(s.first);
     Binding ck{cache_k, true}, cv{cache_v, true};
     if (spans.size() > 1) {
-      ck = ops::window(cache_k, true, s.first * slice, s.count * slice);
-      cv = ops::window(cache_v, true, s.first * slice, s.count * slice);
+      ck = ops::window(cache_k, true, s.first * slice_k, s.count * slice_k);
+      cv = ops::window(cache_v, true, s.first * slice_v, s.count * slice_v);
     }
-    l.dispatch(Kernel::rope_kv_cache, dtype,
+    std::vector<uint32_t> spec{static_cast<uint32_t>(wg), a.style == RopeOptions::Style::neox ? 1u : 0u,
+                               cache_slot != kNoValue ? 1u : 0u, static_cast<uint32_t>(rows)};
+    if (convert)  // shaders/rope_kv_cache_quant.comp: the types, and its shared row of 2 wg
+      spec.insert(spec.end(), {ops::kv_type_code(k_type), ops::kv_type_code(v_type),
+                               static_cast<uint32_t>(2 * wg)});
+    l.dispatch(convert ? Kernel::rope_kv_cache_quant : Kernel::rope_kv_cache, dtype,
                {{q}, {k}, {v}, {table}, {position}, {l.output(), true}, ck, cv,
                 {cache_slot != kNoValue ? cache_slot : position}},
-               PushBlock::of(p), l.grid(chunks, s.count, 1),
-               {static_cast<uint32_t>(wg), a.style == RopeOptions::Style::neox ? 1u : 0u,
-                cache_slot != kNoValue ? 1u : 0u, static_cast<uint32_t>(rows)});
+               PushBlock::of(p), l.grid(chunks, s.count, 1), std::move(spec));
   }
 }
 
@@ -153,9 +161,20 @@ RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, in
     shape_error(label(op), "heads " + std::to_string(heads) + " must be a multiple of kv_heads " +
                                std::to_string(kv_heads) + " (both >= 1)");
   const Shape& cs = cache_k.shape;  // [B, Hkv, T, D]
-  if (cache_v.shape != cs || cache_v.dtype != cache_k.dtype || cs[1] != kv_heads)
+  if (cache_v.shape != cs || cs[1] != kv_heads)
     shape_error(label(op), "cache_k " + describe(cache_k) + " and cache_v " + describe(cache_v) +
-                               " must both be [B, " + std::to_string(kv_heads) + ", T, D] of one dtype");
+                               " must both be [B, " + std::to_string(kv_heads) + ", T, D]");
+  // Each cache in its own type: the activations' (q's), or another that the write converts to.
+  for (const Tensor* c : {&cache_k, &cache_v}) {
+    const char* name = c == &cache_k ? "cache_k" : "cache_v";
+    if (!ops::is_kv_cache_type(c->dtype))
+      shape_error(label(op), std::string(name) + " is " + describe(*c) +
+                                 ": a KV cache holds f32, f16, q8_0 or q4_0");
+    if (is_quantized(c->dtype) && cs[3] % 32 != 0)
+      shape_error(label(op), std::string(name) + " is " + describe(*c) +
+                                 ": a quantized cache needs a head dim that is a multiple of 32 "
+                                 "(whole blocks per row)");
+  }
   const int64_t B = cache_slot ? q.shape.rank() == 3 ? q.shape[0] : 0 : cs[0], T = cs[2], D = cs[3];
   if (cache_slot && (cache_slot->shape.rank() != 1 || cache_slot->shape[0] != B ||
                      position.shape.rank() != 1 || position.shape[0] != B))
@@ -172,12 +191,12 @@ RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, in
   const int64_t S = q.shape.rank() == 3 ? q.shape[1] : 0;
   for (int i = 0; i < 3; ++i) {
     const Tensor& t = *parts[i];
-    if (t.dtype != cache_k.dtype || t.shape.rank() != 3 || t.shape[0] != B || t.shape[1] != S ||
+    if (t.dtype != q.dtype || t.shape.rank() != 3 || t.shape[0] != B || t.shape[1] != S ||
         t.shape[2] < offsets[i] + widths[i] || S < 1 || S > T)
       shape_error(label(op), std::string(names[i]) + " is " + describe(t) + ": expected [" +
                                  std::to_string(B) + ", S <= " + std::to_string(T) + ", " +
                                  std::to_string(widths[i]) + "] columns from " +
-                                 std::to_string(offsets[i]) + " in the caches' dtype (caches " +
+                                 std::to_string(offsets[i]) + " in q's dtype (caches " +
                                  describe(cache_k) + ")");
   }
   if (rope.offset_tensor)

@@ -6,18 +6,22 @@
 namespace vkformer::server {
 
 namespace {
-BatchedLanguageModelOptions options(int count, int64_t context, int64_t step_tokens) {
+BatchedLanguageModelOptions options(int count, int64_t context, int64_t step_tokens, std::optional<DType> cache_type_k,
+                                    std::optional<DType> cache_type_v) {
   BatchedLanguageModelOptions o;
   o.slots = count;
   o.context = context;
+  o.cache_type_k = cache_type_k;
+  o.cache_type_v = cache_type_v;
   o.step_tokens = std::max<int64_t>(step_tokens, count);
   return o;
 }
 }  // namespace
 
 SequenceSlots::SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context,
-                             int64_t step_tokens)
-    : device_(std::move(device)), model_(BatchedLanguageModel::load(device_, gguf, options(count, context, step_tokens))) {
+                             int64_t step_tokens, std::optional<DType> cache_type_k, std::optional<DType> cache_type_v)
+    : device_(std::move(device)),
+      model_(BatchedLanguageModel::load(device_, gguf, options(count, context, step_tokens, cache_type_k, cache_type_v))) {
   // Every bucket's step recorded now, at start-up, so that no request waits while a larger
   // step's kernels are compiled (seconds on a CPU device) the first time it forms.
   model_.record_steps();

@@ -9,6 +9,7 @@
 // pass per sequence.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -19,7 +20,9 @@ namespace vkformer::server {
 
 class SequenceSlots {
  public:
-  SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context, int64_t step_tokens);
+  // cache_type_k/v: the KV cache's types (BatchedLanguageModelOptions); unset: the activations'.
+  SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context, int64_t step_tokens,
+                std::optional<DType> cache_type_k = std::nullopt, std::optional<DType> cache_type_v = std::nullopt);
 
   int count() const { return model_.slots(); }
   int64_t context() const { return model_.context(); }

@@ -90,6 +90,7 @@ void ServerImpl::load_models() {
     else
       chat_template_problem_ = templates.problem();
     context_ = slots->context();
+    kv_cache_ = slots->model().kv_cache();
     tokenizer_ = std::make_shared<const GgufTokenizer>(slots->model().tokenizer());
     max_prompt_tokens_ = options_.max_prompt_tokens > 0 ? std::min(options_.max_prompt_tokens, context_ - 1) : context_ - 1;
     max_tokens_ = options_.max_tokens > 0 ? std::min(options_.max_tokens, context_) : context_;
@@ -119,7 +120,8 @@ Device ServerImpl::usable_device() {
 
 std::unique_ptr<server::SequenceSlots> ServerImpl::load_slots() {
   auto slots = std::make_unique<server::SequenceSlots>(usable_device(), options_.model, options_.parallel,
-                                                       options_.context, batch_tokens_);
+                                                       options_.context, batch_tokens_, options_.cache_type_k,
+                                                       options_.cache_type_v);
   // The embedding model shares the device: loaded again now, so that /health says "ok" again
   // without waiting for an embedding request.
   if (!options_.embedding_model.empty() && ready_.load(std::memory_order_acquire)) {
@@ -343,6 +345,7 @@ Server::Server(Device device, const ServerOptions& options)
 Server::~Server() = default;
 void Server::start() { impl_->start(); }
 int Server::port() const { return impl_->port(); }
+KvCacheInfo Server::kv_cache() const { return impl_->kv_cache(); }
 void Server::wait() { impl_->wait(); }
 void Server::stop() { impl_->stop(); }
 void Server::shutdown() { impl_->shutdown(); }

@@ -32,6 +32,7 @@ class ServerImpl {
   void stop();
   void shutdown();
   int port() const { return port_; }
+  KvCacheInfo kv_cache() const { return kv_cache_; }
 
  private:
   friend struct Handlers;
@@ -59,6 +60,7 @@ class ServerImpl {
   std::unique_ptr<server::Scheduler> scheduler_;  // owns the language model's slots
   std::shared_ptr<const GgufTokenizer> tokenizer_;  // the language model's, for the handlers
   int64_t context_ = 0, batch_tokens_ = 0;
+  KvCacheInfo kv_cache_;  // the language model's, noted at load (a reload after a loss makes the same)
   std::optional<ChatTemplate> chat_template_;
   std::string chat_template_problem_;  // why there is no template (chat requests answer it)
   std::unique_ptr<SentenceEmbedder> embedder_;  // null while it could not be loaded again after a loss

@@ -89,6 +89,21 @@ if(count LESS 2 OR NOT sum EQUAL total)
                      "several adding up to the decoded token's ${total}")
 endif()
 
+# KV cache types (issue 37): -v says what a token takes (the kquant tiny llama: 2 layers, 2 KV
+# heads of 64: q8_0 keys 2 x 34 bytes, q4_0 values 2 x 18 a head and layer); bench --model takes
+# them and -d; an unknown type is exit status 2 naming the option, and so is a quantized type on
+# the untied tiny llama's head dim of 16.
+expect(0 "kv cache +K q8_0, V q4_0: 416 bytes per token"
+       generate --model ${TINY}/tiny_llama_kquant.gguf --prompt "hello" -n 4 -v --cache-type-k q8_0 --cache-type-v q4_0)
+expect(0 "kv cache: K q4_0, V q8_0: 416 bytes per token.*\\| tg4 @ d20 +\\|"
+       bench --model ${TINY}/tiny_llama_kquant.gguf -p 0 -n 4 -d 20 -r 1 --cache-type-k q4_0 --cache-type-v q8_0)
+expect(2 "^vkformer: error: --cache-type-k: unknown cache type 'q9': expected f32, f16, q8_0 or q4_0\n"
+       generate --model ${model} --prompt "hello" --cache-type-k q9)
+expect(2 "^vkformer: error: --cache-type-v: unknown cache type 'Q8_0': expected f32, f16, q8_0 or q4_0\n"
+       bench --model ${model} -p 4 -n 0 --cache-type-v Q8_0)
+expect(2 "^vkformer: error: --cache-type-v q4_0 stores whole blocks of 32 values a row, and this model's head dim is 16: use f16 or f32 for it\n"
+       STDIN ${OUT}/hello.txt chat --model ${model} --cache-type-v q4_0)
+
 # Bad input: one line on stderr (and the command's help named), exit status 2, nothing loaded.
 # Integers are parsed strictly by the command line (cli.hpp), with their range in the message.
 expect(2 "^vkformer: error: --max-tokens: expected a whole number from 1 to 2147483647, got '0'\n"

@@ -76,6 +76,8 @@ expect(2 "^vkformer: error: --ctx 4096 is more than this model's context length 
        perplexity -m ${model} -f ${OUT}/text.txt -c 4096)
 expect(2 "^vkformer: error: --chunks: expected a whole number from 1 to 2147483647, got '0'\n"
        perplexity -m ${model} -f ${OUT}/text.txt --chunks 0)
+expect(2 "^vkformer: error: --cache-type-k: unknown cache type 'q5_0': expected f32, f16, q8_0 or q4_0\n"
+       perplexity -m ${model} -f ${OUT}/text.txt --cache-type-k q5_0)
 expect(2 "^vkformer: error: --file is required\n" perplexity -m ${model})
 expect(2 "^vkformer: error: --model ${OUT}/text.txt is a file that is not a model"
        perplexity -m ${OUT}/text.txt -f ${OUT}/text.txt)

@@ -59,6 +59,8 @@ class BatchedLanguageModelImpl {
     LoadOptions load;
     load.activations = o.activations;
     load.context = o.context;
+    load.cache_type_k = o.cache_type_k;
+    load.cache_type_v = o.cache_type_v;
     load.kv_batches = o.slots + 1;  // the last: scratch for padding rows
     load.prompt_chunk = kPromptChunk;
     LoadedModel m = load_model(device_, path, load, what);
@@ -69,6 +71,7 @@ class BatchedLanguageModelImpl {
     caches_ = std::move(m.caches);
     context_ = m.context;
     cache_rows_ = m.cache_rows;
+    kv_cache_ = m.kv_cache;
     positions_.assign(static_cast<size_t>(o.slots), 0);
   }
 
@@ -77,6 +80,7 @@ class BatchedLanguageModelImpl {
   const ModelChatTemplates& chat_templates() const { return chat_templates_; }
   int slots() const { return options_.slots; }
   int64_t context() const { return context_; }
+  const KvCacheInfo& kv_cache() const { return kv_cache_; }
   int64_t position(int slot) const { return positions_[checked(slot, "position")]; }
   void reset(int slot) { positions_[checked(slot, "reset")] = 0; }
   void truncate(int slot, int64_t length) {
@@ -303,6 +307,7 @@ class BatchedLanguageModelImpl {
   LanguageModelWeights weights_;
   KvCaches caches_;
   int64_t context_ = 0, cache_rows_ = 0;
+  KvCacheInfo kv_cache_;
   std::vector<int64_t> positions_;  // per slot
   std::map<int64_t, std::unique_ptr<Executor>> prompts_;  // by width (kPromptWidths)
   std::map<int64_t, std::unique_ptr<Executor>> steps_;  // by rows
@@ -331,6 +336,7 @@ const GgufTokenizer& BatchedLanguageModel::tokenizer() const { return impl().tok
 const ModelChatTemplates& BatchedLanguageModel::chat_templates() const { return impl().chat_templates(); }
 int BatchedLanguageModel::slots() const { return impl().slots(); }
 int64_t BatchedLanguageModel::context() const { return impl().context(); }
+KvCacheInfo BatchedLanguageModel::kv_cache() const { return impl().kv_cache(); }
 int64_t BatchedLanguageModel::position(int slot) const { return impl().position(slot); }
 void BatchedLanguageModel::reset(int slot) { impl().reset(slot); }
 void BatchedLanguageModel::truncate(int slot, int64_t length) { impl().truncate(slot, length); }

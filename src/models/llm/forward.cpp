@@ -105,8 +105,10 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   attend.kv_slot = slot;
   attend.scale = static_cast<float>(scale);
   // With SlotRows soft-capping is the fused kernel's (the matmuls of soft_capped_attention would
-  // read k and v by q's batch, not by slot).
-  if (slot_rows) attend.softcap = static_cast<float>(c.attn_softcap);
+  // read k and v by q's batch, not by slot), and so it is with caches in another type than the
+  // activations (quantized: only the fused kernels read them).
+  const bool fused_softcap = slot_rows || caches.k.at(0).dtype() != act || caches.v.at(0).dtype() != act;
+  if (fused_softcap) attend.softcap = static_cast<float>(c.attn_softcap);
   if (needs_mask(c, s, slot_rows != nullptr)) attend.mask = g.input("mask", {1, 1, s, cache_rows}, act);
   if (chunk_is_causal(c, s, slot_rows != nullptr)) {
     attend.causal = true;
@@ -174,7 +176,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
     // Grouped-query attention: q has n_heads heads, the caches n_kv_heads (Graph::attention maps
     // them, and stacks a decode step's group of query heads into one block by itself).
     const AttentionOptions& layer_attend = sliding ? attend_window : attend;
-    Tensor a = c.attn_softcap > 0 && !slot_rows
+    Tensor a = c.attn_softcap > 0 && !fused_softcap
                    ? soft_capped_attention(g, r, heads, kv_heads, s,
                                            scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)),
                                            c.attn_softcap, *layer_attend.mask)

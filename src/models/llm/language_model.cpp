@@ -38,6 +38,8 @@ class LanguageModelImpl {
     LoadOptions load;
     load.activations = o.activations;
     load.context = o.context;
+    load.cache_type_k = o.cache_type_k;
+    load.cache_type_v = o.cache_type_v;
     load.prompt_chunk = kPromptChunk;
     LoadedModel m = load_model(device_, path, load, "LanguageModel::load");
     config_ = std::move(m.config);
@@ -47,6 +49,7 @@ class LanguageModelImpl {
     caches_ = std::move(m.caches);
     context_ = m.context;
     cache_rows_ = m.cache_rows;
+    kv_cache_ = m.kv_cache;
     try {
       decode_ = compile(1, Logits::last);
       prompt_last_ = compile(kPromptChunk, Logits::last);
@@ -64,6 +67,7 @@ class LanguageModelImpl {
   const ModelChatTemplates& chat_templates() const { return chat_templates_; }
   int64_t context() const { return context_; }
   int64_t position() const { return position_; }
+  const KvCacheInfo& kv_cache() const { return kv_cache_; }
   ExclusiveUse& in_use() { return in_use_; }
   ExecutorStats decode_stats() const { return decode_->stats(); }
   ExecutorStats prompt_stats() const { return prompt_last_->stats(); }
@@ -180,6 +184,7 @@ class LanguageModelImpl {
   ModelChatTemplates chat_templates_;
   LanguageModelWeights weights_;
   KvCaches caches_;
+  KvCacheInfo kv_cache_;
   int64_t context_ = 0, cache_rows_ = 0, position_ = 0;
   // prompt_all_ and prompt_caches_ (Logits::none) are compiled on first use: the pipelines are
   // prompt_last_'s, so that costs no JIT time.
@@ -206,6 +211,7 @@ LanguageModelImpl& LanguageModel::impl() const {
 const LanguageModelConfig& LanguageModel::config() const { return impl().config(); }
 const GgufTokenizer& LanguageModel::tokenizer() const { return impl().tokenizer(); }
 const ModelChatTemplates& LanguageModel::chat_templates() const { return impl().chat_templates(); }
+KvCacheInfo LanguageModel::kv_cache() const { return impl().kv_cache(); }
 int64_t LanguageModel::context() const { return impl().context(); }
 int64_t LanguageModel::position() const { return impl().position(); }
 

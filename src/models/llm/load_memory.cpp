@@ -36,11 +36,23 @@ int64_t context_fitting(uint64_t room, const LoadMemory& need, uint64_t kv_per_r
 LoadMemory load_memory(const GgufFile& file, const LanguageModelConfig& c, const LoadOptions& o, int64_t context) {
   LoadMemory m;
   for (const GgufTensorInfo& t : file.tensors()) m.weights += t.nbytes;
-  m.kv_per_row = 2 * static_cast<uint64_t>(c.n_layers * o.kv_batches * c.n_kv_heads * c.head_dim) *
-                 dtype_size(o.activations);
+  m.kv_per_row = static_cast<uint64_t>(c.n_layers * o.kv_batches * c.n_kv_heads) *
+                 (dtype_bytes(cache_type_k(o), c.head_dim) + dtype_bytes(cache_type_v(o), c.head_dim));
   m.context = context;
   m.extra_rows = o.prompt_chunk;
   return m;
+}
+
+int64_t context_that_fits(const Device& device, const LoadMemory& need, uint64_t caches_held) {
+  const DeviceInfo& info = device.info();
+  const uint64_t held = device.impl().allocator().device_bytes_in_use();
+  uint64_t has = info.device_local_memory_bytes;
+  if (const uint64_t budget = device.impl().allocator().budget()) has = std::min(has, budget);
+  const uint64_t others = held > caches_held ? held - caches_held : 0;
+  if (has <= others || need.kv_per_row == 0) return 0;
+  const int64_t rows = static_cast<int64_t>((has - others) / need.kv_per_row) - need.extra_rows;
+  if (rows < 1) return 0;
+  return rows >= 256 ? rows / 256 * 256 : rows;
 }
 
 void rethrow_out_of_memory(const Device& device, const LoadMemory& need, const LoadOptions& o,
@@ -53,7 +65,8 @@ void rethrow_out_of_memory(const Device& device, const LoadMemory& need, const L
 
   std::string msg = what + ": out of device memory: the model needs " + size_text(need.weights) +
                     " for its weights and " + size_text(need.kv_cache()) + " for its KV cache (a context of " +
-                    std::to_string(need.context) + " tokens in " + std::string(dtype_name(o.activations)) +
+                    std::to_string(need.context) + " tokens, K in " + std::string(dtype_name(cache_type_k(o))) +
+                    ", V in " + std::string(dtype_name(cache_type_v(o))) +
                     "), plus its activations; device '" + info.name + "' has " + size_text(has) +
                     (has < info.device_local_memory_bytes ? " (VKFORMER_DEVICE_MEMORY_BUDGET)" : "") +
                     " of device-local memory" +
@@ -64,7 +77,7 @@ void rethrow_out_of_memory(const Device& device, const LoadMemory& need, const L
     msg += "The weights alone do not fit: try a more quantized file of this model, or another device";
   } else {
     const int64_t fits = context_fitting(room - need.weights, need, need.kv_per_row);
-    const int64_t fits_f16 = o.activations == DType::f32
+    const int64_t fits_f16 = cache_type_k(o) == DType::f32 && cache_type_v(o) == DType::f32
                                  ? context_fitting(room - need.weights, need, need.kv_per_row / 2)
                                  : 0;
     msg += "Try ";

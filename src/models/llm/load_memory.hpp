@@ -25,6 +25,11 @@ struct LoadMemory {
 LoadMemory load_memory(const GgufFile& file, const LanguageModelConfig& config, const LoadOptions& options,
                        int64_t context);
 
+// The longest context whose caches (need.kv_per_row a row) the device's memory would hold once
+// loaded, `caches_held` bytes of them being held now with everything else vkformer holds
+// (KvCacheInfo::context_that_fits).
+int64_t context_that_fits(const Device& device, const LoadMemory& need, uint64_t caches_held);
+
 // `e` (out_of_memory, thrown while loading or compiling the model) again, prefixed by `what`
 // ("LanguageModel::load"), with LoadMemory's numbers, the device's device-local memory and what
 // to try. Call it once this load's own allocations are freed: what vkformer still holds on the

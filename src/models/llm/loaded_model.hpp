@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "llm/forward.hpp"
@@ -23,11 +24,16 @@ namespace vkformer::models::llm {
 constexpr int64_t kDefaultMaxContext = 4096;
 
 struct LoadOptions {
-  DType activations = DType::f32;  // f32 or f16: activations and the KV caches
+  DType activations = DType::f32;  // f32 or f16: activations and (by default) the KV caches
+  std::optional<DType> cache_type_k, cache_type_v;  // the caches' types; unset: activations
   int64_t context = 0;             // 0: the model's context_length capped at kDefaultMaxContext
   int64_t kv_batches = 1;          // sequences the caches hold
   int64_t prompt_chunk = 64;       // rows one prompt pass writes
 };
+
+// The caches' types these options ask for (the activations' where unset).
+inline DType cache_type_k(const LoadOptions& o) { return o.cache_type_k.value_or(o.activations); }
+inline DType cache_type_v(const LoadOptions& o) { return o.cache_type_v.value_or(o.activations); }
 
 struct LoadedModel {
   LanguageModelConfig config;
@@ -37,10 +43,12 @@ struct LoadedModel {
   KvCaches caches;
   int64_t context = 0, cache_rows = 0;
   LoadMemory memory;  // what it needs: for the error of a compile that runs out (load_memory.hpp)
+  KvCacheInfo kv_cache;  // the caches' types and sizes, from their allocations
 };
 
 // Throws invalid_argument naming `what` (the caller, "LanguageModel::load") for activations
-// that are not a float type and a context beyond the model's; the file's own errors as
+// that are not a float type, a cache type that is not one of parse_kv_cache_type's (or quantized
+// with a head dim that is not a multiple of 32) and a context beyond the model's; the file's own errors as
 // read_config, GgufTokenizer::from_gguf and load_weights give them; out_of_memory with what was
 // needed and what would fit (rethrow_out_of_memory), with nothing of this load left on the device.
 LoadedModel load_model(Device& device, const std::filesystem::path& path, const LoadOptions& options,

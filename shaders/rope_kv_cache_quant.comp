@@ -1,0 +1,147 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_16bit_storage : require
+#include "common.glsl"
+#include "rope.glsl"
+#include "kv_cache_types.glsl"
+// rope_kv_cache.comp for caches in another type than the activations T (K_TYPE and V_TYPE of
+// kv_cache_types.glsl: f32, f16, q8_0, q4_0, each cache its own): the same rotation of q and k
+// and the same rows written, each row of k and v stored in its cache's type as it is written.
+// Quantized as ggml's quantize_row_q8_0 / q4_0 reference: per block of 32,
+//   q8_0: d = amax / 127, q = round(x / d) (halves away from zero), stored d in f16;
+//   q4_0: m = the element of largest magnitude (with its sign), d = m / -8,
+//         q = min(15, int(x / d + 8.5)), stored d in f16;
+// the reciprocal 1 / d (0 where d = 0) multiplied as ggml does.
+//
+// A block spans 16 column pairs, so a row is built in shared memory first: invocation x
+// rotates its pair (as rope_kv_cache.comp) into k_row and copies its v pair into v_row; after a
+// barrier, invocation x stores the halfword(s) of its pair's place in the cache: element pair
+// (2x, 2x + 1) of f16 and q8_0 (one halfword), f32's four, for q4_0 the byte pairs (x < 8 of a
+// block: elements 2x', 2x' + 1 and 16 later ones), and the block's first invocation its scale,
+// each taking its block's scale from the shared row itself (32 reads, cheaper than another
+// barrier). The caches are bound as 16-bit words: blocks are 2-byte aligned only, and 16-bit
+// stores let neighbouring invocations write neighbouring halfwords without a race.
+
+layout(local_size_x_id = 0) in;  // ceil(D / 2) rounded up to a multiple of the subgroup
+layout(constant_id = 1) const uint NEOX = 0;
+layout(constant_id = 2) const bool PER_SEQUENCE = false;
+layout(constant_id = 3) const uint ROWS = 1;  // rows per workgroup
+layout(constant_id = 4) const uint K_TYPE = KV_Q8_0;
+layout(constant_id = 5) const uint V_TYPE = KV_Q8_0;
+layout(constant_id = 6) const uint ROW_CAP = 64;  // >= D: 2 x the workgroup size
+
+layout(set = 0, binding = 6) writeonly buffer CacheK { uint16_t cache_k[]; };
+layout(set = 0, binding = 7) writeonly buffer CacheV { uint16_t cache_v[]; };
+#include "rope_kv_cache.glsl"
+
+shared float k_row[ROW_CAP];
+shared float v_row[ROW_CAP];
+
+// Halfwords of a row of D elements of a cache of type `type`.
+uint row_halfwords(uint type, uint d) {
+  if (type == KV_F32) return 2u * d;
+  if (type == KV_F16) return d;
+  return d / 32u * (type == KV_Q8_0 ? KV_Q8_0_HALFWORDS : KV_Q4_0_HALFWORDS);
+}
+
+float round_half_away(float v) { return sign(v) * floor(abs(v) + 0.5); }
+
+// Invocation x's halfwords of a row (elements in `row`, shared) into a cache row starting at
+// halfword h of `type`. A macro: GLSL passes neither buffers nor shared arrays.
+#define STORE_ROW(CACHE, ROW, TYPE, H, X)                                                       \
+  {                                                                                             \
+    const uint e = 2u * (X);                                                                    \
+    if (TYPE == KV_F32) {                                                                       \
+      const uint a = floatBitsToUint(ROW[e]), c = floatBitsToUint(ROW[e + 1u]);                 \
+      CACHE[H + 2u * e] = uint16_t(a & 0xffffu);                                                \
+      CACHE[H + 2u * e + 1u] = uint16_t(a >> 16);                                               \
+      CACHE[H + 2u * e + 2u] = uint16_t(c & 0xffffu);                                           \
+      CACHE[H + 2u * e + 3u] = uint16_t(c >> 16);                                               \
+    } else if (TYPE == KV_F16) {                                                                \
+      const uint w = packHalf2x16(vec2(ROW[e], ROW[e + 1u]));                                   \
+      CACHE[H + e] = uint16_t(w & 0xffffu);                                                     \
+      CACHE[H + e + 1u] = uint16_t(w >> 16);                                                    \
+    } else {                                                                                    \
+      const uint blk = e / 32u, lx = (X) % 16u, first = blk * 32u;                              \
+      const bool q8 = TYPE == KV_Q8_0;                                                          \
+      const uint hb = H + blk * (q8 ? KV_Q8_0_HALFWORDS : KV_Q4_0_HALFWORDS);                   \
+      float amax = 0.0, vmax = 0.0;                                                             \
+      for (uint i = 0; i < 32u; ++i) {                                                          \
+        const float xv = ROW[first + i];                                                        \
+        if (abs(xv) > amax) {                                                                   \
+          amax = abs(xv);                                                                       \
+          vmax = xv;                                                                            \
+        }                                                                                       \
+      }                                                                                         \
+      const float d = q8 ? amax / 127.0 : vmax / -8.0;                                          \
+      const float id = d != 0.0 ? 1.0 / d : 0.0;                                                \
+      if (lx == 0u) CACHE[hb] = uint16_t(packHalf2x16(vec2(d, 0.0)) & 0xffffu);                 \
+      if (q8) {                                                                                 \
+        const int q0 = int(round_half_away(ROW[e] * id));                                      \
+        const int q1 = int(round_half_away(ROW[e + 1u] * id));                                  \
+        CACHE[hb + 1u + lx] = uint16_t((uint(q0) & 0xffu) | ((uint(q1) & 0xffu) << 8));         \
+      } else if (lx < 8u) {                                                                     \
+        const uint j = first + 2u * lx;                                                         \
+        const uint n0 = min(15u, uint(int(ROW[j] * id + 8.5)));                                 \
+        const uint n1 = min(15u, uint(int(ROW[j + 1u] * id + 8.5)));                            \
+        const uint n16 = min(15u, uint(int(ROW[j + 16u] * id + 8.5)));                          \
+        const uint n17 = min(15u, uint(int(ROW[j + 17u] * id + 8.5)));                          \
+        CACHE[hb + 1u + lx] = uint16_t(n0 | (n16 << 4) | (n1 << 8) | (n17 << 12));              \
+      }                                                                                         \
+    }                                                                                           \
+  }
+
+void main() {
+  const uint x = gl_LocalInvocationID.x;
+  const bool in_row = 2u * x < p.d;  // no early return: every invocation reaches the barriers
+  const uint chunk = gl_WorkGroupID.x, local = gl_WorkGroupID.y;
+  const RopeKvItem it = rope_kv_item(local);
+  const bool rotates = x < p.half_dims;
+  uint ia = 2u * x, ib = ia + 1u;
+  if (rotates && NEOX != 0u) {
+    ia = x;
+    ib = x + p.half_dims;
+  }
+  const bool second = ib < p.d;
+  const float inv = rotates ? inv_freq[x] : 0.0;
+  const uint k_row_hw = row_halfwords(K_TYPE, p.d), v_row_hw = row_halfwords(V_TYPE, p.d);
+  const uint s_end = min(chunk * ROWS + ROWS, p.s);
+  for (uint s = chunk * ROWS; s < s_end; ++s) {
+    const uint row = it.first + s;
+    if (in_row) {
+      const uint v_src = (it.b * p.s + s) * p.v_stride + p.v_off + it.g * p.d;
+      v_row[2u * x] = float(src_v[v_src + 2u * x]);
+      if (2u * x + 1u < p.d) v_row[2u * x + 1u] = float(src_v[v_src + 2u * x + 1u]);
+      const uint k_src = (it.b * p.s + s) * p.k_stride + p.k_off + it.g * p.d;
+      const uint q_src = (it.b * p.s + s) * p.q_stride + p.q_off + it.g * p.group * p.d;
+      const uint q_dst = ((it.b * p.heads + it.g * p.group) * p.s + s) * p.d;
+      if (!rotates) {  // copies, exact whatever the values
+        k_row[ia] = float(src_k[k_src + ia]);
+        if (second) k_row[ib] = float(src_k[k_src + ib]);
+        for (uint i = 0; i < p.group; ++i) {
+          q_out[q_dst + i * p.s * p.d + ia] = src_q[q_src + i * p.d + ia];
+          if (second) q_out[q_dst + i * p.s * p.d + ib] = src_q[q_src + i * p.d + ib];
+        }
+      } else {
+        const vec2 cs = rope_cos_sin(clamp(p.base + int(row), 0, kMaxPosition), inv);
+        float xa = float(src_k[k_src + ia]), xb = float(src_k[k_src + ib]);
+        // Rounded to T first, as rope_kv_cache.comp stores a T cache: the same keys, then
+        // quantized.
+        k_row[ia] = float(T(xa * cs.x - xb * cs.y));
+        k_row[ib] = float(T(xa * cs.y + xb * cs.x));
+        for (uint i = 0; i < p.group; ++i) {
+          xa = float(src_q[q_src + i * p.d + ia]);
+          xb = float(src_q[q_src + i * p.d + ib]);
+          q_out[q_dst + i * p.s * p.d + ia] = T(xa * cs.x - xb * cs.y);
+          q_out[q_dst + i * p.s * p.d + ib] = T(xa * cs.y + xb * cs.x);
+        }
+      }
+    }
+    barrier();  // the row is in shared memory
+    if (in_row) {
+      STORE_ROW(cache_k, k_row, K_TYPE, (it.dst_slice * p.t + row) * k_row_hw, x)
+      STORE_ROW(cache_v, v_row, V_TYPE, (it.dst_slice * p.t + row) * v_row_hw, x)
+    }
+    barrier();  // the row is stored before the next one overwrites it
+  }
+}
