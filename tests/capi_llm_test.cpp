@@ -139,7 +139,7 @@ TEST_F(CapiLlm, CacheTypesTakeTheirBytesAndNameBadInput) {
   EXPECT_NE(std::string(vkf_last_error()).find("cache_type_k: unknown cache type 'q8': expected f32, f16, q8_0 or q4_0"),
             std::string::npos) << vkf_last_error();
   EXPECT_EQ(vkf_llm_load_with_cache_types(dev_, kTiny.c_str(), 64, nullptr, "q4_0", &none), VKF_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(vkf_last_error()).find("cache_type_v q4_0 stores whole blocks of 32 values a row, and this model's head dim is 16"),
+  EXPECT_NE(std::string(vkf_last_error()).find("cache_type_v q4_0 (not the activations' type) is read in whole blocks of 32 values a row, and this model's head dim is 16"),
             std::string::npos) << vkf_last_error();
   EXPECT_EQ(none, nullptr);
   EXPECT_EQ(vkf_llm_kv_bytes_per_token(nullptr), 0);

@@ -269,7 +269,7 @@ TEST_F(DeviceTest, AttentionRejectsCachesItCannotRead) {
   Tensor q = g.input("q", {1, 2, 1, 48}), k = g.input("k", {1, 2, 8, 48}, DType::q8_0);
   Tensor k64 = g.input("k64", {1, 2, 8, 64}, DType::q4_k), q64 = g.input("q64", {1, 2, 1, 64});
   EXPECT_TRUE(fails_with([&] { g.attention(q, k, k); }, ErrorCode::shape_mismatch,
-                         "k is [1,2,8,48] q8_0: k and v in another type than q need a head dim that is a multiple of 32"));
+                         "k is [1,2,8,48] q8_0: k and v in another dtype than q's (f32) need a head dim that is a multiple of 32"));
   EXPECT_TRUE(fails_with([&] { g.attention(q64, k64, k64); }, ErrorCode::shape_mismatch,
                          "or a KV cache type (f32, f16, q8_0, q4_0)"));
 }

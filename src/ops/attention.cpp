@@ -318,17 +318,17 @@ Tensor Graph::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& op
     ops::require_rank(impl(), op, name, *t, 4, 4);
   }
   // k and v in q's dtype, or (a KV cache) each in a type of ops::is_kv_cache_type, read by the
-  // fused kernels' KV_QUANT variants; quantized ones in whole 32-element blocks per row.
+  // fused kernels' KV_QUANT variants, with head dims of whole 32-element blocks.
   for (auto [t, name] : {std::pair{&k, "k"}, {&v, "v"}}) {
     if (t->dtype == q.dtype) continue;
     if (!ops::is_kv_cache_type(t->dtype))
       shape_error(impl().label(op), std::string(name) + " is " + describe(*t) + ": k and v must be q's dtype (" +
                                         std::string(dtype_name(q.dtype)) +
                                         ") or a KV cache type (f32, f16, q8_0, q4_0)");
-    if (t->shape[3] % (is_quantized(t->dtype) ? 32 : 4) != 0)
-      shape_error(impl().label(op), std::string(name) + " is " + describe(*t) +
-                                        ": k and v in another type than q need a head dim that is a multiple of " +
-                                        (is_quantized(t->dtype) ? "32 (whole blocks per row)" : "4"));
+    if (t->shape[3] % 32 != 0)  // whole 32-value blocks per row, read 4 values at a time
+      shape_error(impl().label(op), std::string(name) + " is " + describe(*t) + ": k and v in another dtype than q's (" +
+                                        std::string(dtype_name(q.dtype)) +
+                                        ") need a head dim that is a multiple of 32");
   }
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Sk = k.shape[2], Hkv = k.shape[1];

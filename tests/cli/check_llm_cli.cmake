@@ -101,7 +101,7 @@ expect(2 "^vkformer: error: --cache-type-k: unknown cache type 'q9': expected f3
        generate --model ${model} --prompt "hello" --cache-type-k q9)
 expect(2 "^vkformer: error: --cache-type-v: unknown cache type 'Q8_0': expected f32, f16, q8_0 or q4_0\n"
        bench --model ${model} -p 4 -n 0 --cache-type-v Q8_0)
-expect(2 "^vkformer: error: --cache-type-v q4_0 stores whole blocks of 32 values a row, and this model's head dim is 16: use f16 or f32 for it\n"
+expect(2 "^vkformer: error: --cache-type-v q4_0 \\(not the activations' type\\) is read in whole blocks of 32 values a row, and this model's head dim is 16: leave it to the activations' type \\(f32\\)\n"
        STDIN ${OUT}/hello.txt chat --model ${model} --cache-type-v q4_0)
 
 # Bad input: one line on stderr (and the command's help named), exit status 2, nothing loaded.

@@ -22,10 +22,12 @@ LoadedModel load_model(Device& device, const std::filesystem::path& path, const 
   LoadedModel m;
   m.config = read_config(file);
   for (const auto& [type, field] : {std::pair{cache_type_k(o), "cache_type_k"}, {cache_type_v(o), "cache_type_v"}})
-    if (is_quantized(type) && m.config.head_dim % 32 != 0)
+    if (type != o.activations && m.config.head_dim % 32 != 0)  // the KV_QUANT kernels' blocks
       throw Error(ErrorCode::invalid_argument,
-                  what + ": " + field + " " + std::string(dtype_name(type)) + " stores whole blocks of 32 values a row, and this model's head dim is " +
-                      std::to_string(m.config.head_dim) + ": use f16 or f32 for it");
+                  what + ": " + field + " " + std::string(dtype_name(type)) +
+                      " (not the activations' type) is read in whole blocks of 32 values a row, and this model's head dim is " +
+                      std::to_string(m.config.head_dim) + ": leave it to the activations' type (" +
+                      std::string(dtype_name(o.activations)) + ")");
   const int64_t default_context = std::min(m.config.context_length, kDefaultMaxContext);
   if (o.context < 0 || o.context > m.config.context_length)
     throw Error(ErrorCode::invalid_argument,

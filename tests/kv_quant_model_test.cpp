@@ -1,0 +1,68 @@
+// Whole models with KV caches in their own types (issue 37): the per-sequence slots of
+// BatchedLanguageModel (rope_kv_cache_quant.comp and the rows kernel reading each row's slot)
+// against LanguageModel, one sequence alone, with the same q8_0 / q4_0 caches, on the k-quant
+// tiny llama (head dims of 64); and the allocations' bytes per token. Both write the same
+// blocks (the same keys, quantized the same way), so the logits agree to fp32 rounding, as the
+// float caches' do in batched_llm_test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "test_device.hpp"
+#include "test_util.hpp"
+#include "vkformer/batched_llm.hpp"
+#include "vkformer/llm.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+const std::string kKquant = std::string(VKF_LLAMA_GOLDEN_DIR) + "/tiny/tiny_llama_kquant.gguf";
+
+// max |got - want| over max |want|.
+double relative_error(std::span<const float> got, std::span<const float> want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+TEST_F(DeviceTest, BatchedSlotsWithQuantizedCachesEqualTheSequenceAlone) {
+  const DType k = DType::q8_0, v = DType::q4_0;
+  LanguageModelOptions o;
+  o.context = 64;
+  o.cache_type_k = k;
+  o.cache_type_v = v;
+  LanguageModel alone = LanguageModel::load(device(), kKquant, o);
+  BatchedLanguageModelOptions bo;
+  bo.context = 64;
+  bo.slots = 2;
+  bo.cache_type_k = k;
+  bo.cache_type_v = v;
+  BatchedLanguageModel batched = BatchedLanguageModel::load(device(), kKquant, bo);
+  EXPECT_EQ(alone.kv_cache().bytes_per_token, 2u * 2u * (68u + 36u));  // 2 layers, 2 KV heads of 64
+  EXPECT_EQ(batched.kv_cache().bytes_per_token, alone.kv_cache().bytes_per_token);
+  const std::vector<int32_t> prompt{1, 17, 42, 99, 7, 250, 3, 64, 128, 11};
+  const std::vector<int32_t> other{5, 6, 7, 8, 9, 10, 300};
+  std::vector<float> want = alone.append(prompt);
+  batched.append(1, other);  // another sequence in the other slot
+  std::vector<float> got = batched.append(0, prompt);
+  EXPECT_LE(relative_error(got, want), 1e-4);
+  // Decoding steps of both slots together: slot 0's rows equal the sequence alone.
+  const size_t vocab = want.size();
+  for (int32_t token : {33, 77, 5}) {
+    want = alone.append(std::vector<int32_t>{token});
+    const std::vector<BatchedLanguageModel::Next> step{{1, 12}, {0, token}};
+    const std::vector<float> rows = batched.decode(step);
+    EXPECT_LE(relative_error(std::span(rows).subspan(vocab, vocab), want), 1e-4) << "token " << token;
+  }
+  for (const auto& m : device().take_validation_messages()) ADD_FAILURE() << "Vulkan validation: " << m.text;
+}
+
+}  // namespace
+}  // namespace vkformer::testing
