@@ -107,6 +107,10 @@ std::vector<Benchmark> quant_benchmarks() {
   list.push_back(quantized_linear("smollm2.output", 1, 49152, 576, DType::q8_0));
   list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q8_0));
   list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q4_0));
+  // Gemma 3 270M's decode (Q4_K_M): the 640-wide rows take q5_0 (K is no multiple of 256), its
+  // gate/up pair [2 x 2048, 640]; the same shape in q8_0 beside it, per weight (issue 35).
+  list.push_back(quantized_linear("gemma3.ffn_gate_up", 1, 4096, 640, DType::q5_0));
+  list.push_back(quantized_linear("gemma3.ffn_gate_up", 1, 4096, 640, DType::q8_0));
   for (int64_t tokens : {128, 512}) {
     list.push_back(quantized_linear("smollm2.ffn_up", tokens, 1536, 576, DType::q4_1, tokens == 128));
     list.push_back(quantized_linear("smollm2.ffn_down", tokens, 576, 1536, DType::q4_1));
