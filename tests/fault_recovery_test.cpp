@@ -268,7 +268,7 @@ TEST_F(FaultRecovery, ALoadThatRunsOutOfMemorySaysWhatItNeeded) {
     EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
     const std::string m = e.what();
     for (const char* part : {"LanguageModel::load: out of device memory", "for its weights",
-                             "for its KV cache (a context of 128 tokens in f32)", "device-local memory",
+                             "for its KV cache (a context of 128 tokens, K in f32, V in f32)", "device-local memory",
                              "try", "vkAllocateMemory"})
       EXPECT_NE(m.find(part), std::string::npos) << "'" << part << "' missing in: " << m;
   }
@@ -303,17 +303,23 @@ TEST_F(FaultRecovery, TheAdviceOfAFailedLoadSaysWhatWouldFit) {
   };
   constexpr uint64_t MiB = 1 << 20;
   // 40 MiB of weights leave 24 MiB: 1536 rows of 16 KiB, less the 64 of a prompt chunk, is
-  // 1472 tokens (1280, in whole 256s); in f16 a row takes 8 KiB: 3008 (2816).
-  const LoadMemory tight{40 * MiB, 16 * 1024, 4096, 64};
+  // 1472 tokens (1280, in whole 256s); in f16 a row takes 8 KiB: 3008 (2816); in q8_0 (34 bytes
+  // per 32 values) 4352 bytes: 5718, so the whole 4096. Head dim 64, 8 bytes per K and V value.
+  const LoadMemory tight{40 * MiB, 16 * 1024, 4096, 64, 64, 8.0};
   const std::string m = advice(tight, DType::f32);
-  for (const char* part : {"needs 40.0 MiB for its weights and 65.0 MiB for its KV cache (a context of 4096 tokens in f32)",
+  for (const char* part : {"needs 40.0 MiB for its weights and 65.0 MiB for its KV cache (a context of 4096 tokens, K in f32, V in f32)",
                            "has 64.0 MiB (VKFORMER_DEVICE_MEMORY_BUDGET) of device-local memory",
-                           "Try a context of 1280 tokens or less, f16 activations (a KV cache half the size: 2816 tokens), or another device",
+                           "Try a context of 1280 tokens or less, f16 KV caches (--cache-type-k f16 --cache-type-v f16: 2816 tokens), "
+                           "q8_0 KV caches (--cache-type-k q8_0 --cache-type-v q8_0: 4096 tokens), or another device",
                            "(the device's own message)"})
     EXPECT_NE(m.find(part), std::string::npos) << "'" << part << "' missing in: " << m;
-  // Already in f16: no f16 advice.
-  const std::string f16 = advice(LoadMemory{40 * MiB, 8 * 1024, 4096, 64}, DType::f16);
-  EXPECT_NE(f16.find("Try a context of 2816 tokens or less, or another device"), std::string::npos) << f16;
+  // Already in f16: q8_0 offered, f16 not.
+  const std::string f16 = advice(LoadMemory{40 * MiB, 8 * 1024, 4096, 64, 64, 4.0}, DType::f16);
+  EXPECT_NE(f16.find("Try a context of 2816 tokens or less, q8_0 KV caches (--cache-type-k q8_0 --cache-type-v "
+                     "q8_0: 4096 tokens), or another device"), std::string::npos) << f16;
+  // A head dim that is not whole 32-value blocks: no q8_0 offered.
+  const std::string odd = advice(LoadMemory{40 * MiB, 8 * 1024, 4096, 64, 48, 4.0}, DType::f16);
+  EXPECT_NE(odd.find("Try a context of 2816 tokens or less, or another device"), std::string::npos) << odd;
   const std::string weights = advice(LoadMemory{80 * MiB, 16 * 1024, 4096, 64}, DType::f32);
   EXPECT_NE(weights.find("The weights alone do not fit: try a more quantized file"), std::string::npos) << weights;
   const std::string fits = advice(LoadMemory{8 * MiB, 1024, 4096, 64}, DType::f32);

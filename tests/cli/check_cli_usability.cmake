@@ -105,8 +105,8 @@ file(WRITE ${OUT}/bad.txt "fine\nabc${ff}\n")
 expect(1 "^vkformer: error: line 2 of --file ${OUT}/bad.txt ${utf8_hint}" embed -m ${minilm} --file ${OUT}/bad.txt)
 expect_stdin(1 "vkformer: error: stdin line 2 ${utf8_hint}[^\n]*; the message is skipped" ${OUT}/bad.txt chat -m ${tiny} -n 2)
 
-# -v prints what it promises for a GGUF model too.
-expect(0 "device +[0-9]+: [^\n]+\nmodel +${tiny}: llama, [0-9]+ layers, d_model [0-9]+[^\n]*\nload +[0-9.]+ m?s"
+# -v prints what it promises for a GGUF model too: the KV cache's types and bytes per token among it.
+expect(0 "device +[0-9]+: [^\n]+\nmodel +${tiny}: llama, [0-9]+ layers, d_model [0-9]+[^\n]*\nkv cache +K f32, V f32: [0-9]+ bytes per token[^\n]*\nload +[0-9.]+ m?s"
        generate -m ${tiny} -p hello -n 2 -v)
 
 # A piped chat is a transcript: each line echoed before its reply.

@@ -1,7 +1,7 @@
 #pragma once
 // What a decoder-only model needs of device memory, for the error of a load that runs out of it:
-// how much was needed, how much the device has, and what would fit (a smaller context, f16
-// activations, another device).
+// how much was needed, how much the device has, and what would fit (a smaller context, a smaller
+// KV cache type, another device).
 #include <cstdint>
 #include <string>
 
@@ -19,6 +19,8 @@ struct LoadMemory {
   uint64_t kv_per_row = 0;   // K and V bytes of one cache row, over every block and sequence
   int64_t context = 0;       // tokens the caches hold
   int64_t extra_rows = 0;    // rows beyond the context (a prompt chunk's padding)
+  int64_t head_dim = 0;      // q8_0/q4_0 caches need whole 32-value blocks per head (0: not offered)
+  double kv_value_bytes = 0; // bytes of one K value plus one V value in the caches' types
   uint64_t kv_cache() const { return kv_per_row * static_cast<uint64_t>(context + extra_rows); }
 };
 
