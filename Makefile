@@ -25,7 +25,7 @@ help:
 	@echo "  make bench    build, then run the benchmarks (vkformer bench; see bench/README.md)"
 	@echo "  make soak     build, then check that memory stays flat over long use (bench/README.md)"
 	@echo "  make sanitize the tests built with ASan + UBSan in build-asan/ (scripts/sanitize.sh)"
-	@echo "  make fault-sweep  every Vulkan call of generate and embed failed in turn (docs/testing.md, Faults)"
+	@echo "  make fault-sweep  every Vulkan call of generate, embed and demo failed in turn (docs/testing.md, Faults)"
 	@echo "  make soak-serve  vkformer serve under 16 clients and device faults for DURATION s (default 1800)"
 	@echo "  make fuzz     each file reader's fuzz harness for 60 s (scripts/fuzz_smoke.sh, fuzz/)"
 	@echo "  make test-windows  build for Windows (MinGW-w64) in build-windows/, run every test under Wine"
