@@ -25,7 +25,7 @@ help:
 	@echo "  make bench    build, then run the benchmarks (vkformer bench; see bench/README.md)"
 	@echo "  make soak     build, then check that memory stays flat over long use (bench/README.md)"
 	@echo "  make sanitize the tests built with ASan + UBSan in build-asan/ (scripts/sanitize.sh)"
-	@echo "  make fault-sweep  every Vulkan call of generate and embed failed in turn (docs/testing.md, Faults)"
+	@echo "  make fault-sweep  every Vulkan call of generate, embed and demo failed in turn (docs/testing.md, Faults)"
 	@echo "  make soak-serve  vkformer serve under 16 clients and device faults for DURATION s (default 1800)"
 	@echo "  make fuzz     each file reader's fuzz harness for 60 s (scripts/fuzz_smoke.sh, fuzz/)"
 	@echo "  make test-windows  build for Windows (MinGW-w64) in build-windows/, run every test under Wine"
@@ -112,9 +112,10 @@ clean:
 	@case "$(BUILD_DIR)" in ""|"/"|"."|"..") echo "refusing to remove BUILD_DIR='$(BUILD_DIR)'"; exit 1;; esac
 	rm -rf "$(BUILD_DIR)"
 
-# The fault sweep over every index of every Vulkan call the layer can fail, once and from then on
-# (make test's fault_sweep covers every index of the issue's eight; docs/testing.md, "Faults").
-# About 1,400 runs of the tool: 15 minutes on 2 cores.
+# The fault sweep over every index of every Vulkan call the layer can fail, once and from then on;
+# Workloads generate, embed and demo (make test's fault_sweep: every index of the issue's eight,
+# the demo some of each; docs/testing.md, "Faults").
+# About 3,700 runs of the tool (1,404 of generate and embed, 2,285 of the demo): over an hour on 2 cores.
 fault-sweep: build
 	python3 tests/fault_layer/fault_sweep.py --full --vkformer $(VKFORMER) \
 	  --layer-dir $(BUILD_DIR)/tests/fault_layer --tiny-llama tests/golden_llama/tiny/tiny_llama_tied.gguf \

@@ -5,11 +5,17 @@ tests its allocation and I/O failures.
 
     fault_sweep.py --vkformer BIN --layer-dir DIR --out DIR --tiny-llama GGUF [--full] [--jobs N]
 
+The workloads: `generate` (the tiny llama), `embed` (a tiny random BERT), `demo` (`vkformer demo`
+without models: multi-head masked self-attention and the whole encoder-decoder transformer with
+greedy generation, against the fp64 reference) and `serve` (below). Without --workload: the first
+three.
+
 Every faulted run must end in one of two ways:
   - exit status 1 and a last error line "vkformer: error: ..." that names the Vulkan call that
     failed and says what to try; or
   - exit status 0 with the output of the run without faults (a failure the program recovered
-    from, such as an allocation retried smaller);
+    from, such as an allocation retried smaller; the demo's timings, "12.3 ms", left out of the
+    comparison);
 and in both: no signal, no hang (--timeout), no validation message (the Khronos layer runs
 below vkfault, logging to a file), no object left alive (the layer's count at exit is zero) and no
 sanitizer report.
@@ -27,10 +33,13 @@ Which runs (deterministic):
     vkCreateDescriptorPool, vkAllocateDescriptorSets), each failing once; each one's first call
     failing from then on (FUNCTION:1+); vkWaitForFences timing out (VK_TIMEOUT) at its first,
     middle and last call. A function called more than MANY times gets its first HEAD, its last
-    TAIL and SPREAD indices evenly spaced between instead of every index (none is, today).
+    TAIL and SPREAD indices evenly spaced between instead of every index (the demo's vkQueueSubmit
+    and vkWaitForFences, 159 calls each); --every-index takes every index all the same.
   - with --quick (VKFORMER_FAULT_SWEEP=quick: scripts/sanitize.sh, where each run costs more):
     the same functions, every index up to QUICK_MANY calls, beyond that the first QUICK_HEAD, the
-    last QUICK_TAIL and QUICK_SPREAD evenly spaced between.
+    last QUICK_TAIL and QUICK_SPREAD evenly spaced between. --quick-for WORKLOAD does this for
+    one workload only, unless the sweep is full (ctest's fault_sweep: the demo, whose runs cost
+    the most).
   - with --full (VKFORMER_FAULT_SWEEP=full, `make fault-sweep`): every index of every function
     the layer can fail, once and from then on, every vkWaitForFences index timing out and every
     vkQueueSubmit index running out of memory instead of losing the device.
@@ -59,7 +68,7 @@ def pick_indices(count, mode):
     """The call indices (1-based) to fail for a function called `count` times."""
     many, head, tail, spread = (QUICK_MANY, QUICK_HEAD, QUICK_TAIL, QUICK_SPREAD) if mode == "quick" \
         else (MANY, HEAD, TAIL, SPREAD)
-    if mode == "full" or count <= many:
+    if mode in ("full", "every") or count <= many:
         return list(range(1, count + 1))
     picked = set(range(1, head + 1)) | set(range(count - tail + 1, count + 1))
     lo, hi = head + 1, count - tail  # the middle, spread evenly
@@ -271,6 +280,14 @@ def judge_serve(result, baseline, function):
     return ""
 
 
+# The demo prints how long things took; a run that recovered must print the same apart from those.
+TIMING = re.compile(r"\d+(?:\.\d+)? ms\b")
+
+
+def comparable(stdout):
+    return TIMING.sub("<ms>", stdout)
+
+
 def error_line(stderr):
     lines = [l for l in stderr.splitlines() if l.startswith("vkformer: error:")]
     return lines[-1] if lines else ""
@@ -298,7 +315,12 @@ def judge(result, baseline, function):
     if result.get("served"):
         return judge_serve(result, baseline, function)
     if rc == 0:
-        return "" if result["stdout"] == baseline["stdout"] else "exit 0 with another output than without faults"
+        if comparable(result["stdout"]) == comparable(baseline["stdout"]):
+            return ""
+        return "exit 0 with another output than without faults: " + next(
+            (f"{a!r} instead of {b!r}" for a, b in zip(comparable(result["stdout"]).splitlines(),
+                                                       comparable(baseline["stdout"]).splitlines()) if a != b),
+            "fewer or more lines")
     if rc != 1:
         return f"exit status {rc} (expected 1)"
     line = error_line(result["stderr"])
@@ -329,7 +351,7 @@ def sweep(runner, name, argv, mode, jobs, drive=None):
     if runner.args.only:
         plan = [(f.split(":")[0] if f.startswith("vk") else "vk" + f.split(":")[0], f) for f in runner.args.only]
     functions = sorted(calls) if mode == "full" else ISSUE_FUNCTIONS
-    print(f"{name}: {base['seconds']} s without faults; calls: " +
+    print(f"{name} ({mode}): {base['seconds']} s without faults; calls: " +
           ", ".join(f"{fn} {calls.get(fn, 0)}" for fn in functions) + f"; {len(plan)} faulted runs", flush=True)
     failures, results = [], []
     t0 = time.monotonic()
@@ -367,8 +389,12 @@ def main():
     ap.add_argument("--layer-dir", required=True, help="the folder with VkLayer_vkformer_fault.json")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tiny-llama", help="a GGUF for the generate workload")
-    ap.add_argument("--workload", action="append", choices=["generate", "embed", "serve"],
-                    help="which workloads (default: generate and embed)")
+    ap.add_argument("--workload", action="append", choices=["generate", "embed", "demo", "serve"],
+                    help="which workloads (default: generate, embed and demo)")
+    ap.add_argument("--every-index", action="store_true",
+                    help="the default sweep without leaving out indices of a function called more than MANY times")
+    ap.add_argument("--quick-for", action="append", default=[], metavar="WORKLOAD",
+                    help="this workload in the quick mode unless the sweep is full (repeatable)")
     ap.add_argument("--full", action="store_true", help="every index of every function (VKFORMER_FAULT_SWEEP=full)")
     ap.add_argument("--quick", action="store_true", help="fewer indices (VKFORMER_FAULT_SWEEP=quick)")
     ap.add_argument("--jobs", type=int, default=2)
@@ -380,11 +406,11 @@ def main():
     mode = os.environ.get("VKFORMER_FAULT_SWEEP", "default")
     if mode not in ("default", "quick", "full"):
         ap.error(f"VKFORMER_FAULT_SWEEP is 'quick' or 'full', not '{mode}'")
-    mode = "full" if args.full else "quick" if args.quick else mode
+    mode = "full" if args.full else "quick" if args.quick else "every" if args.every_index else mode
     os.makedirs(args.out, exist_ok=True)
     runner = Runner(args, args.out)
     here = os.path.dirname(os.path.abspath(__file__))
-    workloads = args.workload or ["generate", "embed"]
+    workloads = args.workload or ["generate", "embed", "demo"]
     if "serve" in workloads and not args.tiny_llama:
         ap.error("the serve workload takes --tiny-llama")
     # The layer itself: a malformed VKFORMER_FAULT must stop the program, not test nothing.
@@ -398,6 +424,9 @@ def main():
         drive = None
         if w == "generate":
             argv = ["generate", "--model", args.tiny_llama, "--prompt", "hello", "-n", "4"]
+        elif w == "demo":
+            # No model arguments: attention and the encoder-decoder transformer, made in process.
+            argv = ["demo"]
         elif w == "serve":
             # One slot, 32 tokens, steps of 8: the fewest graphs to build, so the fewest calls.
             argv = ["serve", "--model", args.tiny_llama, "--model-name", SERVE_MODEL, "--host", "127.0.0.1",
@@ -407,7 +436,7 @@ def main():
             bert = os.path.join(args.out, "tiny_bert")
             subprocess.run([sys.executable, os.path.join(here, "make_tiny_bert.py"), bert], check=True)
             argv = ["embed", "--model", bert, "--json", "the cat sat on the mat", "a big dog"]
-        s = sweep(runner, w, argv, mode, args.jobs, drive)
+        s = sweep(runner, w, argv, "quick" if w in args.quick_for and mode != "full" else mode, args.jobs, drive)
         if s is None:
             return 1
         summaries.append(s)
