@@ -16,25 +16,12 @@ import numpy as np
 import openai
 from gguf import GGUFReader
 
-from serve_harness import Checks, Server
+from serve_harness import Checks, Server, byte_decoder
 
 vkformer, tiny_dir, minilm_dir, golden_emb_dir = sys.argv[1:5]
 gguf_path = os.path.join(tiny_dir, "tiny_llama_untied.gguf")
 golden = json.load(open(os.path.join(tiny_dir, "golden.json")))
 c = Checks()
-
-
-def byte_decoder():
-    """GPT-2's byte-level alphabet, reversed: a vocabulary string back to its bytes."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c_): b for b, c_ in zip(bs, cs)}
 
 
 reader = GGUFReader(gguf_path)

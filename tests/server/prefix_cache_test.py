@@ -20,7 +20,7 @@ import urllib.request
 
 from gguf import GGUFReader
 
-from serve_harness import Checks, Server
+from serve_harness import Checks, Server, byte_decoder
 
 vkformer, tiny_dir = sys.argv[1:3]
 gguf_path = os.path.join(tiny_dir, "tiny_llama_untied.gguf")
@@ -57,19 +57,6 @@ def complete(base, prompt, max_tokens, cache=True, stream=False):
     cached = usage["prompt_tokens_details"]["cached_tokens"]
     reported_cached[0] += cached
     return text, usage["completion_tokens"], cached
-
-
-def byte_decoder():
-    """GPT-2's byte-level alphabet, reversed: a vocabulary string back to its bytes."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c_): b for b, c_ in zip(bs, cs)}
 
 
 field = GGUFReader(gguf_path).fields["tokenizer.ggml.tokens"]

@@ -174,3 +174,16 @@ def wait_until(condition, timeout=60, interval=0.05):
         if value or time.monotonic() >= end:
             return value
         time.sleep(interval)
+
+
+def byte_decoder():
+    """GPT-2's byte-level alphabet, reversed: a vocabulary string back to its bytes."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c_): b for b, c_ in zip(bs, cs)}
