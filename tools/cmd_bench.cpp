@@ -18,6 +18,7 @@
 #include "io_util.hpp"
 #include "benchmarks.hpp"
 #include "cli.hpp"
+#include "cli_options.hpp"
 #include "llm_cli.hpp"
 #include "peak.hpp"
 #include "runner.hpp"
@@ -264,19 +265,8 @@ std::vector<const Benchmark*> select(const std::vector<Benchmark>& all, const Be
   return out;
 }
 
-// Checks with their ranges in plain words: CLI11's PositiveNumber writes its upper bound, the
-// largest double, as a 300-digit number.
-CLI::Validator whole_number(int lo, int hi) {
-  return CLI::Validator(
-      [lo, hi](std::string& text) -> std::string {
-        int v = 0;
-        if (CLI::detail::lexical_cast(text, v) && v >= lo && v <= hi) return "";
-        return "expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) +
-               ", got '" + text + "'";
-      },
-      "");
-}
-
+// With its range in plain words: CLI11's PositiveNumber writes its upper bound, the largest
+// double, as a 300-digit number.
 CLI::Validator seconds_above_zero() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -377,16 +367,11 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
                   "searched anywhere), e.g. 'matmul/square/f32' or 'attention/(fused|unfused)'; "
                   "ids are listed by --list")
       ->type_name("REGEX");
-  sub->add_option("--json", o->json_path,
-                  "Also write every result, the device and the peaks as JSON to FILE (for "
-                  "bench/plot.py)")
-      ->type_name("FILE");
-  sub->add_option("--repeats", o->repeats, "Timed runs per benchmark, at most (default 10)")
-      ->check(whole_number(1, 1000000))
-      ->type_name("N");
-  sub->add_option("--warmup", o->warmup, "Untimed runs before timing, at most (default 3)")
-      ->check(whole_number(0, 1000000))
-      ->type_name("N");
+  add_json_file_option(*sub, o->json_path,
+                       "Also write every result, the device and the peaks as JSON to FILE (for "
+                       "bench/plot.py)");
+  add_whole_number(*sub, "--repeats", o->repeats, 1, 1000000, "Timed runs per benchmark, at most (default 10)");
+  add_whole_number(*sub, "--warmup", o->warmup, 0, 1000000, "Untimed runs before timing, at most (default 3)");
   sub->add_flag("--quick", o->quick,
                 "A small subset that finishes in well under a minute even on a CPU device");
   sub->add_option("--budget", o->budget_s,
@@ -406,23 +391,14 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
                 "The peak probes of --quick (a 128 MiB copy, one pass) with any selection: the "
                 "GPU run's smoke test on lavapipe");
 
-  sub->add_option("-m,--model", o->model,
+  add_gguf_option(*sub, "-m,--model", o->model,
                   "Benchmark a GGUF language model instead, as llama-bench does: prompt processing "
-                  "(pp, -p tokens) and generation (tg, -n tokens), tokens/s mean ± stddev over -r runs")
-      ->type_name("FILE.gguf");
-  sub->add_option("-p", o->n_prompt, "With --model: prompt tokens for the pp test; 0 = none (default 512)")
-      ->check(whole_number_in(0, INT32_MAX))
-      ->type_name("N");
-  sub->add_option("-n", o->n_gen, "With --model: generated tokens for the tg test; 0 = none (default 128)")
-      ->check(whole_number_in(0, INT32_MAX))
-      ->type_name("N");
-  sub->add_option("-r", o->llm_repeats, "With --model: timed runs of each test (default 3)")
-      ->check(whole_number_in(1, 1000000))
-      ->type_name("N");
-  sub->add_option("-d,--depth", o->depth,
-                  "With --model: tokens in the KV cache before each test, as llama-bench's -d (default 0)")
-      ->check(whole_number_in(0, INT32_MAX))
-      ->type_name("N");
+                  "(pp, -p tokens) and generation (tg, -n tokens), tokens/s mean ± stddev over -r runs");
+  add_whole_number(*sub, "-p", o->n_prompt, 0, INT32_MAX, "With --model: prompt tokens for the pp test; 0 = none (default 512)");
+  add_whole_number(*sub, "-n", o->n_gen, 0, INT32_MAX, "With --model: generated tokens for the tg test; 0 = none (default 128)");
+  add_whole_number(*sub, "-r", o->llm_repeats, 1, 1000000, "With --model: timed runs of each test (default 3)");
+  add_whole_number(*sub, "-d,--depth", o->depth, 0, INT32_MAX,
+                   "With --model: tokens in the KV cache before each test, as llama-bench's -d (default 0)");
   add_cache_type_options(*sub, o->kv);
 
   return {sub, [&globals, o]() {

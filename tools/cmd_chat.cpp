@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "interrupt.hpp"
+#include "cli_options.hpp"
 #include "llm_cli.hpp"
 #include "terminal.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
@@ -163,9 +164,7 @@ Command add_chat_command(CLI::App& app, const GlobalOptions& globals) {
       "with an error (exit status 1 at the end). EOF ends; Ctrl-C stops a reply and ends the chat (status "
       "130). Piped input is echoed as '> line' before each reply.");
   auto args = std::make_shared<ChatArgs>();
-  sub->add_option("-m,--model", args->llm.model, "The model: a GGUF file (llama architecture)")
-      ->required()
-      ->type_name("FILE.gguf");
+  add_gguf_option(*sub, "-m,--model", args->llm.model, "The model: a GGUF file (llama architecture)")->required();
   sub->add_option("--system", args->system,
                   "A system message first (default: the template's own, if it has one)")
       ->type_name("TEXT")

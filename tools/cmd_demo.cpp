@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cli_options.hpp"
 #include "io_util.hpp"
 #include "llm_cli.hpp"
 #include "reference_model.hpp"
@@ -280,10 +281,9 @@ Command add_demo_command(CLI::App& app, const GlobalOptions& globals) {
                   "sentence-transformers' embeddings of the demo texts (default: "
                   "tests/golden_embeddings, from the source tree)")
       ->type_name("DIR");
-  sub->add_option("--llm-model", args->llm_model,
+  add_gguf_option(*sub, "--llm-model", args->llm_model,
                   "SmolLM2-135M-Instruct's GGUF, as scripts/fetch_smollm2.sh prints it (make demo "
-                  "passes it): a greedy chat answer after the semantic search")
-      ->type_name("FILE.gguf");
+                  "passes it): a greedy chat answer after the semantic search");
   sub->add_option("--llm-golden", args->llm_golden,
                   "The float64 reference's answers (default: tests/golden_llama)")
       ->type_name("DIR");

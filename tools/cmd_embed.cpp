@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cli_options.hpp"
 #include "io_util.hpp"
 #include "model_kind.hpp"
 #include "progress.hpp"
@@ -24,8 +25,8 @@
 
 namespace vkformer::cli {
 
-// Texts: the positional arguments, then --file's lines (UTF-8, one text per line, "\r\n" ends
-// accepted). Shared with `vkformer tokenize` (cmd_tokenize.cpp). Text that is not UTF-8 is refused
+// Texts (cli_options.hpp): the positional arguments, then --file's lines (UTF-8, one text per line,
+// "\r\n" ends accepted). Shared with `vkformer tokenize` (cmd_tokenize.cpp). Text that is not UTF-8 is refused
 // here, naming the argument or the line, before any model is loaded.
 std::vector<std::string> read_texts(const std::vector<std::string>& args, const std::string& file) {
   std::vector<std::string> texts = args;
@@ -148,13 +149,10 @@ Command add_embed_command(CLI::App& app, const GlobalOptions& globals) {
       "scripts/fetch_minilm.sh). Prints one JSON array per text, or writes [N, D] float32 to "
       "--output; with --query, prints the texts ranked by cosine similarity to the query.");
   auto args = std::make_shared<EmbedArgs>();
-  sub->add_option("-m,--model", args->model,
-                  "Model directory: sentence-transformers' layout (modules.json, 1_Pooling, ...) "
-                  "or a Hugging Face BERT directory (config.json, model.safetensors, tokenizer)")
-      ->required()
-      ->type_name("DIR");
-  sub->add_option("texts", args->texts, "Texts to embed")->type_name("TEXT");
-  sub->add_option("--file", args->file, "Also embed each line of this UTF-8 file")->type_name("F");
+  add_model_dir_option(*sub, args->model,
+                       "Model directory: sentence-transformers' layout (modules.json, 1_Pooling, ...) "
+                       "or a Hugging Face BERT directory (config.json, model.safetensors, tokenizer)");
+  add_text_inputs(*sub, args->texts, args->file, "embed");
   sub->add_option("--output", args->output, "Write the embeddings [N, D] float32 here (.npy)")
       ->type_name("E.npy");
   sub->add_flag("--json", args->json,
@@ -167,9 +165,7 @@ Command add_embed_command(CLI::App& app, const GlobalOptions& globals) {
             return q.empty() ? "the query is empty: give the text to rank the others by" : "";
           },
           ""));
-  sub->add_option("--top", args->top, "With --query: print only the best K (default: all)")
-      ->type_name("K")
-      ->check(whole_number_in(1, int64_t{1} << 30));
+  add_whole_number(*sub, "--top", args->top, 1, int64_t{1} << 30, "With --query: print only the best K (default: all)", "K");
   sub->add_option("--dtype", args->dtype, "Weights and activations: f32 or f16 (default: f32)")
       ->check(CLI::IsMember({"f32", "f16"}));
   return {sub, [&globals, args]() { return embed_command(*args, globals); }};

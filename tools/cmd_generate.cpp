@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cli_options.hpp"
 #include "llm_cli.hpp"
 #include "model_cli.hpp"
 #include "model_kind.hpp"
@@ -190,23 +191,15 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
                 "template (tokenizer.chat_template), and the reply is generated");
   add_llm_options(*sub, args->llm);
   add_chat_template_option(*sub, args->llm);
-  sub->add_option("--beam", args->options.beam,
-                  "Beam width, 1..64; 1 = greedy (default: 1)")
-      ->check(whole_number_in(1, 64))
-      ->type_name("K");
-  sub->add_option("--max-len", args->options.max_new_tokens,
-                  "Most tokens to generate after bos, eos included; at most the model's max_len "
-                  "(default: 32)")
-      ->check(whole_number_in(1, INT32_MAX))
-      ->type_name("N");
-  sub->add_option("--bos", args->options.bos, "Start token id fed first (default: 1)")
-      ->check(whole_number_in(0, INT32_MAX))
-      ->type_name("ID");
-  sub->add_option("--eos", args->options.eos,
-                  "End token id: a hypothesis ends when it produces it; -1 = none, always "
-                  "generate --max-len tokens (default: 2)")
-      ->check(whole_number_in(-1, INT32_MAX))
-      ->type_name("ID");
+  add_whole_number(*sub, "--beam", args->options.beam, 1, 64, "Beam width, 1..64; 1 = greedy (default: 1)", "K");
+  add_whole_number(*sub, "--max-len", args->options.max_new_tokens, 1, INT32_MAX,
+                   "Most tokens to generate after bos, eos included; at most the model's max_len "
+                   "(default: 32)");
+  add_whole_number(*sub, "--bos", args->options.bos, 0, INT32_MAX, "Start token id fed first (default: 1)", "ID");
+  add_whole_number(*sub, "--eos", args->options.eos, -1, INT32_MAX,
+                   "End token id: a hypothesis ends when it produces it; -1 = none, always "
+                   "generate --max-len tokens (default: 2)",
+                   "ID");
   sub->add_option("--length-penalty", args->options.length_penalty,
                   "Beam search: finished hypotheses are ranked by log-probability / ((5 + "
                   "length) / 6)^A (default: 0.6)")

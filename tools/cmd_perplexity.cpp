@@ -21,6 +21,7 @@
 
 #include "interrupt.hpp"
 #include "io_util.hpp"
+#include "cli_options.hpp"
 #include "llm_cli.hpp"
 #include "progress.hpp"
 #include "vkformer/error.hpp"
@@ -157,17 +158,14 @@ Command add_perplexity_command(CLI::App& app, const GlobalOptions& globals) {
       "each chunk, then 'Final estimate: PPL = X +/- E'. The text needs at least 2 x --ctx tokens.");
   auto args = std::make_shared<PerplexityArgs>();
   args->llm.context = 512;
-  sub->add_option("-m,--model", args->llm.model, "The model: a GGUF file")->required()->type_name("FILE.gguf");
+  add_gguf_option(*sub, "-m,--model", args->llm.model, "The model: a GGUF file")->required();
   sub->add_option("-f,--file", args->file, "The text: a UTF-8 file (e.g. wikitext-2's wiki.test.raw)")
       ->required()
       ->type_name("TEXT");
-  sub->add_option("-c,--ctx", args->llm.context,
-                  "Tokens per chunk, also the KV cache's length (default: 512, as llama-perplexity's)")
-      ->check(whole_number_in(1, INT32_MAX))
-      ->type_name("N");
-  sub->add_option("--chunks", args->chunks, "Score at most K chunks (default: all the text holds)")
-      ->check(whole_number_in(1, INT32_MAX))
-      ->type_name("K");
+  add_whole_number(*sub, "-c,--ctx", args->llm.context, 1, INT32_MAX,
+                   "Tokens per chunk, also the KV cache's length (default: 512, as llama-perplexity's)");
+  add_whole_number(*sub, "--chunks", args->chunks, 1, INT32_MAX, "Score at most K chunks (default: all the text holds)",
+                   "K");
   sub->add_flag("--json", args->json,
                 "Print one JSON object (ppl, ppl_error, chunk_ppl, tokens, seconds, ...) instead of the lines");
   sub->add_flag("-v,--verbose", args->llm.verbose, "Also print the device, the model, the KV cache and the load time");

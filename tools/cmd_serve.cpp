@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli.hpp"
+#include "cli_options.hpp"
 #include "llm_cli.hpp"
 #include "vkformer/chat.hpp"
 #include "vkformer/server.hpp"
@@ -108,17 +109,14 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve a GGUF language model (and an embedding model) over an "
                                               "OpenAI-compatible HTTP API (docs/serve.md)");
   ServerOptions& o = *options;
-  cmd->add_option("--model", o.model, "GGUF language model for /v1/chat/completions and /v1/completions")
-      ->type_name("FILE.gguf");
+  add_gguf_option(*cmd, "--model", o.model, "GGUF language model for /v1/chat/completions and /v1/completions");
   cmd->add_option("--embedding-model", o.embedding_model,
                   "sentence-transformers model directory for /v1/embeddings")->type_name("DIR");
   cmd->add_option("--host", o.host, "address to listen on (default 127.0.0.1: this machine only)")->type_name("H");
-  cmd->add_option("--port", o.port, "port to listen on; 0: any free port (default 8080)")
-      ->type_name("P")->check(whole_number_in(0, 65535));
-  cmd->add_option("--parallel", o.parallel, "sequences generating at once, each with its own KV cache (default 4)")
-      ->type_name("N")->check(whole_number_in(1, 256));
-  cmd->add_option("--ctx", o.context, "tokens per sequence's KV cache; 0: the model's, at most 4096")
-      ->type_name("N")->check(whole_number_in(0, 1 << 20));
+  add_whole_number(*cmd, "--port", o.port, 0, 65535, "port to listen on; 0: any free port (default 8080)", "P");
+  add_whole_number(*cmd, "--parallel", o.parallel, 1, 256,
+                   "sequences generating at once, each with its own KV cache (default 4)");
+  add_whole_number(*cmd, "--ctx", o.context, 0, 1 << 20, "tokens per sequence's KV cache; 0: the model's, at most 4096");
   cmd->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (default: no key)")->type_name("KEY");
   cmd->add_option("--model-name", o.model_name, "the model id clients send (default: the file name without .gguf)");
   cmd->add_option("--chat-template", o.chat_template,
@@ -140,13 +138,11 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
       ->check(whole_number_in(1, 3600));
   cmd->add_option("--max-embedding-inputs", o.max_embedding_inputs, "texts per embeddings request (default 256)")
       ->check(whole_number_in(1, 1 << 16));
-  cmd->add_option("--batch-tokens", o.batch_tokens,
-                  "tokens one scheduler step carries: every generating sequence's next token, then waiting prompts' "
-                  "tokens, shortest first; at least --parallel (default 0: 64 on a CPU device, 512 on a GPU)")
-      ->type_name("N")->check(whole_number_in(0, 4096));
-  cmd->add_option("--shutdown-grace", o.shutdown_grace_s,
-                  "seconds in-flight requests may take to finish after SIGTERM or SIGINT (default 20)")
-      ->type_name("S")->check(whole_number_in(0, 3600));
+  add_whole_number(*cmd, "--batch-tokens", o.batch_tokens, 0, 4096,
+                   "tokens one scheduler step carries: every generating sequence's next token, then waiting prompts' "
+                   "tokens, shortest first; at least --parallel (default 0: 64 on a CPU device, 512 on a GPU)");
+  add_whole_number(*cmd, "--shutdown-grace", o.shutdown_grace_s, 0, 3600,
+                   "seconds in-flight requests may take to finish after SIGTERM or SIGINT (default 20)", "S");
   cmd->add_flag("--verbose", o.verbose, "a line per answered completion on stderr: where its time went");
   add_cache_type_options(*cmd, *kv);
   return {cmd, [options, kv, &globals] { return serve_command(*options, *kv, globals); }};

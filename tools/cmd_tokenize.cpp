@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cli_options.hpp"
 #include "llm_cli.hpp"
 #include "model_kind.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
@@ -15,8 +16,6 @@
 #include "vkformer/tokenizer.hpp"
 
 namespace vkformer::cli {
-
-std::vector<std::string> read_texts(const std::vector<std::string>& args, const std::string& file);
 
 namespace {
 
@@ -105,15 +104,10 @@ Command add_tokenize_command(CLI::App& app, const GlobalOptions&) {
       "\"text\": [...], what each token decodes to (bytes of a split character as <0xF0>). Needs "
       "no Vulkan device.");
   auto args = std::make_shared<TokenizeArgs>();
-  sub->add_option("-m,--model", args->model, "Model directory, tokenizer.json, vocab.txt or FILE.gguf")
-      ->required()
-      ->type_name("DIR");
-  sub->add_option("texts", args->texts, "Texts to tokenize")->type_name("TEXT");
-  sub->add_option("--file", args->file, "Also tokenize each line of this UTF-8 file")->type_name("F");
-  sub->add_option("--max-length", args->max_length,
-                  "Keep at most N tokens, [CLS] and [SEP] included (default: 0 = all)")
-      ->check(whole_number_in(0, INT32_MAX))
-      ->type_name("N");
+  add_model_dir_option(*sub, args->model, "Model directory, tokenizer.json, vocab.txt or FILE.gguf");
+  add_text_inputs(*sub, args->texts, args->file, "tokenize");
+  add_whole_number(*sub, "--max-length", args->max_length, 0, INT32_MAX,
+                   "Keep at most N tokens, [CLS] and [SEP] included (default: 0 = all)");
   sub->add_flag("--no-parse-special", args->no_parse_special,
                 "GGUF: read special-token text like <|im_start|> as plain text");
   return {sub, [args]() { return tokenize_command(*args); }};

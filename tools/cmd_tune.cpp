@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "cli_options.hpp"
 #include "io_util.hpp"
 #include "model_kind.hpp"
 #include "tune_verify.hpp"
@@ -221,10 +222,9 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& globals) {
       "...) on one device at a model's shapes or the standard bench set, and keep those that beat "
       "the static table in the device's tuning cache, which later runs use (docs/tuning.md)");
   auto o = std::make_shared<TuneOptions>();
-  sub->add_option("-m,--model", o->model,
+  add_gguf_option(*sub, "-m,--model", o->model,
                   "Tune at the shapes of this GGUF language model (its linears at M = 1 and 64, "
-                  "its attention and norms) instead of the standard bench set")
-      ->type_name("FILE.gguf");
+                  "its attention and norms) instead of the standard bench set");
   sub->add_option("--budget", o->budget_s,
                   "Wall-clock seconds for the whole sweep (default 120): it stops early, keeping "
                   "what it measured, and the tunables it did not reach keep the static table")
@@ -237,9 +237,7 @@ Command add_tune_command(CLI::App& app, const GlobalOptions& globals) {
       ->type_name("FRACTION");
   sub->add_option("--only", o->only, "Sweep only this tunable (repeatable; ids from --list)")
       ->type_name("ID");
-  sub->add_option("--json", o->json_path,
-                  "Also write every candidate's timings per shape as JSON to FILE")
-      ->type_name("FILE");
+  add_json_file_option(*sub, o->json_path, "Also write every candidate's timings per shape as JSON to FILE");
   sub->add_flag("--list", o->list,
                 "List the tunables, their candidates on the device and the shapes, and exit");
   sub->add_flag("--no-save", o->no_save, "Measure and report, but leave the tuning cache alone");

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "vkformer/chat.hpp"
+#include "cli_options.hpp"
 #include "interrupt.hpp"
 #include "model_cli.hpp"
 #include "model_kind.hpp"
@@ -30,20 +31,15 @@ std::string show(double v) {
 void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
   // Integers are parsed strictly (cli.hpp): no wrapping, saturating or negative unsigned values.
   constexpr int64_t kInt32Max = INT32_MAX;
-  sub.add_option("-c,--ctx", a.context,
-                 "Tokens the KV cache holds: the prompt and everything generated (default: the "
-                 "model's context length, at most 4096)")
-      ->check(whole_number_in(0, kInt32Max))
-      ->type_name("N");
+  add_whole_number(sub, "-c,--ctx", a.context, 0, kInt32Max,
+                   "Tokens the KV cache holds: the prompt and everything generated (default: the "
+                   "model's context length, at most 4096)");
   if (with_max_tokens)
-    sub.add_option("-n,--max-tokens", a.max_tokens, "Most tokens to generate (default: 128)")
-        ->check(whole_number_in(1, kInt32Max))
-        ->type_name("N");
+    add_whole_number(sub, "-n,--max-tokens", a.max_tokens, 1, kInt32Max, "Most tokens to generate (default: 128)");
   sub.add_option("--temperature,--temp", a.sampling.temperature,
                  "Sampling temperature, >= 0; 0 = greedy (default: 0)")->type_name("T");
-  sub.add_option("--top-k", a.sampling.top_k, "Keep the K most likely tokens, >= 0; 0 = off (default: 0)")
-      ->check(whole_number_in(0, kInt32Max))
-      ->type_name("K");
+  add_whole_number(sub, "--top-k", a.sampling.top_k, 0, kInt32Max,
+                   "Keep the K most likely tokens, >= 0; 0 = off (default: 0)", "K");
   sub.add_option("--top-p", a.sampling.top_p,
                  "Keep the most likely tokens up to probability P, in (0, 1]; 1 = off (default: 1)")
       ->type_name("P");
@@ -54,10 +50,8 @@ void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
                  "Penalize tokens among the last --repeat-last-n (llama.cpp's rule), > 0; 1 = off "
                  "(default: 1)")
       ->type_name("R");
-  sub.add_option("--repeat-last-n", a.sampling.repeat_last_n,
-                 "How many recent tokens the penalty looks at, >= 0 (default: 64)")
-      ->check(whole_number_in(0, kInt32Max))
-      ->type_name("N");
+  add_whole_number(sub, "--repeat-last-n", a.sampling.repeat_last_n, 0, kInt32Max,
+                   "How many recent tokens the penalty looks at, >= 0 (default: 64)");
   sub.add_option("--seed", a.sampling.seed, "Random seed for sampling, 0 to 2^64 - 1 (default: 0)")
       ->check(unsigned_number_in(0, UINT64_MAX))
       ->type_name("S");

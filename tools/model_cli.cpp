@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli_options.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/io.hpp"
 
@@ -31,11 +32,9 @@ ModelOptions ModelArgs::options() const {
 }
 
 void add_model_options(CLI::App& sub, ModelArgs& args) {
-  sub.add_option("-m,--model", args.dir,
-                 "Model directory: config.json and model.safetensors (see docs/models.md, 'Model "
-                 "directories')")
-      ->required()
-      ->type_name("DIR");
+  add_model_dir_option(sub, args.dir,
+                       "Model directory: config.json and model.safetensors (see docs/models.md, 'Model "
+                       "directories')");
   sub.add_option("--dtype", args.dtype,
                  "Storage type of weights and activations on the device: f32 or f16 (math is "
                  "fp32 either way; default: f32)")
