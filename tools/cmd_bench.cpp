@@ -31,6 +31,12 @@
 
 namespace vkformer::cli {
 
+// What `vkformer bench --help` says first.
+constexpr const char* kBenchHelp =
+    "Benchmark ops (matmul, softmax, layer norm, attention) and transformer blocks with GPU "
+    "timestamps, next to the device's measured FMA and copy peaks; --device all runs every "
+    "Vulkan device in turn (bench/README.md)";
+
 namespace {
 
 using bench::Benchmark;
@@ -356,11 +362,7 @@ json bench_device(Device& device, const std::vector<const Benchmark*>& list, con
 }  // namespace
 
 Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "bench",
-      "Benchmark ops (matmul, softmax, layer norm, attention) and transformer blocks with GPU "
-      "timestamps, next to the device's measured FMA and copy peaks; --device all runs every "
-      "Vulkan device in turn (bench/README.md)");
+  auto* sub = app.add_subcommand("bench", kBenchHelp);
   auto o = std::make_shared<BenchOptions>();
   sub->add_option("--filter", o->filter,
                   "Run only benchmarks whose id matches this regular expression (RE2 syntax, "

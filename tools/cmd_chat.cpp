@@ -23,6 +23,14 @@
 
 namespace vkformer::cli {
 
+// What `vkformer chat --help` says first.
+constexpr const char* kChatHelp =
+    "Chat with a GGUF language model: each line on stdin is a user message, formatted with the "
+    "model's chat template; the reply streams to stdout. The KV cache is kept across turns; when the "
+    "context (--ctx) is full the oldest turns are forgotten, and a message too long for it is skipped "
+    "with an error (exit status 1 at the end). EOF ends; Ctrl-C stops a reply and ends the chat (status "
+    "130). Piped input is echoed as '> line' before each reply.";
+
 namespace {
 
 struct ChatArgs {
@@ -156,13 +164,7 @@ int chat_command(ChatArgs& a, const GlobalOptions& globals) {
 }  // namespace
 
 Command add_chat_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "chat",
-      "Chat with a GGUF language model: each line on stdin is a user message, formatted with the "
-      "model's chat template; the reply streams to stdout. The KV cache is kept across turns; when the "
-      "context (--ctx) is full the oldest turns are forgotten, and a message too long for it is skipped "
-      "with an error (exit status 1 at the end). EOF ends; Ctrl-C stops a reply and ends the chat (status "
-      "130). Piped input is echoed as '> line' before each reply.");
+  auto* sub = app.add_subcommand("chat", kChatHelp);
   auto args = std::make_shared<ChatArgs>();
   add_gguf_option(*sub, "-m,--model", args->llm.model, "The model: a GGUF file (llama architecture)")->required();
   sub->add_option("--system", args->system,

@@ -32,6 +32,13 @@
 
 namespace vkformer::cli {
 
+// What `vkformer demo --help` says first.
+constexpr const char* kDemoHelp =
+    "Run semantic search with all-MiniLM-L6-v2 (--embedding-model) against "
+    "sentence-transformers' embeddings, then multi-head masked self-attention and a whole "
+    "encoder-decoder transformer (forward pass and greedy generation) on the chosen device, "
+    "compared with a double-precision CPU reference";
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -266,12 +273,7 @@ void transformer_demo(Device& device) {
 }  // namespace
 
 Command add_demo_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "demo",
-      "Run semantic search with all-MiniLM-L6-v2 (--embedding-model) against "
-      "sentence-transformers' embeddings, then multi-head masked self-attention and a whole "
-      "encoder-decoder transformer (forward pass and greedy generation) on the chosen device, "
-      "compared with a double-precision CPU reference");
+  auto* sub = app.add_subcommand("demo", kDemoHelp);
   auto args = std::make_shared<DemoArgs>();
   sub->add_option("--embedding-model", args->embedding_model,
                   "all-MiniLM-L6-v2's directory, as scripts/fetch_minilm.sh prints it (make demo "

@@ -20,6 +20,11 @@
 
 namespace vkformer::cli {
 
+// What `vkformer devices --help` says first.
+constexpr const char* kDevicesHelp =
+    "List the Vulkan devices: limits, features, driver, the one vkformer uses (*) and the "
+    "quirks it applies";
+
 namespace {
 
 // Which device Device::open would pick, and why; the choice itself is the library's.
@@ -220,10 +225,7 @@ void print_json(const std::vector<DeviceInfo>& devices, const Selection& sel) {
 }  // namespace
 
 Command add_devices_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "devices",
-      "List the Vulkan devices: limits, features, driver, the one vkformer uses (*) and the "
-      "quirks it applies");
+  auto* sub = app.add_subcommand("devices", kDevicesHelp);
   auto json = std::make_shared<bool>(false);
   sub->add_flag("--json", *json,
                 "Print JSON instead of text (keys as in vkformer::DeviceInfo; sizes in bytes)");

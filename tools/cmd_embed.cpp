@@ -25,6 +25,12 @@
 
 namespace vkformer::cli {
 
+// What `vkformer embed --help` says first.
+constexpr const char* kEmbedHelp =
+    "Sentence embeddings with a BERT-family model (e.g. all-MiniLM-L6-v2, from "
+    "scripts/fetch_minilm.sh). Prints one JSON array per text, or writes [N, D] float32 to "
+    "--output; with --query, prints the texts ranked by cosine similarity to the query.";
+
 // Texts (cli_options.hpp): the positional arguments, then --file's lines (UTF-8, one text per line,
 // "\r\n" ends accepted). Shared with `vkformer tokenize` (cmd_tokenize.cpp). Text that is not UTF-8 is refused
 // here, naming the argument or the line, before any model is loaded.
@@ -143,11 +149,7 @@ int embed_command(const EmbedArgs& args, const GlobalOptions& globals) {
 }  // namespace
 
 Command add_embed_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "embed",
-      "Sentence embeddings with a BERT-family model (e.g. all-MiniLM-L6-v2, from "
-      "scripts/fetch_minilm.sh). Prints one JSON array per text, or writes [N, D] float32 to "
-      "--output; with --query, prints the texts ranked by cosine similarity to the query.");
+  auto* sub = app.add_subcommand("embed", kEmbedHelp);
   auto args = std::make_shared<EmbedArgs>();
   add_model_dir_option(*sub, args->model,
                        "Model directory: sentence-transformers' layout (modules.json, 1_Pooling, ...) "

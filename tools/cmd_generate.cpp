@@ -20,6 +20,14 @@
 
 namespace vkformer::cli {
 
+// What `vkformer generate --help` says first.
+constexpr const char* kGenerateHelp =
+    "Translate one source sentence with a seq2seq model: greedy or beam search with a KV cache. "
+    "Prints the generated token ids (after bos; the last one is eos if it was produced) on one "
+    "line, separated by spaces, and the time per decoder step (one token position, for every beam at once) on stderr. "
+    "With a GGUF language model (--model FILE.gguf): streams the text generated after --prompt to "
+    "stdout and the prompt and generation tokens/s to stderr.";
+
 namespace {
 
 struct GenerateArgs {
@@ -168,13 +176,7 @@ int generate_command(const CLI::App& sub, GenerateArgs& args, const GlobalOption
 }  // namespace
 
 Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "generate",
-      "Translate one source sentence with a seq2seq model: greedy or beam search with a KV cache. "
-      "Prints the generated token ids (after bos; the last one is eos if it was produced) on one "
-      "line, separated by spaces, and the time per decoder step (one token position, for every beam at once) on stderr. "
-      "With a GGUF language model (--model FILE.gguf): streams the text generated after --prompt to "
-      "stdout and the prompt and generation tokens/s to stderr.");
+  auto* sub = app.add_subcommand("generate", kGenerateHelp);
   auto args = std::make_shared<GenerateArgs>();
   add_model_options(*sub, args->model);
   sub->get_option("--model")

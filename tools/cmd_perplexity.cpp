@@ -29,6 +29,12 @@
 
 namespace vkformer::cli {
 
+// What `vkformer perplexity --help` says first.
+constexpr const char* kPerplexityHelp =
+    "A GGUF language model's perplexity on a text, as llama.cpp's llama-perplexity measures it: the "
+    "text cut into chunks of --ctx tokens, each scored on its second half; the running estimate after "
+    "each chunk, then 'Final estimate: PPL = X +/- E'. The text needs at least 2 x --ctx tokens.";
+
 namespace {
 
 // Below this a chunk's scored half is a handful of tokens; the library refuses it too.
@@ -151,11 +157,7 @@ int perplexity_command(PerplexityArgs& a, const GlobalOptions& globals) {
 }  // namespace
 
 Command add_perplexity_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "perplexity",
-      "A GGUF language model's perplexity on a text, as llama.cpp's llama-perplexity measures it: the "
-      "text cut into chunks of --ctx tokens, each scored on its second half; the running estimate after "
-      "each chunk, then 'Final estimate: PPL = X +/- E'. The text needs at least 2 x --ctx tokens.");
+  auto* sub = app.add_subcommand("perplexity", kPerplexityHelp);
   auto args = std::make_shared<PerplexityArgs>();
   args->llm.context = 512;
   add_gguf_option(*sub, "-m,--model", args->llm.model, "The model: a GGUF file")->required();

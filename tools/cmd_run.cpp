@@ -18,6 +18,14 @@
 
 namespace vkformer::cli {
 
+// What `vkformer run --help` says first.
+constexpr const char* kRunHelp =
+    "Run a model on .npy arrays and write its output as .npy. encoder: --input is the source "
+    "[batch, seq, d_model]. decoder: --input is the target, --memory the encoder output. "
+    "transformer: --input is the source, --target (or --memory) the target. seq2seq: --input is "
+    "the source ids [batch, seq], --target (or --memory) the target ids, the output log-probabilities "
+    "[batch, target seq, tgt_vocab]. Prints a summary (device, model, shapes, times).";
+
 namespace {
 
 using Arch = ModelConfig::Arch;
@@ -319,13 +327,7 @@ int run_command(const RunArgs& args, const GlobalOptions& globals) {
 }  // namespace
 
 Command add_run_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "run",
-      "Run a model on .npy arrays and write its output as .npy. encoder: --input is the source "
-      "[batch, seq, d_model]. decoder: --input is the target, --memory the encoder output. "
-      "transformer: --input is the source, --target (or --memory) the target. seq2seq: --input is "
-      "the source ids [batch, seq], --target (or --memory) the target ids, the output log-probabilities "
-      "[batch, target seq, tgt_vocab]. Prints a summary (device, model, shapes, times).");
+  auto* sub = app.add_subcommand("run", kRunHelp);
   auto args = std::make_shared<RunArgs>();
   add_model_options(*sub, args->model);
   sub->add_option("--input", args->input,

@@ -17,6 +17,15 @@
 
 namespace vkformer::cli {
 
+// What `vkformer tokenize --help` says first.
+constexpr const char* kTokenizeHelp =
+    "Tokenize texts with a model directory's WordPiece tokenizer (tokenizer.json, or vocab.txt "
+    "+ tokenizer_config.json; [CLS] and [SEP] included) or a GGUF file's byte-level BPE "
+    "tokenizer (as llama.cpp: BOS/EOS where the file asks, special tokens like <|im_start|> "
+    "parsed). Prints one JSON object per text: {\"ids\": [...], \"tokens\": [...]}, and for GGUF "
+    "\"text\": [...], what each token decodes to (bytes of a split character as <0xF0>). Needs "
+    "no Vulkan device.";
+
 namespace {
 
 struct TokenizeArgs {
@@ -95,14 +104,7 @@ int tokenize_command(const TokenizeArgs& args) {
 }  // namespace
 
 Command add_tokenize_command(CLI::App& app, const GlobalOptions&) {
-  auto* sub = app.add_subcommand(
-      "tokenize",
-      "Tokenize texts with a model directory's WordPiece tokenizer (tokenizer.json, or vocab.txt "
-      "+ tokenizer_config.json; [CLS] and [SEP] included) or a GGUF file's byte-level BPE "
-      "tokenizer (as llama.cpp: BOS/EOS where the file asks, special tokens like <|im_start|> "
-      "parsed). Prints one JSON object per text: {\"ids\": [...], \"tokens\": [...]}, and for GGUF "
-      "\"text\": [...], what each token decodes to (bytes of a split character as <0xF0>). Needs "
-      "no Vulkan device.");
+  auto* sub = app.add_subcommand("tokenize", kTokenizeHelp);
   auto args = std::make_shared<TokenizeArgs>();
   add_model_dir_option(*sub, args->model, "Model directory, tokenizer.json, vocab.txt or FILE.gguf");
   add_text_inputs(*sub, args->texts, args->file, "tokenize");

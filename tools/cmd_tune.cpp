@@ -27,6 +27,12 @@
 
 namespace vkformer::cli {
 
+// What `vkformer tune --help` says first.
+constexpr const char* kTuneHelp =
+    "Time the kernel choices that can be tuned (tile shapes, mat-vec widths, attention blocks, "
+    "...) on one device at a model's shapes or the standard bench set, and keep those that beat "
+    "the static table in the device's tuning cache, which later runs use (docs/tuning.md)";
+
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -216,11 +222,7 @@ int run_tune(const GlobalOptions& globals, const TuneOptions& o) {
 }  // namespace
 
 Command add_tune_command(CLI::App& app, const GlobalOptions& globals) {
-  auto* sub = app.add_subcommand(
-      "tune",
-      "Time the kernel choices that can be tuned (tile shapes, mat-vec widths, attention blocks, "
-      "...) on one device at a model's shapes or the standard bench set, and keep those that beat "
-      "the static table in the device's tuning cache, which later runs use (docs/tuning.md)");
+  auto* sub = app.add_subcommand("tune", kTuneHelp);
   auto o = std::make_shared<TuneOptions>();
   add_gguf_option(*sub, "-m,--model", o->model,
                   "Tune at the shapes of this GGUF language model (its linears at M = 1 and 64, "
