@@ -37,16 +37,6 @@ constexpr double kTolerance = 1e-4;
 
 fs::path tiny_model() { return fs::path(VKF_LLAMA_GOLDEN_DIR) / "tiny" / "tiny_llama_tied.gguf"; }
 
-// max |a - b| / max |b| over one row of logits.
-double relative_error(std::span<const float> got, std::span<const float> want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
-
 // Deterministic token ids in [1, vocab): the sequences' prompts and the tokens they "decode"
 // (fed, not sampled, so that both runs see the same ids whatever the logits' near-ties).
 std::vector<int32_t> ids(int64_t n, int64_t vocab, uint32_t seed) {
@@ -70,6 +60,20 @@ void run_alone(LanguageModel& lm, Sequence& s) {
   lm.reset();
   s.alone.push_back(lm.append(s.prompt));
   for (size_t i = 0; i + 1 < s.decoded.size(); ++i) s.alone.push_back(lm.append({&s.decoded[i], 1}));
+}
+
+// Sequence i: a prompt of prompt_len[i] ids (seed prompt_seed + i) and decode_len[i] decoded ids
+// (seed decode_seed + i), each run alone on `alone` first.
+std::vector<Sequence> sequences_alone(LanguageModel& alone, std::span<const int64_t> prompt_len,
+                                      std::span<const int64_t> decode_len, uint32_t prompt_seed, uint32_t decode_seed) {
+  const int64_t vocab = alone.config().vocab_size;
+  std::vector<Sequence> seqs(prompt_len.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].prompt = ids(prompt_len[i], vocab, prompt_seed + static_cast<uint32_t>(i));
+    seqs[i].decoded = ids(decode_len[i], vocab, decode_seed + static_cast<uint32_t>(i));
+    run_alone(alone, seqs[i]);
+  }
+  return seqs;
 }
 
 // A schedule: in each step, sequences whose turn has come join a free slot (their prompt goes
@@ -256,15 +260,9 @@ TEST_F(BatchedTinyLlama, EveryRowEqualsItsSequenceAlone) {
   LanguageModelOptions lo;
   lo.context = 96;
   LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
-  const int64_t vocab = alone.config().vocab_size;
   const int64_t prompt_len[] = {5, 70, 1, 17, 64};
   const int64_t decode_len[] = {12, 6, 9, 3, 8};
-  std::vector<Sequence> seqs(5);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(i));
-    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(100 + i));
-    run_alone(alone, seqs[i]);
-  }
+  std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 0, 100);
   std::map<int, int> rows;
   Pause pause;
   pause.seq = 0;
@@ -365,15 +363,9 @@ TEST_F(BatchedTinyLlama, MixedStepsEqualTheSequenceAlone) {
   LanguageModelOptions lo;
   lo.context = 96;
   LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
-  const int64_t vocab = alone.config().vocab_size;
   const int64_t prompt_len[] = {30, 5, 1, 50, 17, 9};
   const int64_t decode_len[] = {6, 9, 4, 5, 7, 3};
-  std::vector<Sequence> seqs(6);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(200 + i));
-    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(210 + i));
-    run_alone(alone, seqs[i]);
-  }
+  std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 200, 210);
   int mixed = 0;
   std::set<int64_t> buckets;
   const double worst = run_mixed_schedule(lm, seqs, {0, 0, 0, 1, 2, 2}, 24, &mixed, &buckets);
@@ -462,15 +454,9 @@ TEST_F(BatchedSmolLM2, EveryRowEqualsItsSequenceAlone) {
   LanguageModelOptions lo;
   lo.context = 160;
   LanguageModel alone = LanguageModel::load(test_device(), smollm2_gguf().path, lo);
-  const int64_t vocab = alone.config().vocab_size;
   const int64_t prompt_len[] = {12, 80, 3, 30};
   const int64_t decode_len[] = {6, 4, 5, 3};
-  std::vector<Sequence> seqs(4);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(7 + i));
-    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(70 + i));
-    run_alone(alone, seqs[i]);
-  }
+  std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 7, 70);
   std::map<int, int> rows;
   const double worst = run_schedule(lm, seqs, {0, 1, 1, 3}, &rows);
   std::printf("SmolLM2 batched: worst max|dlogit| / max|logit| %.2e; steps by rows:", worst);
@@ -541,15 +527,9 @@ TEST_P(BatchedFamilies, EveryRowEqualsItsSequenceAlone) {
   LanguageModelOptions lo;
   lo.context = 96;
   LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
-  const int64_t vocab = alone.config().vocab_size;
   const int64_t prompt_len[] = {5, 70, 1, 17, 3};
   const int64_t decode_len[] = {20, 12, 16, 10, 14};
-  std::vector<Sequence> seqs(5);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(30 + i));
-    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(300 + i));
-    run_alone(alone, seqs[i]);
-  }
+  std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 30, 300);
   std::map<int, int> rows;
   Pause pause;
   pause.seq = 2;
@@ -575,15 +555,9 @@ TEST_P(BatchedFamilies, MixedStepsEqualTheSequenceAlone) {
   LanguageModelOptions lo;
   lo.context = 96;
   LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
-  const int64_t vocab = alone.config().vocab_size;
   const int64_t prompt_len[] = {30, 5, 1, 45, 9};
   const int64_t decode_len[] = {12, 10, 8, 6, 9};
-  std::vector<Sequence> seqs(5);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].prompt = ids(prompt_len[i], vocab, static_cast<uint32_t>(500 + i));
-    seqs[i].decoded = ids(decode_len[i], vocab, static_cast<uint32_t>(510 + i));
-    run_alone(alone, seqs[i]);
-  }
+  std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 500, 510);
   int mixed = 0;
   const double worst = run_mixed_schedule(lm, seqs, {0, 0, 0, 1, 3}, 20, &mixed, nullptr);
   std::printf("%s mixed steps: worst max|dlogit| / max|logit| %.2e, %d mixed steps\n", family.c_str(), worst, mixed);

@@ -22,16 +22,6 @@ namespace {
 
 const std::string kKquant = std::string(VKF_LLAMA_GOLDEN_DIR) + "/tiny/tiny_llama_kquant.gguf";
 
-// max |got - want| over max |want|.
-double relative_error(std::span<const float> got, std::span<const float> want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
-
 TEST_F(DeviceTest, BatchedSlotsWithQuantizedCachesEqualTheSequenceAlone) {
   const DType k = DType::q8_0, v = DType::q4_0;
   LanguageModelOptions o;

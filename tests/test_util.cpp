@@ -119,6 +119,15 @@ double max_abs_error(const HostTensor& got, const std::vector<double>& want) {
   return m;
 }
 
+double relative_error(std::span<const float> got, std::span<const float> want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
 std::vector<double> broadcast_to(const std::vector<double>& values, const Shape& in, const Shape& out) {
   std::vector<double> o(static_cast<size_t>(out.numel()));
   const int r = out.rank();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <span>
 #include <random>
 #include <string>
 #include <string_view>
@@ -46,6 +47,9 @@ Tolerance default_tolerance(DType dtype);
                                      Tolerance tol);
 
 double max_abs_error(const HostTensor& got, const std::vector<double>& want);
+// max |got - want| / max |want| (over want's elements): how far a row of logits is from the
+// reference, whatever the logits' scale.
+double relative_error(std::span<const float> got, std::span<const float> want);
 // "1.23e-06": an error as text, for RecordProperty (see --gtest_output=xml).
 std::string sci(double v);
 
