@@ -1,6 +1,6 @@
 #pragma once
 // Deterministic model weights from each parameter's name and shape: the C++ twin of
-// synthetic_parameter() in tools/make_golden.py, so golden data for large models needs no
+// synthetic_parameter() in tests/fixtures/make_golden.py, so golden data for large models needs no
 // weight files in the repository.
 #include <map>
 #include <string>

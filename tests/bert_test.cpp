@@ -1,6 +1,6 @@
 // BERT-family sentence embeddings (SentenceEmbedder):
 //   - all-MiniLM-L6-v2 (scripts/fetch_minilm.sh, or $VKFORMER_MINILM_DIR) against
-//     sentence-transformers' embeddings in tests/golden_embeddings (tools/make_embedding_golden.py):
+//     sentence-transformers' embeddings in tests/golden_embeddings (tests/fixtures/make_embedding_golden.py):
 //     f32 min cosine >= 0.99999 and max |diff| <= 1e-5, f16 weights min cosine >= 0.999;
 //   - padding invariance: a text alone and inside a padded batch, to 1e-6;
 //   - tiny random BERT directories written here, against a double-precision BERT written here

@@ -1,5 +1,5 @@
 // GgufTokenizer against llama.cpp's tokenizer: every text of tests/golden_bpe/corpus.json must
-// give the ids llama-tokenize gave (tools/make_bpe_golden.py) for SmolLM2-135M-Instruct
+// give the ids llama-tokenize gave (tests/fixtures/make_bpe_golden.py) for SmolLM2-135M-Instruct
 // (pre-tokenizer smollm) and llama.cpp's vocabulary files (byte-level BPE, SentencePiece and
 // SentencePiece-style BPE: GoldenCorpus lists them); byte-level BPE decoding round trips; streaming through Utf8StreamDecoder only ever yields valid UTF-8;
 // and metadata that does not fit together is a format error naming the key. Host only.

@@ -1,8 +1,8 @@
 // Chat templates (vkformer/chat.hpp): SmolLM2's ChatML template against the exact strings its
 // Jinja source yields (written out by hand from the template; jinja2 3.1 renders the same, see
-// tools/render_chat_template.py), its spelling variants, the real GGUF, templates that are
+// tests/fixtures/render_chat_template.py), its spelling variants, the real GGUF, templates that are
 // refused, formats by name, and every recognized template of llama.cpp's collection against
-// jinja2's renderings (tests/golden_chat, tools/make_chat_golden.py).
+// jinja2's renderings (tests/golden_chat, tests/fixtures/make_chat_golden.py).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -185,7 +185,7 @@ TEST(ChatTemplate, FormatsByName) {
 
 // Every template of llama.cpp's collection (its models/templates, the templates of its
 // test-chat-template.cpp and of its vocabulary files) that vkformer recognizes renders exactly as
-// jinja2 renders it the way Hugging Face's apply_chat_template does (tools/make_chat_golden.py),
+// jinja2 renders it the way Hugging Face's apply_chat_template does (tests/fixtures/make_chat_golden.py),
 // for every conversation; where jinja2 raised an error (a system role Gemma has not, roles that
 // do not alternate), apply() refuses too. The others are refused with the unsupported message.
 TEST(ChatTemplate, RecognizedTemplatesRenderAsHuggingFaceDoes) {

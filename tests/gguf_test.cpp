@@ -1,6 +1,6 @@
 // The GGUF reader and ggml's block types (include/vkformer/gguf.hpp). No device is needed.
 //
-// - tests/golden_gguf/ (tools/make_gguf_fixtures.py, written with the `gguf` Python package):
+// - tests/golden_gguf/ (tests/fixtures/make_gguf_fixtures.py, written with the `gguf` Python package):
 //   every metadata type, and one tensor of each type whose dequantization must equal the
 //   package's exactly.
 // - Broken files made here by a small writer (GgufBuilder) or by mutating the fixture: each

@@ -1,5 +1,5 @@
 // File formats without a device: safetensors and .npy round trips, the golden fixtures written by
-// tools/make_golden.py, targeted corruptions (each must be an Error naming the problem), every
+// tests/fixtures/make_golden.py, targeted corruptions (each must be an Error naming the problem), every
 // truncation, and a seeded mutation loop that must never crash.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // LanguageModel (vkformer/llm.hpp) with llama GGUF files:
-//   - tiny random-weight llamas (tests/golden_llama/tiny, tools/make_tiny_llama.py: Q4_0, Q4_1,
+//   - tiny random-weight llamas (tests/golden_llama/tiny, tests/fixtures/make_tiny_llama.py: Q4_0, Q4_1,
 //     Q8_0, BF16, F16, F32 weights, tied and untied output; and one of Q4_K_M's types Q4_K,
 //     Q6_K and Q5_0) against the fp64 PyTorch logits stored there, and against a
 //     double-precision llama written here that reads the same file through GgufFile::read_f32
@@ -8,7 +8,7 @@
 //   - bad input: files of another architecture or missing a tensor, prompts longer than the
 //     context, ids outside the vocabulary;
 //   - SmolLM2-135M-Instruct Q4_1 ($VKFORMER_SMOLLM2_GGUF, or scripts/fetch_smollm2.sh) against
-//     tests/golden_llama (tools/make_llama_golden.py, a float64 PyTorch llama): logits within
+//     tests/golden_llama (tests/fixtures/make_llama_golden.py, a float64 PyTorch llama): logits within
 //     1e-2 × max|logit| per position, teacher-forced top-1 agreement >= 99% over 369 tokens, and
 //     the 32-token greedy continuations of three prompts, fed the golden ids.
 #include <gtest/gtest.h>
@@ -41,7 +41,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 const fs::path kTinyDir = fs::path(VKF_LLAMA_GOLDEN_DIR) / "tiny";
-// tools/make_tiny_llama.py's files: "tied" (Q8_0 table as the output) and "untied" (Q4_0
+// tests/fixtures/make_tiny_llama.py's files: "tied" (Q8_0 table as the output) and "untied" (Q4_0
 // table, Q4_1 output.weight); projections of every block in mixed types.
 fs::path tiny_model(const std::string& variant = "tied") {
   return kTinyDir / ("tiny_llama_" + variant + ".gguf");
@@ -226,7 +226,7 @@ TEST_F(TinyLlama, LogitsMatchThePyTorchReference) {
 }
 
 // Q4_K_M's weight types (Q4_K, Q6_K and Q5_0 in every role, a Q6_K table that is also the
-// output) at k-quant widths (tools/make_tiny_llama.py --kquant): 80 tokens in one pass (two
+// output) at k-quant widths (tests/fixtures/make_tiny_llama.py --kquant): 80 tokens in one pass (two
 // prompt chunks), then the first 8 again one at a time (the decode graph), every position's
 // logits against the double reference on the same dequantized weights.
 TEST_F(TinyLlama, KQuantWeightsMatchTheDoubleReference) {

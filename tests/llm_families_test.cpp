@@ -2,7 +2,7 @@
 // transformers: tiny random-weight models of each family's real configuration, converted by
 // llama.cpp's convert_hf_to_gguf.py, with transformers' float32 logits at every position of
 // fixed id prompts and a greedy continuation (tests/golden_families, made by
-// tools/make_family_models.py). Each family keeps its features: biases (qwen2), q/k norms
+// tests/fixtures/make_family_models.py). Each family keeps its features: biases (qwen2), q/k norms
 // (qwen3, gemma3), post-norms and GeGLU (gemma2/3), soft-capping (gemma2), sliding windows of 6
 // rows under a 40-token prompt (mistral, gemma2, gemma3, phi3), Llama 3.1's rope_freqs, Gemma 3's
 // linear RoPE scaling and local base, Phi-3's fused attn_qkv and gate/up.

@@ -1,5 +1,5 @@
 // Whole blocks and models against PyTorch: every case under tests/golden (written by
-// tools/make_golden.py with torch.nn.Transformer and friends) in f32 and f16, plus cached greedy
+// tests/fixtures/make_golden.py with torch.nn.Transformer and friends) in f32 and f16, plus cached greedy
 // and beam decoding against PyTorch's uncached decoding, and load errors that name the problem.
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // q4_k and q6_k super-blocks, bf16, and f16 or f32 weights under the other float type), dequantized on the fly by matmul/linear and
 // embedding, against a double-precision reference.
 //
-// The quantized weights are tests/golden_quant/weights.gguf (tools/make_quant_golden.py): the
+// The quantized weights are tests/golden_quant/weights.gguf (tests/fixtures/make_quant_golden.py): the
 // `gguf` package quantized them (the k-quants, which it cannot quantize, are random blocks with
 // model-like scales), and its own dequantization sits next to each tensor. First the
 // host side is checked bit for bit against it (GgufFile::read_raw, HostTensor::to_f32 through
@@ -48,7 +48,7 @@ const DType kWeightTypes[] = {DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1
 const DType kQuantTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k,
                              DType::q6_k, DType::q5_k};
 using ShapeNK = std::pair<int64_t, int64_t>;
-// [N, K] as in tools/make_quant_golden.py: K = 1, 3 and 18 blocks of 32, or 1, 2 and 3
+// [N, K] as in tests/fixtures/make_quant_golden.py: K = 1, 3 and 18 blocks of 32, or 1, 2 and 3
 // super-blocks of 256 for the k-quants.
 const std::vector<ShapeNK> kShapes = {{17, 32}, {65, 96}, {19, 576}};
 const std::vector<ShapeNK> kKShapes = {{17, 256}, {65, 512}, {19, 768}};

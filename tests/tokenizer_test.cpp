@@ -1,5 +1,5 @@
 // WordPieceTokenizer without a device: Hugging Face tokenizers' ids and tokens for every text of
-// the golden corpus (tests/golden/tokenizer, from tools/make_tokenizer_golden.py) with the real
+// the golden corpus (tests/golden/tokenizer, from tests/fixtures/make_tokenizer_golden.py) with the real
 // all-MiniLM-L6-v2 vocabulary, from tokenizer.json and from vocab.txt; then each rule and each
 // error with a tiny handmade vocabulary.
 //

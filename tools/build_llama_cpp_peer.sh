@@ -23,7 +23,7 @@ VERSION=0.3.36                 # llama-cpp-python; the llama.cpp commit it vendo
 PEER_DIR="${1:-/work/peers}"
 JOBS="${JOBS:-1}"
 BACKEND="${BACKEND:-auto}"     # auto: Vulkan, falling back to CPU; cpu: CPU only; vulkan-static
-# llama-quantize writes the K-quant fixtures (tools/make_family_models.py); llama-completion is
+# llama-quantize writes the K-quant fixtures (tests/fixtures/make_family_models.py); llama-completion is
 # the classic one-shot CLI; llama-perplexity is what `vkformer perplexity` is checked against;
 # llama-cli and llama-server need the server library (slow) and come last so the others are
 # usable early.

@@ -1,4 +1,4 @@
-// llama.cpp's token ids and CPU logits for a GGUF file, for tools/check_llama_reference.py to
+// llama.cpp's token ids and CPU logits for a GGUF file, for tests/fixtures/check_llama_reference.py to
 // compare the golden data with (an independent implementation of the same model). Not part of
 // the vkformer build: it links the llama.cpp that tools/build_llama_cpp_peer.sh builds.
 //

@@ -1,4 +1,4 @@
-// Tokenizes many texts with llama.cpp's tokenizer in one process, for tools/make_bpe_golden.py:
+// Tokenizes many texts with llama.cpp's tokenizer in one process, for tests/fixtures/make_bpe_golden.py:
 // the same call llama-tokenize makes (llama_tokenize with add_special = the vocabulary's
 // add_bos, as common_tokenize passes it), without loading the vocabulary once per text. Built by
 // make_bpe_golden.py against the peer build of tools/build_llama_cpp_peer.sh; not part of

@@ -1,4 +1,4 @@
-"""Model against PyTorch's outputs for the fixtures in tests/golden (tools/make_golden.py)."""
+"""Model against PyTorch's outputs for the fixtures in tests/golden (tests/fixtures/make_golden.py)."""
 import json
 
 import numpy as np

@@ -1,6 +1,6 @@
 // Greedy and beam-search generation for the seq2seq model, on a KV-cached decoder.
 //
-// Beam search (the same algorithm as tools/make_golden.py's uncached reference): every step
+// Beam search (the same algorithm as tests/fixtures/make_golden.py's uncached reference): every step
 // extends each live beam by every token; candidates are ranked by summed log-probability (ties:
 // lower beam index, then lower token id). Among the first k candidates, those ending in eos are
 // finished with the score sum / ((5 + len) / 6)^alpha (GNMT's length penalty; len counts the

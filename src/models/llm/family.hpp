@@ -3,7 +3,7 @@
 // general.architecture, each in its own family_<arch>.cpp. config.cpp reads a file's keys with it,
 // weights.cpp loads the tensors it names and forward.cpp builds the graph it describes; nothing
 // else asks which architecture a file has. A new family is one more family_<arch>.cpp, its line in
-// families.def, and its tiny model and golden data (tools/make_family_models.py into
+// families.def, and its tiny model and golden data (tests/fixtures/make_family_models.py into
 // tests/golden_families, which tests/llm_families_test.cpp runs).
 #include <string>
 #include <string_view>
