@@ -199,13 +199,23 @@ const Fusions kFusionSets[] = {
 
 // Every quantized type and float weights (f32 under f16 activations and f16 under f32 take the
 // mixed kernels, the activations' own type the float ones), both activation types, one row (a
-// decoding step: fused on CPU devices) and three (the fallback), N odd, K of a few blocks.
+// decoding step: fused on CPU devices) and three (the fallback), N odd, K of a few blocks. The
+// fusion sets are split in halves by parity, (set + type + act + m) even: each type meets every
+// set twice, once with each activation type and each M (the two combinations of one parity), and
+// each (activation type, M) meets every set with half of the types; 108 cases instead of 216.
 TEST_F(DeviceTest, LinearFusionsMatchReference) {
-  for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k,
-                  DType::q5_k, DType::f32, DType::f16})
-    for (DType act : {DType::f32, DType::f16})
-      for (int64_t m : {1, 3})
-        for (const Fusions& f : kFusionSets) {
+  const DType weights[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q6_k,
+                           DType::q5_k, DType::f32,  DType::f16};
+  const DType acts[] = {DType::f32, DType::f16};
+  const int64_t ms[] = {1, 3};
+  for (size_t wi = 0; wi < std::size(weights); ++wi)
+    for (size_t ai = 0; ai < std::size(acts); ++ai)
+      for (size_t mi = 0; mi < std::size(ms); ++mi)
+        for (size_t fi = 0; fi < std::size(kFusionSets); ++fi) {
+          if ((fi + wi + ai + mi) % 2) continue;
+          const DType w = weights[wi], act = acts[ai];
+          const int64_t m = ms[mi];
+          const Fusions& f = kFusionSets[fi];
           const int64_t k = is_k_quant(w) ? 512 : 96;
           const LinearCase c{w, act, m, 19, k, f};
           const size_t dispatches = check_linear(device(), c);
