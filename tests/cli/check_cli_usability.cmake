@@ -15,20 +15,6 @@ fetch_model(${FETCH_SMOLLM2} smollm2)
 set(tiny ${TINY}/tiny_llama_untied.gguf)
 set(seq2seq ${GOLDEN}/seq2seq_small)
 
-# expect_stdin(<status> <regex> <stdin file> args...): expect() with stdin from a file.
-function(expect_stdin status regex input)
-  execute_process(COMMAND ${VKFORMER} ${ARGN} INPUT_FILE ${input} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE out)
-  string(JOIN " " cmd ${ARGN})
-  if(NOT rc STREQUAL "${status}")
-    message(SEND_ERROR "vkformer ${cmd} < ${input}: exit status ${rc}, expected ${status}:\n${out}")
-  elseif(NOT out MATCHES "${regex}")
-    message(SEND_ERROR "vkformer ${cmd} < ${input}: output does not match '${regex}':\n${out}")
-  else()
-    message(STATUS "vkformer ${cmd} < ${input}: ok")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
 # Fails when the last output names a C++ method ("LanguageModel::append", "truncate()").
 function(expect_no_cpp_names)
   if(last_output MATCHES "[A-Za-z]+::[a-z_]+|[a-z_]+\\(\\)")
@@ -66,7 +52,7 @@ expect(2 "^vkformer: error: --ctx 100000 is more than this model's context lengt
        generate -m ${smollm2} -p hi --ctx 100000)
 expect_no_cpp_names()
 file(WRITE ${OUT}/hi.txt "What is the capital of France?\n")
-expect_stdin(1 "the context \\(--ctx\\) holds 10 .*give a shorter message or a larger --ctx" ${OUT}/hi.txt
+expect(1 "the context \\(--ctx\\) holds 10 .*give a shorter message or a larger --ctx" STDIN ${OUT}/hi.txt
              chat -m ${smollm2} --ctx 10)
 expect_no_cpp_names()
 expect(2 "the prompt has [0-9]+ tokens but the context \\(--ctx\\) holds 8: .*larger --ctx or a shorter prompt"
@@ -103,7 +89,7 @@ if(NOT TARGET_SYSTEM STREQUAL "Windows")
 endif()
 file(WRITE ${OUT}/bad.txt "fine\nabc${ff}\n")
 expect(1 "^vkformer: error: line 2 of --file ${OUT}/bad.txt ${utf8_hint}" embed -m ${minilm} --file ${OUT}/bad.txt)
-expect_stdin(1 "vkformer: error: stdin line 2 ${utf8_hint}[^\n]*; the message is skipped" ${OUT}/bad.txt chat -m ${tiny} -n 2)
+expect(1 "vkformer: error: stdin line 2 ${utf8_hint}[^\n]*; the message is skipped" STDIN ${OUT}/bad.txt chat -m ${tiny} -n 2)
 
 # -v prints what it promises for a GGUF model too: the KV cache's types and bytes per token among it.
 expect(0 "device +[0-9]+: [^\n]+\nmodel +${tiny}: llama, [0-9]+ layers, d_model [0-9]+[^\n]*\nkv cache +K f32, V f32: [0-9]+ bytes per token[^\n]*\nload +[0-9.]+ m?s"
@@ -111,7 +97,7 @@ expect(0 "device +[0-9]+: [^\n]+\nmodel +${tiny}: llama, [0-9]+ layers, d_model 
 
 # A piped chat is a transcript: each line echoed before its reply.
 file(WRITE ${OUT}/turns.txt "hello\nagain\n")
-expect_stdin(0 "^> hello\n[^\n]*\n\n(vkformer chat: [^\n]*\n)?> again\n" ${OUT}/turns.txt chat -m ${tiny} -n 3)
+expect(0 "^> hello\n[^\n]*\n\n(vkformer chat: [^\n]*\n)?> again\n" STDIN ${OUT}/turns.txt chat -m ${tiny} -n 3)
 
 # tokenize shows each token's text beside its byte-level piece; a character split over tokens
 # as <0x..> bytes.

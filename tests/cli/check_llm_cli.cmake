@@ -10,37 +10,15 @@ file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(model ${TINY}/tiny_llama_untied.gguf)
 
-# expect(<status> <regex> [STDIN file] args...): exit status and combined output.
-function(expect status regex)
-  set(args ${ARGN})
-  set(input_args)
-  list(GET args 0 first)
-  if(first STREQUAL "STDIN")
-    list(GET args 1 input)
-    list(REMOVE_AT args 0 1)
-    set(input_args INPUT_FILE ${input})
-  endif()
-  execute_process(COMMAND ${VKFORMER} ${args} ${input_args} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
-  string(JOIN " " cmd ${args})
-  if(NOT rc STREQUAL "${status}")
-    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}${err}")
-  elseif(NOT "${out}${err}" MATCHES "${regex}")
-    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}${err}")
-  else()
-    message(STATUS "vkformer ${cmd}: ok")
-  endif()
-  set(last_out "${out}" PARENT_SCOPE)
-  set(last_err "${err}" PARENT_SCOPE)
-endfunction()
+set(EXPECT_SEPARATE_STREAMS ON)  # expect() (cli_check_util.cmake) leaves stdout in last_stdout
 
 # Generation: text on stdout, the speeds on stderr; greedy twice gives the same text.
 expect(0 "vkformer generate: prompt [0-9]+ tokens in [0-9.]+ s \\([0-9.]+ tokens/s\\), generation 8 tokens in [0-9.]+ s \\([0-9.]+ tokens/s\\), stop: max tokens"
        generate --model ${model} --prompt "hello" -n 8)
-set(first "${last_out}")
+set(first "${last_stdout}")
 expect(0 "stop: max tokens" generate --model ${model} --prompt "hello" -n 8)
-if(NOT last_out STREQUAL first OR first STREQUAL "\n")
-  message(SEND_ERROR "greedy generate twice: '${first}' then '${last_out}'")
+if(NOT last_stdout STREQUAL first OR first STREQUAL "\n")
+  message(SEND_ERROR "greedy generate twice: '${first}' then '${last_stdout}'")
 endif()
 expect(0 "generation [0-9]+ tokens" generate --model ${model} --prompt "hello" --chat -n 4 --temperature 0.8
        --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1.1 --seed 7)

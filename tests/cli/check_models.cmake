@@ -9,20 +9,7 @@ set(NPY_COMPARE ${LAUNCHER} ${NPY_COMPARE})
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 
-# expect(<exit status> <regex for stdout + stderr> <args...>): sets last_stdout.
-function(expect status regex)
-  execute_process(COMMAND ${VKFORMER} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
-  string(JOIN " " cmd ${ARGN})
-  if(NOT rc STREQUAL "${status}")
-    message(SEND_ERROR "vkformer ${cmd}: exit status ${rc}, expected ${status}:\n${out}${err}")
-  elseif(NOT "${out}${err}" MATCHES "${regex}")
-    message(SEND_ERROR "vkformer ${cmd}: output does not match '${regex}':\n${out}${err}")
-  else()
-    message(STATUS "vkformer ${cmd}: ok")
-  endif()
-  set(last_stdout "${out}" PARENT_SCOPE)
-endfunction()
+set(EXPECT_SEPARATE_STREAMS ON)  # expect() (cli_check_util.cmake) leaves stdout in last_stdout
 
 function(compare got want tolerance)
   execute_process(COMMAND ${NPY_COMPARE} ${got} ${want} ${tolerance} RESULT_VARIABLE rc

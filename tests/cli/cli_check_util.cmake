@@ -31,7 +31,9 @@ endfunction()
 # standard input) and checks its exit status and its stdout and stderr together; a mismatch is an
 # error that names the command (its first 200 characters) and shows the first 3000 characters of
 # the output, and the rest goes on. With EXPECT_TIMEOUT set, a command running longer fails (a
-# read blocked on a FIFO would hang the check). The output is left in `last_output`.
+# read blocked on a FIFO would hang the check). The output is left in `last_output`; with
+# EXPECT_SEPARATE_STREAMS set, stdout and stderr are read apart, `last_output` is stdout then
+# stderr, and `last_stdout` holds stdout alone (for checks of what a command prints).
 function(expect status regex)
   set(args ${ARGN})
   set(extra)
@@ -47,8 +49,15 @@ function(expect status regex)
   if(EXPECT_TIMEOUT)
     list(APPEND extra TIMEOUT ${EXPECT_TIMEOUT})
   endif()
-  execute_process(COMMAND ${VKFORMER} ${args} ${extra} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE out)
+  if(EXPECT_SEPARATE_STREAMS)
+    execute_process(COMMAND ${VKFORMER} ${args} ${extra} RESULT_VARIABLE rc OUTPUT_VARIABLE stdout
+                    ERROR_VARIABLE stderr)
+    set(out "${stdout}${stderr}")
+    set(last_stdout "${stdout}" PARENT_SCOPE)
+  else()
+    execute_process(COMMAND ${VKFORMER} ${args} ${extra} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                    ERROR_VARIABLE out)
+  endif()
   string(JOIN " " cmd ${args})
   string(SUBSTRING "${cmd}" 0 200 cmd)
   string(SUBSTRING "${out}" 0 3000 shown)

@@ -7,13 +7,10 @@ slots (the scheduler must have run the same work in fewer passes: some step carr
 one sequence) as sent one by one.
 Usage: batching_families_test.py VKFORMER FAMILIES_DIR"""
 import concurrent.futures
-import json
 import os
 import sys
-import urllib.error
-import urllib.request
 
-from serve_harness import Checks, Server
+from serve_harness import Checks, Server, post_json
 
 vkformer, families_dir = sys.argv[1:3]
 c = Checks()
@@ -26,13 +23,7 @@ def prompt_ids(i):
 
 def complete(base, i):
     body = {"model": "tiny", "temperature": 0, "max_tokens": 8 + (i * 5) % 17, "prompt": prompt_ids(i)}
-    req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            reply = json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        raise RuntimeError("request %d: %d %s" % (i, e.code, e.read()[:300])) from None
+    reply = post_json(base, "/v1/completions", body, "request %d" % i)
     return reply["choices"][0]["text"], reply["usage"]["completion_tokens"]
 
 

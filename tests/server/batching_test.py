@@ -5,14 +5,11 @@
     after it is within 2% (plus 4 MiB) of after the first.
 Usage: batching_test.py VKFORMER TINY_DIR"""
 import concurrent.futures
-import json
 import os
 import sys
 import threading
-import urllib.error
-import urllib.request
 
-from serve_harness import Checks, Server
+from serve_harness import Checks, Server, post_json
 
 vkformer, tiny_dir = sys.argv[1:3]
 gguf_path = os.path.join(tiny_dir, "tiny_llama_untied.gguf")
@@ -22,13 +19,7 @@ c = Checks()
 def chat(base, i, max_tokens):
     body = {"model": "tiny", "temperature": 0, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": "Request %d: %s" % (i, "more " * (i % 4))}]}
-    req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            reply = json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        raise RuntimeError("request %d: %d %s" % (i, e.code, e.read()[:300])) from None
+    reply = post_json(base, "/v1/chat/completions", body, "request %d" % i)
     return reply["choices"][0]["message"]["content"], reply["usage"]["completion_tokens"], reply["choices"][0]["finish_reason"]
 
 

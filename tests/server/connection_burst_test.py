@@ -11,7 +11,7 @@ import signal
 import socket
 import sys
 
-from serve_harness import HOST, Checks, Server
+from serve_harness import HOST, Checks, Server, read_status_line
 
 vkformer, tiny_dir = sys.argv[1:3]
 c = Checks()
@@ -43,13 +43,7 @@ try:
     answered = 0
     for s in connected:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        reply = b""
-        while b"\r\n" not in reply:
-            chunk = s.recv(256)
-            if not chunk:
-                break
-            reply += chunk
-        answered += reply.startswith(b"HTTP/1.1 200")
+        answered += read_status_line(s).startswith(b"HTTP/1.1 200")
     c.check(answered == len(connected), "%d of %d queued connections answered 200" % (answered, len(connected)))
     server.stop()
 finally:

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from serve_harness import HOST, Checks, Server, metric_value, wait_until
+from serve_harness import HOST, Checks, Server, metric_value, read_status_line, wait_until
 
 vkformer, tiny_dir, minilm_dir = sys.argv[1:4]
 gguf_path = os.path.join(tiny_dir, "tiny_llama_untied.gguf")
@@ -58,12 +58,7 @@ def raw(port, payload, timeout=10, read=True):
         s.sendall(payload)
         if not read:
             return None
-        data = b""
-        while b"\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        data = read_status_line(s)
         if data.startswith(b"HTTP/1.1 "):
             return int(data[9:12])
         return None

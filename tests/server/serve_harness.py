@@ -2,12 +2,14 @@
 read from its "listening on" line), bounded waits everywhere, the server's exit status and
 stderr checked at the end. Loopback only. Waits poll a condition with a generous deadline
 (wait_until), never sleep a fixed time: the tests run on loaded machines (docs/testing.md)."""
+import json
 import os
 import re
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 HOST = "127.0.0.1"
@@ -150,6 +152,30 @@ class Checks:
     def finish(self):
         print("%d passed, %d failed" % (self.passed, len(self.failed)), flush=True)
         sys.exit(1 if self.failed or self.passed == 0 else 0)
+
+
+def post_json(base, path, body, what, timeout=120):
+    """The JSON reply to a POST of `body` to base + path; an HTTP error is a RuntimeError naming
+    `what`, the status and the start of the reply's body."""
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise RuntimeError("%s: %d %s" % (what, e.code, e.read()[:300])) from None
+
+
+def read_status_line(sock):
+    """What a socket sends up to the end of the first line (the HTTP status line), or until the
+    server closes it."""
+    data = b""
+    while b"\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def deadline(seconds):
