@@ -26,17 +26,6 @@ std::string shape_name(const Shape& s) {
   return n;
 }
 
-// Ids in [0, vocab) with repeats, and both ends of the table.
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = dist(rng);
-  ids[0] = static_cast<int32_t>(vocab - 1);
-  if (n > 1) ids[n - 1] = 0;
-  if (n > 2) ids[1] = ids[0];  // a repeated id
-  return ids;
-}
 
 struct EmbeddingCase {
   Shape ids;

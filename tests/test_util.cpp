@@ -119,6 +119,17 @@ double max_abs_error(const HostTensor& got, const std::vector<double>& want) {
   return m;
 }
 
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = dist(rng);
+  if (n > 0) ids[0] = static_cast<int32_t>(vocab - 1);
+  if (n > 1) ids[static_cast<size_t>(n - 1)] = 0;
+  if (n > 2) ids[1] = ids[0];
+  return ids;
+}
+
 double relative_error(std::span<const float> got, std::span<const float> want) {
   double diff = 0, scale = 0;
   for (size_t i = 0; i < want.size(); ++i) {

@@ -47,6 +47,9 @@ Tolerance default_tolerance(DType dtype);
                                      Tolerance tol);
 
 double max_abs_error(const HostTensor& got, const std::vector<double>& want);
+// n token ids in [0, vocab) for embedding lookups: random (std::mt19937 from `seed`), with both
+// ends of the table (the first id vocab - 1, the last 0) and a repeat (the second id = the first).
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed);
 // max |got - want| / max |want| (over want's elements): how far a row of logits is from the
 // reference, whatever the logits' scale.
 double relative_error(std::span<const float> got, std::span<const float> want);

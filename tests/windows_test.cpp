@@ -288,18 +288,6 @@ TEST_F(DeviceTest, WindowedRowAndElementwiseOpsMatchReference) {
   }
 }
 
-// Ids in [0, vocab) with both ends of the table and repeats.
-std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = dist(rng);
-  ids[0] = static_cast<int32_t>(vocab - 1);
-  ids[n - 1] = 0;
-  ids[1] = ids[0];
-  return ids;
-}
-
 ::testing::AssertionResult embedding_matches(Device& device, const Shape& ids_shape,
                                              int64_t vocab, int64_t d, DType dtype) {
   const auto ids = random_ids(ids_shape.numel(), vocab, 21);
