@@ -2,6 +2,7 @@
 // the last dim: a workgroup per row on GPUs (shaders/layer_norm.comp), one SIMD vector per row
 // with the row in registers on CPU devices (shaders/layer_norm_rows.comp).
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <string>
 
@@ -21,13 +22,6 @@ struct LayerNormPush {
   uint32_t d;
   float eps;
 };
-
-// The largest power of two <= v (v >= 1).
-uint32_t floor_pow2(uint32_t v) {
-  uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
 
 void dispatch_rows(Lowering& l, bool add, const ValueDesc& x, int64_t rows, int64_t d,
                    std::vector<Binding> bindings);
@@ -71,8 +65,8 @@ void dispatch_rows(Lowering& l, bool add, const ValueDesc& x, int64_t rows, int6
   // The tuned reduction size, a power of two (the shared-memory tree needs one). Short rows
   // get a smaller workgroup, but not below one subgroup (32 where the device reports less):
   // a workgroup per row of D = 8 should not keep 248 idle invocations.
-  uint32_t wg = floor_pow2(std::max<uint32_t>(1, l.tuning().reduction_workgroup));
-  const uint32_t floor_wg = std::min(wg, floor_pow2(std::max<uint32_t>(32, l.info().subgroup_size)));
+  uint32_t wg = std::bit_floor(std::max<uint32_t>(1, l.tuning().reduction_workgroup));
+  const uint32_t floor_wg = std::min(wg, std::bit_floor(std::max<uint32_t>(32, l.info().subgroup_size)));
   while (wg / 2 >= floor_wg && static_cast<int64_t>(wg / 2) >= d) wg /= 2;
 
   const Kernel plain = add ? Kernel::layer_norm_add : Kernel::layer_norm;

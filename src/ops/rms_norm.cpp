@@ -4,6 +4,7 @@
 // otherwise shaders/rms_norm.comp (a workgroup per row on GPUs, one SIMD vector taking several
 // rows on CPU devices).
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "op_common.hpp"
@@ -23,12 +24,6 @@ struct RmsNormPush {
   uint32_t d;
   float eps;
 };
-
-uint32_t floor_pow2(uint32_t v) {
-  uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
 
 }  // namespace
 
@@ -67,13 +62,13 @@ void emit_rms_norm(Lowering& l, uint32_t x_value, uint32_t weight, uint32_t out,
   // reduction size, a power of two, shrunk for short rows but not below one subgroup.
   uint32_t wg, rows_per_group = 1;
   if (l.tuning().cpu_device) {
-    wg = floor_pow2(std::clamp<uint32_t>(l.info().subgroup_size, 1, 64));
-    wg = std::min(wg, floor_pow2(l.info().max_workgroup_size[0]));
+    wg = std::bit_floor(std::clamp<uint32_t>(l.info().subgroup_size, 1, 64));
+    wg = std::min(wg, std::bit_floor(l.info().max_workgroup_size[0]));
     rows_per_group = static_cast<uint32_t>(std::clamp<int64_t>(rows / 128, 1, 64));
   } else {
-    wg = floor_pow2(std::max<uint32_t>(1, std::min(l.tuning().reduction_workgroup,
-                                                   l.info().max_workgroup_size[0])));
-    const uint32_t floor_wg = std::min(wg, floor_pow2(std::max<uint32_t>(32, l.info().subgroup_size)));
+    wg = std::bit_floor(std::max<uint32_t>(1, std::min(l.tuning().reduction_workgroup,
+                                                        l.info().max_workgroup_size[0])));
+    const uint32_t floor_wg = std::min(wg, std::bit_floor(std::max<uint32_t>(32, l.info().subgroup_size)));
     while (wg / 2 >= floor_wg && static_cast<int64_t>(wg / 2) >= d) wg /= 2;
   }
   windows({{x_value}, {weight}, {out, true}},

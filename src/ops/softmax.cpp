@@ -2,6 +2,7 @@
 #include "softmax.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <string>
 
@@ -69,12 +70,6 @@ struct SoftmaxPush {
   uint32_t causal_at_length;  // SoftmaxCall::causal_at_key_length
 };
 
-uint32_t floor_pow2(uint32_t v) {
-  uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
-
 }  // namespace
 
 void emit_softmax(Lowering& l, const SoftmaxCall& call) {
@@ -125,7 +120,7 @@ void emit_softmax(Lowering& l, const SoftmaxCall& call) {
 
   const bool subgroup = ops::use_subgroup_reduction(l, Kernel::softmax_subgroup, x.dtype);
   // A power of two (the shared-memory tree needs one), shrunk for short rows.
-  uint32_t wg = floor_pow2(std::max<uint32_t>(1, std::min(l.tuning().reduction_workgroup,
+  uint32_t wg = std::bit_floor(std::max<uint32_t>(1, std::min(l.tuning().reduction_workgroup,
                                                            l.info().max_workgroup_size[0])));
   while (wg > 32 && wg / 2 >= p.sk) wg /= 2;
 
