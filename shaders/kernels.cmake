@@ -80,6 +80,14 @@ vkf_weight_kernels(matmul_wq_coopmat_emu matmul_coopmat.comp WEIGHTS bf16 ${VKF_
                    DEFINES COOPMAT_EMULATE=1 WEIGHTS=1 REQUIRES fp16_arith)
 vkf_kernel(rms_norm_rows  layer_norm_rows.comp DTYPES f32 f16 DEFINES RMS=1)
 vkf_kernel(rms_norm_rows_subgroup layer_norm_rows.comp DTYPES f32 f16 DEFINES RMS=1 USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
+# residual + rms_norm(x) (Gemma's post-norms before their residual add), in one dispatch.
+vkf_kernel(rms_norm_rows_residual layer_norm_rows.comp DTYPES f32 f16 DEFINES RMS=1 RESIDUAL=1)
+vkf_kernel(rms_norm_rows_residual_subgroup layer_norm_rows.comp DTYPES f32 f16 DEFINES RMS=1 RESIDUAL=1 USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
+vkf_kernel(rms_norm_residual rms_norm.comp DTYPES f32 f16 DEFINES RESIDUAL=1)
+vkf_kernel(rms_norm_residual_subgroup rms_norm.comp DTYPES f32 f16 DEFINES RESIDUAL=1 USE_SUBGROUP=1 REQUIRES subgroup_arith)
+# The q/k norms of a packed qkv projection (value heads copied), in one dispatch.
+vkf_kernel(rms_norm_qk rms_norm.comp DTYPES f32 f16 DEFINES HEADS=1)
+vkf_kernel(rms_norm_qk_subgroup rms_norm.comp DTYPES f32 f16 DEFINES HEADS=1 USE_SUBGROUP=1 REQUIRES subgroup_arith)
 vkf_kernel(linear_epilogue linear_epilogue.comp DTYPES f32 f16)
 # Flash attention on cooperative matrices (attention_flash.comp: KHR, NV where only NV exists,
 # and the emulation, chosen only when asked), and split-K flash decoding (scalar fp32, GPUs).

@@ -21,6 +21,8 @@
 // RMS: Llama's RMSNorm instead, y = x * rsqrt(mean(x^2) + eps) * gamma (the lowering binds gamma
 // as beta too, unread): the same code with no shift, a mean of 0 and no beta. Long rows take
 // sum(x^2) = M2 + n mean^2 from the same Welford accumulators.
+// RESIDUAL (with RMS): y = r + the above, r [rows, D] at binding 4 (Gemma's post-norms, whose
+// outputs go straight into the residual stream): the sum is taken in fp32 before the store.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint LANES = 8;  // invocations; the subgroup size with USE_SUBGROUP
@@ -32,6 +34,9 @@ layout(set = 0, binding = 0) uniform samplerBuffer a4;      // [rows, D / 4] tex
 layout(set = 0, binding = 4) uniform samplerBuffer b4;      // [rows, D / 4] texels
 #else
 layout(set = 0, binding = 0) uniform samplerBuffer a4;      // x
+#endif
+#ifdef RESIDUAL
+layout(set = 0, binding = 4) uniform samplerBuffer r4;      // [rows, D / 4] texels
 #endif
 layout(set = 0, binding = 1) uniform samplerBuffer gamma4;  // [D / 4]
 layout(set = 0, binding = 2) uniform samplerBuffer beta4;   // [D / 4]
@@ -64,6 +69,9 @@ vec4 load_v(uint t) {
 }
 
 void store(uint t, vec4 y) {
+#ifdef RESIDUAL
+  y += texelFetch(r4, int(t));
+#endif
 #if defined(DTYPE_F16)
   y2[t] = uvec2(packHalf2x16(y.xy), packHalf2x16(y.zw));
 #else

@@ -322,6 +322,33 @@ TEST_F(DeviceTest, LinearFusionsOnTheLanesOnRowsKernel) {
   }
 }
 
+// A weight beyond one binding (a large vocabulary's output projection) is read in windows of its
+// rows (VKFORMER_MAX_BINDING_BYTES of 64 KiB: 20 and 19 windows here); one row's pre-norm (with a
+// bias) is then done by every window's mat-vec, with no rms_norm dispatch of its own, on the
+// streaming kernel and the lanes-on-rows one; the GPU tuning keeps the separate norm.
+TEST_F(DeviceTest, LinearPreNormOverWindowsOfTheWeight) {
+  const Fusions none{false, false, false, false, Activation::none};
+  const Fusions norm{true, false, false, true, Activation::none};
+  const std::vector<std::pair<const char*, const char*>> variants[] = {
+      {{"VKFORMER_MAX_BINDING_BYTES", "65536"}},
+      {{"VKFORMER_MAX_BINDING_BYTES", "65536"}, {"VKFORMER_MATMUL_WQ_STREAM_BYTES", "1000000000"}},
+      {{"VKFORMER_MAX_BINDING_BYTES", "65536"}, {"VKFORMER_TUNING_AS_GPU", "1"}},
+  };
+  for (const auto& env : variants) {
+    SCOPED_TRACE(std::string(env.back().first) + "=" + env.back().second);
+    Device d = open_test_device_with_env(env);
+    for (DType act : {DType::f32, DType::f16})
+      for (const LinearCase& c : {LinearCase{DType::q8_0, act, 1, 2053, 576, norm},
+                                  LinearCase{DType::q4_k, act, 1, 4099, 512, norm}}) {
+        LinearCase plain = c;
+        plain.f = none;
+        const size_t windows = check_linear(d, plain), dispatches = check_linear(d, c);
+        EXPECT_GT(windows, 1u) << case_name(c);
+        EXPECT_EQ(dispatches, windows + (fuses(d, c.weight) ? 0 : 1)) << case_name(c);
+      }
+  }
+}
+
 // The fallback where the device's tuning has no fusing kernel: the storage-buffer kernels
 // (VKFORMER_MATMUL_PATH=general) and the GPU tuning, one row, each quantized type: the same
 // values, in rms_norm + product + epilogue dispatches.

@@ -10,6 +10,7 @@
 // moves theta by at most 2 * 2^-24 * theta. Each output of the pair (a, b) may then differ by
 // (|x_a| + |x_b|) * (theta * 2^-22 + 4e-6): twice that angle bound, plus 4e-6 for the range
 // reduction, cos/sin and the fp32 products; f16 adds 2^-11 |want|.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -144,6 +145,146 @@ TEST_F(DeviceTest, RmsNormRejectsBadArguments) {
   Tensor w = g.input("w", {8});
   EXPECT_TRUE(fails_with([&] { g.rms_norm(x, w, -1.0f); }, ErrorCode::invalid_argument, "eps must be >= 0"));
   EXPECT_TRUE(fails_with([&] { g.rms_norm(x, w, NAN); }, ErrorCode::invalid_argument, "eps is"));
+}
+
+// rms_norm_add: residual + rms_norm(x) in one dispatch (Gemma's post-norms), in both kernels (row
+// kernel for whole texels on CPU devices, rms_norm.comp for odd D and GPUs), f16 (the sum in fp32,
+// one rounding), and over windows of rows (every operand, the residual included, windowed alike).
+TEST_F(DeviceTest, RmsNormAddMatchesReference) {
+  for (const ShapeCase& c : {ShapeCase{{1, 640}, DType::f32}, ShapeCase{{3, 67}, DType::f32},
+                             ShapeCase{{301, 576}, DType::f32}, ShapeCase{{2, 4100}, DType::f32},
+                             ShapeCase{{7, 576}, DType::f16}, ShapeCase{{5, 31}, DType::f16}}) {
+    SCOPED_TRACE(shape_name(c.shape, c.dtype));
+    const int64_t d = c.shape.back(), rows = c.shape.numel() / d;
+    auto xv = random_values(c.shape.numel(), 21, -3.0f, 3.0f), rv = random_values(c.shape.numel(), 22, -5.0f, 5.0f);
+    auto wv = random_values(d, 23, 0.5f, 1.5f);
+    Graph g;
+    Tensor x = g.input("x", c.shape, c.dtype), r = g.input("r", c.shape, c.dtype);
+    g.output("y", g.rms_norm_add(x, g.constant("w", make_tensor({d}, wv, c.dtype)), r, 1e-6f));
+    Executor ex(device(), g);
+    EXPECT_EQ(ex.stats().dispatches, 1u);
+    auto out = ex.run({{"x", make_tensor(c.shape, xv, c.dtype)}, {"r", make_tensor(c.shape, rv, c.dtype)}});
+    auto want = rms_norm_ref(stored(xv, c.dtype), rows, d, stored(wv, c.dtype), 1e-6);
+    const auto rs = stored(rv, c.dtype);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += rs[i];
+    EXPECT_TRUE(all_close(out["y"], want, default_tolerance(c.dtype)));
+    RecordProperty("max_abs_error_" + shape_name(c.shape, c.dtype), sci(max_abs_error(out["y"], want)));
+  }
+}
+
+TEST_F(DeviceTest, RmsNormAddOverWindowsOfRows) {
+  const int64_t rows = 37, d = 576;
+  auto xv = random_values(rows * d, 24, -2.0f, 2.0f), rv = random_values(rows * d, 25, -2.0f, 2.0f);
+  auto wv = random_values(d, 26, 0.5f, 1.5f);
+  auto want = rms_norm_ref(stored(xv, DType::f32), rows, d, stored(wv, DType::f32), 1e-5);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += stored(rv, DType::f32)[i];
+  for (const char* as_gpu : {"0", "1"}) {
+    SCOPED_TRACE(std::string("VKFORMER_TUNING_AS_GPU=") + as_gpu);
+    Device dev = open_test_device_with_env(
+        {{"VKFORMER_MAX_BINDING_BYTES", "8192"}, {"VKFORMER_TUNING_AS_GPU", as_gpu}});
+    Graph g;
+    Tensor x = g.input("x", {rows, d}), r = g.input("r", {rows, d});
+    g.output("y", g.rms_norm_add(x, g.constant("w", make_tensor({d}, wv, DType::f32)), r));
+    Executor ex(dev, g);
+    EXPECT_GT(ex.stats().dispatches, 1u);
+    auto out = ex.run({{"x", make_tensor({rows, d}, xv, DType::f32)}, {"r", make_tensor({rows, d}, rv, DType::f32)}});
+    EXPECT_TRUE(all_close(out["y"], want, default_tolerance(DType::f32)));
+  }
+}
+
+TEST_F(DeviceTest, RmsNormAddRejectsBadResidual) {
+  Graph g;
+  Tensor x = g.input("x", {2, 8}), w = g.input("w", {8});
+  Tensor r3 = g.input("r3", {3, 8}), r16 = g.input("r16", {2, 8}, DType::f16);
+  EXPECT_TRUE(fails_with([&] { g.rms_norm_add(x, w, r3); }, ErrorCode::shape_mismatch,
+                         "x is [2,8] f32: residual must have its shape, got [3,8]"));
+  EXPECT_TRUE(fails_with([&] { g.rms_norm_add(x, w, r16); }, ErrorCode::shape_mismatch, "residual must be f32"));
+}
+
+// rms_norm_qk: a packed qkv's query heads normed with one weight, key heads with another, value
+// heads copied bit for bit; shapes with several tokens, head dims odd and whole texels, f16, and
+// windows of whole tokens under a small binding limit on the CPU and GPU configurations.
+std::vector<double> rms_norm_qk_ref(const std::vector<double>& x, int64_t tokens, int heads, int kv_heads, int64_t d,
+                                    const std::vector<double>& wq, const std::vector<double>& wk) {
+  std::vector<double> y = x;
+  const int64_t period = heads + 2 * kv_heads;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads + kv_heads; ++h) {
+      const int64_t at = (t * period + h) * d;
+      const std::vector<double> row(x.begin() + at, x.begin() + at + d);
+      const std::vector<double> normed = rms_norm_ref(row, 1, d, h < heads ? wq : wk, 1e-6);
+      std::copy(normed.begin(), normed.end(), y.begin() + at);
+    }
+  return y;
+}
+
+TEST_F(DeviceTest, RmsNormQkMatchesReference) {
+  struct Case {
+    int64_t batch, tokens;
+    int heads, kv_heads;
+    int64_t d;
+    DType dtype;
+  };
+  for (const Case& c : {Case{1, 1, 4, 1, 256, DType::f32}, Case{2, 3, 4, 2, 8, DType::f32},
+                        Case{1, 5, 3, 3, 67, DType::f32}, Case{1, 301, 2, 1, 64, DType::f32},
+                        Case{1, 3, 4, 2, 64, DType::f16}}) {
+    const Shape shape{c.batch, c.tokens, (c.heads + 2 * c.kv_heads) * c.d};
+    SCOPED_TRACE(shape_name(shape, c.dtype) + " heads " + std::to_string(c.heads) + "+" + std::to_string(c.kv_heads));
+    auto xv = random_values(shape.numel(), 31, -3.0f, 3.0f);
+    auto wq = random_values(c.d, 32, 0.5f, 1.5f), wk = random_values(c.d, 33, -1.5f, -0.5f);
+    Graph g;
+    Tensor x = g.input("qkv", shape, c.dtype);
+    g.output("y", g.rms_norm_qk(x, c.heads, c.kv_heads, g.constant("wq", make_tensor({c.d}, wq, c.dtype)),
+                                g.constant("wk", make_tensor({c.d}, wk, c.dtype)), 1e-6f));
+    Executor ex(device(), g);
+    EXPECT_EQ(ex.stats().dispatches, 1u);
+    auto out = ex.run({{"qkv", make_tensor(shape, xv, c.dtype)}});
+    const auto in = stored(xv, c.dtype);
+    auto want = rms_norm_qk_ref(in, c.batch * c.tokens, c.heads, c.kv_heads, c.d, stored(wq, c.dtype),
+                                stored(wk, c.dtype));
+    EXPECT_TRUE(all_close(out["y"], want, default_tolerance(c.dtype)));
+    // The value heads are copies.
+    const std::vector<float> got = out["y"].to_f32();
+    const int64_t period = c.heads + 2 * c.kv_heads;
+    for (int64_t t = 0; t < c.batch * c.tokens; ++t)
+      for (int64_t j = (c.heads + c.kv_heads) * c.d; j < period * c.d; ++j)
+        ASSERT_EQ(got[t * period * c.d + j], static_cast<float>(in[t * period * c.d + j])) << "token " << t << " " << j;
+  }
+}
+
+TEST_F(DeviceTest, RmsNormQkOverWindowsOfTokens) {
+  const int64_t tokens = 37, d = 64;
+  const int heads = 3, kv_heads = 1;
+  const Shape shape{1, tokens, (heads + 2 * kv_heads) * d};  // 1280 bytes a token
+  auto xv = random_values(shape.numel(), 34, -2.0f, 2.0f);
+  auto wq = random_values(d, 35, 0.5f, 1.5f), wk = random_values(d, 36, 0.5f, 1.5f);
+  const auto want = rms_norm_qk_ref(stored(xv, DType::f32), tokens, heads, kv_heads, d, stored(wq, DType::f32),
+                                    stored(wk, DType::f32));
+  for (const char* as_gpu : {"0", "1"}) {
+    SCOPED_TRACE(std::string("VKFORMER_TUNING_AS_GPU=") + as_gpu);
+    Device dev = open_test_device_with_env(
+        {{"VKFORMER_MAX_BINDING_BYTES", "8192"}, {"VKFORMER_TUNING_AS_GPU", as_gpu}});
+    Graph g;
+    Tensor x = g.input("qkv", shape);
+    g.output("y", g.rms_norm_qk(x, heads, kv_heads, g.constant("wq", make_tensor({d}, wq, DType::f32)),
+                                g.constant("wk", make_tensor({d}, wk, DType::f32)), 1e-6f));
+    Executor ex(dev, g);
+    EXPECT_GT(ex.stats().dispatches, 1u);
+    auto out = ex.run({{"qkv", make_tensor(shape, xv, DType::f32)}});
+    EXPECT_TRUE(all_close(out["y"], want, default_tolerance(DType::f32)));
+  }
+}
+
+TEST_F(DeviceTest, RmsNormQkRejectsBadArguments) {
+  Graph g;
+  Tensor x = g.input("qkv", {1, 2, 48});  // 4 + 2 x 1 heads of 8
+  Tensor w8 = g.input("w8", {8}), w7 = g.input("w7", {7}), w16 = g.input("w16", {8}, DType::f16);
+  EXPECT_TRUE(fails_with([&] { g.rms_norm_qk(x, 4, 1, w8, w7); }, ErrorCode::shape_mismatch,
+                         "q_weight and k_weight must be [D] with the last dim (H + 2 Hkv) D, got [8] and [7]"));
+  EXPECT_TRUE(fails_with([&] { g.rms_norm_qk(x, 3, 1, w8, w8); }, ErrorCode::shape_mismatch, "for 3 + 2 x 1 heads"));
+  EXPECT_TRUE(fails_with([&] { g.rms_norm_qk(x, 4, 1, w8, w16); }, ErrorCode::shape_mismatch, "k_weight must be f32"));
+  EXPECT_TRUE(fails_with([&] { g.rms_norm_qk(x, 4, 0, w8, w8); }, ErrorCode::invalid_argument,
+                         "heads and kv_heads must be >= 1, got 4 and 0"));
 }
 
 // ---------------------------------------------------------------------------------------------

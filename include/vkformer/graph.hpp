@@ -189,6 +189,14 @@ class Graph {
   Tensor swiglu(Tensor gate, Tensor up);
   // x * rsqrt(mean(x^2) + eps) * weight over the last dim (Llama's RMSNorm; weight [D]).
   Tensor rms_norm(Tensor x, Tensor weight, float eps = 1e-5f);
+  // residual + rms_norm(x, weight, eps) in one kernel (Gemma's post-norms, whose outputs are
+  // added to the residual stream: the normed x is not stored). residual has x's shape and dtype.
+  Tensor rms_norm_add(Tensor x, Tensor weight, Tensor residual, float eps = 1e-5f);
+  // Per-head RMS norms of a packed qkv projection [..., (H + 2 Hkv) D] (as rope_kv_cache's
+  // packed form takes it): each token's H query heads normed with q_weight [D], its Hkv key heads
+  // with k_weight [D], its value heads unchanged; one kernel (Qwen3's and Gemma 3's q/k norms).
+  Tensor rms_norm_qk(Tensor qkv, int heads, int kv_heads, Tensor q_weight, Tensor k_weight,
+                     float eps = 1e-5f);
   Tensor rope(Tensor x, const RopeOptions& options = {});
   Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, float eps = 1e-5f);
   // layer_norm(a + b, gamma, beta, eps) in one kernel (a post-norm residual: the sum is not

@@ -105,6 +105,10 @@ void bind_graph(nb::module_& m) {
       .def("silu", &Graph::silu, nb::arg("x"))
       .def("swiglu", &Graph::swiglu, nb::arg("gate"), nb::arg("up"))
       .def("rms_norm", &Graph::rms_norm, nb::arg("x"), nb::arg("weight"), nb::arg("eps") = 1e-5f)
+      .def("rms_norm_add", &Graph::rms_norm_add, nb::arg("x"), nb::arg("weight"), nb::arg("residual"),
+           nb::arg("eps") = 1e-5f)
+      .def("rms_norm_qk", &Graph::rms_norm_qk, nb::arg("qkv"), nb::arg("heads"), nb::arg("kv_heads"),
+           nb::arg("q_weight"), nb::arg("k_weight"), nb::arg("eps") = 1e-5f)
       .def(
           "rope",
           [](Graph& g, Tensor x, bool neox, int64_t dims, double freq_base, int64_t offset) {

@@ -44,6 +44,31 @@ def test_a_feed_forward_block_from_numpy_weights():
     assert np.abs(got - want).max() < 1e-4
 
 
+def rms_norm64(x, w, eps):
+    x = x.astype(np.float64)
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w.astype(np.float64)
+
+
+def test_gemma_norms_match_numpy():
+    # rms_norm_add (a post-norm and its residual) and rms_norm_qk (q/k norms of a packed qkv:
+    # 2 query heads, 1 key head, 1 value head left as it is), against float64 numpy.
+    rng = np.random.default_rng(2)
+    x, r = (rng.standard_normal((3, 64), np.float32) for _ in range(2))
+    w, wq, wk = (rng.uniform(0.5, 1.5, 64).astype(np.float32) for _ in range(3))
+    qkv = rng.standard_normal((1, 3, 4 * 64), np.float32)
+    g = vkformer.Graph()
+    tx, tr, tqkv = g.input("x", [3, 64]), g.input("r", [3, 64]), g.input("qkv", [1, 3, 256])
+    g.output("y", g.rms_norm_add(tx, g.constant("w", w), tr, eps=1e-6))
+    g.output("z", g.rms_norm_qk(tqkv, 2, 1, g.constant("wq", wq), g.constant("wk", wk), eps=1e-6))
+    out = vkformer.Executor(g).run({"x": x, "r": r, "qkv": qkv})
+    assert np.abs(out["y"] - (r + rms_norm64(x, w, 1e-6))).max() < 1e-5
+    heads = qkv.reshape(1, 3, 4, 64)
+    want = np.concatenate([rms_norm64(heads[:, :, :2], wq, 1e-6), rms_norm64(heads[:, :, 2:3], wk, 1e-6),
+                           heads[:, :, 3:]], axis=2).reshape(1, 3, 256)
+    assert np.abs(out["z"] - want).max() < 1e-5
+    assert np.array_equal(out["z"].reshape(1, 3, 4, 64)[:, :, 3], heads[:, :, 3])
+
+
 def test_attention_matches_numpy():
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((1, 2, 6, 8), np.float32) for _ in range(3))

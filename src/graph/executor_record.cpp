@@ -1,6 +1,7 @@
 // Executor compilation, second half: one descriptor set per dispatch, and the command buffer,
 // recorded once with a barrier only where the hazard tracker finds one.
 #include <algorithm>
+#include <string_view>
 
 #include "executor_impl.hpp"
 #include "hazard_tracker.hpp"
@@ -204,9 +205,12 @@ void ExecutorImpl::record() {
     // The op this dispatch belongs to: its begin timestamp was the last query written.
     OpTime* op = query_pool_ ? &profiled_ops_[(query - 1) / 2] : nullptr;
     if (op) {
+      // The op's kernels in order, "+" between them; a kernel repeated back to back (windows)
+      // once. The last name is compared whole: "add" is not a repeat after "layer_norm_add".
       const std::string name = d.kernel->name;
-      const bool repeat = !node_start && op->kernels.size() >= name.size() &&
-                          op->kernels.compare(op->kernels.size() - name.size(), name.size(), name) == 0;
+      const size_t last = op->kernels.rfind('+');
+      const bool repeat = !node_start &&
+                          std::string_view(op->kernels).substr(last == std::string::npos ? 0 : last + 1) == name;
       if (!repeat) op->kernels += (op->kernels.empty() ? "" : "+") + name;
       ++op->dispatches;
     }

@@ -78,8 +78,10 @@ struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_le
   AttentionOptions::Path path = AttentionOptions::Path::automatic;
 };
 // layer_norm inputs: x, gamma, beta; add_layer_norm: a, b, gamma, beta; rms_norm: x, weight
+// (rms_norm_add: and the residual; rms_norm_qk: qkv, q_weight, k_weight)
 struct LayerNormAttrs {
   float eps = 1e-5f;
+  int heads = 0, kv_heads = 0;  // rms_norm_qk: query and key/value heads of the packed qkv
 };
 struct ActivationAttrs {  // inputs: x
   Activation activation = Activation::relu;

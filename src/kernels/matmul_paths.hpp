@@ -72,6 +72,9 @@ struct MatmulProblem {
   uint64_t max_texels = UINT64_MAX;
   // a, b and out bound whole, each within one binding: kernels that fuse need it.
   bool whole = true;
+  // Not whole, but one row of a bound whole against windows of b's rows (and out's columns): a
+  // mat-vec's pre-norm (each window normalizes the row itself) and bias still fuse.
+  bool one_row_windows = false;
 };
 
 // Which kernel variants the device runs (built by the shader compiler, features enabled): the

@@ -91,9 +91,13 @@ bool texel_taken(const Tuning& b) {
 bool vec_can(const MatmulQuery& q) {
   return q.problem.m == 1 && texel_views(q, kernel_of(WeightKernel::matmul_wq_vec, q));
 }
-// Every fusion, with whole bindings; the pre-norm reads gamma as texels like a (whole texels).
+// Every fusion, with whole bindings; the pre-norm alone also over windows of the weight's rows
+// (x and gamma whole: each window normalizes x itself; a large vocabulary's output projection).
+// The pre-norm reads gamma as texels like a (whole texels).
 bool vec_fuses(const MatmulQuery& q) {
-  return q.problem.whole && (!q.problem.fusions.norm || q.problem.k % 4 == 0);
+  const MatmulProblem& p = q.problem;
+  const bool bound = p.whole || (p.one_row_windows && !p.fusions.gated && !p.fusions.residual);
+  return bound && (!p.fusions.norm || p.k % 4 == 0);
 }
 
 // What the mat-vec kernels share: the lanes (one subgroup per workgroup), the push block with

@@ -111,6 +111,9 @@ kernels::MatmulProblem problem_of(const Lowering& l, const MatmulCall& c, const 
   p.residual_bytes = c.residual != kNoValue ? l.value(c.residual).bytes() : 0;
   p.max_texels = l.info().max_texel_buffer_elements;
   p.whole = a.bytes() <= limit && b.bytes() <= limit && l.value(c.out).bytes() <= limit;
+  // Windows as bound here (emit_matmul_weights'), each within a binding; not the whole values.
+  p.one_row_windows = !p.whole && q.m == 1 && batch == 1 && a.bytes() <= limit && p.b_bytes <= limit &&
+                      operands[3].bytes(l.value(c.out)) <= limit;
   return p;
 }
 
@@ -135,6 +138,15 @@ void emit_matmul_path(Lowering& l, const MatmulCall& c, const MatmulPush& q, uin
   const kernels::KernelSupport supported = support_of(l);
   const kernels::MatmulQuery query{l.tuning().matmul, problem, supported};
   emit_plan(l, c, query, kernels::plan_matmul(query.tuning, problem, supported), q, operands);
+}
+
+bool matmul_path_fuses(Lowering& l, const MatmulCall& c, const MatmulPush& q, uint64_t batch,
+                       const std::vector<Binding>& operands) {
+  const kernels::MatmulProblem problem = problem_of(l, c, q, batch, operands);
+  const kernels::KernelSupport supported = support_of(l);
+  const kernels::MatmulQuery query{l.tuning().matmul, problem, supported};
+  const kernels::MatmulPlan plan = kernels::plan_matmul(query.tuning, problem, supported);
+  return plan.entry->fuses && plan.entry->fuses(query);
 }
 
 MatmulPush weight_push(uint64_t m, uint64_t n, uint64_t k, float alpha) {

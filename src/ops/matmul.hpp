@@ -44,14 +44,20 @@ void emit_matmul(Lowering& l, const MatmulCall& call);
 
 // The weight path of emit_matmul (b's dtype differs from a's), reading b's rows in its own layout:
 // windows where a tensor exceeds a binding, each product as the matmul path table's weight list
-// chooses (src/kernels/matmul_paths_weights.cpp). Without fusions (call.fused() false).
-void emit_matmul_weights(Lowering& l, const MatmulCall& call);
+// chooses (src/kernels/matmul_paths_weights.cpp). Without fusions (call.fused() false), or with
+// `fusing`: only where every window's kernel takes call's fusions (else nothing is emitted and
+// it returns false).
+bool emit_matmul_weights(Lowering& l, const MatmulCall& call, bool fusing = false);
 
 // One product of q.m x q.n over `batch` matrices with `operands` (a, b, bias or a, out; whole or
 // windows) bound, on the path the table chooses for it (call's fusions included, where it takes
 // them).
 void emit_matmul_path(Lowering& l, const MatmulCall& call, const MatmulPush& q, uint64_t batch,
                       const std::vector<Binding>& operands);
+
+// Whether the path the table chooses for that product also does call's fusions.
+bool matmul_path_fuses(Lowering& l, const MatmulCall& call, const MatmulPush& q, uint64_t batch,
+                       const std::vector<Binding>& operands);
 
 // Emits `call` with all its fusions in one kernel where the path the table chooses for it takes
 // them (whole bindings), and returns true; false (nothing emitted) otherwise.

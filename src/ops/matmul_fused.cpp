@@ -27,6 +27,11 @@ struct EpiloguePush {
 void emit_matmul_fused(Lowering& l, const MatmulCall& c) {
   if (emit_matmul_fusing(l, c)) return;
   const ValueDesc& a = l.value(c.a);
+  // A weight beyond one binding (a large vocabulary's output projection, read in windows of its
+  // rows) under the pre-norm alone: each window's mat-vec normalizes the row itself.
+  if (c.norm != kNoValue && !c.gated && c.residual == kNoValue && l.value(c.b).dtype != a.dtype &&
+      emit_matmul_weights(l, c, true))
+    return;
   const DType dtype = a.dtype;
   MatmulCall plain = c;
   plain.norm = kNoValue;

@@ -13,7 +13,17 @@
 
 namespace vkformer::ops {
 
-void emit_matmul_weights(Lowering& l, const MatmulCall& c) {
+namespace {
+
+// One product of the windows: its push block and operands (a, b, bias or a, out).
+struct WeightWindow {
+  kernels::MatmulPush push;
+  std::vector<Binding> operands;
+};
+
+}  // namespace
+
+bool emit_matmul_weights(Lowering& l, const MatmulCall& c, bool fusing) {
   const ValueDesc& a = l.value(c.a);
   const ValueDesc& b = l.value(c.b);
   const ValueDesc& o = l.value(c.out);
@@ -37,20 +47,19 @@ void emit_matmul_weights(Lowering& l, const MatmulCall& c) {
   const std::vector<Binding> whole = {
       {c.a}, {c.b}, {c.bias != kNoValue ? c.bias : c.a}, {c.out, true}};
   const uint64_t limit = l.tuning().max_binding_bytes;
-  if (a.bytes() <= limit && b.bytes() <= limit && o.bytes() <= limit) {
-    emit_matmul_path(l, c, p, 1, whole);
-    return;
-  }
+  std::vector<WeightWindow> windows;
+  if (a.bytes() <= limit && b.bytes() <= limit && o.bytes() <= limit) windows.push_back({p, whole});
   // Windows (src/ops/windows.hpp): rows of a (and out), and rows of the weight, whose bytes are
   // whole blocks, with the matching columns of out and elements of bias.
   const uint64_t es = dtype_size(act), row_bytes = dtype_bytes(w, static_cast<int64_t>(k));
   const uint64_t align = window_alignment(l.info());
   const std::string& what = l.node().label;
   const std::vector<Span> n_spans =
-      b.bytes() > limit ? split_spans(n, {row_bytes, es}, limit, align, what + ": rows of the weight")
-                        : std::vector<Span>{{0, n}};
-  const std::vector<Span> m_spans =
-      split_spans(m, {k * es, n * es}, limit, align, what + ": rows of x");
+      !windows.empty() || b.bytes() <= limit
+          ? std::vector<Span>{{0, n}}
+          : split_spans(n, {row_bytes, es}, limit, align, what + ": rows of the weight");
+  const std::vector<Span> m_spans = !windows.empty() ? std::vector<Span>{}
+                                                     : split_spans(m, {k * es, n * es}, limit, align, what + ": rows of x");
   for (const Span& ms : m_spans)
     for (const Span& ns : n_spans) {
       std::vector<Binding> ops = whole;
@@ -68,8 +77,14 @@ void emit_matmul_weights(Lowering& l, const MatmulCall& c) {
       kernels::MatmulPush q = p;
       q.m = static_cast<uint32_t>(ms.count);
       q.n = static_cast<uint32_t>(ns.count);
-      emit_matmul_path(l, c, q, 1, ops);
+      windows.push_back({q, std::move(ops)});
     }
+  // With fusions, every window's kernel must take them, or nothing is emitted.
+  if (fusing)
+    for (const WeightWindow& w : windows)
+      if (!matmul_path_fuses(l, c, w.push, 1, w.operands)) return false;
+  for (const WeightWindow& w : windows) emit_matmul_path(l, c, w.push, 1, w.operands);
+  return true;
 }
 
 }  // namespace vkformer::ops

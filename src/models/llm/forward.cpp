@@ -145,7 +145,8 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
     const Tensor cache_k = g.external(blk + ".cache_k", caches.k[static_cast<size_t>(i)]);
     const Tensor cache_v = g.external(blk + ".cache_v", caches.v[static_cast<size_t>(i)]);
 
-    // Attention: the norm inside the projections, RoPE and the cache writes in one op.
+    // Attention: the norm inside the projections (one where q, k and v have one weight type),
+    // the q/k norms in one op, RoPE and the cache writes in one op.
     LinearOptions normed;
     normed.norm = weight("attn_norm.weight", l.attn_norm);
     normed.norm_eps = eps;
@@ -154,6 +155,9 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
     if (l.qkv.size() == 1) {
       if (!l.qkv_bias.empty()) normed.bias = weight("attn_qkv.bias", l.qkv_bias[0]);
       Tensor qkv = g.linear(x, weight("attn_qkv.weight", l.qkv[0]), normed);  // [1, S, (H + 2 Hkv) hd]
+      if (c.qk_norm)
+        qkv = g.rms_norm_qk(qkv, heads, kv_heads, weight("attn_q_norm.weight", l.q_norm),
+                            weight("attn_k_norm.weight", l.k_norm), eps);
       r = g.rope_kv_cache(qkv, heads, kv_heads, cache_k, cache_v, position, layer_rope, slot);
     } else {
       auto project = [&](int j, const char* name, const char* bias) {
@@ -182,7 +186,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
                                            c.attn_softcap, *layer_attend.mask)
                    : g.attention(r.q, r.k_cache, r.v_cache, layer_attend);
     a = g.concat_heads(a);
-    // The residual inside the output projection, or after the post-norm (Gemma).
+    // The residual inside the output projection, or in the post-norm's kernel (Gemma).
     auto add_to_stream = [&](Tensor h, const char* name, const DeviceTensor& wt, const char* post_name,
                              const DeviceTensor& post) {
       if (!c.post_norms) {
@@ -190,7 +194,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
         residual.residual = x;
         return g.linear(h, weight(name, wt), residual);
       }
-      return g.add(x, g.rms_norm(g.linear(h, weight(name, wt)), weight(post_name, post), eps));
+      return g.rms_norm_add(g.linear(h, weight(name, wt)), weight(post_name, post), x, eps);
     };
     x = add_to_stream(a, "attn_output.weight", l.attn_out, "post_attention_norm.weight", l.attn_post_norm);
 

@@ -141,8 +141,8 @@ LanguageModelWeights load_weights(Device& device, const GgufFile& f, const Langu
     if (fam.fused_qkv) {
       l.qkv.push_back(up(block(i, "attn_qkv.weight")));
     } else {
-      // q and k normed apart need their own outputs.
-      l.qkv = stacked({"attn_q.weight", "attn_k.weight", "attn_v.weight"}, !c.qk_norm,
+      // With q/k norms too (Graph::rms_norm_qk norms the packed heads).
+      l.qkv = stacked({"attn_q.weight", "attn_k.weight", "attn_v.weight"}, true,
                       c.qkv_bias ? &l.qkv_bias : nullptr);
     }
     if (c.qk_norm) {
