@@ -122,24 +122,43 @@ TEST(PromptLookup, ProposesWhatFollowedTheLongestLatestEarlierNgram) {
   EXPECT_TRUE(propose_ngram(c, 0).empty());
 }
 
-TEST(DraftBudget, HalvesOnMissesPausesOnRepeatedMissesAndGrowsBack) {
+// Passes timed as lavapipe times SmolLM2's (a row costs): 1 for one token, 1.3 for 2 rows, 1.8
+// for 4, 2.8 for 8, 4 for 16.
+void time_passes(DraftBudget& b) {
+  b.on_plain_step(1.0);
+  b.on_verified(1, 1, 1.3);
+  b.on_verified(3, 3, 1.8);
+  b.on_verified(7, 7, 2.8);
+  b.on_verified(15, 15, 4.0);
+}
+
+TEST(DraftBudget, VerifiesWhatPaysAtTheMeasuredCostAndAcceptance) {
+  DraftBudget b(15);
+  time_passes(b);  // all kept: acceptance (kept + 1) / (kept + rejected + 2) = 27 / 28
+  EXPECT_GT(b.acceptance(), 0.95);
+  // 15 proposals: (1 - a^16) / (1 - a) = 12.4 tokens in 4 s beats 7 (7.1 tokens in 2.8 s)...
+  EXPECT_EQ(b.choose(15), 15);
+  // ...and of 5 at hand, 3 in a 4-row pass (3.8 tokens in 1.8 s) beat 5 in an 8-row one (5.5 in 2.8).
+  EXPECT_EQ(b.choose(5), 3);
+  // Every proposal rejected for a while: a falls to about 0.1, where 1 token per 1 s beats
+  // (1 + a) / 1.3; plain passes, with a one-proposal probe every 16th.
+  for (int i = 0; i < 40; ++i) b.on_verified(1, 0, 1.3);
+  EXPECT_LT(b.acceptance(), 0.15);
+  int probes = 0;
+  for (int i = 0; i < 32; ++i) probes += b.choose(8) > 0 ? 1 : 0;
+  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(b.choose(0), 0);
+}
+
+TEST(DraftBudget, AnUntriedPassSizeIsGuessedCheapSoItGetsMeasured) {
   DraftBudget b(16);
-  EXPECT_EQ(b.allowed(), 16);
-  b.on_verified(16, 0);
-  EXPECT_EQ(b.allowed(), 8);
-  b.on_verified(8, 0);  // two misses in a row: a pause of 8 plain steps
-  EXPECT_EQ(b.allowed(), 0);
-  for (int i = 0; i < 7; ++i) b.on_plain_step();
-  EXPECT_EQ(b.allowed(), 0);
-  b.on_plain_step();
-  EXPECT_EQ(b.allowed(), 4);
-  b.on_verified(4, 4);
-  EXPECT_EQ(b.allowed(), 8);
-  b.on_verified(8, 3);  // partly kept: the length stays, the miss streak ends
-  EXPECT_EQ(b.allowed(), 8);
-  b.on_verified(8, 8);
-  b.on_verified(16, 16);
-  EXPECT_EQ(b.allowed(), 16);
+  b.on_plain_step(1.0);
+  // The even prior (a = 1/2) and sizes guessed at 1 + 5% per row: 3 proposals (1.875 tokens in a
+  // 4-row pass guessed at 1.2) promise the most.
+  EXPECT_EQ(b.choose(16), 3);
+  // That pass kept all 3 (a = 4/5) but took 30: 7 proposals (8 rows, guessed 1.4) now.
+  b.on_verified(3, 3, 30.0);
+  EXPECT_EQ(b.choose(16), 7);
 }
 
 }  // namespace

@@ -67,12 +67,22 @@ struct Totals {
   }
 };
 
-// Plain greedy tokens, then the same prompt with `spec`: identical tokens, text and stop.
-void expect_same_greedy(LanguageModel& lm, const std::vector<int32_t>& prompt, int64_t max_tokens,
-                        const SpeculativeOptions& spec, Totals& totals, const std::string& what) {
+struct Plain {
+  TextGenerationResult result;
+  int64_t end = 0;  // the model's position after it
+};
+Plain plain_greedy(LanguageModel& lm, const std::vector<int32_t>& prompt, int64_t max_tokens) {
   lm.reset();
-  const TextGenerationResult plain = generate(lm, prompt, {.max_tokens = max_tokens});
-  const int64_t plain_end = lm.position();
+  Plain p{generate(lm, prompt, {.max_tokens = max_tokens}), 0};
+  p.end = lm.position();
+  return p;
+}
+
+// The same prompt with `spec` as plain greedy decoding: identical tokens, text, stop and cache.
+void expect_same_greedy(LanguageModel& lm, const std::vector<int32_t>& prompt, const Plain& want, int64_t max_tokens,
+                        const SpeculativeOptions& spec, Totals& totals, const std::string& what) {
+  const TextGenerationResult& plain = want.result;
+  const int64_t plain_end = want.end;
   lm.reset();
   const TextGenerationResult fast = generate(lm, prompt, {.max_tokens = max_tokens, .speculative = spec});
   EXPECT_EQ(fast.tokens, plain.tokens) << what;
@@ -103,7 +113,7 @@ TEST_P(SpeculativeFamilies, GreedyPromptLookupIsPlainDecoding) {
   Totals totals;
   int n = 0;
   for (const auto& p : prompts(GetParam()))
-    expect_same_greedy(lm, p, 24, {.mode = SpeculativeMode::ngram, .draft_max = 8}, totals,
+    expect_same_greedy(lm, p, plain_greedy(lm, p, 24), 24, {.mode = SpeculativeMode::ngram, .draft_max = 8, .adaptive = false}, totals,
                        GetParam() + " ngram prompt " + std::to_string(n++));
   totals.expect_both_paths(GetParam() + " ngram");
 }
@@ -120,8 +130,8 @@ TEST_P(SpeculativeFamilies, GreedyDraftModelIsPlainDecoding) {
   int n = 0;
   for (const auto& p : prompts(GetParam())) {
     LanguageModel* draft = n % 2 ? &other : &close;
-    expect_same_greedy(lm, p, 24,
-                       {.mode = SpeculativeMode::draft, .draft_model = draft, .draft_max = 6, .draft_p_min = 0.0f},
+    expect_same_greedy(lm, p, plain_greedy(lm, p, 24), 24,
+                       {.mode = SpeculativeMode::draft, .draft_model = draft, .draft_max = 6, .draft_p_min = 0.0f, .adaptive = false},
                        totals, GetParam() + " draft prompt " + std::to_string(n++));
   }
   totals.expect_both_paths(GetParam() + " draft");
@@ -212,8 +222,9 @@ TEST(SpeculativeSmolLM2, GreedyIsPlainDecodingWithBothProposers) {
   for (const char* text : kSmolPrompts) {
     const std::vector<int32_t> ids = lm.tokenizer().encode(text, true, true);
     const std::string what = "prompt " + std::to_string(n++);
-    expect_same_greedy(lm, ids, 16, {.mode = SpeculativeMode::ngram, .draft_max = 8}, ngram, what + " ngram");
-    expect_same_greedy(lm, ids, 16, {.mode = SpeculativeMode::draft, .draft_model = &draft, .draft_max = 4, .draft_p_min = 0.3f},
+    const Plain plain = plain_greedy(lm, ids, 16);
+    expect_same_greedy(lm, ids, plain, 16, {.mode = SpeculativeMode::ngram, .draft_max = 8, .adaptive = false}, ngram, what + " ngram");
+    expect_same_greedy(lm, ids, plain, 16, {.mode = SpeculativeMode::draft, .draft_model = &draft, .draft_max = 4, .draft_p_min = 0.3f},
                        drafted, what + " draft");
   }
   EXPECT_GT(ngram.accepted, 0);

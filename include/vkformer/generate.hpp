@@ -42,9 +42,9 @@ class LanguageModel;
 //          prompt or the reply proposes the tokens that followed it; no model
 //   draft  a draft model of the same vocabulary, run greedily on its own KV cache, stopping where
 //          its top token's probability is below draft_p_min
-// Proposals that keep failing are paused (the draft length halves after each fully rejected
-// proposal, and two in a row pause proposing for a while), so that speculation costs little
-// where it does not help.
+// Adaptive: each pass verifies as many of the proposals as promise the most tokens per second,
+// from the acceptance seen so far and the measured time of each pass size (on a CPU device every
+// row costs; on a GPU hardly), so that speculation costs little where it does not help.
 enum class SpeculativeMode : uint8_t { off, ngram, draft };
 const char* to_string(SpeculativeMode mode);
 
@@ -54,6 +54,8 @@ struct SpeculativeOptions {
   int32_t draft_max = 16;     // 1..LanguageModel::kMaxVerifyTokens - 1: proposals per pass at most
   int32_t draft_min = 0;      // 0..draft_max: fewer proposals than this are not verified
   float draft_p_min = 0.8f;   // [0, 1]: a draft model stops where its top probability is lower
+  // false: every proposal (up to draft_max) is verified, whatever it costs (tests, measurements).
+  bool adaptive = true;
 };
 
 // Throws invalid_argument naming the option, its range and the value unless every option is in

@@ -150,6 +150,7 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
   Emitter out{tokenizer, sampler, on_token, r, {}};
   const int64_t vocab = model.config().vocab_size;
   std::vector<int32_t> drafts;  // in the cache after the token before rows' first
+  double pass_seconds = 0;      // the last verification pass's
   const auto g0 = Clock::now();
   for (bool done = false; !done;) {
     // Each row chooses a token; the drafts up to the first it does not keep stay in the cache.
@@ -193,24 +194,33 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
       }
     }
     if (done) break;
-    if (k > 0) budget.on_verified(k, r.stats.accepted_tokens - accepted_before);
+    if (k > 0) budget.on_verified(k, r.stats.accepted_tokens - accepted_before, pass_seconds);
     // Propose what follows `next` (as many as the context, the token budget and the adaptive
     // limit allow) and run `next` with them in one pass, or alone.
     const int64_t room = std::min(model.context() - model.position() - 1,
                                   max_tokens - static_cast<int64_t>(r.tokens.size()) - 1);
-    const int64_t want = std::min<int64_t>(budget.allowed(), room);
+    const int64_t want = std::min<int64_t>(spec.draft_max, room);
+    // Prompt lookup's proposals cost nothing: looked up first, then as many verified as pay. A
+    // draft model's cost: as many asked for as would pay, its time counted in the pass's.
+    const auto pass_start = Clock::now();
     drafts.clear();
-    if (want > 0 && spec.mode == SpeculativeMode::ngram) drafts = models::llm::propose_ngram(context, want);
-    if (want > 0 && spec.mode == SpeculativeMode::draft) drafts = drafter->propose(context, want, spec.draft_p_min);
+    if (want > 0 && spec.mode == SpeculativeMode::ngram) {
+      drafts = models::llm::propose_ngram(context, want);
+      if (spec.adaptive) drafts.resize(static_cast<size_t>(budget.choose(static_cast<int64_t>(drafts.size()))));
+    }
+    if (want > 0 && spec.mode == SpeculativeMode::draft)
+      if (const int64_t k = spec.adaptive ? budget.choose(want) : want; k > 0)
+        drafts = drafter->propose(context, k, spec.draft_p_min);
     if (static_cast<int64_t>(drafts.size()) < std::max<int32_t>(spec.draft_min, 1)) drafts.clear();
     ++r.stats.passes;
     if (drafts.empty()) {
-      budget.on_plain_step();
       rows = model.append(std::span<const int32_t>(&next, 1));
+      budget.on_plain_step(seconds_since(pass_start));
     } else {
       std::vector<int32_t> batch{next};
       batch.insert(batch.end(), drafts.begin(), drafts.end());
       rows = model.verify(batch);
+      pass_seconds = seconds_since(pass_start);
       r.stats.drafted_tokens += static_cast<int64_t>(drafts.size());
     }
     check_logits(rows, model.position());

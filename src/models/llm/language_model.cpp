@@ -264,6 +264,8 @@ std::vector<float> LanguageModel::append_all_logits(std::span<const int32_t> tok
   return impl().append(tokens, Logits::all, "append_all_logits");
 }
 
+int64_t LanguageModel::verify_graph_rows(int64_t n) { return n <= 1 ? 1 : verify_rows(n); }
+
 std::vector<float> LanguageModel::verify(std::span<const int32_t> tokens) {
   ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::verify");
   return impl().verify(tokens);

@@ -44,20 +44,28 @@ struct Verdict {
 Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const TokenProbability> q, int32_t draft,
                        double u_accept, double u_resample);
 
-// How many tokens to propose next: draft_max at first, doubled (up to draft_max) after a fully
-// accepted proposal, halved after a fully rejected one; two fully rejected in a row pause
-// proposing for 8 tokens, then 16, ... up to 256 (where proposals do not help, the cost of
-// verifying them is not paid). Any accepted token ends a pause streak.
+// How many of the proposals at hand to verify: the number k (0 = a plain one-token pass) with
+// the most expected tokens per second. A pass with k proposals yields (1 - a^(k+1)) / (1 - a)
+// tokens when each proposal is kept with probability a (given the ones before it were), and
+// costs the measured time of a pass of its graph's rows (LanguageModel::verify_graph_rows; a
+// decoder on a CPU such as lavapipe pays for every row, a GPU barely). a is estimated from the
+// passes so far (kept proposals against first rejections, older passes weighing less), starting
+// from an even prior. Where proposing does not pay, a one-proposal probe every 16 plain passes
+// keeps the estimate up to date.
 class DraftBudget {
  public:
-  explicit DraftBudget(int64_t draft_max) : max_(draft_max), limit_(draft_max) {}
-  int64_t allowed() const { return pause_ > 0 ? 0 : limit_; }
-  void on_plain_step() { if (pause_ > 0) --pause_; }
-  void on_verified(int64_t proposed, int64_t accepted);
+  explicit DraftBudget(int64_t draft_max) : max_(draft_max) {}
+  int64_t choose(int64_t available);
+  void on_plain_step(double seconds);
+  void on_verified(int64_t proposed, int64_t accepted, double seconds);
+  double acceptance() const { return (kept_ + 1.0) / (kept_ + rejected_ + 2.0); }
 
  private:
-  int64_t max_, limit_;
-  int64_t misses_ = 0, pause_ = 0, pause_length_ = 8;
+  double seconds_for(int64_t rows) const;
+  int64_t max_;
+  double kept_ = 0, rejected_ = 0;  // decayed counts
+  std::vector<double> seconds_;      // by graph rows (index), 0: not measured yet
+  int64_t plain_streak_ = 0;
 };
 
 }  // namespace vkformer::models::llm

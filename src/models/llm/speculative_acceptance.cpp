@@ -42,19 +42,52 @@ Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const Toke
   return {draw(residual, u_resample), false};
 }
 
-void DraftBudget::on_verified(int64_t proposed, int64_t accepted) {
-  if (accepted > 0) {
-    misses_ = 0;
-    pause_length_ = 8;
-    if (accepted == proposed) limit_ = std::min(max_, limit_ * 2);
-    return;
+namespace {
+
+constexpr double kDecay = 0.9;        // per pass: the last ~10 passes count
+constexpr int64_t kProbeEvery = 16;   // plain passes between probes where proposing does not pay
+
+void record(std::vector<double>& seconds, int64_t rows, double s) {
+  if (static_cast<int64_t>(seconds.size()) <= rows) seconds.resize(static_cast<size_t>(rows + 1), 0.0);
+  double& m = seconds[static_cast<size_t>(rows)];
+  m = m == 0 ? s : 0.7 * m + 0.3 * s;
+}
+
+}  // namespace
+
+// A pass's time: measured, or where this graph has not run yet, guessed from the one-token pass
+// (a row costs 5% of it: optimistic, so that a graph is tried and then measured).
+double DraftBudget::seconds_for(int64_t rows) const {
+  if (rows < static_cast<int64_t>(seconds_.size()) && seconds_[static_cast<size_t>(rows)] > 0)
+    return seconds_[static_cast<size_t>(rows)];
+  const double one = seconds_.size() > 1 && seconds_[1] > 0 ? seconds_[1] : 1.0;
+  return one * (1.0 + 0.05 * static_cast<double>(rows));
+}
+
+int64_t DraftBudget::choose(int64_t available) {
+  const int64_t most = std::min(available, max_);
+  if (most <= 0) return 0;
+  const double a = acceptance();
+  int64_t best = 0;
+  double best_rate = 1.0 / seconds_for(1);
+  double tokens = 1.0, power = 1.0;
+  for (int64_t k = 1; k <= most; ++k) {
+    power *= a;
+    tokens += power;
+    const double rate = tokens / seconds_for(LanguageModel::verify_graph_rows(k + 1));
+    if (rate > best_rate) best = k, best_rate = rate;
   }
-  limit_ = std::max<int64_t>(1, limit_ / 2);
-  if (++misses_ >= 2) {
-    pause_ = pause_length_;
-    pause_length_ = std::min<int64_t>(256, pause_length_ * 2);
-    misses_ = 0;
-  }
+  if (best == 0 && ++plain_streak_ >= kProbeEvery) best = 1;
+  if (best > 0) plain_streak_ = 0;
+  return best;
+}
+
+void DraftBudget::on_plain_step(double seconds) { record(seconds_, 1, seconds); }
+
+void DraftBudget::on_verified(int64_t proposed, int64_t accepted, double seconds) {
+  record(seconds_, LanguageModel::verify_graph_rows(proposed + 1), seconds);
+  kept_ = kept_ * kDecay + static_cast<double>(accepted);
+  rejected_ = rejected_ * kDecay + (accepted < proposed ? 1.0 : 0.0);
 }
 
 }  // namespace vkformer::models::llm
