@@ -111,12 +111,13 @@ TEST(PromptLookup, ProposesWhatFollowedTheLongestLatestEarlierNgram) {
   const std::vector<int32_t> c = {7, 8, 9, 1, 2, 8, 9, 3, 4, 7, 8, 9};
   EXPECT_EQ(propose_ngram(c, 4), (std::vector<int32_t>{1, 2, 8, 9}));
   EXPECT_EQ(propose_ngram(c, 2), (std::vector<int32_t>{1, 2}));
-  // Only "9" recurs, latest at 6 (followed by 3 4 7 8 9 5): the latest place of a 1-gram.
+  // Only "9" recurs, latest at 6 (followed by 3 4 9): a 1-gram, taken only where asked for.
   const std::vector<int32_t> d = {9, 0, 0, 0, 0, 0, 9, 3, 4, 9};
-  EXPECT_EQ(propose_ngram(d, 3), (std::vector<int32_t>{3, 4, 9}));
+  EXPECT_TRUE(propose_ngram(d, 3).empty());
+  EXPECT_EQ(propose_ngram(d, 3, 4, 1), (std::vector<int32_t>{3, 4, 9}));
   // Proposals stop at the end of the context.
-  const std::vector<int32_t> e = {1, 2, 1};
-  EXPECT_EQ(propose_ngram(e, 8), (std::vector<int32_t>{2, 1}));
+  const std::vector<int32_t> e = {1, 2, 1, 2};
+  EXPECT_EQ(propose_ngram(e, 8), (std::vector<int32_t>{1, 2}));
   EXPECT_TRUE(propose_ngram(std::vector<int32_t>{1, 2, 3, 4}, 8).empty());
   EXPECT_TRUE(propose_ngram(std::vector<int32_t>{5}, 8).empty());
   EXPECT_TRUE(propose_ngram(c, 0).empty());

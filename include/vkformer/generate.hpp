@@ -38,7 +38,7 @@ class LanguageModel;
 // back. Greedy output is exactly plain decoding's; with temperature the standard speculative
 // sampling rule (accept a guess with probability min(1, p/q), else draw from the normalized
 // residual max(0, p - q)) keeps the sampler's distribution. Proposers:
-//   ngram  prompt lookup: the longest recent n-gram (up to 4 tokens) that occurred before in the
+//   ngram  prompt lookup: the longest recent n-gram (2 to 4 tokens) that occurred before in the
 //          prompt or the reply proposes the tokens that followed it; no model
 //   draft  a draft model of the same vocabulary, run greedily on its own KV cache, stopping where
 //          its top token's probability is below draft_p_min

@@ -12,10 +12,12 @@
 
 namespace vkformer::models::llm {
 
-// Prompt lookup: for n from ngram_max down to 1, the last n tokens of `context` looked up at an
+// Prompt lookup: for n from ngram_max down to ngram_min, the last n tokens of `context` looked up at an
 // earlier place in it (the latest such place); the first match proposes up to `max_tokens` of the
 // tokens that followed it. Empty when no suffix recurs.
-std::vector<int32_t> propose_ngram(std::span<const int32_t> context, int64_t max_tokens, int64_t ngram_max = 4);
+// (One token recurring says little: a 2-gram at least, by default.)
+std::vector<int32_t> propose_ngram(std::span<const int32_t> context, int64_t max_tokens, int64_t ngram_max = 4,
+                                   int64_t ngram_min = 2);
 
 // A draft model run greedily on its own cache, kept in step with the context by rolling back to
 // the longest common prefix of what it holds and the context, then appending the rest.
@@ -50,7 +52,8 @@ Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const Toke
 // costs the measured time of a pass of its graph's rows (LanguageModel::verify_graph_rows; a
 // decoder on a CPU such as lavapipe pays for every row, a GPU barely). a is estimated from the
 // passes so far (kept proposals against first rejections, older passes weighing less), starting
-// from an even prior. Where proposing does not pay, a one-proposal probe every 16 plain passes
+// from an even prior; proposals are verified only where they promise 10% more than a plain pass.
+// Where proposing does not pay, a one-proposal probe every 16 plain passes
 // keeps the estimate up to date.
 class DraftBudget {
  public:

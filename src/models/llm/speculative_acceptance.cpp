@@ -46,6 +46,9 @@ namespace {
 
 constexpr double kDecay = 0.9;        // per pass: the last ~10 passes count
 constexpr int64_t kProbeEvery = 16;   // plain passes between probes where proposing does not pay
+// A pass with proposals must promise this much more than a plain one: timings on a loaded
+// machine are noisy, and a wrong bet costs more than a missed one gains.
+constexpr double kMargin = 1.1;
 
 void record(std::vector<double>& seconds, int64_t rows, double s) {
   if (static_cast<int64_t>(seconds.size()) <= rows) seconds.resize(static_cast<size_t>(rows + 1), 0.0);
@@ -69,7 +72,7 @@ int64_t DraftBudget::choose(int64_t available) {
   if (most <= 0) return 0;
   const double a = acceptance();
   int64_t best = 0;
-  double best_rate = 1.0 / seconds_for(1);
+  double best_rate = kMargin / seconds_for(1);
   double tokens = 1.0, power = 1.0;
   for (int64_t k = 1; k <= most; ++k) {
     power *= a;

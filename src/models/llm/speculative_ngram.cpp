@@ -6,10 +6,11 @@
 
 namespace vkformer::models::llm {
 
-std::vector<int32_t> propose_ngram(std::span<const int32_t> context, int64_t max_tokens, int64_t ngram_max) {
+std::vector<int32_t> propose_ngram(std::span<const int32_t> context, int64_t max_tokens, int64_t ngram_max,
+                                   int64_t ngram_min) {
   const int64_t size = static_cast<int64_t>(context.size());
   if (max_tokens <= 0) return {};
-  for (int64_t n = std::min(ngram_max, size - 1); n >= 1; --n) {
+  for (int64_t n = std::min(ngram_max, size - 1); n >= std::max<int64_t>(ngram_min, 1); --n) {
     const auto suffix = context.last(static_cast<size_t>(n));
     // Latest start first: recent text is the likeliest to be copied on (the reply's own lines).
     for (int64_t start = size - n - 1; start >= 0; --start) {
