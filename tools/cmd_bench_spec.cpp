@@ -1,6 +1,7 @@
 // `vkformer bench --model FILE.gguf --spec ngram|draft [--model-draft D.gguf] --spec-prompt FILE
 // ...`: speculative decoding against plain decoding, side by side in one run. For each prompt
-// file (its text as a user message in the model's chat template), rounds alternate: a plain
+// file (its text as a user message in the model's chat template, or as it is where the model
+// has none), rounds alternate: a plain
 // greedy generation of -n tokens, then a speculative one, -r times after one untimed warm-up
 // round of each (graphs compiled, weights read in), so that a noisy machine slows both alike.
 // Reports generation tokens/s of each (mean ± sample stddev over the rounds), their ratio, the
@@ -69,7 +70,9 @@ int bench_speculative(const std::string& model, LlmArgs args, const std::vector<
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, args);
     std::optional<LanguageModel> draft = load_draft(device, args, lm);
-    const ChatTemplate chat = chosen_chat_template(lm, args);
+    // The model's chat template where it has one (a random-weight stand-in may not: its text as is).
+    std::optional<ChatTemplate> chat;
+    if (!args.chat_template.empty() || lm.chat_templates().has_file_template()) chat = chosen_chat_template(lm, args);
     TextGenerationOptions plain;
     plain.max_tokens = n_gen;
     TextGenerationOptions spec = plain;
@@ -87,7 +90,9 @@ int bench_speculative(const std::string& model, LlmArgs args, const std::vector<
     json rows = json::array();
     bool all_same = true;
     for (size_t p = 0; p < texts.size(); ++p) {
-      const std::vector<int32_t> ids = lm.tokenizer().encode(chat.apply({{"user", texts[p]}}), !chat.writes_bos(), true);
+      const std::vector<int32_t> ids =
+          chat ? lm.tokenizer().encode(chat->apply({{"user", texts[p]}}), !chat->writes_bos(), true)
+               : lm.tokenizer().encode(texts[p], true, true);
       check_prompt_fits(lm, ids.size() + static_cast<size_t>(n_gen));
       std::vector<double> plain_tps, spec_tps;
       TextGenerationStats last_spec;
