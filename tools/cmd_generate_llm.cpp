@@ -20,12 +20,14 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
       usage_error("--src is for seq2seq models; a GGUF language model takes --prompt TEXT");
     if (prompt.empty()) usage_error("--prompt TEXT is required with a GGUF language model");
     check_llm_args(llm);
+    check_speculative_args(llm);
     if (chat) check_chat_template_name(llm);
     else if (!llm.chat_template.empty())
       usage_error("--chat-template is for --chat");
 
     Device device = Device::open(globals.device_options());
     LanguageModel lm = load_llm(device, llm);
+    std::optional<LanguageModel> draft = load_draft(device, llm, lm);
     // The template comes with the model (read from the file as it loaded).
     std::optional<ChatTemplate> chat_template;
     if (chat) chat_template = chosen_chat_template(lm, llm);
@@ -39,11 +41,15 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
     TextGenerationOptions options;
     options.max_tokens = llm.max_tokens;
     options.sampling = llm.sampling;
+    options.speculative = llm.speculative;
+    options.speculative.draft_model = draft ? &*draft : nullptr;
     InterruptScope ctrl_c;  // Ctrl-C stops at the next token; the statistics so far are printed
     const auto r = generate(lm, ids, options, stream_to_stdout);
     std::printf("\n");
     std::fflush(stdout);
     std::fprintf(stderr, "vkformer generate: %s\n", describe_stats(r.stats).c_str());
+    if (const std::string spec = describe_speculation(r.stats); !spec.empty())
+      std::fprintf(stderr, "vkformer generate: %s\n", spec.c_str());
     if (llm.verbose) {
       const ExecutorStats s = lm.decode_step_stats();
       const int64_t layers = lm.config().n_layers;

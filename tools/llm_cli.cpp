@@ -1,5 +1,6 @@
 #include "llm_cli.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +26,8 @@ std::string show(double v) {
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
+
+void print_verbose_draft(const LanguageModel& lm, const std::string& path, double load_ms);
 
 }  // namespace
 
@@ -56,6 +59,90 @@ void add_llm_options(CLI::App& sub, LlmArgs& a, bool with_max_tokens) {
       ->check(unsigned_number_in(0, UINT64_MAX))
       ->type_name("S");
   add_cache_type_options(sub, a);
+}
+
+void add_speculative_options(CLI::App& sub, LlmArgs& a) {
+  constexpr int64_t kInt32Max = INT32_MAX;
+  sub.add_option("--spec", a.spec,
+                 "Speculative decoding: ngram (prompt lookup: what followed the latest earlier "
+                 "occurrence of the last few tokens is proposed and verified in one pass; helps "
+                 "where the reply copies the prompt) or draft (a --model-draft proposes); greedy "
+                 "output is unchanged")
+      ->type_name("MODE");
+  sub.add_option("--model-draft", a.model_draft,
+                 "A draft model of the target's vocabulary (GGUF) for --spec draft (implied)")
+      ->type_name("FILE");
+  sub.add_option("--draft-max,--draft", a.speculative.draft_max,
+                 "Tokens proposed per verification pass at most, 1.." +
+                     std::to_string(LanguageModel::kMaxVerifyTokens - 1) + " (default: 16)")
+      ->check(whole_number_in(0, kInt32Max))
+      ->type_name("N");
+  sub.add_option("--draft-min", a.speculative.draft_min,
+                 "Fewer proposals than this are not verified, 0..--draft-max (default: 0)")
+      ->check(whole_number_in(0, kInt32Max))
+      ->type_name("N");
+  sub.add_option("--draft-p-min", a.speculative.draft_p_min,
+                 "The draft model stops proposing where its top token is less likely than P, in "
+                 "[0, 1] (default: 0.8)")
+      ->type_name("P");
+}
+
+void check_speculative_args(LlmArgs& a) {
+  SpeculativeOptions& s = a.speculative;
+  if (!a.spec.empty() && a.spec != "ngram" && a.spec != "draft")
+    bad("--spec must be ngram or draft, got '" + a.spec + "'");
+  if (a.spec == "ngram" && !a.model_draft.empty())
+    bad("--spec ngram takes no --model-draft (that is --spec draft)");
+  if (a.spec == "draft" && a.model_draft.empty()) bad("--spec draft needs --model-draft FILE.gguf");
+  s.mode = !a.model_draft.empty() ? SpeculativeMode::draft
+           : a.spec == "ngram"    ? SpeculativeMode::ngram
+                                  : SpeculativeMode::off;
+  const int64_t most = LanguageModel::kMaxVerifyTokens - 1;
+  if (s.draft_max < 1 || s.draft_max > most)
+    bad("--draft-max must be in 1.." + std::to_string(most) + " (tokens verified in one pass), got " +
+        std::to_string(s.draft_max));
+  if (s.draft_min > s.draft_max)
+    bad("--draft-min must be at most --draft-max (" + std::to_string(s.draft_max) + "), got " +
+        std::to_string(s.draft_min));
+  if (!(s.draft_p_min >= 0 && s.draft_p_min <= 1)) bad("--draft-p-min must be in [0, 1], got " + show(s.draft_p_min));
+  if (!a.model_draft.empty()) {
+    if (!std::filesystem::is_regular_file(a.model_draft))
+      bad("--model-draft " + a.model_draft + ": no such file");
+    if (model_kind(a.model_draft) != ModelKind::gguf)
+      bad("--model-draft " + a.model_draft + " is not a GGUF file (a draft model is a GGUF language model)");
+  }
+}
+
+std::optional<LanguageModel> load_draft(Device& device, const LlmArgs& a, const LanguageModel& target) {
+  if (a.model_draft.empty()) return std::nullopt;
+  LanguageModelOptions o;
+  o.cache_type_k = cache_type_k(a);
+  o.cache_type_v = cache_type_v(a);
+  try {
+    // The target's context where the draft's own is as long; a shorter one proposes until it
+    // is full (then decoding goes on plainly).
+    const GgufFile file(a.model_draft);
+    const std::string arch(file.get_string_or("general.architecture", "llama"));
+    const auto own = static_cast<int64_t>(file.get_uint_or(arch + ".context_length", 0));
+    o.context = own > 0 ? std::min(own, target.context()) : target.context();
+    const auto t0 = Clock::now();
+    LanguageModel draft = LanguageModel::load(device, a.model_draft, o);
+    check_draft_model(target, draft);
+    if (a.verbose) print_verbose_draft(draft, a.model_draft, ms_since(t0));
+    return draft;
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    throw Error(e.code(), m.starts_with(a.model_draft) ? "--model-draft " + m : "--model-draft " + a.model_draft + ": " + m);
+  }
+}
+
+std::string describe_speculation(const TextGenerationStats& s) {
+  if (s.passes == 0 || (s.drafted_tokens == 0 && s.accepted_tokens == 0)) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "speculation: %lld drafted, %lld accepted (%.0f%%), %.2f tokens per pass",
+                static_cast<long long>(s.drafted_tokens), static_cast<long long>(s.accepted_tokens),
+                100 * s.acceptance_rate(), static_cast<double>(s.generated_tokens) / static_cast<double>(s.passes));
+  return buf;
 }
 
 void add_cache_type_options(CLI::App& sub, LlmArgs& a) {
@@ -170,6 +257,13 @@ void print_verbose(const Device& device, const LanguageModel& lm, const std::str
                static_cast<long long>(c.context_length));
   std::fprintf(stderr, "kv cache    %s\n", describe_kv_cache(lm.kv_cache(), lm.context()).c_str());
   std::fprintf(stderr, "load        %s (weights to the device, graphs compiled and recorded)\n",
+               format_ms(load_ms).c_str());
+}
+
+void print_verbose_draft(const LanguageModel& lm, const std::string& path, double load_ms) {
+  const LanguageModelConfig& c = lm.config();
+  std::fprintf(stderr, "draft model %s: %s, %lld layers, d_model %lld, loaded in %s\n", path.c_str(),
+               c.architecture.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(c.d_model),
                format_ms(load_ms).c_str());
 }
 

@@ -26,7 +26,22 @@ struct LlmArgs {
   bool verbose = false;  // -v: load_llm prints the device, the model, the KV cache and the load time
   // --cache-type-k/--cache-type-v: f32, f16, q8_0 or q4_0; empty: the activations'
   std::string cache_type_k, cache_type_v;
+  // Speculative decoding (add_speculative_options): --spec ngram|draft, --model-draft FILE.gguf
+  // (implies --spec draft), --draft-max, --draft-min, --draft-p-min.
+  std::string spec, model_draft;
+  SpeculativeOptions speculative;
 };
+
+// --spec, --model-draft, --draft-max, --draft-min, --draft-p-min (llama.cpp's names).
+void add_speculative_options(CLI::App& sub, LlmArgs& args);
+// Their ranges and combination (UsageError naming the option), and that --model-draft is a GGUF
+// file; sets args.speculative.mode. Before anything is loaded.
+void check_speculative_args(LlmArgs& args);
+// The draft model of --model-draft (none without it), loaded with the target's --ctx and checked
+// against the loaded target's vocabulary: errors name --model-draft.
+std::optional<LanguageModel> load_draft(Device& device, const LlmArgs& args, const LanguageModel& target);
+// "drafted 120, accepted 96 (80%), 2.9 tokens per pass" for the stats line; empty without speculation.
+std::string describe_speculation(const TextGenerationStats& s);
 
 // --cache-type-k and --cache-type-v (llama.cpp's names; CLI11 takes no -ctk): the KV cache's types.
 void add_cache_type_options(CLI::App& sub, LlmArgs& args);
@@ -80,6 +95,12 @@ int generate_llm(const std::string& model, const std::string& prompt, bool chat,
 // llama-bench's n_depth) are in the cache before each test, prefilled once.
 int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int repeats, const std::string& json_path,
               bool no_peak, const GlobalOptions& globals, const LlmArgs& kv = {}, int64_t depth = 0);
+
+// `vkformer bench --model FILE.gguf --spec MODE --spec-prompt FILE...` (cmd_bench_spec.cpp):
+// speculative against plain greedy generation of n_gen tokens per prompt file, rounds
+// alternating; `args` carries the speculative options (and --cache-type-k/v).
+int bench_speculative(const std::string& model, LlmArgs args, const std::vector<std::string>& prompt_files,
+                      int64_t n_gen, int repeats, const std::string& json_path, const GlobalOptions& globals);
 
 // `vkformer demo --llm-model FILE.gguf` (cmd_demo_llm.cpp): a greedy chat answer checked against
 // the reference in golden_dir (tests/golden_llama).

@@ -32,9 +32,43 @@ namespace vkformer {
 
 class LanguageModel;
 
+// Speculative decoding (llama.cpp's --draft-max, --draft-min, --draft-p-min): a proposer guesses
+// the next few tokens, the model scores the token it just chose and the guesses in one batched
+// pass (LanguageModel::verify) and keeps the guesses its sampler agrees with, rolling the rest
+// back. Greedy output is exactly plain decoding's; with temperature the standard speculative
+// sampling rule (accept a guess with probability min(1, p/q), else draw from the normalized
+// residual max(0, p - q)) keeps the sampler's distribution. Proposers:
+//   ngram  prompt lookup: the longest recent n-gram (2 to 4 tokens) that occurred before in the
+//          prompt or the reply proposes the tokens that followed it; no model
+//   draft  a draft model of the same vocabulary, run greedily on its own KV cache, stopping where
+//          its top token's probability is below draft_p_min
+// Adaptive: each pass verifies as many of the proposals as promise the most tokens per second,
+// from the acceptance seen so far and the measured time of each pass size (on a CPU device every
+// row costs; on a GPU hardly), so that speculation costs little where it does not help.
+enum class SpeculativeMode : uint8_t { off, ngram, draft };
+const char* to_string(SpeculativeMode mode);
+
+struct SpeculativeOptions {
+  SpeculativeMode mode = SpeculativeMode::off;
+  LanguageModel* draft_model = nullptr;  // mode draft: check_draft_model(target, draft) passed
+  int32_t draft_max = 16;     // 1..LanguageModel::kMaxVerifyTokens - 1: proposals per pass at most
+  int32_t draft_min = 0;      // 0..draft_max: fewer proposals than this are not verified
+  float draft_p_min = 0.8f;   // [0, 1]: a draft model stops where its top probability is lower
+  // false: every proposal (up to draft_max) is verified, whatever it costs (tests, measurements).
+  bool adaptive = true;
+};
+
+// Throws invalid_argument naming the option, its range and the value unless every option is in
+// range and mode draft has a draft_model.
+void validate(const SpeculativeOptions& options);
+// Throws invalid_argument unless `draft` can propose for `target`: the same vocabulary (size,
+// every token's text, BOS and EOS), naming the first difference.
+void check_draft_model(const LanguageModel& target, const LanguageModel& draft);
+
 struct TextGenerationOptions {
   int64_t max_tokens = 128;  // > 0: tokens to generate at most
   SamplingOptions sampling;  // greedy by default
+  SpeculativeOptions speculative;  // off by default
 };
 
 enum class StopReason : uint8_t {
@@ -51,6 +85,11 @@ struct TextGenerationStats {
   int64_t generated_tokens = 0;  // tokens returned (the end-of-generation token not counted)
   double generation_seconds = 0; // sampling and the one-token passes that ran them
   StopReason stop = StopReason::max_tokens;
+  // Speculative decoding: tokens proposed and verified, those kept, and the model's passes after
+  // the prompt (verification passes and plain one-token ones): generated_tokens / passes is the
+  // tokens per step.
+  int64_t drafted_tokens = 0, accepted_tokens = 0, passes = 0;
+  double acceptance_rate() const;  // accepted / drafted (0 when none was drafted)
   double prompt_tokens_per_second() const;
   double generation_tokens_per_second() const;
 };
@@ -74,7 +113,8 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
                               const TextGenerationOptions& options, const TokenCallback& on_token = {});
 // The same with a caller's sampler (its history and random sequence carry on).
 TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt, Sampler& sampler,
-                              int64_t max_tokens, const TokenCallback& on_token = {});
+                              int64_t max_tokens, const TokenCallback& on_token = {},
+                              const SpeculativeOptions& speculative = {});
 
 // A chat with a model: its template (ChatTemplate::load on the model's GGUF), the messages so
 // far, and the model's cache holding exactly the text of the conversation. Each reply() appends

@@ -123,6 +123,20 @@ class LanguageModel {
   std::vector<float> append(std::span<const int32_t> tokens);
   // The same, returning every token's logits [n × vocab] (row i: the prediction after token i).
   std::vector<float> append_all_logits(std::span<const int32_t> tokens);
+  // Speculative decoding's verification step: runs `tokens` (the last accepted token and the
+  // proposals after it, 1..kMaxVerifyTokens of them) at position() in ONE batched pass, keeps
+  // their K/V and returns every token's logits [n × vocab] (row i: the prediction after token i),
+  // as append_all_logits() does, from a graph of a few rows instead of a whole prompt chunk (one
+  // token: the decode graph). Errors as append's, and more than kMaxVerifyTokens tokens.
+  static constexpr int64_t kMaxVerifyTokens = 64;
+  std::vector<float> verify(std::span<const int32_t> tokens);
+  // The rows of the graph a verification of n tokens runs (padding included): 1 for one token,
+  // else the next of 2, 4, 8, 16, 32, 64 — what the pass costs where every row is computed.
+  static int64_t verify_graph_rows(int64_t n);
+  // Forgets the latest `count` tokens (0 <= count <= position()): the rejected proposals of a
+  // verification. Decoding then goes on as if they had never been appended (their cache rows are
+  // hidden by the key length and the masks, and overwritten by the next tokens).
+  void rollback(int64_t count);
   void reset();               // position() = 0
   void truncate(int64_t n);   // forget all but the first n tokens (0 <= n <= position())
 

@@ -219,6 +219,32 @@ vkf_status vkf_llm_chat(vkf_llm* llm, const char* user_message, int32_t max_toke
  * default, if any) opens the next conversation. */
 vkf_status vkf_llm_reset(vkf_llm* llm, const char* system_prompt);
 
+/* Speculative decoding (include/vkformer/generate.hpp, SpeculativeOptions; llama.cpp's
+ * --draft-max, --draft-min, --draft-p-min): greedy output stays exactly plain decoding's, and
+ * with a temperature the speculative sampling rule keeps the distribution. */
+typedef enum vkf_speculative_mode {
+  VKF_SPECULATIVE_OFF = 0,
+  VKF_SPECULATIVE_NGRAM = 1, /* prompt lookup: no draft model */
+  VKF_SPECULATIVE_DRAFT = 2  /* `draft` proposes */
+} vkf_speculative_mode;
+typedef struct vkf_speculative_options {
+  int32_t mode;       /* a vkf_speculative_mode */
+  vkf_llm* draft;     /* VKF_SPECULATIVE_DRAFT: a model of the same vocabulary, another vkf_llm
+                       * than the target (its KV cache is the draft's own); it must outlive its
+                       * use and is not used by anything else meanwhile */
+  int32_t draft_max;  /* 1..63 proposals per pass; default 16 */
+  int32_t draft_min;  /* 0..draft_max; default 0 */
+  float draft_p_min;  /* [0, 1]; default 0.8 */
+} vkf_speculative_options;
+void vkf_speculative_options_default(vkf_speculative_options* options); /* off, 16, 0, 0.8 */
+/* Speculative decoding for the next vkf_llm_generate and vkf_llm_chat calls on llm (options
+ * NULL: off). Out-of-range options, a draft of another vocabulary (named), the target itself as
+ * its draft: VKF_ERROR_INVALID_ARGUMENT, and the setting stays as it was. */
+vkf_status vkf_llm_set_speculative(vkf_llm* llm, const vkf_speculative_options* options);
+/* The last generation's proposals drafted and accepted and the model's passes after the prompt
+ * (generated tokens / passes: tokens per pass); each may be NULL. */
+vkf_status vkf_llm_speculative_stats(const vkf_llm* llm, int64_t* drafted, int64_t* accepted, int64_t* passes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,7 +27,9 @@ struct Llm {
   std::optional<LanguageModel> model;
   std::optional<GgufTokenizer> tokenizer;  // a copy: immutable, usable while another thread generates
   std::mutex mutex;  // one generation at a time; others wait
-  std::string device_name;
+  std::string device_name, device_selector;
+  std::optional<LanguageModel> draft;  // set_speculative's draft model, on the same device
+  SpeculativeOptions speculative;
 };
 
 nb::str decode_lossy(const std::string& bytes) {
@@ -44,6 +46,9 @@ nb::dict stats_dict(const TextGenerationStats& s) {
   d["generation_seconds"] = s.generation_seconds;
   d["generation_tokens_per_second"] = s.generation_tokens_per_second();
   d["stop"] = std::string(to_string(s.stop));
+  d["drafted_tokens"] = s.drafted_tokens;    // speculative decoding: proposals verified,
+  d["accepted_tokens"] = s.accepted_tokens;  // those kept,
+  d["passes"] = s.passes;                    // and the model's passes after the prompt
   return d;
 }
 
@@ -53,6 +58,7 @@ nb::tuple generate_ids(Llm& self, const std::vector<int32_t>& prompt, int64_t ma
   TextGenerationOptions options;
   options.max_tokens = max_tokens;
   options.sampling = sampling;
+  options.speculative = self.speculative;
   std::optional<nb::python_error> raised;  // from the callback, or Ctrl-C; re-raised at the end
   TextGenerationResult result;
   {
@@ -73,6 +79,48 @@ nb::tuple generate_ids(Llm& self, const std::vector<int32_t>& prompt, int64_t ma
   }
   if (raised) throw std::move(*raised);
   return nb::make_tuple(result.tokens, nb::str(result.text.data(), result.text.size()), stats_dict(result.stats));
+}
+
+// Speculative decoding for the next generations: mode "off", "ngram" or "draft" (model_draft,
+// a GGUF file of the same vocabulary, loaded on the model's device with its context). Checked
+// and loaded before anything changes: a bad option or draft leaves the setting as it was.
+void set_speculative(Llm& self, const std::string& mode, const std::string& model_draft, int32_t draft_max,
+                     int32_t draft_min, float draft_p_min) {
+  SpeculativeOptions s;
+  if (mode == "ngram") s.mode = SpeculativeMode::ngram;
+  else if (mode == "draft") s.mode = SpeculativeMode::draft;
+  else if (mode != "off")
+    throw Error(ErrorCode::invalid_argument, "spec must be None, 'ngram' or 'draft', got '" + mode + "'");
+  if (s.mode == SpeculativeMode::draft && model_draft.empty())
+    throw Error(ErrorCode::invalid_argument, "spec 'draft' needs model_draft (a GGUF file)");
+  if (s.mode != SpeculativeMode::draft && !model_draft.empty())
+    throw Error(ErrorCode::invalid_argument, "model_draft is for spec 'draft', got spec '" + mode + "'");
+  s.draft_max = draft_max;
+  s.draft_min = draft_min;
+  s.draft_p_min = draft_p_min;
+  std::optional<LanguageModel> draft;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(self.mutex);
+    if (s.mode == SpeculativeMode::draft) {
+      s.draft_model = &*self.model;  // validate() wants one; replaced below
+      validate(s);
+      LanguageModelOptions o;
+      o.context = self.model->context();
+      Device d = shared_device(self.device_selector);
+      try {
+        draft.emplace(LanguageModel::load(d, model_draft, o));
+        check_draft_model(*self.model, *draft);
+      } catch (const Error& e) {
+        throw Error(e.code(), "model_draft " + model_draft + ": " + e.what());
+      }
+    } else {
+      validate(s);
+    }
+    self.draft = std::move(draft);
+    s.draft_model = self.draft ? &*self.draft : nullptr;
+    self.speculative = s;
+  }
 }
 
 // llama-perplexity's measure (vkformer/perplexity.hpp) with the GIL released; on_progress, when
@@ -142,9 +190,12 @@ void bind_llm(nb::module_& m) {
             self->tokenizer.emplace(model->tokenizer());
             self->model = std::move(model);
             self->device_name = std::move(device_name);
+            self->device_selector = device;
           },
           nb::arg("path"), nb::arg("n_ctx") = 0, nb::arg("device") = "", nb::arg("f16") = false,
           nb::arg("cache_type_k") = "", nb::arg("cache_type_v") = "")
+      .def("set_speculative", &set_speculative, nb::arg("mode"), nb::arg("model_draft"), nb::arg("draft_max"),
+           nb::arg("draft_min"), nb::arg("draft_p_min"))
       .def("generate_ids", &generate_ids, nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("sampling"),
            nb::arg("on_text").none())
       .def("perplexity", &perplexity, nb::arg("text"), nb::arg("n_ctx") = 0, nb::arg("chunks") = 0,

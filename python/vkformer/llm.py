@@ -61,6 +61,12 @@ class LLM:
     (llama.cpp's ``--cache-type-k/v``: q8_0 takes 34 bytes per 32 values, about half of f16);
     None = the activations' type. ``kv_cache`` says what the cache takes.
 
+    Speculative decoding (llama.cpp's names): ``spec="ngram"`` (prompt lookup) or
+    ``model_draft=PATH`` (a GGUF draft of the same vocabulary, loaded on the same device), with
+    ``draft_max`` (1..63), ``draft_min`` and ``draft_p_min``. Greedy output is unchanged; with a
+    temperature the speculative sampling rule keeps the distribution. ``last_stats`` then
+    counts ``drafted_tokens``, ``accepted_tokens`` and ``passes``.
+
     Each ``generate``/``stream``/``chat`` call starts from an empty cache. One object may be
     shared by threads: calls that generate wait for each other, ``tokenize`` does not.
 
@@ -70,11 +76,16 @@ class LLM:
     """
 
     def __init__(self, path: Union[str, os.PathLike], n_ctx: int = 0, device: Optional[Union[int, str]] = None,
-                 f16: bool = False, cache_type_k: Optional[str] = None, cache_type_v: Optional[str] = None):
+                 f16: bool = False, cache_type_k: Optional[str] = None, cache_type_v: Optional[str] = None,
+                 spec: Optional[str] = None, model_draft: Optional[Union[str, os.PathLike]] = None,
+                 draft_max: int = 16, draft_min: int = 0, draft_p_min: float = 0.8):
         self.path = os.fspath(os.path.expanduser(path))
         if n_ctx < 0:
             raise ValueError(f"n_ctx must be at least 1 (or 0 for the model's), got {n_ctx}")
         self._model = _core.LLM(self.path, n_ctx, selector(device), f16, cache_type_k or "", cache_type_v or "")
+        if spec is not None or model_draft is not None:
+            draft = os.fspath(os.path.expanduser(model_draft)) if model_draft is not None else ""
+            self._model.set_speculative(spec or "draft", draft, draft_max, draft_min, draft_p_min)
         #: Statistics of the last generation: prompt and generated tokens, seconds, tokens/s, stop.
         self.last_stats: dict[str, Any] = {}
 

@@ -40,6 +40,8 @@ struct vkf_llm {
   std::atomic<std::thread::id> busy_thread{};
   // vkf_llm_release from inside a callback: done when the outer call returns.
   bool release_pending = false;
+  vkformer::SpeculativeOptions speculative;  // vkf_llm_set_speculative
+  vkformer::TextGenerationStats last_stats;  // vkf_llm_speculative_stats
 };
 
 namespace {
@@ -475,9 +477,11 @@ vkf_status vkf_llm_generate(vkf_llm* llm, const char* prompt, int32_t max_tokens
                             void* user_data, vkf_generation_stats* stats) {
   return llm_call(llm, "vkf_llm_generate", [&] {
     require(prompt != nullptr, "prompt must not be NULL");
-    const auto o = generation_options(max_tokens, sampling);
+    auto o = generation_options(max_tokens, sampling);
+    o.speculative = llm->speculative;
     const auto ids = llm->model.tokenizer().encode(prompt, llm->model.position() == 0, true);
     const auto r = vkformer::generate(llm->model, ids, o, token_callback(callback, user_data));
+    llm->last_stats = r.stats;
     to_stats(r.stats, stats);
   });
 }
@@ -490,10 +494,49 @@ vkf_status vkf_llm_chat(vkf_llm* llm, const char* user_message, int32_t max_toke
     const vkformer::ModelChatTemplates& templates = llm->model.chat_templates();
     if (!templates.has_file_template())
       throw vkformer::Error(vkformer::ErrorCode::unsupported, templates.problem());
-    const auto o = generation_options(max_tokens, sampling);
+    auto o = generation_options(max_tokens, sampling);
+    o.speculative = llm->speculative;
     if (!llm->conversation) llm->conversation.emplace(llm->model, templates.file_template(), llm->system_prompt);
     const auto r = llm->conversation->reply(user_message, o, token_callback(callback, user_data));
+    llm->last_stats = r.stats;
     to_stats(r.stats, stats);
+  });
+}
+
+void vkf_speculative_options_default(vkf_speculative_options* options) {
+  if (!options) return;
+  const vkformer::SpeculativeOptions d;
+  *options = {VKF_SPECULATIVE_OFF, nullptr, d.draft_max, d.draft_min, d.draft_p_min};
+}
+
+vkf_status vkf_llm_set_speculative(vkf_llm* llm, const vkf_speculative_options* options) {
+  return llm_call(llm, "vkf_llm_set_speculative", [&] {
+    vkformer::SpeculativeOptions s;
+    if (options) {
+      require(options->mode >= VKF_SPECULATIVE_OFF && options->mode <= VKF_SPECULATIVE_DRAFT,
+              "mode must be VKF_SPECULATIVE_OFF, _NGRAM or _DRAFT (0..2), got " + std::to_string(options->mode));
+      s.mode = static_cast<vkformer::SpeculativeMode>(options->mode);
+      s.draft_max = options->draft_max;
+      s.draft_min = options->draft_min;
+      s.draft_p_min = options->draft_p_min;
+      if (s.mode == vkformer::SpeculativeMode::draft) {
+        require(options->draft != nullptr, "mode VKF_SPECULATIVE_DRAFT needs a draft");
+        require(options->draft != llm, "the draft must be another vkf_llm than the target (its own KV cache)");
+        vkformer::check_draft_model(llm->model, options->draft->model);
+        s.draft_model = &options->draft->model;
+      }
+      vkformer::validate(s);
+    }
+    llm->speculative = s;
+  });
+}
+
+vkf_status vkf_llm_speculative_stats(const vkf_llm* llm, int64_t* drafted, int64_t* accepted, int64_t* passes) {
+  return guarded([&] {
+    require(llm != nullptr, "llm must not be NULL");
+    if (drafted) *drafted = llm->last_stats.drafted_tokens;
+    if (accepted) *accepted = llm->last_stats.accepted_tokens;
+    if (passes) *passes = llm->last_stats.passes;
   });
 }
 

@@ -1,8 +1,13 @@
 // The generation loop and chat conversations of vkformer/generate.hpp.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <random>
 #include <span>
 #include <string>
+
+#include "llm/speculative.hpp"
 
 #include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
@@ -50,58 +55,183 @@ double TextGenerationStats::generation_tokens_per_second() const {
   return generation_seconds > 0 ? static_cast<double>(generated_tokens) / generation_seconds : 0.0;
 }
 
-TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt, Sampler& sampler,
-                              int64_t max_tokens, const TokenCallback& on_token) {
-  if (max_tokens <= 0)
-    throw Error(ErrorCode::invalid_argument, "generate: max_tokens must be > 0, got " + std::to_string(max_tokens));
-  if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt has no tokens");
-  const GgufTokenizer& tokenizer = model.tokenizer();
-  TextGenerationResult r;
+const char* to_string(SpeculativeMode mode) {
+  switch (mode) {
+    case SpeculativeMode::off: return "off";
+    case SpeculativeMode::ngram: return "ngram";
+    case SpeculativeMode::draft: return "draft";
+  }
+  return "unknown";
+}
 
-  const auto t0 = Clock::now();
-  std::vector<float> logits = model.append(prompt);
-  check_logits(logits, model.position());
-  r.stats.prompt_seconds = seconds_since(t0);
-  r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
-  sampler.accept(prompt);
+double TextGenerationStats::acceptance_rate() const {
+  return drafted_tokens > 0 ? static_cast<double>(accepted_tokens) / static_cast<double>(drafted_tokens) : 0.0;
+}
 
+void validate(const SpeculativeOptions& o) {
+  const int64_t most = LanguageModel::kMaxVerifyTokens - 1;
+  if (o.draft_max < 1 || o.draft_max > most)
+    throw Error(ErrorCode::invalid_argument, "speculative: draft_max must be in 1.." + std::to_string(most) +
+                                                 " (tokens verified in one pass), got " + std::to_string(o.draft_max));
+  if (o.draft_min < 0 || o.draft_min > o.draft_max)
+    throw Error(ErrorCode::invalid_argument, "speculative: draft_min must be in 0..draft_max (" +
+                                                 std::to_string(o.draft_max) + "), got " + std::to_string(o.draft_min));
+  if (!(o.draft_p_min >= 0.0f && o.draft_p_min <= 1.0f))
+    throw Error(ErrorCode::invalid_argument,
+                "speculative: draft_p_min must be in [0, 1], got " + std::to_string(o.draft_p_min));
+  if (o.mode == SpeculativeMode::draft && !o.draft_model)
+    throw Error(ErrorCode::invalid_argument, "speculative: mode draft needs a draft_model");
+}
+
+namespace {
+
+// Shows, keeps and counts the generated tokens for generate(): the sampler's history, the text
+// through the UTF-8 decoder, the callback.
+struct Emitter {
+  const GgufTokenizer& tokenizer;
+  Sampler& sampler;
+  const TokenCallback& on_token;
+  TextGenerationResult& r;
   Utf8StreamDecoder utf8;
-  const auto g0 = Clock::now();
-  for (;;) {
-    // Every returned token is run, so there must be room for it before it is chosen.
-    if (model.position() >= model.context()) {
-      r.stats.stop = StopReason::context_full;
-      break;
-    }
-    const int32_t token = sampler.sample(logits);
-    if (tokenizer.is_end_of_generation(token)) {
-      r.stats.stop = StopReason::end_of_generation;
-      break;
-    }
+  // False when the callback asked to stop after `token`.
+  bool emit(int32_t token) {
     sampler.accept(token);
     r.tokens.push_back(token);
     // Control tokens other than the end are not shown, as llama.cpp's tools do by default.
     const std::string piece = tokenizer.is_control(token) ? std::string() : utf8.push(tokenizer.token_bytes(token));
     r.text += piece;
-    const bool go_on = !on_token || on_token(piece, token);
-    logits = model.append(std::span<const int32_t>(&token, 1));
-    check_logits(logits, model.position());
-    if (!go_on) {
-      r.stats.stop = StopReason::callback;
-      break;
+    return !on_token || on_token(piece, token);
+  }
+};
+
+// The next token after `row` given the proposal `draft` (-1: none): greedy takes the sampler's
+// choice, the proposal kept when they agree; with temperature the speculative sampling rule
+// against a deterministic proposer (q is 1 on its token), with draws from `rng`.
+models::llm::Verdict choose(Sampler& sampler, std::span<const float> row, int32_t draft, std::mt19937_64& rng) {
+  if (draft < 0 || sampler.options().temperature == 0.0f) {
+    const int32_t t = sampler.sample(row);
+    return {t, t == draft};
+  }
+  const auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  const std::vector<TokenProbability> p = sampler.distribution(row);
+  const TokenProbability q[1] = {{draft, 1.0}};
+  const double u_accept = uniform(), u_resample = uniform();
+  return models::llm::judge_proposal(p, q, draft, u_accept, u_resample);
+}
+
+}  // namespace
+
+TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt, Sampler& sampler,
+                              int64_t max_tokens, const TokenCallback& on_token, const SpeculativeOptions& spec) {
+  if (max_tokens <= 0)
+    throw Error(ErrorCode::invalid_argument, "generate: max_tokens must be > 0, got " + std::to_string(max_tokens));
+  if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt has no tokens");
+  validate(spec);
+  if (spec.mode == SpeculativeMode::draft) check_draft_model(model, *spec.draft_model);
+  const GgufTokenizer& tokenizer = model.tokenizer();
+  TextGenerationResult r;
+
+  const auto t0 = Clock::now();
+  // rows: the logits after the cache's last token and after each proposal in it ([k+1 × vocab]).
+  std::vector<float> rows = model.append(prompt);
+  check_logits(rows, model.position());
+  r.stats.prompt_seconds = seconds_since(t0);
+  r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+  sampler.accept(prompt);
+
+  // The proposers look at the whole text: the prompt and the reply so far.
+  std::vector<int32_t> context;
+  if (spec.mode != SpeculativeMode::off) context.assign(prompt.begin(), prompt.end());
+  std::optional<models::llm::DraftModelProposer> drafter;
+  if (spec.mode == SpeculativeMode::draft) drafter.emplace(*spec.draft_model);
+  models::llm::DraftBudget budget(spec.draft_max);
+  std::mt19937_64 rng(sampler.options().seed ^ 0x5bd1e995u);  // the acceptance draws, apart from the sampler's
+
+  Emitter out{tokenizer, sampler, on_token, r, {}};
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<int32_t> drafts;  // in the cache after the token before rows' first
+  double pass_seconds = 0;      // the last verification pass's
+  const auto g0 = Clock::now();
+  for (bool done = false; !done;) {
+    // Each row chooses a token; the drafts up to the first it does not keep stay in the cache.
+    int32_t next = -1;  // chosen and shown, not in the cache yet
+    const int64_t k = static_cast<int64_t>(drafts.size()), accepted_before = r.stats.accepted_tokens;
+    for (int64_t i = 0; i <= k; ++i) {
+      // Every returned token is run, so there must be room for it before it is chosen (rows of
+      // kept drafts have it: their pass fitted).
+      if (i == k && model.position() >= model.context()) {
+        r.stats.stop = StopReason::context_full;
+        done = true;
+        break;
+      }
+      const auto row = std::span<const float>(rows).subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab));
+      const models::llm::Verdict v = choose(sampler, row, i < k ? drafts[static_cast<size_t>(i)] : -1, rng);
+      if (!v.accepted) model.rollback(k - i);  // the drafts from i on
+      if (tokenizer.is_end_of_generation(v.token)) {
+        if (v.accepted) model.rollback(k - i);  // the end itself is not kept
+        r.stats.stop = StopReason::end_of_generation;
+        done = true;
+        break;
+      }
+      r.stats.accepted_tokens += v.accepted ? 1 : 0;
+      const bool go_on = out.emit(v.token);
+      if (spec.mode != SpeculativeMode::off) context.push_back(v.token);
+      const bool full = static_cast<int64_t>(r.tokens.size()) >= max_tokens;
+      if (!go_on || full) {
+        r.stats.stop = go_on ? StopReason::max_tokens : StopReason::callback;
+        if (v.accepted) {
+          model.rollback(k - i - 1);
+        } else {
+          const std::vector<float> last = model.append(std::span<const int32_t>(&v.token, 1));
+          check_logits(last, model.position());
+        }
+        done = true;
+        break;
+      }
+      if (!v.accepted) {
+        next = v.token;
+        break;
+      }
     }
-    if (static_cast<int64_t>(r.tokens.size()) >= max_tokens) {
-      r.stats.stop = StopReason::max_tokens;
-      break;
+    if (done) break;
+    if (k > 0) budget.on_verified(k, r.stats.accepted_tokens - accepted_before, pass_seconds);
+    // Propose what follows `next` (as many as the context, the token budget and the adaptive
+    // limit allow) and run `next` with them in one pass, or alone.
+    const int64_t room = std::min(model.context() - model.position() - 1,
+                                  max_tokens - static_cast<int64_t>(r.tokens.size()) - 1);
+    const int64_t want = std::min<int64_t>(spec.draft_max, room);
+    // Prompt lookup's proposals cost nothing: looked up first, then as many verified as pay. A
+    // draft model's cost: as many asked for as would pay, its time counted in the pass's.
+    const auto pass_start = Clock::now();
+    drafts.clear();
+    if (want > 0 && spec.mode == SpeculativeMode::ngram) {
+      drafts = models::llm::propose_ngram(context, want);
+      if (spec.adaptive) drafts.resize(static_cast<size_t>(budget.choose(static_cast<int64_t>(drafts.size()))));
     }
+    if (want > 0 && spec.mode == SpeculativeMode::draft)
+      if (const int64_t k = spec.adaptive ? budget.choose(want) : want; k > 0)
+        drafts = drafter->propose(context, k, spec.draft_p_min);
+    if (static_cast<int64_t>(drafts.size()) < std::max<int32_t>(spec.draft_min, 1)) drafts.clear();
+    ++r.stats.passes;
+    if (drafts.empty()) {
+      rows = model.append(std::span<const int32_t>(&next, 1));
+      budget.on_plain_step(seconds_since(pass_start));
+    } else {
+      std::vector<int32_t> batch{next};
+      batch.insert(batch.end(), drafts.begin(), drafts.end());
+      rows = model.verify(batch);
+      pass_seconds = seconds_since(pass_start);
+      r.stats.drafted_tokens += static_cast<int64_t>(drafts.size());
+    }
+    check_logits(rows, model.position());
   }
   r.stats.generation_seconds = seconds_since(g0);
   r.stats.generated_tokens = static_cast<int64_t>(r.tokens.size());
   // Cut off inside a character (max tokens, the callback, a full context): nothing of it is
   // shown. A model that ends generation there produced bytes that are no UTF-8: U+FFFD.
   if (r.stats.stop != StopReason::end_of_generation) {
-    utf8.discard();
-  } else if (const std::string rest = utf8.flush(); !rest.empty()) {
+    out.utf8.discard();
+  } else if (const std::string rest = out.utf8.flush(); !rest.empty()) {
     r.text += rest;
     if (on_token) on_token(rest, -1);
   }
@@ -111,7 +241,7 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
 TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt,
                               const TextGenerationOptions& options, const TokenCallback& on_token) {
   Sampler sampler(options.sampling);
-  return generate(model, prompt, sampler, options.max_tokens, on_token);
+  return generate(model, prompt, sampler, options.max_tokens, on_token, options.speculative);
 }
 
 // ------------------------------------------------------------------------------- Conversation
@@ -164,7 +294,7 @@ TextGenerationResult Conversation::reply(std::string_view user_text, const TextG
       ids = model_->tokenizer().encode(full, !template_.writes_bos(), true);
     }
     last_turn_tokens_ = static_cast<int64_t>(ids.size());
-    auto r = generate(*model_, ids, *sampler_, options.max_tokens, on_token);
+    auto r = generate(*model_, ids, *sampler_, options.max_tokens, on_token, options.speculative);
     // The reply as the tokens' bytes (r.text may have U+FFFD for bytes that are no UTF-8 and
     // lacks control tokens): then the next turn's text continues the cache's exactly.
     std::string reply = model_->tokenizer().decode(r.tokens);

@@ -2,6 +2,7 @@
 // chunks of prompt tokens and one for single decoded tokens (and, compiled on first use, chunks that only fill the caches and
 // chunks that return every token's logits).
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "exclusive_use.hpp"
@@ -24,6 +25,15 @@ using namespace models::llm;
 // Tokens of one batched prompt pass. Larger chunks use the matmuls better; every chunk pays for
 // all of them, so a short prompt wastes the padding.
 constexpr int64_t kPromptChunk = 64;
+
+// Rows of a verification pass (speculative decoding: the last accepted token and the proposals
+// after it), padded to the next of 2, 4, 8, ... rows so that a few graphs serve every draft
+// length without paying for a whole prompt chunk's rows (lavapipe computes every padded row).
+int64_t verify_rows(int64_t n) {
+  int64_t rows = 2;
+  while (rows < n) rows *= 2;
+  return rows;
+}
 
 HostTensor scalar_i32(int64_t v) {
   return HostTensor::from_i32({1}, std::vector<int32_t>{static_cast<int32_t>(v)});
@@ -110,6 +120,32 @@ class LanguageModelImpl {
     return decode_profiled_->profile();
   }
 
+  // Speculative decoding's verification step: every token's logits from one pass of a graph of
+  // verify_rows(n) rows (the decode graph for one token), so the rows agree with the prompt path's.
+  std::vector<float> verify(std::span<const int32_t> tokens) {
+    check(tokens, "verify");
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    if (n > LanguageModel::kMaxVerifyTokens)
+      throw Error(ErrorCode::invalid_argument, "LanguageModel::verify: " + std::to_string(n) +
+                                                   " tokens, at most " +
+                                                   std::to_string(LanguageModel::kMaxVerifyTokens) + " in one pass");
+    if (n == 1) return run(tokens, Logits::last);
+    const int64_t rows = verify_rows(n);
+    std::unique_ptr<Executor>& e = verify_[rows];
+    if (!e) e = compile(rows, Logits::all);
+    return run(tokens, Logits::all, e.get(), rows);
+  }
+
+  // Forgets the latest `count` tokens: the rows stay in the caches, hidden by key_length (and the
+  // masks built from position_) until later tokens overwrite them, as truncate() does.
+  void rollback(int64_t count) {
+    if (count < 0 || count > position_)
+      throw Error(ErrorCode::invalid_argument, "LanguageModel::rollback: count is " + std::to_string(count) +
+                                                   ", expected 0.." + std::to_string(position_) +
+                                                   " (the tokens in the cache)");
+    position_ -= count;
+  }
+
   void truncate(int64_t n) {
     if (n < 0 || n > position_)
       throw Error(ErrorCode::invalid_argument, "LanguageModel::truncate: n is " + std::to_string(n) +
@@ -143,23 +179,25 @@ class LanguageModelImpl {
 
   // One pass over at most kPromptChunk tokens at position_; returns the last token's logits
   // (Logits::last), every token's, or none (Logits::none: a chunk of a prompt before its last).
-  // A single token runs through `decode` (the decode graph, or its profiled copy).
-  std::vector<float> run(std::span<const int32_t> tokens, Logits logits, Executor* decode = nullptr) {
+  // A single token runs through `graph` (the decode graph, or its profiled copy); several through
+  // the prompt chunk's graph, or `graph` of `graph_rows` rows (a verification pass's).
+  std::vector<float> run(std::span<const int32_t> tokens, Logits logits, Executor* graph = nullptr,
+                         int64_t graph_rows = kPromptChunk) {
     const int64_t n = static_cast<int64_t>(tokens.size()), p = position_;
     Executor* e = nullptr;
-    const int64_t rows = n == 1 ? 1 : kPromptChunk;
+    const int64_t rows = n == 1 ? 1 : graph_rows;
     if (n == 1) {
-      e = decode ? decode : decode_.get();
+      e = graph ? graph : decode_.get();
       e->set_input("tokens", HostTensor::from_i32({1, 1}, tokens));
     } else {
       std::unique_ptr<Executor>& prompt = logits == Logits::all    ? prompt_all_
                                           : logits == Logits::none ? prompt_caches_
                                                                    : prompt_last_;
-      if (!prompt) prompt = compile(kPromptChunk, logits);
-      e = prompt.get();
+      if (!graph && !prompt) prompt = compile(kPromptChunk, logits);
+      e = graph ? graph : prompt.get();
       std::vector<int32_t> padded(tokens.begin(), tokens.end());
-      padded.resize(static_cast<size_t>(kPromptChunk), 0);  // rows past n: computed, never seen
-      e->set_input("tokens", HostTensor::from_i32({1, kPromptChunk}, padded));
+      padded.resize(static_cast<size_t>(rows), 0);  // rows past n: computed, never seen
+      e->set_input("tokens", HostTensor::from_i32({1, rows}, padded));
       if (logits == Logits::last) e->set_input("last", scalar_i32(n - 1));
     }
     if (needs_mask(config_, rows)) e->set_input("mask", causal_mask(rows, cache_rows_, p));
@@ -190,6 +228,7 @@ class LanguageModelImpl {
   // prompt_last_'s, so that costs no JIT time.
   std::unique_ptr<Executor> decode_, prompt_last_, prompt_all_, prompt_caches_;
   std::unique_ptr<Executor> decode_profiled_;  // profile_decode_step's, compiled on first use
+  std::map<int64_t, std::unique_ptr<Executor>> verify_;  // verification graphs by rows, on first use
   ExclusiveUse in_use_{"LanguageModel"};
 };
 
@@ -224,6 +263,15 @@ std::vector<float> LanguageModel::append_all_logits(std::span<const int32_t> tok
   ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::append_all_logits");
   return impl().append(tokens, Logits::all, "append_all_logits");
 }
+
+int64_t LanguageModel::verify_graph_rows(int64_t n) { return n <= 1 ? 1 : verify_rows(n); }
+
+std::vector<float> LanguageModel::verify(std::span<const int32_t> tokens) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::verify");
+  return impl().verify(tokens);
+}
+
+void LanguageModel::rollback(int64_t count) { impl().rollback(count); }
 
 ExecutorStats LanguageModel::decode_step_stats() const { return impl().decode_stats(); }
 ExecutorStats LanguageModel::prompt_chunk_stats() const { return impl().prompt_stats(); }

@@ -1,0 +1,74 @@
+#pragma once
+// The parts of speculative decoding (vkformer/generate.hpp's SpeculativeOptions) that the
+// generation loop (llm_generate.cpp) puts together: the proposers, the acceptance rule and the
+// adaptive draft length. No Vulkan here except through a draft LanguageModel.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "vkformer/generate.hpp"
+#include "vkformer/llm.hpp"
+#include "vkformer/sampling.hpp"
+
+namespace vkformer::models::llm {
+
+// Prompt lookup: for n from ngram_max down to ngram_min, the last n tokens of `context` looked up at an
+// earlier place in it (the latest such place); the first match proposes up to `max_tokens` of the
+// tokens that followed it. Empty when no suffix recurs.
+// (One token recurring says little: a 2-gram at least, by default.)
+std::vector<int32_t> propose_ngram(std::span<const int32_t> context, int64_t max_tokens, int64_t ngram_max = 4,
+                                   int64_t ngram_min = 2);
+
+// A draft model run greedily on its own cache, kept in step with the context by rolling back to
+// the longest common prefix of what it holds and the context, then appending the rest.
+class DraftModelProposer {
+ public:
+  explicit DraftModelProposer(LanguageModel& draft) : draft_(&draft) {}
+  // Up to max_tokens proposals after `context`, stopping where the draft's top token has a
+  // probability (softmax at temperature 1) below p_min or its cache is full.
+  std::vector<int32_t> propose(std::span<const int32_t> context, int64_t max_tokens, float p_min);
+
+ private:
+  LanguageModel* draft_;
+  std::vector<int32_t> cached_;  // the tokens in the draft's cache, from position 0
+  std::vector<float> logits_;    // the draft's logits after cached_ (empty: unknown)
+};
+
+// Standard speculative sampling for one proposal: `draft` was drawn from q (the proposer's
+// distribution; a deterministic proposer's q is 1 on its token), p is the target's (Sampler::
+// distribution). The draft is kept with probability min(1, p(draft) / q(draft)) (u_accept < that);
+// otherwise the token is drawn (by u_resample in [0, 1)) from max(0, p - q) normalized. The kept
+// or drawn tokens are then distributed as p. A residual that is all zero (p = q) draws from p.
+struct Verdict {
+  int32_t token;
+  bool accepted;  // token == draft, kept
+};
+Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const TokenProbability> q, int32_t draft,
+                       double u_accept, double u_resample);
+
+// How many of the proposals at hand to verify: the number k (0 = a plain one-token pass) with
+// the most expected tokens per second. A pass with k proposals yields (1 - a^(k+1)) / (1 - a)
+// tokens when each proposal is kept with probability a (given the ones before it were), and
+// costs the measured time of a pass of its graph's rows (LanguageModel::verify_graph_rows; a
+// decoder on a CPU such as lavapipe pays for every row, a GPU barely). a is estimated from the
+// passes so far (kept proposals against first rejections, older passes weighing less), starting
+// from an even prior; proposals are verified only where they promise 10% more than a plain pass.
+// Where proposing does not pay, a one-proposal probe every 16 plain passes
+// keeps the estimate up to date.
+class DraftBudget {
+ public:
+  explicit DraftBudget(int64_t draft_max) : max_(draft_max) {}
+  int64_t choose(int64_t available);
+  void on_plain_step(double seconds);
+  void on_verified(int64_t proposed, int64_t accepted, double seconds);
+  double acceptance() const { return (kept_ + 1.0) / (kept_ + rejected_ + 2.0); }
+
+ private:
+  double seconds_for(int64_t rows) const;
+  int64_t max_;
+  double kept_ = 0, rejected_ = 0;  // decayed counts
+  std::vector<double> seconds_;      // by graph rows (index), 0: not measured yet
+  int64_t plain_streak_ = 0;
+};
+
+}  // namespace vkformer::models::llm

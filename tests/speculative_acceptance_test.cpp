@@ -1,0 +1,166 @@
+// The parts of speculative decoding that need no device (src/models/llm/speculative.hpp):
+//   - the speculative sampling rule (judge_proposal) keeps the target distribution: 20,000
+//     draws at a vocabulary of 8 with a deliberately bad draft distribution, chi-square against
+//     the target at p > 0.01 (the 0.99 quantile of chi-square with 7 degrees of freedom);
+//   - prompt lookup's proposals (the longest, latest earlier n-gram);
+//   - the adaptive draft length.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "llm/speculative.hpp"
+
+namespace vkformer::testing {
+namespace {
+
+using models::llm::DraftBudget;
+using models::llm::judge_proposal;
+using models::llm::propose_ngram;
+
+constexpr int kVocab = 8;
+// The 0.99 quantile of chi-square with kVocab - 1 = 7 degrees of freedom: a statistic below it
+// has p > 0.01.
+constexpr double kChiSquare99 = 18.475;
+
+std::vector<TokenProbability> as_distribution(const std::array<double, kVocab>& probs) {
+  std::vector<TokenProbability> d;
+  for (int i = 0; i < kVocab; ++i)
+    if (probs[static_cast<size_t>(i)] > 0) d.push_back({i, probs[static_cast<size_t>(i)]});
+  return d;
+}
+
+// Draws a draft from q, judges it against p and counts the tokens kept or drawn; returns the
+// chi-square statistic of the counts against p (and the share of drafts kept).
+double chi_square_of_speculative_draws(const std::array<double, kVocab>& p, const std::array<double, kVocab>& q,
+                                       int draws, double* kept_share) {
+  std::mt19937_64 rng(1234);
+  auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  const auto pd = as_distribution(p), qd = as_distribution(q);
+  std::array<int, kVocab> counts{};
+  int kept = 0;
+  for (int n = 0; n < draws; ++n) {
+    double u = uniform(), cum = 0;
+    int32_t draft = qd.back().token;
+    for (const auto& t : qd)
+      if (u < (cum += t.probability)) {
+        draft = t.token;
+        break;
+      }
+    const double ua = uniform(), ur = uniform();
+    const auto v = judge_proposal(pd, qd, draft, ua, ur);
+    EXPECT_EQ(v.accepted, v.token == draft && v.accepted);
+    kept += v.accepted ? 1 : 0;
+    ++counts[static_cast<size_t>(v.token)];
+  }
+  double chi = 0;
+  for (int i = 0; i < kVocab; ++i) {
+    const double want = p[static_cast<size_t>(i)] * draws;
+    if (want == 0) {
+      EXPECT_EQ(counts[static_cast<size_t>(i)], 0) << "token " << i << " has probability 0";
+      continue;
+    }
+    chi += (counts[static_cast<size_t>(i)] - want) * (counts[static_cast<size_t>(i)] - want) / want;
+  }
+  if (kept_share) *kept_share = static_cast<double>(kept) / draws;
+  return chi;
+}
+
+// A draft that puts most of its mass where the target puts little (and some where the target
+// puts none): the kept and resampled tokens together are still distributed as the target.
+TEST(SpeculativeSampling, ABadDraftKeepsTheTargetDistribution) {
+  const std::array<double, kVocab> p = {0.30, 0.20, 0.15, 0.10, 0.10, 0.08, 0.07, 0.0};
+  const std::array<double, kVocab> q = {0.02, 0.03, 0.05, 0.05, 0.05, 0.10, 0.30, 0.40};
+  double kept = 0;
+  const double chi = chi_square_of_speculative_draws(p, q, 20000, &kept);
+  std::printf("bad draft: chi-square %.2f (7 dof, p > 0.01 below %.3f), %.1f%% of drafts kept\n", chi,
+              kChiSquare99, 100 * kept);
+  EXPECT_LT(chi, kChiSquare99);
+  // sum over tokens of min(p, q): the share the rule keeps.
+  EXPECT_NEAR(kept, 0.02 + 0.03 + 0.05 + 0.05 + 0.05 + 0.08 + 0.07, 0.01);
+}
+
+// A deterministic proposer (q is 1 on its token, as prompt lookup's and the greedy draft
+// model's are) and a draft equal to the target (nothing is ever rejected).
+TEST(SpeculativeSampling, DeterministicAndPerfectDraftsKeepTheTargetDistribution) {
+  const std::array<double, kVocab> p = {0.05, 0.25, 0.20, 0.10, 0.15, 0.05, 0.12, 0.08};
+  const std::array<double, kVocab> one_hot = {0, 0, 0, 0, 0, 0, 1, 0};
+  double kept = 0;
+  EXPECT_LT(chi_square_of_speculative_draws(p, one_hot, 20000, &kept), kChiSquare99);
+  EXPECT_NEAR(kept, 0.12, 0.01);
+  EXPECT_LT(chi_square_of_speculative_draws(p, p, 20000, &kept), kChiSquare99);
+  EXPECT_DOUBLE_EQ(kept, 1.0);
+}
+
+// Greedy: p is 1 on the argmax; a one-hot draft is kept exactly when it is that token.
+TEST(SpeculativeSampling, GreedyKeepsOnlyTheArgmax) {
+  const std::vector<TokenProbability> p = {{5, 1.0}};
+  const std::vector<TokenProbability> q5 = {{5, 1.0}}, q3 = {{3, 1.0}};
+  for (double u : {0.0, 0.5, 0.999999}) {
+    EXPECT_TRUE(judge_proposal(p, q5, 5, u, u).accepted);
+    const auto v = judge_proposal(p, q3, 3, u, u);
+    EXPECT_FALSE(v.accepted);
+    EXPECT_EQ(v.token, 5);
+  }
+}
+
+TEST(PromptLookup, ProposesWhatFollowedTheLongestLatestEarlierNgram) {
+  // "7 8 9" occurred at 0 (followed by 1 2) and "8 9" at 5 (followed by 3): the 3-gram wins.
+  const std::vector<int32_t> c = {7, 8, 9, 1, 2, 8, 9, 3, 4, 7, 8, 9};
+  EXPECT_EQ(propose_ngram(c, 4), (std::vector<int32_t>{1, 2, 8, 9}));
+  EXPECT_EQ(propose_ngram(c, 2), (std::vector<int32_t>{1, 2}));
+  // Only "9" recurs, latest at 6 (followed by 3 4 9): a 1-gram, taken only where asked for.
+  const std::vector<int32_t> d = {9, 0, 0, 0, 0, 0, 9, 3, 4, 9};
+  EXPECT_TRUE(propose_ngram(d, 3).empty());
+  EXPECT_EQ(propose_ngram(d, 3, 4, 1), (std::vector<int32_t>{3, 4, 9}));
+  // Proposals stop at the end of the context.
+  const std::vector<int32_t> e = {1, 2, 1, 2};
+  EXPECT_EQ(propose_ngram(e, 8), (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(propose_ngram(std::vector<int32_t>{1, 2, 3, 4}, 8).empty());
+  EXPECT_TRUE(propose_ngram(std::vector<int32_t>{5}, 8).empty());
+  EXPECT_TRUE(propose_ngram(c, 0).empty());
+}
+
+// Passes timed as lavapipe times SmolLM2's (a row costs): 1 for one token, 1.3 for 2 rows, 1.8
+// for 4, 2.8 for 8, 4 for 16.
+void time_passes(DraftBudget& b) {
+  b.on_plain_step(1.0);
+  b.on_verified(1, 1, 1.3);
+  b.on_verified(3, 3, 1.8);
+  b.on_verified(7, 7, 2.8);
+  b.on_verified(15, 15, 4.0);
+}
+
+TEST(DraftBudget, VerifiesWhatPaysAtTheMeasuredCostAndAcceptance) {
+  DraftBudget b(15);
+  time_passes(b);  // all kept: acceptance (kept + 1) / (kept + rejected + 2) = 27 / 28
+  EXPECT_GT(b.acceptance(), 0.95);
+  // 15 proposals: (1 - a^16) / (1 - a) = 12.4 tokens in 4 s beats 7 (7.1 tokens in 2.8 s)...
+  EXPECT_EQ(b.choose(15), 15);
+  // ...and of 5 at hand, 3 in a 4-row pass (3.8 tokens in 1.8 s) beat 5 in an 8-row one (5.5 in 2.8).
+  EXPECT_EQ(b.choose(5), 3);
+  // Every proposal rejected for a while: a falls to about 0.1, where 1 token per 1 s beats
+  // (1 + a) / 1.3; plain passes, with a one-proposal probe every 16th.
+  for (int i = 0; i < 40; ++i) b.on_verified(1, 0, 1.3);
+  EXPECT_LT(b.acceptance(), 0.15);
+  int probes = 0;
+  for (int i = 0; i < 32; ++i) probes += b.choose(8) > 0 ? 1 : 0;
+  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(b.choose(0), 0);
+}
+
+TEST(DraftBudget, AnUntriedPassSizeIsGuessedCheapSoItGetsMeasured) {
+  DraftBudget b(16);
+  b.on_plain_step(1.0);
+  // The even prior (a = 1/2) and sizes guessed at 1 + 5% per row: 3 proposals (1.875 tokens in a
+  // 4-row pass guessed at 1.2) promise the most.
+  EXPECT_EQ(b.choose(16), 3);
+  // That pass kept all 3 (a = 4/5) but took 30: 7 proposals (8 rows, guessed 1.4) now.
+  b.on_verified(3, 3, 30.0);
+  EXPECT_EQ(b.choose(16), 7);
+}
+
+}  // namespace
+}  // namespace vkformer::testing
