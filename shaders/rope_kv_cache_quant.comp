@@ -21,6 +21,14 @@
 // each taking its block's scale from the shared row itself (32 reads, cheaper than another
 // barrier). The caches are bound as 16-bit words: blocks are 2-byte aligned only, and 16-bit
 // stores let neighbouring invocations write neighbouring halfwords without a race.
+//
+// The attention rotation (KvRotation, llama.cpp's for quantized caches): with ROT_K > 0 the
+// rotated queries (the group's rows, in q_rows) and the key row are multiplied by the
+// orthonormal Walsh-Hadamard matrix of blocks of ROT_K values, with ROT_V > 0 the value row by
+// that of ROT_V, between the rope and the quantization: invocation x sums its pair's two
+// outputs over the block (n² a block, no butterfly barriers), and after a barrier writes them
+// back for the store to quantize. q·kᵀ is unchanged; a channel of large keys is spread over
+// the whole block instead of deciding the scale of its 32.
 
 layout(local_size_x_id = 0) in;  // ceil(D / 2) rounded up to a multiple of the subgroup
 layout(constant_id = 1) const uint NEOX = 0;
@@ -29,6 +37,9 @@ layout(constant_id = 3) const uint ROWS = 1;  // rows per workgroup
 layout(constant_id = 4) const uint K_TYPE = KV_Q8_0;
 layout(constant_id = 5) const uint V_TYPE = KV_Q8_0;
 layout(constant_id = 6) const uint ROW_CAP = 64;  // >= D: 2 x the workgroup size
+layout(constant_id = 7) const uint ROT_K = 0;     // Hadamard block of q and k (0: none)
+layout(constant_id = 8) const uint ROT_V = 0;     // Hadamard block of v (0: none)
+layout(constant_id = 9) const uint Q_ROWS = 1;    // the group's query rows (ROT_K > 0)
 
 layout(set = 0, binding = 6) writeonly buffer CacheK { uint16_t cache_k[]; };
 layout(set = 0, binding = 7) writeonly buffer CacheV { uint16_t cache_v[]; };
@@ -36,6 +47,21 @@ layout(set = 0, binding = 7) writeonly buffer CacheV { uint16_t cache_v[]; };
 
 shared float k_row[ROW_CAP];
 shared float v_row[ROW_CAP];
+shared float q_rows[Q_ROWS * ROW_CAP];  // ROT_K > 0: the group's rotated queries
+
+// Elements E and E + 1 (E even) of a shared row at OFF times the Hadamard matrix of blocks of N
+// (H[i][j] = (-1)^popcount(i & j) / sqrt(N)) into OUT (vec2). A macro: GLSL passes no shared arrays.
+#define HADAMARD_PAIR(ROW, OFF, E, N, OUT)                       \
+  {                                                              \
+    const uint i0 = (E) % (N), blk0 = (OFF) + (E) - i0;          \
+    vec2 acc = vec2(0.0);                                        \
+    for (uint j = 0; j < (N); ++j) {                             \
+      const float w = ROW[blk0 + j];                             \
+      acc.x += (bitCount(i0 & j) & 1) != 0 ? -w : w;             \
+      acc.y += (bitCount((i0 + 1u) & j) & 1) != 0 ? -w : w;      \
+    }                                                            \
+    OUT = acc * (1.0 / sqrt(float(N)));                          \
+  }
 
 // Halfwords of a row of D elements of a cache of type `type`.
 uint row_halfwords(uint type, uint d) {
@@ -108,17 +134,22 @@ void main() {
   const uint s_end = min(chunk * ROWS + ROWS, p.s);
   for (uint s = chunk * ROWS; s < s_end; ++s) {
     const uint row = it.first + s;
+    const uint q_dst = ((it.b * p.heads + it.g * p.group) * p.s + s) * p.d;
     if (in_row) {
       const uint v_src = (it.b * p.s + s) * p.v_stride + p.v_off + it.g * p.d;
       v_row[2u * x] = float(src_v[v_src + 2u * x]);
       if (2u * x + 1u < p.d) v_row[2u * x + 1u] = float(src_v[v_src + 2u * x + 1u]);
       const uint k_src = (it.b * p.s + s) * p.k_stride + p.k_off + it.g * p.d;
       const uint q_src = (it.b * p.s + s) * p.q_stride + p.q_off + it.g * p.group * p.d;
-      const uint q_dst = ((it.b * p.heads + it.g * p.group) * p.s + s) * p.d;
       if (!rotates) {  // copies, exact whatever the values
         k_row[ia] = float(src_k[k_src + ia]);
         if (second) k_row[ib] = float(src_k[k_src + ib]);
         for (uint i = 0; i < p.group; ++i) {
+          if (ROT_K != 0u) {
+            q_rows[i * ROW_CAP + ia] = float(src_q[q_src + i * p.d + ia]);
+            if (second) q_rows[i * ROW_CAP + ib] = float(src_q[q_src + i * p.d + ib]);
+            continue;
+          }
           q_out[q_dst + i * p.s * p.d + ia] = src_q[q_src + i * p.d + ia];
           if (second) q_out[q_dst + i * p.s * p.d + ib] = src_q[q_src + i * p.d + ib];
         }
@@ -132,12 +163,45 @@ void main() {
         for (uint i = 0; i < p.group; ++i) {
           xa = float(src_q[q_src + i * p.d + ia]);
           xb = float(src_q[q_src + i * p.d + ib]);
+          if (ROT_K != 0u) {  // rotated below, rounded to T once
+            q_rows[i * ROW_CAP + ia] = xa * cs.x - xb * cs.y;
+            q_rows[i * ROW_CAP + ib] = xa * cs.y + xb * cs.x;
+            continue;
+          }
           q_out[q_dst + i * p.s * p.d + ia] = T(xa * cs.x - xb * cs.y);
           q_out[q_dst + i * p.s * p.d + ib] = T(xa * cs.y + xb * cs.x);
         }
       }
     }
     barrier();  // the row is in shared memory
+    if (ROT_K != 0u || ROT_V != 0u) {
+      const uint e = 2u * x;
+      vec2 kr = vec2(0.0), vr = vec2(0.0);
+      if (in_row) {
+        if (ROT_K != 0u) {
+          for (uint i = 0; i < p.group; ++i) {
+            vec2 qr;
+            HADAMARD_PAIR(q_rows, i * ROW_CAP, e, ROT_K, qr)
+            q_out[q_dst + i * p.s * p.d + e] = T(qr.x);
+            q_out[q_dst + i * p.s * p.d + e + 1u] = T(qr.y);
+          }
+          HADAMARD_PAIR(k_row, 0u, e, ROT_K, kr)
+        }
+        if (ROT_V != 0u) HADAMARD_PAIR(v_row, 0u, e, ROT_V, vr)
+      }
+      barrier();  // every pair has read the unrotated rows
+      if (in_row) {
+        if (ROT_K != 0u) {
+          k_row[e] = kr.x;
+          k_row[e + 1u] = kr.y;
+        }
+        if (ROT_V != 0u) {
+          v_row[e] = vr.x;
+          v_row[e + 1u] = vr.y;
+        }
+      }
+      barrier();  // the rotated rows are in shared memory
+    }
     if (in_row) {
       STORE_ROW(cache_k, k_row, K_TYPE, (it.dst_slice * p.t + row) * k_row_hw, x)
       STORE_ROW(cache_v, v_row, V_TYPE, (it.dst_slice * p.t + row) * v_row_hw, x)

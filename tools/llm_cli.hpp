@@ -26,9 +26,11 @@ struct LlmArgs {
   bool verbose = false;  // -v: load_llm prints the device, the model, the KV cache and the load time
   // --cache-type-k/--cache-type-v: f32, f16, q8_0 or q4_0; empty: the activations'
   std::string cache_type_k, cache_type_v;
+  bool kv_rotation = true;  // false: --no-kv-rotation
 };
 
-// --cache-type-k and --cache-type-v (llama.cpp's names; CLI11 takes no -ctk): the KV cache's types.
+// --cache-type-k and --cache-type-v (llama.cpp's names; CLI11 takes no -ctk): the KV cache's types;
+// --no-kv-rotation: quantized caches store q, k and v unrotated (LanguageModelOptions::kv_rotation).
 void add_cache_type_options(CLI::App& sub, LlmArgs& args);
 // The types given, as LanguageModelOptions takes them; an unknown name is a UsageError naming the
 // option.

@@ -36,6 +36,7 @@ enum class OpKind : uint8_t {
   rope,
   rope_kv_cache,
   cache_after,
+  hadamard,
   count
 };
 
@@ -131,11 +132,15 @@ struct RopeKvCacheAttrs {
   std::vector<float> freq_factors;
   int64_t offset = 0;
   bool has_cache_slot = false;  // a seventh input: the cache batch of each batch item
+  int rotate_k = 0, rotate_v = 0;  // KvRotation's Hadamard blocks (0: none)
+};
+struct HadamardAttrs {  // inputs: x
+  int block = 64;
 };
 
 using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,
                              SplitHeadsAttrs, AttentionAttrs, LayerNormAttrs, ActivationAttrs,
                              CastAttrs, PositionalEncodingAttrs, UpdateCacheAttrs, PoolAttrs,
-                             L2NormalizeAttrs, RopeAttrs, RopeKvCacheAttrs>;
+                             L2NormalizeAttrs, RopeAttrs, RopeKvCacheAttrs, HadamardAttrs>;
 
 }  // namespace vkformer

@@ -154,7 +154,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
     if (l.qkv.size() == 1) {
       if (!l.qkv_bias.empty()) normed.bias = weight("attn_qkv.bias", l.qkv_bias[0]);
       Tensor qkv = g.linear(x, weight("attn_qkv.weight", l.qkv[0]), normed);  // [1, S, (H + 2 Hkv) hd]
-      r = g.rope_kv_cache(qkv, heads, kv_heads, cache_k, cache_v, position, layer_rope, slot);
+      r = g.rope_kv_cache(qkv, heads, kv_heads, cache_k, cache_v, position, layer_rope, slot, caches.rotation);
     } else {
       auto project = [&](int j, const char* name, const char* bias) {
         LinearOptions o = normed;
@@ -167,7 +167,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
         k = per_head_norm(g, k, kv_heads, weight("attn_k_norm.weight", l.k_norm), eps);
       }
       r = g.rope_kv_cache(q, k, project(2, "attn_v.weight", "attn_v.bias"), heads, kv_heads, cache_k, cache_v,
-                          position, layer_rope, slot);
+                          position, layer_rope, slot, caches.rotation);
     }
     if (logits == Logits::none && i + 1 == c.n_layers) {  // the caches are written: nothing else is wanted
       g.output("caches_filled", key_length);
@@ -182,6 +182,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
                                            c.attn_softcap, *layer_attend.mask)
                    : g.attention(r.q, r.k_cache, r.v_cache, layer_attend);
     a = g.concat_heads(a);
+    if (caches.rotation.v > 0) a = g.hadamard(a, caches.rotation.v);  // v was stored rotated
     // The residual inside the output projection, or after the post-norm (Gemma).
     auto add_to_stream = [&](Tensor h, const char* name, const DeviceTensor& wt, const char* post_name,
                              const DeviceTensor& post) {

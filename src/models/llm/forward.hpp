@@ -36,6 +36,9 @@ namespace vkformer::models::llm {
 
 struct KvCaches {
   std::vector<DeviceTensor> k, v;  // per block, [1, n_kv_heads, T, head_dim]
+  // The attention rotation of quantized caches (KvRotation): q and k times the Hadamard matrix
+  // of blocks of rotation.k, v of rotation.v, the attention output rotated back (0: none).
+  KvRotation rotation;
 };
 
 // Which logits a pass returns. none: a pass that only fills the KV caches (the chunks of a prompt

@@ -40,6 +40,7 @@ class LanguageModelImpl {
     load.context = o.context;
     load.cache_type_k = o.cache_type_k;
     load.cache_type_v = o.cache_type_v;
+    load.kv_rotation = o.kv_rotation;
     load.prompt_chunk = kPromptChunk;
     LoadedModel m = load_model(device_, path, load, "LanguageModel::load");
     config_ = std::move(m.config);
