@@ -254,6 +254,16 @@ class Graph {
                             Tensor cache_v, Tensor position, const RopeOptions& rope,
                             std::optional<Tensor> cache_slot = {}, const KvRotation& rotation = {});
 
+  // The context shift of a KV cache [B, Hkv, T, D] (an external), in place: with shift = i32 [3]
+  // {keep, discard, end} read at run time, rows [keep + discard, end) of every slice move down
+  // to [keep, end - discard), forgetting the tokens at [keep, keep + discard) (llama.cpp's
+  // context shift). With `rope` (a key cache) each moved key is turned by the position change,
+  // so that it equals the key rope_kv_cache would write at its new position: a quantized key
+  // dequantized, taken out of the attention rotation of block `rotation` (KvRotation::k; 0:
+  // none), turned, rotated back and quantized again. Without rope (values) the rows move as
+  // they are. Returns the cache after the move.
+  Tensor rope_shift(Tensor cache, Tensor shift, const std::optional<RopeOptions>& rope, int rotation = 0);
+
   // Ops added inside a scope are labelled "<scope>/<op>" in profiles and errors.
   class Scope {
    public:

@@ -131,6 +131,12 @@ class LanguageModel {
   std::vector<float> append_all_logits(std::span<const int32_t> tokens);
   void reset();               // position() = 0
   void truncate(int64_t n);   // forget all but the first n tokens (0 <= n <= position())
+  // The context shift (llama.cpp's): forgets the tokens at [keep, keep + discard) and moves the
+  // later ones down by `discard`, their keys turned to their new positions (each equals the key
+  // the model would have stored there, to the cache type's rounding), so that a conversation
+  // goes on without running the kept tokens again; position() -= discard. keep >= 0,
+  // discard >= 1 and keep + discard <= position(), else invalid_argument naming them.
+  void shift(int64_t keep, int64_t discard);
 
   // What one decoded token's pass executes (its graph is recorded once and replayed per token):
   // dispatches, barriers, pipeline binds and weight bytes read, counted from the recording.

@@ -37,6 +37,7 @@ enum class OpKind : uint8_t {
   rope_kv_cache,
   cache_after,
   hadamard,
+  rope_shift,
   count
 };
 
@@ -137,10 +138,20 @@ struct RopeKvCacheAttrs {
 struct HadamardAttrs {  // inputs: x
   int block = 64;
 };
+struct RopeShiftAttrs {  // inputs: cache, shift (i32 [3]); the output is the cache, moved in place
+  bool has_rope = false;  // a key cache: the moved keys turned by the position change
+  RopeOptions::Style style = RopeOptions::Style::interleaved;
+  int64_t dims = 0;
+  double freq_base = 10000.0;
+  double freq_scale = 1.0;
+  std::vector<float> freq_factors;
+  int rotation = 0;  // the keys' KvRotation block (0: none)
+};
 
 using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,
                              SplitHeadsAttrs, AttentionAttrs, LayerNormAttrs, ActivationAttrs,
                              CastAttrs, PositionalEncodingAttrs, UpdateCacheAttrs, PoolAttrs,
-                             L2NormalizeAttrs, RopeAttrs, RopeKvCacheAttrs, HadamardAttrs>;
+                             L2NormalizeAttrs, RopeAttrs, RopeKvCacheAttrs, HadamardAttrs,
+                             RopeShiftAttrs>;
 
 }  // namespace vkformer

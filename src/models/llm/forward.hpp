@@ -72,6 +72,11 @@ bool chunk_is_causal(const LanguageModelConfig& config, int64_t tokens, bool slo
 bool needs_mask(const LanguageModelConfig& config, int64_t tokens, bool slot_rows = false);
 bool needs_window_mask(const LanguageModelConfig& config);
 
+// The context shift of every block's caches (Graph::rope_shift), one graph recorded once: input
+// "shift" i32 [3] {keep, discard, end}; the keys turned with their layer's rope (Gemma's sliding
+// layers with their own base), the values moved; output "shifted" echoes the input.
+Graph build_shift(const LanguageModelConfig& config, const LanguageModelWeights& weights, const KvCaches& caches);
+
 Graph build_forward(const LanguageModelConfig& config, const LanguageModelWeights& weights,
                     const KvCaches& caches, int64_t tokens, Logits logits, DType activations,
                     const SlotRows* slot_rows = nullptr);
