@@ -101,6 +101,10 @@ vkf_kernel(attention_flash_combine attention_flash_combine.comp DTYPES f32 f16)
 # the type of each cache a specialization constant): the cache write quantizes, the readers
 # dequantize as they load.
 vkf_kernel(rope_kv_cache_quant rope_kv_cache_quant.comp DTYPES f32 f16 REQUIRES storage_16bit)
+# The attention rotation of quantized caches (Graph::hadamard: the attention output rotated back).
+vkf_kernel(hadamard hadamard.comp DTYPES f32 f16)
+# The context shift: a cache's rows moved down in place, keys turned by the position change.
+vkf_kernel(rope_shift rope_shift.comp DTYPES f32 REQUIRES storage_16bit)
 vkf_kernel(attention_rows_kvq attention_rows.comp DTYPES f32 f16 DEFINES KV_QUANT=1)
 vkf_kernel(attention_rows_kvq_shuffle attention_rows.comp DTYPES f32 f16 DEFINES KV_QUANT=1 USE_SHUFFLE=1 REQUIRES subgroup_shuffle)
 vkf_kernel(attention_kvq attention.comp DTYPES f32 f16 DEFINES KV_QUANT=1)

@@ -21,6 +21,14 @@
 // each taking its block's scale from the shared row itself (32 reads, cheaper than another
 // barrier). The caches are bound as 16-bit words: blocks are 2-byte aligned only, and 16-bit
 // stores let neighbouring invocations write neighbouring halfwords without a race.
+//
+// The attention rotation (KvRotation, llama.cpp's for quantized caches): with ROT_K > 0 the
+// rotated queries (the group's rows, in q_rows) and the key row are multiplied by the
+// orthonormal Walsh-Hadamard matrix of blocks of ROT_K values, with ROT_V > 0 the value row by
+// that of ROT_V, between the rope and the quantization: invocation x sums its pair's two
+// outputs over the block (n² a block, no butterfly barriers), and after a barrier writes them
+// back for the store to quantize. q·kᵀ is unchanged; a channel of large keys is spread over
+// the whole block instead of deciding the scale of its 32.
 
 layout(local_size_x_id = 0) in;  // ceil(D / 2) rounded up to a multiple of the subgroup
 layout(constant_id = 1) const uint NEOX = 0;
@@ -29,6 +37,9 @@ layout(constant_id = 3) const uint ROWS = 1;  // rows per workgroup
 layout(constant_id = 4) const uint K_TYPE = KV_Q8_0;
 layout(constant_id = 5) const uint V_TYPE = KV_Q8_0;
 layout(constant_id = 6) const uint ROW_CAP = 64;  // >= D: 2 x the workgroup size
+layout(constant_id = 7) const uint ROT_K = 0;     // Hadamard block of q and k (0: none)
+layout(constant_id = 8) const uint ROT_V = 0;     // Hadamard block of v (0: none)
+layout(constant_id = 9) const uint Q_ROWS = 1;    // the group's query rows (ROT_K > 0)
 
 layout(set = 0, binding = 6) writeonly buffer CacheK { uint16_t cache_k[]; };
 layout(set = 0, binding = 7) writeonly buffer CacheV { uint16_t cache_v[]; };
@@ -36,60 +47,9 @@ layout(set = 0, binding = 7) writeonly buffer CacheV { uint16_t cache_v[]; };
 
 shared float k_row[ROW_CAP];
 shared float v_row[ROW_CAP];
+shared float q_rows[Q_ROWS * ROW_CAP];  // ROT_K > 0: the group's rotated queries
 
-// Halfwords of a row of D elements of a cache of type `type`.
-uint row_halfwords(uint type, uint d) {
-  if (type == KV_F32) return 2u * d;
-  if (type == KV_F16) return d;
-  return d / 32u * (type == KV_Q8_0 ? KV_Q8_0_HALFWORDS : KV_Q4_0_HALFWORDS);
-}
-
-float round_half_away(float v) { return sign(v) * floor(abs(v) + 0.5); }
-
-// Invocation x's halfwords of a row (elements in `row`, shared) into a cache row starting at
-// halfword h of `type`. A macro: GLSL passes neither buffers nor shared arrays.
-#define STORE_ROW(CACHE, ROW, TYPE, H, X)                                                       \
-  {                                                                                             \
-    const uint e = 2u * (X);                                                                    \
-    if (TYPE == KV_F32) {                                                                       \
-      const uint a = floatBitsToUint(ROW[e]), c = floatBitsToUint(ROW[e + 1u]);                 \
-      CACHE[H + 2u * e] = uint16_t(a & 0xffffu);                                                \
-      CACHE[H + 2u * e + 1u] = uint16_t(a >> 16);                                               \
-      CACHE[H + 2u * e + 2u] = uint16_t(c & 0xffffu);                                           \
-      CACHE[H + 2u * e + 3u] = uint16_t(c >> 16);                                               \
-    } else if (TYPE == KV_F16) {                                                                \
-      const uint w = packHalf2x16(vec2(ROW[e], ROW[e + 1u]));                                   \
-      CACHE[H + e] = uint16_t(w & 0xffffu);                                                     \
-      CACHE[H + e + 1u] = uint16_t(w >> 16);                                                    \
-    } else {                                                                                    \
-      const uint blk = e / 32u, lx = (X) % 16u, first = blk * 32u;                              \
-      const bool q8 = TYPE == KV_Q8_0;                                                          \
-      const uint hb = H + blk * (q8 ? KV_Q8_0_HALFWORDS : KV_Q4_0_HALFWORDS);                   \
-      float amax = 0.0, vmax = 0.0;                                                             \
-      for (uint i = 0; i < 32u; ++i) {                                                          \
-        const float xv = ROW[first + i];                                                        \
-        if (abs(xv) > amax) {                                                                   \
-          amax = abs(xv);                                                                       \
-          vmax = xv;                                                                            \
-        }                                                                                       \
-      }                                                                                         \
-      const float d = q8 ? amax / 127.0 : vmax / -8.0;                                          \
-      const float id = d != 0.0 ? 1.0 / d : 0.0;                                                \
-      if (lx == 0u) CACHE[hb] = uint16_t(packHalf2x16(vec2(d, 0.0)) & 0xffffu);                 \
-      if (q8) {                                                                                 \
-        const int q0 = int(round_half_away(ROW[e] * id));                                      \
-        const int q1 = int(round_half_away(ROW[e + 1u] * id));                                  \
-        CACHE[hb + 1u + lx] = uint16_t((uint(q0) & 0xffu) | ((uint(q1) & 0xffu) << 8));         \
-      } else if (lx < 8u) {                                                                     \
-        const uint j = first + 2u * lx;                                                         \
-        const uint n0 = min(15u, uint(int(ROW[j] * id + 8.5)));                                 \
-        const uint n1 = min(15u, uint(int(ROW[j + 1u] * id + 8.5)));                            \
-        const uint n16 = min(15u, uint(int(ROW[j + 16u] * id + 8.5)));                          \
-        const uint n17 = min(15u, uint(int(ROW[j + 17u] * id + 8.5)));                          \
-        CACHE[hb + 1u + lx] = uint16_t(n0 | (n16 << 4) | (n1 << 8) | (n17 << 12));              \
-      }                                                                                         \
-    }                                                                                           \
-  }
+#include "kv_cache_row.glsl"
 
 void main() {
   const uint x = gl_LocalInvocationID.x;
@@ -108,17 +68,22 @@ void main() {
   const uint s_end = min(chunk * ROWS + ROWS, p.s);
   for (uint s = chunk * ROWS; s < s_end; ++s) {
     const uint row = it.first + s;
+    const uint q_dst = ((it.b * p.heads + it.g * p.group) * p.s + s) * p.d;
     if (in_row) {
       const uint v_src = (it.b * p.s + s) * p.v_stride + p.v_off + it.g * p.d;
       v_row[2u * x] = float(src_v[v_src + 2u * x]);
       if (2u * x + 1u < p.d) v_row[2u * x + 1u] = float(src_v[v_src + 2u * x + 1u]);
       const uint k_src = (it.b * p.s + s) * p.k_stride + p.k_off + it.g * p.d;
       const uint q_src = (it.b * p.s + s) * p.q_stride + p.q_off + it.g * p.group * p.d;
-      const uint q_dst = ((it.b * p.heads + it.g * p.group) * p.s + s) * p.d;
       if (!rotates) {  // copies, exact whatever the values
         k_row[ia] = float(src_k[k_src + ia]);
         if (second) k_row[ib] = float(src_k[k_src + ib]);
         for (uint i = 0; i < p.group; ++i) {
+          if (ROT_K != 0u) {
+            q_rows[i * ROW_CAP + ia] = float(src_q[q_src + i * p.d + ia]);
+            if (second) q_rows[i * ROW_CAP + ib] = float(src_q[q_src + i * p.d + ib]);
+            continue;
+          }
           q_out[q_dst + i * p.s * p.d + ia] = src_q[q_src + i * p.d + ia];
           if (second) q_out[q_dst + i * p.s * p.d + ib] = src_q[q_src + i * p.d + ib];
         }
@@ -132,12 +97,45 @@ void main() {
         for (uint i = 0; i < p.group; ++i) {
           xa = float(src_q[q_src + i * p.d + ia]);
           xb = float(src_q[q_src + i * p.d + ib]);
+          if (ROT_K != 0u) {  // rotated below, rounded to T once
+            q_rows[i * ROW_CAP + ia] = xa * cs.x - xb * cs.y;
+            q_rows[i * ROW_CAP + ib] = xa * cs.y + xb * cs.x;
+            continue;
+          }
           q_out[q_dst + i * p.s * p.d + ia] = T(xa * cs.x - xb * cs.y);
           q_out[q_dst + i * p.s * p.d + ib] = T(xa * cs.y + xb * cs.x);
         }
       }
     }
     barrier();  // the row is in shared memory
+    if (ROT_K != 0u || ROT_V != 0u) {
+      const uint e = 2u * x;
+      vec2 kr = vec2(0.0), vr = vec2(0.0);
+      if (in_row) {
+        if (ROT_K != 0u) {
+          for (uint i = 0; i < p.group; ++i) {
+            vec2 qr;
+            HADAMARD_PAIR(q_rows, i * ROW_CAP, e, ROT_K, qr)
+            q_out[q_dst + i * p.s * p.d + e] = T(qr.x);
+            q_out[q_dst + i * p.s * p.d + e + 1u] = T(qr.y);
+          }
+          HADAMARD_PAIR(k_row, 0u, e, ROT_K, kr)
+        }
+        if (ROT_V != 0u) HADAMARD_PAIR(v_row, 0u, e, ROT_V, vr)
+      }
+      barrier();  // every pair has read the unrotated rows
+      if (in_row) {
+        if (ROT_K != 0u) {
+          k_row[e] = kr.x;
+          k_row[e + 1u] = kr.y;
+        }
+        if (ROT_V != 0u) {
+          v_row[e] = vr.x;
+          v_row[e + 1u] = vr.y;
+        }
+      }
+      barrier();  // the rotated rows are in shared memory
+    }
     if (in_row) {
       STORE_ROW(cache_k, k_row, K_TYPE, (it.dst_slice * p.t + row) * k_row_hw, x)
       STORE_ROW(cache_v, v_row, V_TYPE, (it.dst_slice * p.t + row) * v_row_hw, x)

@@ -243,6 +243,43 @@ TEST_F(Generate, ConversationsAppendOnlyTheNewTurn) {
   EXPECT_EQ(chat.last_turn_tokens(), static_cast<int64_t>(tok.encode(t.apply(before)).size()));
 }
 
+// A full context forgets the oldest turn by a context shift (LanguageModel::shift): its tokens,
+// from the system prompt's end to the turn's end (the reply's closing "<|im_end|>\n"), leave the
+// cache, and the next reply still appends only its own turn's tokens (the cache's text is a
+// prefix of the shortened conversation's). With the system prompt's tokens kept in place.
+TEST_F(Generate, ForgettingTheOldestTurnShiftsItOutOfTheCache) {
+  LanguageModel lm = LanguageModel::load(device(), tiny("untied"));
+  const GgufTokenizer& tok = lm.tokenizer();
+  const ChatTemplate t = ChatTemplate::load(tiny("untied"));
+  Conversation chat(lm, t, "Be brief.");
+  const TextGenerationOptions o{.max_tokens = 6};
+  const auto first = chat.reply("hello", o);
+  const auto second = chat.reply("more", o);
+  const int64_t before = lm.position();
+  const std::vector<int32_t> head = tok.encode(t.apply({{"system", "Be brief."}}, false));
+  const std::vector<int32_t> turn1 = tok.encode(t.apply({{"system", "Be brief."}, {"user", "hello"}}));
+  const int64_t closing = static_cast<int64_t>(tok.encode("<|im_end|>\n", false).size());
+  ASSERT_TRUE(chat.forget_oldest_turn());
+  EXPECT_TRUE(chat.last_forget_shifted());
+  // Gone: turn one's user part, its reply and the reply's closing tokens.
+  EXPECT_EQ(lm.position(), before - (static_cast<int64_t>(turn1.size() - head.size()) +
+                                     static_cast<int64_t>(first.tokens.size()) + closing));
+  ASSERT_EQ(chat.messages().size(), 3u);
+  EXPECT_EQ(chat.messages()[1].content, "more");
+  const int64_t shifted = lm.position();
+  chat.reply("again", o);
+  const std::string added = "<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(chat.last_turn_tokens(), static_cast<int64_t>(tok.encode(added, false).size()));
+  EXPECT_GT(lm.position(), shifted);
+  // The only turn left with a reply goes too; then none is left to forget but the last.
+  EXPECT_TRUE(chat.forget_oldest_turn());
+  EXPECT_TRUE(chat.last_forget_shifted());
+  EXPECT_TRUE(chat.forget_oldest_turn());  // the last turn: nothing after it to keep, run again
+  EXPECT_FALSE(chat.last_forget_shifted());
+  EXPECT_FALSE(chat.forget_oldest_turn());
+  (void)second;
+}
+
 // ------------------------------------------------------------------------------ SmolLM2
 
 TEST_F(Generate, SmolLM2GreedyMatchesTheFloat64Reference) {

@@ -54,5 +54,37 @@ TEST_F(DeviceTest, BatchedSlotsWithQuantizedCachesEqualTheSequenceAlone) {
   for (const auto& m : device().take_validation_messages()) ADD_FAILURE() << "Vulkan validation: " << m.text;
 }
 
+// The attention rotation (LanguageModelOptions::kv_rotation, on by default as in llama.cpp): where
+// it applies (quantized caches, head dims that are multiples of 64: K by the largest power of two
+// dividing the head dim, V by 64), and that a model under it computes what it computes with f32
+// caches, to the blocks' rounding: the prompt's and a decoded token's logits against those of the
+// same model with f32 caches (q8_0: 1% of the largest logit), rotation on and off alike.
+TEST_F(DeviceTest, QuantizedCachesRotateByDefaultAndKeepTheLogits) {
+  LanguageModelOptions f32;
+  f32.context = 64;
+  LanguageModel exact = LanguageModel::load(device(), kKquant, f32);
+  EXPECT_EQ(exact.kv_cache().rotation_k, 0);
+  EXPECT_EQ(exact.kv_cache().rotation_v, 0);
+  const std::vector<int32_t> prompt{1, 17, 42, 99, 7, 250, 3, 64, 128, 11};
+  const std::vector<float> want = exact.append(prompt), want_next = exact.append(std::vector<int32_t>{33});
+  for (bool rotate : {true, false}) {
+    SCOPED_TRACE(rotate ? "rotated" : "not rotated");
+    LanguageModelOptions o = f32;
+    o.cache_type_k = o.cache_type_v = DType::q8_0;
+    o.kv_rotation = rotate;
+    LanguageModel lm = LanguageModel::load(device(), kKquant, o);
+    EXPECT_EQ(lm.kv_cache().rotation_k, rotate ? 64 : 0);  // head dim 64
+    EXPECT_EQ(lm.kv_cache().rotation_v, rotate ? 64 : 0);
+    EXPECT_LE(relative_error(lm.append(prompt), want), 1e-2);
+    EXPECT_LE(relative_error(lm.append(std::vector<int32_t>{33}), want_next), 1e-2);
+  }
+  LanguageModelOptions k_only = f32;
+  k_only.cache_type_k = DType::q4_0;  // V stays f32: only q and k rotate
+  LanguageModel lm = LanguageModel::load(device(), kKquant, k_only);
+  EXPECT_EQ(lm.kv_cache().rotation_k, 64);
+  EXPECT_EQ(lm.kv_cache().rotation_v, 0);
+  for (const auto& m : device().take_validation_messages()) ADD_FAILURE() << "Vulkan validation: " << m.text;
+}
+
 }  // namespace
 }  // namespace vkformer::testing

@@ -281,7 +281,22 @@ struct WriteCase {
   RopeOptions::Style style;
   DType act, k_type, v_type;
   std::vector<int32_t> positions;
+  KvRotation rot = {};  // the attention rotation: q, k and v multiplied by Hadamard blocks
 };
+
+// x times the orthonormal Walsh-Hadamard matrix per block of n (0: x itself), in double.
+std::vector<double> hadamard_blocks(std::vector<double> x, int n) {
+  if (n == 0) return x;
+  std::vector<double> y(x.size());
+  for (size_t first = 0; first < x.size(); first += static_cast<size_t>(n))
+    for (int i = 0; i < n; ++i) {
+      double acc = 0.0;
+      for (int j = 0; j < n; ++j)
+        acc += (__builtin_popcount(static_cast<unsigned>(i & j)) & 1 ? -1.0 : 1.0) * x[first + static_cast<size_t>(j)];
+      y[first + static_cast<size_t>(i)] = acc / std::sqrt(static_cast<double>(n));
+    }
+  return y;
+}
 
 // Rotates x (D values) to `pos` in double (all D dims rotated).
 std::vector<double> rotated(const double* x, int64_t D, RopeOptions::Style style, double base, int64_t pos) {
@@ -325,7 +340,8 @@ std::vector<double> rotated(const double* x, int64_t D, RopeOptions::Style style
 void check_write(Device& dev, const WriteCase& c) {
   SCOPED_TRACE("B" + std::to_string(c.B) + " H" + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " S" +
                std::to_string(c.S) + " D" + std::to_string(c.D) + " act " + std::string(dtype_name(c.act)) +
-               " k " + std::string(dtype_name(c.k_type)) + " v " + std::string(dtype_name(c.v_type)));
+               " k " + std::string(dtype_name(c.k_type)) + " v " + std::string(dtype_name(c.v_type)) + " rotation " +
+               std::to_string(c.rot.k) + "/" + std::to_string(c.rot.v));
   const Shape cache{c.B, c.Hkv, c.T, c.D};
   DeviceTensor ck = dev.allocate(cache, c.k_type), cv = dev.allocate(cache, c.v_type);
   Graph g;
@@ -335,7 +351,7 @@ void check_write(Device& dev, const WriteCase& c) {
   const int64_t width = (c.H + 2 * c.Hkv) * c.D;
   RopeKvCache r = g.rope_kv_cache(g.input("qkv", {c.B, c.S, width}, c.act), static_cast<int>(c.H),
                                   static_cast<int>(c.Hkv), g.external("k", ck), g.external("v", cv),
-                                  g.input("position", {1}, DType::i32), rope);
+                                  g.input("position", {1}, DType::i32), rope, {}, c.rot);
   g.output("q", r.q);
   Executor ex(dev, g);
   uint32_t seed = 40;
@@ -354,7 +370,7 @@ void check_write(Device& dev, const WriteCase& c) {
       for (int64_t s = 0; s < c.S; ++s) {
         const double* row = xs.data() + (b * c.S + s) * width;
         for (int64_t h = 0; h < c.H; ++h) {  // the queries stay in the activations' type
-          const std::vector<double> wq = rotated(row + h * c.D, c.D, c.style, 10000.0, p + s);
+          const std::vector<double> wq = hadamard_blocks(rotated(row + h * c.D, c.D, c.style, 10000.0, p + s), c.rot.k);
           for (int64_t j = 0; j < c.D; ++j) {
             const double got = q_got[static_cast<size_t>(((b * c.H + h) * c.S + s) * c.D + j)];
             ASSERT_NEAR(got, wq[static_cast<size_t>(j)], 4.0 * slack * (1.0 + std::abs(wq[static_cast<size_t>(j)])));
@@ -362,8 +378,9 @@ void check_write(Device& dev, const WriteCase& c) {
         }
         for (int64_t g2 = 0; g2 < c.Hkv; ++g2) {
           const int64_t cache_row = (b * c.Hkv + g2) * c.T + p + s;
-          const std::vector<double> wk = rotated(row + (c.H + g2) * c.D, c.D, c.style, 10000.0, p + s);
-          const double* wv = row + (c.H + c.Hkv + g2) * c.D;
+          const std::vector<double> wk = hadamard_blocks(rotated(row + (c.H + g2) * c.D, c.D, c.style, 10000.0, p + s), c.rot.k);
+          const std::vector<double> wv_rot = hadamard_blocks(std::vector<double>(row + (c.H + c.Hkv + g2) * c.D, row + (c.H + c.Hkv + g2 + 1) * c.D), c.rot.v);
+          const double* wv = wv_rot.data();
           for (int64_t blk = 0; blk < c.D / 32; ++blk) {
             const size_t at = static_cast<size_t>(cache_row * c.D / 32 + blk);
             if (is_quantized(c.k_type)) {
@@ -400,6 +417,22 @@ TEST_F(DeviceTest, RopeKvCacheQuantizesAsItWrites) {
       {2, 4, 2, 5, 64, 20, Style::neox, DType::f16, DType::q8_0, DType::q4_0, {3}},
       {1, 6, 2, 3, 64, 12, Style::interleaved, DType::f16, DType::q4_0, DType::f16, {9}},
       {1, 2, 1, 2, 32, 8, Style::interleaved, DType::f16, DType::f32, DType::q8_0, {6}},
+  };
+  for (const WriteCase& c : cases) check_write(device(), c);
+}
+
+// The attention rotation (KvRotation, llama.cpp's for quantized caches): the queries and the
+// stored blocks are those of the rotated rows, q and k by blocks of the whole head or of part of
+// it, v by 64; a decoding step and a chunk of 21 rows (a whole and a partial workgroup of rows),
+// grouped heads, both pairings, both activation types, a float cache beside a quantized one.
+TEST_F(DeviceTest, RopeKvCacheRotatesBeforeItQuantizes) {
+  using Style = RopeOptions::Style;
+  const WriteCase cases[] = {
+      {1, 9, 3, 1, 64, 40, Style::interleaved, DType::f32, DType::q8_0, DType::q8_0, {0, 1, 39}, {64, 64}},
+      {1, 4, 2, 21, 128, 50, Style::neox, DType::f32, DType::q4_0, DType::q4_0, {0, 29}, {128, 64}},
+      {2, 4, 1, 5, 256, 20, Style::neox, DType::f16, DType::q4_0, DType::q8_0, {3}, {256, 64}},
+      {1, 6, 2, 3, 64, 12, Style::interleaved, DType::f16, DType::q4_0, DType::f16, {9}, {64, 0}},
+      {1, 2, 1, 2, 64, 8, Style::interleaved, DType::f32, DType::f16, DType::q8_0, {6}, {0, 64}},
   };
   for (const WriteCase& c : cases) check_write(device(), c);
 }

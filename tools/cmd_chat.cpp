@@ -1,12 +1,14 @@
 // `vkformer chat --model FILE.gguf`: a conversation with a GGUF chat model. Each line on stdin is
 // a user turn; the reply streams to stdout, followed by an empty line. The KV cache is kept
 // across turns (only each new turn's tokens are run). When the context (--ctx) is full, the
-// oldest turns are forgotten; a message that does not fit even alone, or is not UTF-8, is skipped
+// oldest turns are forgotten, shifted out of the cache (LanguageModel::shift: the kept turns'
+// rows move down, their keys re-rotated, so nothing runs again); a message that does not fit even alone, or is not UTF-8, is skipped
 // with an error, and the chat goes on (its exit status is then 1). EOF ends the chat; Ctrl-C
 // during a reply prints the statistics so far and ends it with status 130. When stdin is not a
 // terminal each line is echoed as "> line" before its reply, so a transcript shows both.
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -27,7 +29,8 @@ namespace vkformer::cli {
 constexpr const char* kChatHelp =
     "Chat with a GGUF language model: each line on stdin is a user message, formatted with the "
     "model's chat template; the reply streams to stdout. The KV cache is kept across turns; when the "
-    "context (--ctx) is full the oldest turns are forgotten, and a message too long for it is skipped "
+    "context (--ctx) is full the oldest turns are forgotten (shifted out of the cache, nothing runs again), "
+    "and a message too long for it is skipped "
     "with an error (exit status 1 at the end). EOF ends; Ctrl-C stops a reply and ends the chat (status "
     "130). Piped input is echoed as '> line' before each reply.";
 
@@ -87,13 +90,21 @@ bool make_room(Conversation& chat, const LanguageModel& lm, const std::string& l
                  has_system ? " or --system" : "");
     return false;
   }
-  int dropped = 0;
+  int dropped = 0, shifted = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   while (tokens_with(chat, lm, line, false) + std::min(max_tokens, context / 2) > context &&
-         chat.forget_oldest_turn())
+         chat.forget_oldest_turn()) {
     ++dropped;
+    shifted += chat.last_forget_shifted() ? 1 : 0;
+  }
+  // A shift moves the kept turns' cache rows (their keys re-rotated), so the next turn runs only
+  // its own tokens; otherwise the conversation runs again from its messages.
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (dropped > 0)
-    std::fprintf(stderr, "vkformer chat: the context (--ctx %lld tokens) is full: forgot the oldest %d turn%s\n",
-                 static_cast<long long>(context), dropped, dropped == 1 ? "" : "s");
+    std::fprintf(stderr,
+                 "vkformer chat: the context (--ctx %lld tokens) is full: forgot the oldest %d turn%s (%s, %.3f s)\n",
+                 static_cast<long long>(context), dropped, dropped == 1 ? "" : "s",
+                 shifted == dropped ? "shifted out of the cache" : "the conversation runs again", seconds);
   return true;
 }
 

@@ -32,6 +32,7 @@ int serve_command(const ServerOptions& given, const LlmArgs& kv, const GlobalOpt
   ServerOptions options = given;
   options.cache_type_k = cache_type_k(kv);  // unknown names: exit status 2 naming the option
   options.cache_type_v = cache_type_v(kv);
+  options.kv_rotation = kv.kv_rotation;
 #ifdef SIGPIPE
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error value, not the end of the server
 #endif

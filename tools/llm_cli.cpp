@@ -153,6 +153,9 @@ void add_cache_type_options(CLI::App& sub, LlmArgs& a) {
   sub.add_option("--cache-type-v", a.cache_type_v,
                  "KV cache type of the values: f32, f16, q8_0 or q4_0 (default: the activations' type, f32)")
       ->type_name("TYPE");
+  sub.add_flag("--no-kv-rotation{false}", a.kv_rotation,
+               "Store quantized K/V caches unrotated (default: q, k and v rotated by a Hadamard matrix, "
+               "as llama.cpp does; the same attention, far less loss for q4_0 keys)");
 }
 
 namespace {
@@ -181,7 +184,11 @@ std::optional<DType> cache_type_k(const LlmArgs& a) { return cache_type(a.cache_
 std::optional<DType> cache_type_v(const LlmArgs& a) { return cache_type(a.cache_type_v, "--cache-type-v"); }
 
 std::string describe_kv_cache(const KvCacheInfo& kv, int64_t context) {
-  return "K " + std::string(dtype_name(kv.type_k)) + ", V " + std::string(dtype_name(kv.type_v)) + ": " +
+  std::string rotation;
+  if (kv.rotation_k > 0 || kv.rotation_v > 0)
+    rotation = " (rotated: Hadamard blocks of " + std::to_string(kv.rotation_k) + " for q/k, " +
+               std::to_string(kv.rotation_v) + " for v)";
+  return "K " + std::string(dtype_name(kv.type_k)) + ", V " + std::string(dtype_name(kv.type_v)) + rotation + ": " +
          std::to_string(kv.bytes_per_token) + " bytes per token (" + bytes_text(static_cast<double>(kv.bytes)) +
          " for the context of " + std::to_string(context) + " and a prompt chunk's padding); the device's memory holds a context of " +
          std::to_string(kv.context_that_fits);
@@ -274,6 +281,7 @@ LanguageModel load_llm(Device& device, const LlmArgs& a) {
   o.context = a.context;
   o.cache_type_k = cache_type_k(a);
   o.cache_type_v = cache_type_v(a);
+  o.kv_rotation = a.kv_rotation;
   try {
     if (const int64_t limit = model_context_length(a.model); limit > 0 && a.context > limit)
       bad("--ctx " + std::to_string(a.context) + " is more than this model's context length (" + std::to_string(limit) +

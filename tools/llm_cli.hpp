@@ -30,6 +30,7 @@ struct LlmArgs {
   // (implies --spec draft), --draft-max, --draft-min, --draft-p-min.
   std::string spec, model_draft;
   SpeculativeOptions speculative;
+  bool kv_rotation = true;  // false: --no-kv-rotation
 };
 
 // --spec, --model-draft, --draft-max, --draft-min, --draft-p-min (llama.cpp's names).
@@ -43,7 +44,8 @@ std::optional<LanguageModel> load_draft(Device& device, const LlmArgs& args, con
 // "drafted 120, accepted 96 (80%), 2.9 tokens per pass" for the stats line; empty without speculation.
 std::string describe_speculation(const TextGenerationStats& s);
 
-// --cache-type-k and --cache-type-v (llama.cpp's names; CLI11 takes no -ctk): the KV cache's types.
+// --cache-type-k and --cache-type-v (llama.cpp's names; CLI11 takes no -ctk): the KV cache's types;
+// --no-kv-rotation: quantized caches store q, k and v unrotated (LanguageModelOptions::kv_rotation).
 void add_cache_type_options(CLI::App& sub, LlmArgs& args);
 // The types given, as LanguageModelOptions takes them; an unknown name is a UsageError naming the
 // option.

@@ -46,6 +46,7 @@ struct BatchedLanguageModelOptions {
   int64_t step_tokens = 0;
   // The KV cache's types, K and V apart (LanguageModelOptions); unset: the activations'.
   std::optional<DType> cache_type_k, cache_type_v;
+  bool kv_rotation = true;  // LanguageModelOptions::kv_rotation
 };
 
 class BatchedLanguageModelImpl;

@@ -139,9 +139,15 @@ class Conversation {
   // Forgets the messages (keeps the system prompt) and empties the model's cache.
   void reset();
   // Forgets the oldest user turn and the reply to it (the system prompt stays), to make room in
-  // a full context; the next reply() runs the conversation again from its messages. False when
-  // there is no turn left to forget.
+  // a full context. Where the cache holds that turn's tokens at known places (the system
+  // prompt's end and the turn's end tokenize apart from their neighbours), they leave the cache
+  // by LanguageModel::shift, and the next reply() runs only its own turn, as before; otherwise
+  // the next reply() runs the conversation again from its messages. False when there is no turn
+  // left to forget.
   bool forget_oldest_turn();
+  // Whether the last forget_oldest_turn() shifted the cache (true) or left the conversation to
+  // run again (false).
+  bool last_forget_shifted() const { return last_forget_shifted_; }
 
  private:
   LanguageModel* model_;
@@ -152,6 +158,15 @@ class Conversation {
   int64_t cached_position_ = 0;  // the model's position() after them
   std::optional<Sampler> sampler_;
   int64_t last_turn_tokens_ = 0;
+  // Places where the cache's rows [0, position) hold exactly cached_text_[0, text): the end of
+  // the system prompt, then the end of each turn (its reply's closing text included).
+  struct Anchor {
+    size_t text;
+    int64_t position;
+  };
+  std::vector<Anchor> anchors_;
+  size_t turn_end_text_ = 0;  // where the last reply's turn ends in the template's text (0: unknown)
+  bool last_forget_shifted_ = false;
 };
 
 }  // namespace vkformer

@@ -124,6 +124,16 @@ struct RopeKvCache {
   Tensor q, k_cache, v_cache;
 };
 
+// The attention rotation of quantized caches (llama.cpp's, PR 21038): rope_kv_cache multiplies
+// each rotated query and key row by the orthonormal Walsh-Hadamard matrix H of `k` (a block of
+// k values, a power of two dividing the head dim; 0: none) before the key is stored, and each
+// value row by that of `v`, so q·kᵀ is unchanged (H·Hᵀ = I) while a channel of large values is
+// spread over the block that quantizes it. With v > 0 the attention output is v's rotation of
+// the true one: Graph::hadamard(out, v) turns it back (H·H = I).
+struct KvRotation {
+  int k = 0, v = 0;
+};
+
 struct PositionalEncodingOptions {
   float input_scale = 1.0f;            // out = x * input_scale + PE[offset + s]
   int64_t offset = 0;                  // position of the first row
@@ -167,6 +177,9 @@ class Graph {
   Tensor scale(Tensor x, float alpha);
   // cap * tanh(x / cap) (Gemma 2's logit soft-capping): |out| < cap, ~x for |x| << cap; cap > 0.
   Tensor soft_cap(Tensor x, float cap);
+  // x times the orthonormal Walsh-Hadamard matrix of `block` (a power of two from 2 to 1024
+  // dividing the last dim) per block of that many consecutive elements: KvRotation's undoing.
+  Tensor hadamard(Tensor x, int block);
 
   // Attention pieces.
   Tensor softmax(Tensor x, const SoftmaxOptions& options = {});
@@ -240,12 +253,24 @@ class Graph {
   // Per-sequence KV slots (a batched decoding step): with cache_slot (i32 [B]), batch item b
   // writes into batch cache_slot[b] of the caches, which may then have any number of batches,
   // and position holds one value per item (i32 [B]); the caches must fit one binding.
+  // With `rotation`, the rotated queries and the stored keys are multiplied by its Hadamard
+  // block and the values by its own (KvRotation).
   RopeKvCache rope_kv_cache(Tensor qkv, int heads, int kv_heads, Tensor cache_k, Tensor cache_v,
                             Tensor position, const RopeOptions& rope,
-                            std::optional<Tensor> cache_slot = {});
+                            std::optional<Tensor> cache_slot = {}, const KvRotation& rotation = {});
   RopeKvCache rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads, Tensor cache_k,
                             Tensor cache_v, Tensor position, const RopeOptions& rope,
-                            std::optional<Tensor> cache_slot = {});
+                            std::optional<Tensor> cache_slot = {}, const KvRotation& rotation = {});
+
+  // The context shift of a KV cache [B, Hkv, T, D] (an external), in place: with shift = i32 [3]
+  // {keep, discard, end} read at run time, rows [keep + discard, end) of every slice move down
+  // to [keep, end - discard), forgetting the tokens at [keep, keep + discard) (llama.cpp's
+  // context shift). With `rope` (a key cache) each moved key is turned by the position change,
+  // so that it equals the key rope_kv_cache would write at its new position: a quantized key
+  // dequantized, taken out of the attention rotation of block `rotation` (KvRotation::k; 0:
+  // none), turned, rotated back and quantized again. Without rope (values) the rows move as
+  // they are. Returns the cache after the move.
+  Tensor rope_shift(Tensor cache, Tensor shift, const std::optional<RopeOptions>& rope, int rotation = 0);
 
   // Ops added inside a scope are labelled "<scope>/<op>" in profiles and errors.
   class Scope {

@@ -80,6 +80,11 @@ struct LanguageModelOptions {
   // or q4_0 (ggml's blocks of 32: 34 and 18 bytes, quantized as they are written; head dims that
   // are multiples of 32). Unset: the activations' type.
   std::optional<DType> cache_type_k, cache_type_v;
+  // Quantized caches of head dims that are multiples of 64 store q, k and v rotated by an
+  // orthonormal Hadamard matrix (llama.cpp's default since its PR 21038: the same scores, the
+  // attention output rotated back, a channel of large keys spread over its block; q4_0 keys
+  // lose far less). false: stored as they are.
+  bool kv_rotation = true;
 };
 
 // "f32", "f16", "q8_0" or "q4_0" as a KV cache type; anything else is invalid_argument naming
@@ -89,6 +94,7 @@ DType parse_kv_cache_type(std::string_view name, std::string_view option);
 // What a model's KV caches take, from their allocations.
 struct KvCacheInfo {
   DType type_k = DType::f32, type_v = DType::f32;
+  int rotation_k = 0, rotation_v = 0;  // Hadamard blocks of the attention rotation (0: none)
   uint64_t bytes = 0;            // every cache, K and V (every sequence slot's)
   uint64_t bytes_per_token = 0;  // K and V of one token of one sequence over every layer
   // The longest context the device's memory would hold in these types beside what is loaded
@@ -139,6 +145,12 @@ class LanguageModel {
   void rollback(int64_t count);
   void reset();               // position() = 0
   void truncate(int64_t n);   // forget all but the first n tokens (0 <= n <= position())
+  // The context shift (llama.cpp's): forgets the tokens at [keep, keep + discard) and moves the
+  // later ones down by `discard`, their keys turned to their new positions (each equals the key
+  // the model would have stored there, to the cache type's rounding), so that a conversation
+  // goes on without running the kept tokens again; position() -= discard. keep >= 0,
+  // discard >= 1 and keep + discard <= position(), else invalid_argument naming them.
+  void shift(int64_t keep, int64_t discard);
 
   // What one decoded token's pass executes (its graph is recorded once and replayed per token):
   // dispatches, barriers, pipeline binds and weight bytes read, counted from the recording.

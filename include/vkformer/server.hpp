@@ -44,6 +44,7 @@ struct ServerOptions {
   // The KV cache's types, K and V apart (llama.cpp's --cache-type-k/v: f32, f16, q8_0, q4_0);
   // unset: the activations' (f32).
   std::optional<DType> cache_type_k, cache_type_v;
+  bool kv_rotation = true;                // LanguageModelOptions::kv_rotation
   std::string api_key;                    // non-empty: requests need "Authorization: Bearer KEY"
 
   // Limits; each refusal names the limit and its option.

@@ -41,7 +41,7 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
   std::set<uint32_t> written;
   for (auto [value, target] : g.pinned) written.insert(target);
   for (const Node& n : g.nodes) {
-    if (n.kind == OpKind::update_cache) written.insert(n.inputs[0]);
+    if (n.kind == OpKind::update_cache || n.kind == OpKind::rope_shift) written.insert(n.inputs[0]);
     if (n.kind == OpKind::rope_kv_cache) {  // inputs q, k, v, cache_k, cache_v, position
       written.insert(n.inputs[3]);
       written.insert(n.inputs[4]);
@@ -82,7 +82,8 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
       case OpKind::constant: d.kind = ValueKind::constant; break;
       case OpKind::external: d.kind = ValueKind::external; break;
       // The updated cache is the cache: same bytes, written in place by the op's dispatch.
-      case OpKind::update_cache: d.alias_of = producer.inputs[0]; break;
+      case OpKind::update_cache:
+      case OpKind::rope_shift: d.alias_of = producer.inputs[0]; break;
       case OpKind::cache_after: d.alias_of = producer.inputs[1]; break;
       default: d.kind = ValueKind::activation; break;
     }
@@ -109,7 +110,8 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
   for (auto [value, target] : g.pinned) needed[value] = true;
   // A cache write changes an external tensor: it runs whether or not anything reads its result.
   for (const Node& n : nodes)
-    if (n.kind == OpKind::update_cache || n.kind == OpKind::rope_kv_cache) needed[n.output] = true;
+    if (n.kind == OpKind::update_cache || n.kind == OpKind::rope_kv_cache || n.kind == OpKind::rope_shift)
+      needed[n.output] = true;
   std::vector<bool> live(nodes.size(), false);
   for (size_t i = nodes.size(); i-- > 0;) {
     const Node& n = nodes[i];

@@ -52,7 +52,7 @@ class GraphImpl {
   RopeKvCache rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads, int64_t q_off,
                             int64_t k_off, int64_t v_off, Tensor cache_k, Tensor cache_v,
                             Tensor position, const RopeOptions& rope,
-                            const std::optional<Tensor>& cache_slot);
+                            const std::optional<Tensor>& cache_slot, const KvRotation& rotation);
 
   // Throws unless `t` is a tensor of this graph (and still has the shape it was created with).
   void check(const Tensor& t, const std::string& op, const char* arg) const;

@@ -36,6 +36,8 @@ enum class OpKind : uint8_t {
   rope,
   rope_kv_cache,
   cache_after,
+  hadamard,
+  rope_shift,
   count
 };
 
@@ -133,11 +135,25 @@ struct RopeKvCacheAttrs {
   std::vector<float> freq_factors;
   int64_t offset = 0;
   bool has_cache_slot = false;  // a seventh input: the cache batch of each batch item
+  int rotate_k = 0, rotate_v = 0;  // KvRotation's Hadamard blocks (0: none)
+};
+struct HadamardAttrs {  // inputs: x
+  int block = 64;
+};
+struct RopeShiftAttrs {  // inputs: cache, shift (i32 [3]); the output is the cache, moved in place
+  bool has_rope = false;  // a key cache: the moved keys turned by the position change
+  RopeOptions::Style style = RopeOptions::Style::interleaved;
+  int64_t dims = 0;
+  double freq_base = 10000.0;
+  double freq_scale = 1.0;
+  std::vector<float> freq_factors;
+  int rotation = 0;  // the keys' KvRotation block (0: none)
 };
 
 using OpAttrs = std::variant<std::monostate, MatmulAttrs, ScaleAttrs, SoftmaxAttrs,
                              SplitHeadsAttrs, AttentionAttrs, LayerNormAttrs, ActivationAttrs,
                              CastAttrs, PositionalEncodingAttrs, UpdateCacheAttrs, PoolAttrs,
-                             L2NormalizeAttrs, RopeAttrs, RopeKvCacheAttrs>;
+                             L2NormalizeAttrs, RopeAttrs, RopeKvCacheAttrs, HadamardAttrs,
+                             RopeShiftAttrs>;
 
 }  // namespace vkformer

@@ -258,6 +258,8 @@ Conversation::Conversation(LanguageModel& model, ChatTemplate chat_template,
 
 void Conversation::reset() {
   messages_.resize(first_turn_);
+  anchors_.clear();
+  turn_end_text_ = 0;
   cached_text_.clear();
   cached_position_ = 0;
   sampler_.reset();
@@ -269,8 +271,31 @@ bool Conversation::forget_oldest_turn() {
   if (messages_.size() <= first_turn_) return false;
   auto first = messages_.begin() + static_cast<ptrdiff_t>(first_turn_), last = first + 1;
   if (last != messages_.end() && last->role == "assistant") ++last;
+  const bool whole_turn = last - first == 2;
   messages_.erase(first, last);
+  last_forget_shifted_ = false;
+  // The turn's rows lie between the first two anchors: shift them out of the cache, and its text
+  // out of cached_text_ (the next reply() checks that the rest still starts the conversation's
+  // text, as for any turn).
+  if (whole_turn && anchors_.size() >= 2 && !cached_text_.empty() && model_->position() == cached_position_) {
+    const Anchor a = anchors_[0], b = anchors_[1];
+    const int64_t drop = b.position - a.position;
+    if (drop > 0 && b.text > a.text && b.text <= cached_text_.size()) {
+      model_->shift(a.position, drop);
+      cached_text_.erase(a.text, b.text - a.text);
+      cached_position_ -= drop;
+      anchors_.erase(anchors_.begin() + 1);
+      for (size_t i = 1; i < anchors_.size(); ++i) {
+        anchors_[i].text -= b.text - a.text;
+        anchors_[i].position -= drop;
+      }
+      if (turn_end_text_ > 0) turn_end_text_ -= b.text - a.text;
+      last_forget_shifted_ = true;
+      return true;
+    }
+  }
   cached_text_.clear();  // the cache no longer holds a prefix of the conversation's text
+  anchors_.clear();
   return true;
 }
 
@@ -285,13 +310,37 @@ TextGenerationResult Conversation::reply(std::string_view user_text, const TextG
     const bool continues = !cached_text_.empty() && model_->position() == cached_position_ &&
                            full.compare(0, cached_text_.size(), cached_text_) == 0;
     std::vector<int32_t> ids;
+    const GgufTokenizer& tok = model_->tokenizer();
+    // Whether `part` tokenizes alone as the first tokens of `ids` (then its end is an anchor).
+    auto starts_ids = [&](std::string_view part, bool bos) {
+      const std::vector<int32_t> p = tok.encode(part, bos, true);
+      return p.size() <= ids.size() && std::equal(p.begin(), p.end(), ids.begin()) ? static_cast<int64_t>(p.size()) : -1;
+    };
     if (continues) {
-      ids = model_->tokenizer().encode(std::string_view(full).substr(cached_text_.size()), false, true);
+      ids = tok.encode(std::string_view(full).substr(cached_text_.size()), false, true);
+      // The end of the last turn: its reply's closing text, the first part of this one's.
+      if (turn_end_text_ > cached_text_.size() && turn_end_text_ <= full.size()) {
+        const int64_t n = starts_ids(std::string_view(full).substr(cached_text_.size(), turn_end_text_ - cached_text_.size()), false);
+        if (n > 0) anchors_.push_back({turn_end_text_, cached_position_ + n});
+      }
     } else {
       model_->reset();
       cached_text_.clear();
+      anchors_.clear();
       // A template that writes the BOS token itself gets no second one.
-      ids = model_->tokenizer().encode(full, !template_.writes_bos(), true);
+      ids = tok.encode(full, !template_.writes_bos(), true);
+      // The end of the system prompt (or of the BOS token): what a shift keeps.
+      // (Without one, what the template writes before the first turn: a default system prompt.)
+      std::string head;
+      try {
+        head = template_.apply(std::span<const ChatMessage>(messages_.data(), first_turn_), false);
+      } catch (const Error&) {
+        head.clear();  // a template that wants messages: only the BOS token is kept
+      }
+      if (full.starts_with(head)) {
+        const int64_t n = starts_ids(head, !template_.writes_bos());
+        if (n >= 0) anchors_.push_back({head.size(), n});
+      }
     }
     last_turn_tokens_ = static_cast<int64_t>(ids.size());
     auto r = generate(*model_, ids, *sampler_, options.max_tokens, on_token, options.speculative);
@@ -301,6 +350,10 @@ TextGenerationResult Conversation::reply(std::string_view user_text, const TextG
     cached_text_ = full + reply;
     cached_position_ = model_->position();
     messages_.push_back({"assistant", std::move(reply)});
+    // Where this turn ends in the template's text (the reply's closing text included), if the
+    // text so far starts it: the next reply() finds that place in its tokens.
+    const std::string closed = template_.apply(messages_, false);
+    turn_end_text_ = closed.starts_with(cached_text_) ? closed.size() : 0;
     return r;
   } catch (...) {
     // The turn did not happen: the next reply starts again from the messages.

@@ -16,6 +16,8 @@ void register_pooling_ops(OpRegistry& r);       // pool, l2_normalize (sentence 
 void register_rms_norm_ops(OpRegistry& r);      // rms_norm (Llama)
 void register_rope_ops(OpRegistry& r);          // rope, rotary position embeddings (Llama)
 void register_rope_kv_cache_ops(OpRegistry& r); // rope_kv_cache: rope and KV-cache writes at once
+void register_hadamard_ops(OpRegistry& r);      // hadamard: the attention rotation of quantized caches
+void register_rope_shift_ops(OpRegistry& r);    // rope_shift: a KV cache's context shift, in place
 
 void register_builtin_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -30,6 +32,8 @@ void register_builtin_ops(OpRegistry& r) {
   register_rms_norm_ops(r);
   register_rope_ops(r);
   register_rope_kv_cache_ops(r);
+  register_hadamard_ops(r);
+  register_rope_shift_ops(r);
 }
 
 }  // namespace vkformer

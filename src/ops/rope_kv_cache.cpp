@@ -103,9 +103,12 @@ void lower_rope_kv_cache(Lowering& l) {
     }
     std::vector<uint32_t> spec{static_cast<uint32_t>(wg), a.style == RopeOptions::Style::neox ? 1u : 0u,
                                cache_slot != kNoValue ? 1u : 0u, static_cast<uint32_t>(rows)};
-    if (convert)  // shaders/rope_kv_cache_quant.comp: the types, and its shared row of 2 wg
+    if (convert)  // shaders/rope_kv_cache_quant.comp: the types, its shared row of 2 wg, the
+                  // rotation's blocks and the query rows it holds in shared memory to rotate
       spec.insert(spec.end(), {ops::kv_type_code(k_type), ops::kv_type_code(v_type),
-                               static_cast<uint32_t>(2 * wg)});
+                               static_cast<uint32_t>(2 * wg), static_cast<uint32_t>(a.rotate_k),
+                               static_cast<uint32_t>(a.rotate_v),
+                               static_cast<uint32_t>(a.rotate_k > 0 ? group : 1)});
     l.dispatch(convert ? Kernel::rope_kv_cache_quant : Kernel::rope_kv_cache, dtype,
                {{q}, {k}, {v}, {table}, {position}, {l.output(), true}, ck, cv,
                 {cache_slot != kNoValue ? cache_slot : position}},
@@ -120,7 +123,7 @@ void lower_cache_after(Lowering&) {}
 
 RopeKvCache Graph::rope_kv_cache(Tensor qkv, int heads, int kv_heads, Tensor cache_k,
                                  Tensor cache_v, Tensor position, const RopeOptions& rope,
-                                 std::optional<Tensor> cache_slot) {
+                                 std::optional<Tensor> cache_slot, const KvRotation& rotation) {
   impl().check(qkv, "rope_kv_cache", "qkv");
   if (qkv.shape.rank() != 3 || heads < 1 || kv_heads < 1 ||
       qkv.shape[2] % (int64_t{heads} + 2 * int64_t{kv_heads}) != 0)
@@ -129,20 +132,22 @@ RopeKvCache Graph::rope_kv_cache(Tensor qkv, int heads, int kv_heads, Tensor cac
                     std::to_string(heads) + ", Hkv = " + std::to_string(kv_heads));
   const int64_t d = qkv.shape[2] / (int64_t{heads} + 2 * int64_t{kv_heads});
   return impl().rope_kv_cache(qkv, qkv, qkv, heads, kv_heads, 0, heads * d, (heads + kv_heads) * d,
-                              cache_k, cache_v, position, rope, cache_slot);
+                              cache_k, cache_v, position, rope, cache_slot, rotation);
 }
 
 RopeKvCache Graph::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads,
                                  Tensor cache_k, Tensor cache_v, Tensor position,
-                                 const RopeOptions& rope, std::optional<Tensor> cache_slot) {
+                                 const RopeOptions& rope, std::optional<Tensor> cache_slot,
+                                 const KvRotation& rotation) {
   return impl().rope_kv_cache(q, k, v, heads, kv_heads, 0, 0, 0, cache_k, cache_v, position, rope,
-                              cache_slot);
+                              cache_slot, rotation);
 }
 
 RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, int kv_heads,
                                      int64_t q_off, int64_t k_off, int64_t v_off, Tensor cache_k,
                                      Tensor cache_v, Tensor position, const RopeOptions& rope,
-                                     const std::optional<Tensor>& cache_slot) {
+                                     const std::optional<Tensor>& cache_slot,
+                                     const KvRotation& rotation) {
   const std::string op = "rope_kv_cache";
   ops::require_float(*this, op, "q", q);
   ops::require_float(*this, op, "k", k);
@@ -199,6 +204,20 @@ RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, in
                                  std::to_string(offsets[i]) + " in q's dtype (caches " +
                                  describe(cache_k) + ")");
   }
+  // The rotation: a Hadamard block of at most one workgroup's row (shaders/rope_kv_cache_quant.comp
+  // rotates in shared memory), written by the kernel that converts rows (rope_kv_cache.comp
+  // stores the activations' type unrotated: the caches must be in another type).
+  for (const auto& [block, name] : {std::pair{rotation.k, "rotation.k"}, {rotation.v, "rotation.v"}}) {
+    if (block == 0) continue;
+    if (block < 2 || block > 1024 || (block & (block - 1)) != 0 || D % block != 0)
+      shape_error(label(op), std::string(name) + " is " + std::to_string(block) +
+                                 ": expected 0 or a power of two from 2 to 1024 dividing the head dim " +
+                                 std::to_string(D));
+    if (!ops::kv_converted(q.dtype, cache_k.dtype, cache_v.dtype))
+      shape_error(label(op), std::string(name) + ": a rotation needs caches in another type than q's " +
+                                 std::string(dtype_name(q.dtype)) + " (cache_k " + describe(cache_k) +
+                                 ", cache_v " + describe(cache_v) + ")");
+  }
   if (rope.offset_tensor)
     throw Error(ErrorCode::invalid_argument,
                 label(op) + ": rope.offset_tensor must be empty (the rows rotate at position + offset)");
@@ -218,6 +237,8 @@ RopeKvCache GraphImpl::rope_kv_cache(Tensor q, Tensor k, Tensor v, int heads, in
   at.freq_factors = rope.freq_factors;
   at.offset = rope.offset;
   at.has_cache_slot = cache_slot.has_value();
+  at.rotate_k = rotation.k;
+  at.rotate_v = rotation.v;
   std::vector<uint32_t> inputs{q.id, k.id, v.id, cache_k.id, cache_v.id, position.id};
   if (cache_slot) inputs.push_back(cache_slot->id);
   RopeKvCache r;

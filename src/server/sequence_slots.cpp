@@ -7,8 +7,9 @@ namespace vkformer::server {
 
 namespace {
 BatchedLanguageModelOptions options(int count, int64_t context, int64_t step_tokens, std::optional<DType> cache_type_k,
-                                    std::optional<DType> cache_type_v) {
+                                    std::optional<DType> cache_type_v, bool kv_rotation) {
   BatchedLanguageModelOptions o;
+  o.kv_rotation = kv_rotation;
   o.slots = count;
   o.context = context;
   o.cache_type_k = cache_type_k;
@@ -19,9 +20,11 @@ BatchedLanguageModelOptions options(int count, int64_t context, int64_t step_tok
 }  // namespace
 
 SequenceSlots::SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context,
-                             int64_t step_tokens, std::optional<DType> cache_type_k, std::optional<DType> cache_type_v)
+                             int64_t step_tokens, std::optional<DType> cache_type_k, std::optional<DType> cache_type_v,
+                             bool kv_rotation)
     : device_(std::move(device)),
-      model_(BatchedLanguageModel::load(device_, gguf, options(count, context, step_tokens, cache_type_k, cache_type_v))) {
+      model_(BatchedLanguageModel::load(device_, gguf,
+                                        options(count, context, step_tokens, cache_type_k, cache_type_v, kv_rotation))) {
   // Every bucket's step recorded now, at start-up, so that no request waits while a larger
   // step's kernels are compiled (seconds on a CPU device) the first time it forms.
   model_.record_steps();

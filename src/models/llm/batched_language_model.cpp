@@ -61,6 +61,7 @@ class BatchedLanguageModelImpl {
     load.context = o.context;
     load.cache_type_k = o.cache_type_k;
     load.cache_type_v = o.cache_type_v;
+    load.kv_rotation = o.kv_rotation;
     load.kv_batches = o.slots + 1;  // the last: scratch for padding rows
     load.prompt_chunk = kPromptChunk;
     LoadedModel m = load_model(device_, path, load, what);

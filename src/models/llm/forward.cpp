@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "vkformer/error.hpp"
 
@@ -86,6 +87,43 @@ Tensor per_head_norm(Graph& g, Tensor x, int64_t heads, const Tensor& weight, fl
 
 }  // namespace
 
+namespace {
+
+// The rope of the global layers and of the sliding ones (Gemma 3: a base of their own, without
+// the global layers' scaling).
+std::pair<RopeOptions, RopeOptions> layer_ropes(const LanguageModelConfig& c, const LanguageModelWeights& w) {
+  RopeOptions rope;
+  rope.style = c.rope_style;
+  rope.dims = c.rope_dims;
+  rope.freq_base = c.rope_base;
+  rope.freq_scale = c.rope_freq_scale;
+  rope.freq_factors = w.rope_freqs;
+  RopeOptions rope_sliding = rope;
+  if (c.rope_base_sliding > 0) {
+    rope_sliding.freq_base = c.rope_base_sliding;
+    rope_sliding.freq_scale = 1.0;
+    rope_sliding.freq_factors.clear();
+  }
+  return {rope, rope_sliding};
+}
+
+}  // namespace
+
+Graph build_shift(const LanguageModelConfig& c, const LanguageModelWeights& w, const KvCaches& caches) {
+  Graph g;
+  Tensor shift = g.input("shift", {3}, DType::i32);
+  const auto [rope, rope_sliding] = layer_ropes(c, w);
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string blk = "blk." + std::to_string(i);
+    const bool sliding = c.sliding_window > 0 && c.sliding_layers[static_cast<size_t>(i)];
+    g.rope_shift(g.external(blk + ".cache_k", caches.k[static_cast<size_t>(i)]), shift, sliding ? rope_sliding : rope,
+                 caches.rotation.k);
+    g.rope_shift(g.external(blk + ".cache_v", caches.v[static_cast<size_t>(i)]), shift, std::nullopt);
+  }
+  g.output("shifted", shift);
+  return g;
+}
+
 Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w, const KvCaches& caches, int64_t s,
                     Logits logits, DType act, const SlotRows* slot_rows) {
   Graph g;
@@ -118,19 +156,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   AttentionOptions attend_window = attend;
   if (needs_window_mask(c))
     attend_window.mask = g.input("window_mask", {batch, 1, s, cache_rows}, act);
-  RopeOptions rope;
-  rope.style = c.rope_style;
-  rope.dims = c.rope_dims;
-  rope.freq_base = c.rope_base;
-  rope.freq_scale = c.rope_freq_scale;
-  rope.freq_factors = w.rope_freqs;
-  // Sliding layers with a base of their own (Gemma 3) rotate without the global layers' scaling.
-  RopeOptions rope_sliding = rope;
-  if (c.rope_base_sliding > 0) {
-    rope_sliding.freq_base = c.rope_base_sliding;
-    rope_sliding.freq_scale = 1.0;
-    rope_sliding.freq_factors.clear();
-  }
+  const auto [rope, rope_sliding] = layer_ropes(c, w);
 
   Tensor token_embd = g.external("token_embd.weight", w.token_embd);
   Tensor x = g.embedding(ids, token_embd);  // [B, S, d]
@@ -158,7 +184,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
       if (c.qk_norm)
         qkv = g.rms_norm_qk(qkv, heads, kv_heads, weight("attn_q_norm.weight", l.q_norm),
                             weight("attn_k_norm.weight", l.k_norm), eps);
-      r = g.rope_kv_cache(qkv, heads, kv_heads, cache_k, cache_v, position, layer_rope, slot);
+      r = g.rope_kv_cache(qkv, heads, kv_heads, cache_k, cache_v, position, layer_rope, slot, caches.rotation);
     } else {
       auto project = [&](int j, const char* name, const char* bias) {
         LinearOptions o = normed;
@@ -171,7 +197,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
         k = per_head_norm(g, k, kv_heads, weight("attn_k_norm.weight", l.k_norm), eps);
       }
       r = g.rope_kv_cache(q, k, project(2, "attn_v.weight", "attn_v.bias"), heads, kv_heads, cache_k, cache_v,
-                          position, layer_rope, slot);
+                          position, layer_rope, slot, caches.rotation);
     }
     if (logits == Logits::none && i + 1 == c.n_layers) {  // the caches are written: nothing else is wanted
       g.output("caches_filled", key_length);
@@ -186,6 +212,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
                                            c.attn_softcap, *layer_attend.mask)
                    : g.attention(r.q, r.k_cache, r.v_cache, layer_attend);
     a = g.concat_heads(a);
+    if (caches.rotation.v > 0) a = g.hadamard(a, caches.rotation.v);  // v was stored rotated
     // The residual inside the output projection, or in the post-norm's kernel (Gemma).
     auto add_to_stream = [&](Tensor h, const char* name, const DeviceTensor& wt, const char* post_name,
                              const DeviceTensor& post) {

@@ -36,6 +36,9 @@ namespace vkformer::models::llm {
 
 struct KvCaches {
   std::vector<DeviceTensor> k, v;  // per block, [1, n_kv_heads, T, head_dim]
+  // The attention rotation of quantized caches (KvRotation): q and k times the Hadamard matrix
+  // of blocks of rotation.k, v of rotation.v, the attention output rotated back (0: none).
+  KvRotation rotation;
 };
 
 // Which logits a pass returns. none: a pass that only fills the KV caches (the chunks of a prompt
@@ -68,6 +71,11 @@ HostTensor step_window_mask(std::span<const int32_t> positions, int64_t cache_ro
 bool chunk_is_causal(const LanguageModelConfig& config, int64_t tokens, bool slot_rows = false);
 bool needs_mask(const LanguageModelConfig& config, int64_t tokens, bool slot_rows = false);
 bool needs_window_mask(const LanguageModelConfig& config);
+
+// The context shift of every block's caches (Graph::rope_shift), one graph recorded once: input
+// "shift" i32 [3] {keep, discard, end}; the keys turned with their layer's rope (Gemma's sliding
+// layers with their own base), the values moved; output "shifted" echoes the input.
+Graph build_shift(const LanguageModelConfig& config, const LanguageModelWeights& weights, const KvCaches& caches);
 
 Graph build_forward(const LanguageModelConfig& config, const LanguageModelWeights& weights,
                     const KvCaches& caches, int64_t tokens, Logits logits, DType activations,

@@ -50,6 +50,7 @@ class LanguageModelImpl {
     load.context = o.context;
     load.cache_type_k = o.cache_type_k;
     load.cache_type_v = o.cache_type_v;
+    load.kv_rotation = o.kv_rotation;
     load.prompt_chunk = kPromptChunk;
     LoadedModel m = load_model(device_, path, load, "LanguageModel::load");
     config_ = std::move(m.config);
@@ -154,6 +155,20 @@ class LanguageModelImpl {
     position_ = n;  // later rows stay in the cache, hidden by key_length until overwritten
   }
 
+  void shift(int64_t keep, int64_t discard) {
+    if (keep < 0 || discard < 1 || keep + discard > position_)
+      throw Error(ErrorCode::invalid_argument,
+                  "LanguageModel::shift: keep " + std::to_string(keep) + " and discard " + std::to_string(discard) +
+                      " must have keep >= 0, discard >= 1 and keep + discard <= " + std::to_string(position_) +
+                      " (the tokens in the cache)");
+    if (!shift_) shift_ = std::make_unique<Executor>(device_, build_shift(config_, weights_, caches_));
+    shift_->set_input("shift", HostTensor::from_i32({3}, std::vector<int32_t>{static_cast<int32_t>(keep),
+                                                                             static_cast<int32_t>(discard),
+                                                                             static_cast<int32_t>(position_)}));
+    shift_->run();
+    position_ -= discard;
+  }
+
  private:
   std::unique_ptr<Executor> compile(int64_t tokens, Logits logits, const CompileOptions& options = {}) {
     Graph g = build_forward(config_, weights_, caches_, tokens, logits, options_.activations);
@@ -229,6 +244,7 @@ class LanguageModelImpl {
   std::unique_ptr<Executor> decode_, prompt_last_, prompt_all_, prompt_caches_;
   std::unique_ptr<Executor> decode_profiled_;  // profile_decode_step's, compiled on first use
   std::map<int64_t, std::unique_ptr<Executor>> verify_;  // verification graphs by rows, on first use
+  std::unique_ptr<Executor> shift_;            // shift()'s, compiled on first use
   ExclusiveUse in_use_{"LanguageModel"};
 };
 
@@ -284,5 +300,10 @@ std::vector<OpTime> LanguageModel::profile_decode_step(int32_t token) {
 
 void LanguageModel::reset() { impl().truncate(0); }
 void LanguageModel::truncate(int64_t n) { impl().truncate(n); }
+
+void LanguageModel::shift(int64_t keep, int64_t discard) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::shift");
+  impl().shift(keep, discard);
+}
 
 }  // namespace vkformer

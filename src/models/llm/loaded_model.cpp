@@ -47,6 +47,9 @@ LoadedModel load_model(Device& device, const std::filesystem::path& path, const 
       m.caches.v.push_back(device.allocate(cache, cache_type_v(o)));
       m.kv_cache.bytes += m.caches.k.back().nbytes() + m.caches.v.back().nbytes();
     }
+    m.caches.rotation = kv_rotation_for(o, m.config.head_dim);
+    m.kv_cache.rotation_k = m.caches.rotation.k;
+    m.kv_cache.rotation_v = m.caches.rotation.v;
     m.kv_cache.type_k = cache_type_k(o);
     m.kv_cache.type_v = cache_type_v(o);
     m.kv_cache.bytes_per_token = m.kv_cache.bytes / static_cast<uint64_t>(m.cache_rows * o.kv_batches);
@@ -58,6 +61,17 @@ LoadedModel load_model(Device& device, const std::filesystem::path& path, const 
     rethrow_out_of_memory(device, m.memory, o, what, e);
   }
   return m;
+}
+
+KvRotation kv_rotation_for(const LoadOptions& o, int64_t head_dim) {
+  KvRotation r;
+  if (!o.kv_rotation || head_dim % 64 != 0) return r;
+  if (is_quantized(cache_type_k(o))) {
+    r.k = 64;
+    while (head_dim % (2 * r.k) == 0 && 2 * r.k <= 1024) r.k *= 2;
+  }
+  if (is_quantized(cache_type_v(o))) r.v = 64;
+  return r;
 }
 
 }  // namespace vkformer::models::llm

@@ -29,7 +29,13 @@ struct LoadOptions {
   int64_t context = 0;             // 0: the model's context_length capped at kDefaultMaxContext
   int64_t kv_batches = 1;          // sequences the caches hold
   int64_t prompt_chunk = 64;       // rows one prompt pass writes
+  bool kv_rotation = true;         // the attention rotation of quantized caches (kv_rotation_for)
 };
+
+// llama.cpp's choice (PR 21038, llama_kv_cache): a quantized K cache of a head dim that is a
+// multiple of 64 rotates q and k by the Hadamard block of the largest power of two dividing the
+// head dim, a quantized V cache v by blocks of 64; float caches and other head dims not at all.
+KvRotation kv_rotation_for(const LoadOptions& o, int64_t head_dim);
 
 // The caches' types these options ask for (the activations' where unset).
 inline DType cache_type_k(const LoadOptions& o) { return o.cache_type_k.value_or(o.activations); }
