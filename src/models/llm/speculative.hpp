@@ -27,6 +27,10 @@ class DraftModelProposer {
   // Up to max_tokens proposals after `context`, stopping where the draft's top token has a
   // probability (softmax at temperature 1) below p_min or its cache is full.
   std::vector<int32_t> propose(std::span<const int32_t> context, int64_t max_tokens, float p_min);
+  // Brings the draft's cache to `context` (rollback to the common prefix, the rest run: a few
+  // tokens through a verification graph, not a whole prompt chunk); false when it does not fit.
+  // generate() calls it with the prompt, so the draft's prompt pass counts as prompt time.
+  bool sync(std::span<const int32_t> context);
 
  private:
   LanguageModel* draft_;
