@@ -219,13 +219,13 @@ step_ggml() {
 export -f step_ggml
 
 step_llm() {
-  local rc=0 m
+  local rc=0 m p
   for m in smollm2 llama1b; do
     # shellcheck disable=SC2086
     vkformer bench --model "$VKF_WORK/$m.gguf" $VKF_LLM_ARGS --json "$VKF_WORK/llm_$m.json" || rc=1
   done
   local prompts=()
-  for p in "$VKF_HERE"/spec_prompts/*.txt; do prompts+=(--spec-prompt "$p"); done
+  for p in "$VKF_HERE"/spec_prompts/$VKF_SPEC_PROMPTS; do prompts+=(--spec-prompt "$p"); done
   # shellcheck disable=SC2086
   vkformer bench --model "$VKF_WORK/smollm2.gguf" --spec ngram "${prompts[@]}" $VKF_SPEC_ARGS \
     --json "$VKF_WORK/llm_spec_ngram.json" || rc=1
@@ -300,7 +300,8 @@ if [ "$dry" = 1 ]; then
   core_peak=--quick-peak
   more="^(decoder_step/d512.kv-cache/f32/batch=1,context=128,|sentence_embedding/all-MiniLM-L6-v2/f32/batch=1,)"
   export VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK="--layers 1 --vocab 2048"
-  export VKF_LLM_ARGS="-p 64 -n 4 -r 1" VKF_SPEC_ARGS="-n 4 -r 1"
+  # The speculative rows on the short prompts only: each round runs its prompt twice on lavapipe.
+  export VKF_LLM_ARGS="-p 64 -n 4 -r 1" VKF_SPEC_ARGS="-n 4 -r 1" VKF_SPEC_PROMPTS="open_explain.txt"
   export VKF_TORCH_ARGS="--smoke --repeats 3 --warmup 1 --budget 0.2"
   export VKF_GGML_BENCH_ARGS="-p 16 -n 4 -r 1"
   export VKF_GGML_OPS_FILTER="type_a=q4_0,type_b=f32,m=4096,n=1,k=14336,"
@@ -315,7 +316,7 @@ else
   core_peak=""
   more="^(matmul/(bert-base|d512|minilm|ffn-large)|matmul_q/(llama1b|smollm2)|encoder_layer/bert-base/.*batch=8,seq=512|decoder_step/d512.kv-cache/.*context=1024|sentence_embedding)"
   export VKF_SMOLLM2_SHRINK="" VKF_LLAMA_SHRINK=""
-  export VKF_LLM_ARGS="-p 512 -n 128 -r 3" VKF_SPEC_ARGS="-n 64 -r 2"
+  export VKF_LLM_ARGS="-p 512 -n 128 -r 3" VKF_SPEC_ARGS="-n 64 -r 2" VKF_SPEC_PROMPTS="*.txt"
   export VKF_TORCH_ARGS="--issue22 --repeats 50 --warmup 10 --budget 0.5"
   export VKF_GGML_BENCH_ARGS="-p 512 -n 128 -r 3"
   export VKF_GGML_OPS_FILTER="type_a=(q4_0|q4_K),type_b=f32,m=4096,n=512,k=14336,"

@@ -224,7 +224,7 @@ TEST(SpeculativeSmolLM2, GreedyIsPlainDecodingWithBothProposers) {
     const std::string what = "prompt " + std::to_string(n++);
     const Plain plain = plain_greedy(lm, ids, 16);
     expect_same_greedy(lm, ids, plain, 16, {.mode = SpeculativeMode::ngram, .draft_max = 8, .adaptive = false}, ngram, what + " ngram");
-    expect_same_greedy(lm, ids, plain, 16, {.mode = SpeculativeMode::draft, .draft_model = &draft, .draft_max = 4, .draft_p_min = 0.3f},
+    expect_same_greedy(lm, ids, plain, 16, {.mode = SpeculativeMode::draft, .draft_model = &draft, .draft_max = 4, .draft_p_min = 0.3f, .adaptive = false},
                        drafted, what + " draft");
   }
   EXPECT_GT(ngram.accepted, 0);

@@ -135,6 +135,11 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
   // rows: the logits after the cache's last token and after each proposal in it ([k+1 × vocab]).
   std::vector<float> rows = model.append(prompt);
   check_logits(rows, model.position());
+  std::optional<models::llm::DraftModelProposer> drafter;
+  if (spec.mode == SpeculativeMode::draft) {
+    drafter.emplace(*spec.draft_model);
+    drafter->sync(prompt);  // the draft's prompt pass, as the target's, before generation
+  }
   r.stats.prompt_seconds = seconds_since(t0);
   r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   sampler.accept(prompt);
@@ -142,8 +147,6 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
   // The proposers look at the whole text: the prompt and the reply so far.
   std::vector<int32_t> context;
   if (spec.mode != SpeculativeMode::off) context.assign(prompt.begin(), prompt.end());
-  std::optional<models::llm::DraftModelProposer> drafter;
-  if (spec.mode == SpeculativeMode::draft) drafter.emplace(*spec.draft_model);
   models::llm::DraftBudget budget(spec.draft_max);
   std::mt19937_64 rng(sampler.options().seed ^ 0x5bd1e995u);  // the acceptance draws, apart from the sampler's
 

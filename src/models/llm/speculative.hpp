@@ -27,6 +27,10 @@ class DraftModelProposer {
   // Up to max_tokens proposals after `context`, stopping where the draft's top token has a
   // probability (softmax at temperature 1) below p_min or its cache is full.
   std::vector<int32_t> propose(std::span<const int32_t> context, int64_t max_tokens, float p_min);
+  // Brings the draft's cache to `context` (rollback to the common prefix, the rest run: a few
+  // tokens through a verification graph, not a whole prompt chunk); false when it does not fit.
+  // generate() calls it with the prompt, so the draft's prompt pass counts as prompt time.
+  bool sync(std::span<const int32_t> context);
 
  private:
   LanguageModel* draft_;
@@ -49,10 +53,11 @@ Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const Toke
 // How many of the proposals at hand to verify: the number k (0 = a plain one-token pass) with
 // the most expected tokens per second. A pass with k proposals yields (1 - a^(k+1)) / (1 - a)
 // tokens when each proposal is kept with probability a (given the ones before it were), and
-// costs the measured time of a pass of its graph's rows (LanguageModel::verify_graph_rows; a
-// decoder on a CPU such as lavapipe pays for every row, a GPU barely). a is estimated from the
-// passes so far (kept proposals against first rejections, older passes weighing less), starting
-// from an even prior; proposals are verified only where they promise 10% more than a plain pass.
+// costs c0 + c1 · rows of its graph (LanguageModel::verify_graph_rows; a decoder on a CPU such
+// as lavapipe pays for every row, a GPU barely), c0 and c1 fitted by least squares to every
+// pass's measured time, older passes weighing less (one slow pass on a loaded machine moves the
+// line a little, and every pass keeps correcting it). a is estimated from the passes so far
+// (kept proposals against first rejections, decayed the same way), starting from an even prior; proposals are verified only where they promise 10% more than a plain pass.
 // Where proposing does not pay, a one-proposal probe every 16 plain passes
 // keeps the estimate up to date.
 class DraftBudget {
@@ -65,9 +70,11 @@ class DraftBudget {
 
  private:
   double seconds_for(int64_t rows) const;
+  void record(int64_t rows, double seconds);
   int64_t max_;
   double kept_ = 0, rejected_ = 0;  // decayed counts
-  std::vector<double> seconds_;      // by graph rows (index), 0: not measured yet
+  // Decayed sums of the passes' (rows, seconds) for the line's fit.
+  double n_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
   int64_t plain_streak_ = 0;
 };
 

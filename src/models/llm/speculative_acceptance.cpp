@@ -44,27 +44,34 @@ Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const Toke
 
 namespace {
 
-constexpr double kDecay = 0.9;        // per pass: the last ~10 passes count
+constexpr double kDecay = 0.9;        // per pass: the last ~10 passes' acceptance counts
+constexpr double kTimeDecay = 0.97;   // per pass: the last ~30 passes' times fit the cost line
 constexpr int64_t kProbeEvery = 16;   // plain passes between probes where proposing does not pay
 // A pass with proposals must promise this much more than a plain one: timings on a loaded
 // machine are noisy, and a wrong bet costs more than a missed one gains.
 constexpr double kMargin = 1.1;
 
-void record(std::vector<double>& seconds, int64_t rows, double s) {
-  if (static_cast<int64_t>(seconds.size()) <= rows) seconds.resize(static_cast<size_t>(rows + 1), 0.0);
-  double& m = seconds[static_cast<size_t>(rows)];
-  m = m == 0 ? s : 0.7 * m + 0.3 * s;
-}
-
 }  // namespace
 
-// A pass's time: measured, or where this graph has not run yet, guessed from the one-token pass
-// (a row costs 5% of it: optimistic, so that a graph is tried and then measured).
+// A pass's time on the fitted line. Until passes of two sizes have run, a row is guessed to cost
+// 5% of a one-token pass (optimistic, so that proposals are tried and the line gets measured).
 double DraftBudget::seconds_for(int64_t rows) const {
-  if (rows < static_cast<int64_t>(seconds_.size()) && seconds_[static_cast<size_t>(rows)] > 0)
-    return seconds_[static_cast<size_t>(rows)];
-  const double one = seconds_.size() > 1 && seconds_[1] > 0 ? seconds_[1] : 1.0;
-  return one * (1.0 + 0.05 * static_cast<double>(rows));
+  const double x = static_cast<double>(rows);
+  if (n_ <= 0) return 1.0 + 0.05 * (x - 1.0);
+  const double mean_x = sx_ / n_, mean_y = sy_ / n_, var = sxx_ / n_ - mean_x * mean_x;
+  if (var < 1e-9) return mean_y * (1.0 + 0.05 * (x - mean_x));
+  const double slope = std::max(0.0, (sxy_ / n_ - mean_x * mean_y) / var);
+  const double at = mean_y + slope * (x - mean_x);
+  return std::max(at, 1e-9);
+}
+
+void DraftBudget::record(int64_t rows, double seconds) {
+  const double x = static_cast<double>(rows);
+  n_ = n_ * kTimeDecay + 1.0;
+  sx_ = sx_ * kTimeDecay + x;
+  sy_ = sy_ * kTimeDecay + seconds;
+  sxx_ = sxx_ * kTimeDecay + x * x;
+  sxy_ = sxy_ * kTimeDecay + x * seconds;
 }
 
 int64_t DraftBudget::choose(int64_t available) {
@@ -85,10 +92,10 @@ int64_t DraftBudget::choose(int64_t available) {
   return best;
 }
 
-void DraftBudget::on_plain_step(double seconds) { record(seconds_, 1, seconds); }
+void DraftBudget::on_plain_step(double seconds) { record(1, seconds); }
 
 void DraftBudget::on_verified(int64_t proposed, int64_t accepted, double seconds) {
-  record(seconds_, LanguageModel::verify_graph_rows(proposed + 1), seconds);
+  record(LanguageModel::verify_graph_rows(proposed + 1), seconds);
   kept_ = kept_ * kDecay + static_cast<double>(accepted);
   rejected_ = rejected_ * kDecay + (accepted < proposed ? 1.0 : 0.0);
 }

@@ -33,25 +33,37 @@ void check_draft_model(const LanguageModel& target, const LanguageModel& draft) 
 
 namespace models::llm {
 
-std::vector<int32_t> DraftModelProposer::propose(std::span<const int32_t> context, int64_t max_tokens, float p_min) {
-  if (context.empty() || max_tokens <= 0) return {};
+bool DraftModelProposer::sync(std::span<const int32_t> context) {
+  if (context.empty()) return false;
   // Keep what the draft's cache shares with the context; with nothing new, run the last token
   // again unless its logits are still at hand.
   size_t common = std::mismatch(cached_.begin(), cached_.end(), context.begin(), context.end()).first - cached_.begin();
   if (common == context.size() && !(common == cached_.size() && !logits_.empty())) --common;
-  if (common < cached_.size() || common < context.size()) {
-    draft_->rollback(draft_->position() - static_cast<int64_t>(common));
-    cached_.resize(common);
-    logits_.clear();
-    const auto rest = context.subspan(common);
-    if (static_cast<int64_t>(rest.size()) > draft_->context() - draft_->position()) {
-      draft_->reset();  // the draft's cache is full: it proposes nothing from here on
-      cached_.clear();
-      return {};
-    }
-    logits_ = draft_->append(rest);
-    cached_.assign(context.begin(), context.end());
+  if (common == cached_.size() && common == context.size()) return true;
+  draft_->rollback(draft_->position() - static_cast<int64_t>(common));
+  cached_.resize(common);
+  logits_.clear();
+  const auto rest = context.subspan(common);
+  if (static_cast<int64_t>(rest.size()) > draft_->context() - draft_->position()) {
+    draft_->reset();  // the draft's cache is full: it proposes nothing from here on
+    cached_.clear();
+    return false;
   }
+  // A few tokens (the usual catch-up: the last accepted ones) through a verification graph of
+  // as many rows, keeping the last row; a prompt through the prompt chunks.
+  if (static_cast<int64_t>(rest.size()) <= LanguageModel::kMaxVerifyTokens) {
+    std::vector<float> rows = draft_->verify(rest);
+    const size_t vocab = static_cast<size_t>(draft_->config().vocab_size);
+    logits_.assign(rows.end() - static_cast<ptrdiff_t>(vocab), rows.end());
+  } else {
+    logits_ = draft_->append(rest);
+  }
+  cached_.assign(context.begin(), context.end());
+  return true;
+}
+
+std::vector<int32_t> DraftModelProposer::propose(std::span<const int32_t> context, int64_t max_tokens, float p_min) {
+  if (context.empty() || max_tokens <= 0 || !sync(context)) return {};
   std::vector<int32_t> out;
   while (static_cast<int64_t>(out.size()) < max_tokens) {
     const auto top = std::max_element(logits_.begin(), logits_.end());
