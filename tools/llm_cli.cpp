@@ -184,14 +184,14 @@ std::optional<DType> cache_type_k(const LlmArgs& a) { return cache_type(a.cache_
 std::optional<DType> cache_type_v(const LlmArgs& a) { return cache_type(a.cache_type_v, "--cache-type-v"); }
 
 std::string describe_kv_cache(const KvCacheInfo& kv, int64_t context) {
-  std::string rotation;
+  std::string rotation;  // the attention rotation of quantized caches, where it applies
   if (kv.rotation_k > 0 || kv.rotation_v > 0)
-    rotation = " (rotated: Hadamard blocks of " + std::to_string(kv.rotation_k) + " for q/k, " +
-               std::to_string(kv.rotation_v) + " for v)";
-  return "K " + std::string(dtype_name(kv.type_k)) + ", V " + std::string(dtype_name(kv.type_v)) + rotation + ": " +
+    rotation = "; rotated by Hadamard blocks of " + std::to_string(kv.rotation_k) + " (q, k) and " +
+               std::to_string(kv.rotation_v) + " (v)";
+  return "K " + std::string(dtype_name(kv.type_k)) + ", V " + std::string(dtype_name(kv.type_v)) + ": " +
          std::to_string(kv.bytes_per_token) + " bytes per token (" + bytes_text(static_cast<double>(kv.bytes)) +
          " for the context of " + std::to_string(context) + " and a prompt chunk's padding); the device's memory holds a context of " +
-         std::to_string(kv.context_that_fits);
+         std::to_string(kv.context_that_fits) + rotation;
 }
 
 void check_llm_args(const LlmArgs& a, const std::string& command) {

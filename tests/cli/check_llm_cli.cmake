@@ -71,8 +71,12 @@ endif()
 # heads of 64: q8_0 keys 2 x 34 bytes, q4_0 values 2 x 18 a head and layer); bench --model takes
 # them and -d; an unknown type is exit status 2 naming the option, and so is a quantized type on
 # the untied tiny llama's head dim of 16.
-expect(0 "kv cache +K q8_0, V q4_0: 416 bytes per token"
+expect(0 "kv cache +K q8_0, V q4_0: 416 bytes per token[^\n]*; rotated by Hadamard blocks of 64 \\(q, k\\) and 64 \\(v\\)\n"
        generate --model ${TINY}/tiny_llama_kquant.gguf --prompt "hello" -n 4 -v --cache-type-k q8_0 --cache-type-v q4_0)
+# --no-kv-rotation: the same caches stored unrotated (the line ends with the context that fits).
+expect(0 "kv cache +K q8_0, V q4_0: 416 bytes per token[^\n]*holds a context of [0-9]+\n"
+       generate --model ${TINY}/tiny_llama_kquant.gguf --prompt "hello" -n 4 -v --cache-type-k q8_0 --cache-type-v q4_0
+       --no-kv-rotation)
 expect(0 "kv cache: K q4_0, V q8_0: 416 bytes per token.*\\| tg4 @ d20 +\\|"
        bench --model ${TINY}/tiny_llama_kquant.gguf -p 0 -n 4 -d 20 -r 1 --cache-type-k q4_0 --cache-type-v q8_0)
 expect(2 "^vkformer: error: --cache-type-k: unknown cache type 'q9': expected f32, f16, q8_0 or q4_0\n"
