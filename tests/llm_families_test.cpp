@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "family_goldens.hpp"
 #include "test_device.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
@@ -35,16 +36,7 @@ using json = nlohmann::json;
 
 const fs::path kDir = fs::path(VKF_FAMILIES_GOLDEN_DIR);
 
-const json& manifest() {
-  static const json m = json::parse(std::ifstream(kDir / "manifest.json"));
-  return m;
-}
-
-std::vector<std::string> family_names() {
-  std::vector<std::string> names;
-  for (auto it = manifest().begin(); it != manifest().end(); ++it) names.push_back(it.key());
-  return names;
-}
+const json& manifest() { return families_manifest(); }
 
 struct Golden {
   std::vector<int32_t> ids;

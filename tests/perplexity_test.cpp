@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "family_goldens.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/error.hpp"
@@ -30,16 +31,7 @@ using json = nlohmann::json;
 
 const fs::path kFamilies = fs::path(VKF_FAMILIES_GOLDEN_DIR);
 
-const json& manifest() {
-  static const json m = json::parse(std::ifstream(kFamilies / "manifest.json"));
-  return m;
-}
-
-std::vector<std::string> family_names() {
-  std::vector<std::string> names;
-  for (auto it = manifest().begin(); it != manifest().end(); ++it) names.push_back(it.key());
-  return names;
-}
+const json& manifest() { return families_manifest(); }
 
 fs::path f32_model(const std::string& family) {
   return kFamilies / manifest()[family]["gguf"]["f32"].get<std::string>();

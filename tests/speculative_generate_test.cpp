@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fetched_models.hpp"
+#include "family_goldens.hpp"
 #include "test_device.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/generate.hpp"
@@ -30,16 +31,7 @@ using json = nlohmann::json;
 
 const fs::path kDir = fs::path(VKF_FAMILIES_GOLDEN_DIR);
 
-const json& manifest() {
-  static const json m = json::parse(std::ifstream(kDir / "manifest.json"));
-  return m;
-}
-
-std::vector<std::string> family_names() {
-  std::vector<std::string> names;
-  for (auto it = manifest().begin(); it != manifest().end(); ++it) names.push_back(it.key());
-  return names;
-}
+const json& manifest() { return families_manifest(); }
 
 LanguageModel load_family(const std::string& family, const char* type, int64_t context = 128,
                           DType activations = DType::f32) {
