@@ -74,33 +74,51 @@ if(NOT n EQUAL 1)
 endif()
 file(READ ${cache_files} cache)
 string(JSON n_choices LENGTH "${cache}" choices)
-if(n_choices LESS 1)
-  message(FATAL_ERROR "${cache_files}: no choice measured within ${budget} s:\n${tune_output}")
-endif()
-string(JSON tunable GET "${cache}" choices 0 tunable)
-string(JSON static GET "${cache}" choices 0 static)
 file(READ ${OUT}/tune.json report)
 string(JSON took_json GET "${report}" took_s)
 string(JSON first_status GET "${report}" tunables 0 status)
+# No choice measured is judged against the sweep's own steps, not against the 15 s alone (issue
+# 40: a bare wall-clock bound). The first (cheapest) tunable is measured once one round is timed,
+# and it is left unmeasured only if less than a second of the budget was left after at most four
+# steps (opening the device, the first budget check, preparing the static choice, preparing one
+# candidate; tools/tuner.cpp), each at most the JSON's longest_step_s. So if four such steps fit
+# in the budget less a second, nothing measured is a bug; if not, the machine was too loaded for
+# this budget, and the checks that need a measured choice are left out with a warning. (The sweep
+# takes about 1 s of its 15 s on a quiet machine, 4.7 s at load 15-25.)
+if(n_choices LESS 1)
+  string(JSON step GET "${report}" longest_step_s)
+  ms_of(step_ms ${step})
+  math(EXPR four_steps_ms "4 * ${step_ms}")
+  math(EXPR usable_ms "(${budget} - 1) * 1000")
+  if(four_steps_ms LESS usable_ms)
+    message(FATAL_ERROR "${cache_files}: no choice measured within ${budget} s, though its longest "
+                        "step took ${step} s:\n${tune_output}")
+  endif()
+  message(WARNING "vkformer tune measured nothing in ${budget} s: its longest step took ${step} s "
+                  "(a loaded machine), so the checks of a measured choice are left out")
+else()
+  string(JSON tunable GET "${cache}" choices 0 tunable)
+  string(JSON static GET "${cache}" choices 0 static)
 
-# Another process uses the file: it reports the measured choices...
-expect(0 "tuning +tuned: [0-9]+ of ${n_choices} measured choices differ from the static table" devices)
-expect(0 "\"tuning\": {[^}]*\"status\": \"tuned\"" devices --json)
+  # Another process uses the file: it reports the measured choices...
+  expect(0 "tuning +tuned: [0-9]+ of ${n_choices} measured choices differ from the static table" devices)
+  expect(0 "\"tuning\": {[^}]*\"status\": \"tuned\"" devices --json)
 
-# ...and a value changed in the file, once it is checked against the candidates of the device.
-expect(0 "${tunable}: [^\n]*\n  candidates: ([^\n]*)" tune --list)
-string(REGEX MATCH "${tunable}: [^\n]*\n  candidates: ([^\n]*)" m "${last_output}")
-string(REPLACE " " ";" candidates "${CMAKE_MATCH_1}")
-list(GET candidates 0 first)
-if(NOT first STREQUAL static)
-  message(SEND_ERROR "tune --list starts ${tunable} with '${first}', the cache's static choice is '${static}'")
+  # ...and a value changed in the file, once it is checked against the candidates of the device.
+  expect(0 "${tunable}: [^\n]*\n  candidates: ([^\n]*)" tune --list)
+  string(REGEX MATCH "${tunable}: [^\n]*\n  candidates: ([^\n]*)" m "${last_output}")
+  string(REPLACE " " ";" candidates "${CMAKE_MATCH_1}")
+  list(GET candidates 0 first)
+  if(NOT first STREQUAL static)
+    message(SEND_ERROR "tune --list starts ${tunable} with '${first}', the cache's static choice is '${static}'")
+  endif()
+  list(GET candidates 1 other)
+  string(JSON cache SET "${cache}" choices 0 value "\"${other}\"")
+  file(WRITE ${cache_files} "${cache}")
+  string(REPLACE "+" "\\+" other_re "${other}")
+  string(REPLACE "+" "\\+" static_re "${static}")
+  expect(0 "  ${tunable} = ${other_re} \\(static ${static_re}\\)" devices)
 endif()
-list(GET candidates 1 other)
-string(JSON cache SET "${cache}" choices 0 value "\"${other}\"")
-file(WRITE ${cache_files} "${cache}")
-string(REPLACE "+" "\\+" other_re "${other}")
-string(REPLACE "+" "\\+" static_re "${static}")
-expect(0 "  ${tunable} = ${other_re} \\(static ${static_re}\\)" devices)
 
 # A GGUF model's shapes: its linears at M = 1 and 64 in their stored types, its attention with
 # grouped KV heads (the tiny llama: width 64, 4 query and 2 KV heads of 16).
