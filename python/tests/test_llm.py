@@ -75,10 +75,15 @@ def test_stop_strings_cut_the_text(smollm2):
 
 
 def test_breaking_out_of_a_stream_stops_generation(smollm2):
-    for piece in smollm2.stream("Once upon a time", max_tokens=100):
+    # The promise is "stopped early, by the consumer", not "at exactly the next token": the worker
+    # generates on its own thread while this one wakes up, breaks and closes the generator, so how
+    # many tokens it made by then is thread scheduling (issue 40). A bound of half of max_tokens
+    # needs this thread starved for about 50 of SmolLM2's tokens (seconds) before it could fail.
+    max_tokens = 100
+    for piece in smollm2.stream("Once upon a time", max_tokens=max_tokens):
         break
     assert smollm2.last_stats["stop"] == "stopped by the callback"
-    assert smollm2.last_stats["generated_tokens"] < 10
+    assert smollm2.last_stats["generated_tokens"] < max_tokens // 2
 
 
 def test_errors_are_exceptions_with_the_library_message(tmp_path, smollm2, tiny_llama):
