@@ -1,6 +1,7 @@
 // Device enumeration and selection, device tensors and the block allocator.
 #include <gtest/gtest.h>
 
+#include <exception>
 #include <thread>
 
 #include "device_impl.hpp"
@@ -172,14 +173,27 @@ TEST_F(DeviceTest, TimedOutSubmissionMarksTheDeviceLost) {
   Device dev = Device::open(opts);
   {
     // Work that takes tens of milliseconds even on a GPU-less CI machine: a wait right after the
-    // submission cannot find it done. (A few microseconds of work sometimes finished before the
-    // wait on a loaded machine, and the run then succeeded.)
+    // submission does not find it done. (A few microseconds of work sometimes finished before the
+    // wait on a loaded machine, and the run then succeeded.) It still can, if this thread is
+    // descheduled for the whole of the work, so a run that finished is no error and the first
+    // that fails is checked, within three tries (issue 40). fault_recovery_test's
+    // AFenceThatNeverSignalsIsTreatedAsALostDevice takes this path deterministically (the vkfault
+    // layer's VK_TIMEOUT); this test takes it on the real driver.
     Graph g;
     g.output("y", g.gelu(g.matmul(g.input("a", {512, 2048}), g.input("b", {2048, 2048}))));
     Executor ex(dev, g);
     ex.set_input("a", HostTensor({512, 2048}, DType::f32));
     ex.set_input("b", HostTensor({2048, 2048}, DType::f32));
-    EXPECT_TRUE(fails_with([&] { ex.run(); }, ErrorCode::device_lost, "did not finish"));
+    std::exception_ptr failure;
+    for (int tries = 0; tries < 3 && !failure; ++tries) {
+      try {
+        ex.run();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    EXPECT_TRUE(fails_with([&] { if (failure) std::rethrow_exception(failure); }, ErrorCode::device_lost,
+                           "did not finish"));
     EXPECT_TRUE(fails_with([&] { ex.run(); }, ErrorCode::device_lost, "lost earlier"));
     EXPECT_THROW(dev.allocate({16}, DType::f32), Error);
     EXPECT_THROW(Executor(dev, g), Error);
@@ -208,7 +222,9 @@ TEST_F(DeviceTest, ThreadsThatFindTheDeviceLostFailAndTearDownSafely) {
     executors.back().set_input("b", HostTensor({1024, 1024}, DType::f32));
   }
   auto run_until_it_fails = [](Executor& ex) -> std::string {
-    // A run that finished within the zero timeout is not an error; a later one is.
+    // A run that finished within the zero timeout is not an error (its thread was descheduled
+    // for the whole of its work, or another thread's wait covered it); a later one is. Three
+    // tries of tens of milliseconds each: the same race as above, three times over (issue 40).
     for (int tries = 0; tries < 3; ++tries) {
       try {
         ex.run();
