@@ -23,6 +23,7 @@
 
 #include "family_goldens.hpp"
 #include "test_device.hpp"
+#include "test_util.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
 #include "vkformer/io.hpp"
@@ -287,7 +288,7 @@ fs::path patched_copy(const std::string& family, const std::string& from, const 
   const size_t at = bytes.find(from);
   EXPECT_NE(at, std::string::npos) << from;
   if (at != std::string::npos) bytes.replace(at, from.size(), to);
-  const fs::path out = fs::temp_directory_path() / ("llm_families_test_" + family + ".gguf");
+  const fs::path out = scratch_dir("llm_families_test") / (family + ".gguf");  // pid-suffixed, removed at exit
   std::ofstream(out, std::ios::binary) << bytes;
   return out;
 }
