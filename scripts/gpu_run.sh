@@ -71,7 +71,7 @@ done
 : >"$log"
 start=$SECONDS
 # On lavapipe (--dry-run: ctest, often on a loaded CI machine) the limits only guard against a
-# hang: each step gets 4 times its limit below and the run 840 s (ctest allows 900). With fixed
+# hang: each step gets 4 times its limit below and the run 840 s (ctest allows 1200). With fixed
 # limits the smoke run this replaced failed at load 17 (a bench step of 15 s of CPU time took
 # 122 s on the clock at load 20).
 slack=$((dry ? 4 : 1))
