@@ -106,8 +106,13 @@ try:
         if i < 4:
             # Wave 1: streams that leave 1 s after their headers came, before any text: their 4
             # prompts of 50 to 110 tokens take dozens of steps of 8 tokens, so they are mid-prompt.
+            # The 1 s is the point of leaving, not a wait for something (issue 40): load only
+            # makes the prompts longer, so safer; a device fast enough to read all four prompts
+            # in 1 s would fail stages["prompt"] >= 1 below.
             plan.append((True, 0, 1.0))
         else:
+            # The other waves leave at random points (after 0-4 events, or 0.05-2 s after sending
+            # when not streamed): nothing below depends on where each one left.
             stream = i % 4 != 3
             plan.append((stream, rng.randrange(0, 5), 0 if stream else rng.uniform(0.05, 2.0)))
 

@@ -143,7 +143,9 @@ def after_signal(port):
 
 
 # --- SIGTERM with 8 streams in flight (queued behind 16 others in one slot) and time enough: all
-# complete; a new request meanwhile gets 503.
+# complete; a new request meanwhile gets 503. "Time enough" is a hang guard, not a bound: the
+# 120 s grace (and wait_exit's 120 s) against a drain of 24 x 80 tokens that takes about 2 s on a
+# quiet machine and 3 s at load 15-25 (issue 40).
 server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "1", "--model-name", "tiny",
                            "--shutdown-grace", "120"])
 try:
