@@ -13,6 +13,7 @@ server between requests (fault_control.c, preloaded; tests/fault_layer/README.md
 Usage: device_recovery_test.py VKFORMER TINY_DIR LAYER_DIR"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -179,4 +180,5 @@ try:
     server.stop()
 finally:
     server.kill()
+    shutil.rmtree(scratch, ignore_errors=True)  # the shim, the tiny BERT and the layer's report
 c.finish()
