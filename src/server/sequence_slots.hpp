@@ -36,6 +36,8 @@ class SequenceSlots {
 
   // Keeps the slot's first `length` cached tokens (a prefix the next sequence shares); 0: empty.
   void truncate(int slot, int64_t length) { model_.truncate(slot, length); }
+  // The slot's context shift (BatchedLanguageModel::shift): tokens [keep, keep + discard) forgotten.
+  void shift(int slot, int64_t keep, int64_t discard) { model_.shift(slot, keep, discard); }
   using Piece = BatchedLanguageModel::Piece;
   // One pass over the pieces; the logits of those that want them, one vector each, in order.
   std::vector<std::vector<float>> step(std::span<const Piece> pieces);
