@@ -45,6 +45,11 @@ int serve_command(const ServerOptions& given, const LlmArgs& kv, const GlobalOpt
       usage_error(std::string("--chat-template: ") + e.what());
     }
   }
+  // With --ctx given, a --keep no shift could honour is a command-line mistake (with the model's
+  // context, the server finds it once loaded; it also counts a BOS token).
+  if (options.context > 0 && options.keep > options.context - 4)
+    usage_error("--keep " + std::to_string(options.keep) + " is more than --ctx " + std::to_string(options.context) +
+                " - 4: a context shift must forget some tokens");
   if (options.batch_tokens != 0 && options.batch_tokens < options.parallel)
     usage_error("--batch-tokens " + std::to_string(options.batch_tokens) + " is less than --parallel " +
                 std::to_string(options.parallel) + ": each step carries a token of every generating sequence");

@@ -3,7 +3,7 @@ a context of 64 tokens per slot, two slots:
   - off (the default): prompt + max_tokens beyond the context is 400 context_length_exceeded, as
     before;
   - on: greedy requests that run past the context complete with max_tokens tokens and
-    finish_reason "length", and /metrics counts exactly the shifts (and forgotten tokens) that
+    finish_reason "length" (streamed too, the same text), and /metrics counts exactly the shifts (and forgotten tokens) that
     llama-server's rule gives (shift when tokens + 1 reach the context; keep n_keep, discard half
     of the rest); their text up to the first shift equals the server's without context shift;
   - two requests at once, only one shifting: each gives the text it gives alone (the shift moves
@@ -51,6 +51,25 @@ def complete(base, prompt, max_tokens, **extra):
         raise RuntimeError("%d %s" % (status, json.dumps(reply)[:300]))
     ch, usage = reply["choices"][0], reply["usage"]
     return ch["text"], usage["completion_tokens"], ch["finish_reason"], usage["prompt_tokens_details"]["cached_tokens"]
+
+
+def stream(base, prompt, max_tokens, **extra):
+    """(text, completion tokens, finish reason) of a greedy streamed completion."""
+    body = dict(model="tiny", prompt=prompt, max_tokens=max_tokens, temperature=0, stream=True,
+                stream_options={"include_usage": True}, **extra)
+    req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    text, usage, reason = "", None, None
+    with urllib.request.urlopen(req, timeout=600) as r:
+        for raw in r:
+            line = raw.decode().strip()
+            if line.startswith("data: ") and line != "data: [DONE]":
+                ev = json.loads(line[6:])
+                usage = ev.get("usage") or usage
+                for ch in ev.get("choices", []):
+                    text += ch.get("text", "")
+                    reason = ch.get("finish_reason") or reason
+    return text, usage["completion_tokens"] if usage else None, reason
 
 
 def llama_server_shifts(prompt_len, max_tokens, n_keep):
@@ -109,6 +128,10 @@ try:
                     "on, n_keep %d: %d tokens (%s), expected %d (length) after %d shifts" % (keep, n, reason, max_tokens, shifts))
             c.check(text.startswith(cold_a[0]), "on, n_keep %d: starts %r, the cold server's %r" % (keep, text[:60], cold_a[0][:60]))
             c.check(shifts >= 3, "max_tokens %d makes only %d shifts" % (max_tokens, shifts))
+            streamed = stream(on.base, a_prompt, max_tokens, n_keep=keep, cache_prompt=False)
+            expect(len(a_prompt), max_tokens, keep)
+            c.check(streamed == (text, n, reason), "on, n_keep %d, streamed: %r, not streamed %r" % (
+                keep, streamed[1:], (n, reason)))
         # Up to its first shift a request's text is the server's without context shift.
         alone_a = complete(on.base, a_prompt, 40, n_keep=4, cache_prompt=False)
         expect(len(a_prompt), 40, 4)
