@@ -114,6 +114,9 @@ class BatchedLanguageModel {
   // Records every bucket's step now (as their first use would), so that no step later waits
   // while its kernels are compiled.
   void record_steps();
+  // Records shift()'s graph now (as the first shift would): a server with context shift does, so
+  // that the first sequence to fill its context does not wait while its kernels are compiled.
+  void record_shift();
   // What a step of `sequences` executes, counted from its recording (recorded here if it was
   // not yet): dispatches, barriers, weight bytes read.
   ExecutorStats decode_step_stats(int sequences);

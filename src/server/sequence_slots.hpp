@@ -21,9 +21,10 @@ namespace vkformer::server {
 class SequenceSlots {
  public:
   // cache_type_k/v: the KV cache's types (BatchedLanguageModelOptions); unset: the activations'.
+  // context_shift: the slots will be shifted (--context-shift), so the shift is recorded now too.
   SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context, int64_t step_tokens,
                 std::optional<DType> cache_type_k = std::nullopt, std::optional<DType> cache_type_v = std::nullopt,
-                bool kv_rotation = true);
+                bool kv_rotation = true, bool context_shift = false);
 
   int count() const { return model_.slots(); }
   int64_t context() const { return model_.context(); }

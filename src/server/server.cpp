@@ -131,7 +131,8 @@ Device ServerImpl::usable_device() {
 std::unique_ptr<server::SequenceSlots> ServerImpl::load_slots() {
   auto slots = std::make_unique<server::SequenceSlots>(usable_device(), options_.model, options_.parallel,
                                                        options_.context, batch_tokens_, options_.cache_type_k,
-                                                       options_.cache_type_v, options_.kv_rotation);
+                                                       options_.cache_type_v, options_.kv_rotation,
+                                                       options_.context_shift);
   // The embedding model shares the device: loaded again now, so that /health says "ok" again
   // without waiting for an embedding request.
   if (!options_.embedding_model.empty() && ready_.load(std::memory_order_acquire)) {

@@ -102,7 +102,7 @@ class BatchedLanguageModelImpl {
                   "BatchedLanguageModel::shift: keep " + std::to_string(keep) + " and discard " +
                       std::to_string(discard) + " must have keep >= 0, discard >= 1 and keep + discard <= " +
                       std::to_string(end) + " (slot " + std::to_string(slot) + "'s tokens)");
-    if (!shift_) shift_ = std::make_unique<Executor>(device_, build_slot_shift(config_, weights_, caches_));
+    record_shift();
     for (int64_t h = 0; h < config_.n_kv_heads; ++h) {
       const int64_t base = (static_cast<int64_t>(slot) * config_.n_kv_heads + h) * cache_rows_;
       shift_->set_input("shift." + std::to_string(h),
@@ -111,6 +111,9 @@ class BatchedLanguageModelImpl {
     }
     shift_->run();
     positions_[s] = end - discard;
+  }
+  void record_shift() {
+    if (!shift_) shift_ = std::make_unique<Executor>(device_, build_slot_shift(config_, weights_, caches_));
   }
   int64_t step_rows() const { return step_rows_; }
   ExclusiveUse& in_use() { return in_use_; }
@@ -388,6 +391,11 @@ std::vector<float> BatchedLanguageModel::step(std::span<const Piece> pieces) {
 void BatchedLanguageModel::record_steps() {
   ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::record_steps");
   impl().record_steps();
+}
+
+void BatchedLanguageModel::record_shift() {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::record_shift");
+  impl().record_shift();
 }
 
 ExecutorStats BatchedLanguageModel::decode_step_stats(int sequences) {
