@@ -18,7 +18,8 @@
 // chunks of waiting prompts in one pass, as llama.cpp's batches and vLLM's chunked prefill do):
 // each token is a row at its slot's next position, seeing the rows of its own slot before it.
 // A slot's cache can be cut back to a prefix (truncate()) and continued from there: prefix
-// caching reuses the rows of a prompt that an earlier sequence in that slot shared.
+// caching reuses the rows of a prompt that an earlier sequence in that slot shared. A slot whose
+// sequence fills its context can be shifted (shift(), llama-server's --context-shift).
 //
 // Steps are recorded once per bucket of rows (1, 2, 4, 8, ... up to slots(); above that powers
 // of two up to 32, 48, 64, then multiples of 64 up to step_rows()) and replayed; a step of n rows runs the smallest
@@ -71,6 +72,13 @@ class BatchedLanguageModel {
   // Keeps the slot's first `length` tokens (0 <= length <= position(slot)) and forgets the rest:
   // the next token goes at position `length`, seeing those rows as they were computed.
   void truncate(int slot, int64_t length);
+  // The context shift of one slot (LanguageModel::shift's, llama-server's): forgets the slot's
+  // tokens at [keep, keep + discard) and moves its later rows down by `discard`, their keys turned
+  // to their new positions, so that its sequence goes on without running the kept tokens again;
+  // position(slot) -= discard. The other slots' rows are not touched. Each moved row equals what
+  // LanguageModel::shift gives the same tokens alone. keep >= 0, discard >= 1 and keep + discard
+  // <= position(slot), else invalid_argument naming them.
+  void shift(int slot, int64_t keep, int64_t discard);
   // Runs `tokens` at the slot's positions [position, position + n) in prompt-sized passes and
   // returns the last one's logits [vocab]; as LanguageModel::append (same errors), in one slot.
   std::vector<float> append(int slot, std::span<const int32_t> tokens);
@@ -106,6 +114,9 @@ class BatchedLanguageModel {
   // Records every bucket's step now (as their first use would), so that no step later waits
   // while its kernels are compiled.
   void record_steps();
+  // Records shift()'s graph now (as the first shift would): a server with context shift does, so
+  // that the first sequence to fill its context does not wait while its kernels are compiled.
+  void record_shift();
   // What a step of `sequences` executes, counted from its recording (recorded here if it was
   // not yet): dispatches, barriers, weight bytes read.
   ExecutorStats decode_step_stats(int sequences);

@@ -45,12 +45,19 @@ struct ServerOptions {
   // unset: the activations' (f32).
   std::optional<DType> cache_type_k, cache_type_v;
   bool kv_rotation = true;                // LanguageModelOptions::kv_rotation
+  // llama-server's --context-shift: a sequence that fills its slot's context forgets half of its
+  // tokens after the first n_keep and goes on (BatchedLanguageModel::shift), so prompt +
+  // max_tokens may exceed the context (a prompt may not: 400 context_length_exceeded). Off: such
+  // a request is refused with 400 context_length_exceeded.
+  bool context_shift = false;
+  // llama-server's --keep: the n_keep of requests that give none; -1: the whole prompt.
+  int64_t keep = 0;
   std::string api_key;                    // non-empty: requests need "Authorization: Bearer KEY"
 
   // Limits; each refusal names the limit and its option.
   size_t max_body_bytes = 1 << 20;   // request body
   int64_t max_prompt_tokens = 0;     // 0: context - 1
-  int64_t max_tokens = 0;            // largest max_tokens accepted; 0: context
+  int64_t max_tokens = 0;            // largest max_tokens accepted; 0: context (with context_shift, may be more)
   int max_connections = 32;          // open connections served; more get 503
   int max_queue = 64;                // requests waiting for a slot; more get 503
   int read_timeout_s = 10;           // a client silent this long mid-request is dropped

@@ -88,11 +88,20 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
     throw bad_request(chat ? "messages" : "prompt", "the prompt has " + std::to_string(n) + " tokens, more than the limit of " + std::to_string(max_prompt_tokens_) + " (--max-prompt-tokens, at most --ctx - 1)", "context_length_exceeded");
   if (params.max_tokens && *params.max_tokens > max_tokens_)
     throw bad_request("max_tokens", "'max_tokens' is " + std::to_string(*params.max_tokens) + ", more than the limit of " + std::to_string(max_tokens_) + " (--max-tokens)");
-  if (params.max_tokens && n + *params.max_tokens > context)
-    throw bad_request("max_tokens", "the prompt's " + std::to_string(n) + " tokens and max_tokens " + std::to_string(*params.max_tokens) + " exceed the context of " + std::to_string(context) + " tokens per sequence (--ctx)", "context_length_exceeded");
+  // With --context-shift a sequence goes on past its context (the shift makes room), so only the
+  // prompt must fit; without, prompt and completion together.
+  if (!options_.context_shift && params.max_tokens && n + *params.max_tokens > context)
+    throw bad_request("max_tokens", "the prompt's " + std::to_string(n) + " tokens and max_tokens " + std::to_string(*params.max_tokens) + " exceed the context of " + std::to_string(context) + " tokens per sequence (--ctx; --context-shift lets a sequence go on past it)", "context_length_exceeded");
+  // n_keep as llama-server counts it: after the BOS token, which is kept too; -1: the whole
+  // prompt (at most what a shift can keep).
+  const bool bos = tokenizer.add_bos();
+  if (params.n_keep && *params.n_keep > keep_limit_)
+    throw bad_request("n_keep", "'n_keep' is " + std::to_string(*params.n_keep) + ", more than the " + std::to_string(keep_limit_) + " tokens a context shift can keep in the context of " + std::to_string(context) + " tokens per sequence (--ctx - 4" + (bos ? ", after the BOS token)" : ")"));
+  const int64_t n_keep = params.n_keep.value_or(options_.keep);
 
   server::GenerationRequest g;
-  g.max_tokens = params.max_tokens.value_or(std::min(max_tokens_, context - n));
+  g.max_tokens = params.max_tokens.value_or(options_.context_shift ? max_tokens_ : std::min(max_tokens_, context - n));
+  g.n_keep = n_keep < 0 ? std::min(n, context - 4) : n_keep + (bos ? 1 : 0);
   g.prompt = std::move(prompt);
   g.sampling = params.sampling;
   g.stop = params.stop;

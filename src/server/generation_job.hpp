@@ -21,6 +21,9 @@ struct GenerationRequest {
   SamplingOptions sampling;
   std::vector<std::string> stop;
   bool cache_prompt = true;  // may start from a slot's cached prefix of the prompt
+  // Tokens a context shift keeps at the start (llama-server's n_keep, the BOS token and the
+  // -1 of "the whole prompt" resolved; at most the context - 4); used with --context-shift only.
+  int64_t n_keep = 0;
   std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();  // the handler took it
 };
 

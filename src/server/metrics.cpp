@@ -63,6 +63,13 @@ std::string Metrics::render(int parallel) const {
   o << "# HELP vkformer_model_reloads_total Times the language model was loaded again after a device loss.\n"
        "# TYPE vkformer_model_reloads_total counter\nvkformer_model_reloads_total "
     << model_reloads_.load() << "\n";
+  o << "# HELP vkformer_context_shifts_total Context shifts: a sequence that filled its slot's context "
+       "forgot tokens after its n_keep and went on (--context-shift).\n"
+       "# TYPE vkformer_context_shifts_total counter\nvkformer_context_shifts_total "
+    << context_shifts_.load() << "\n";
+  o << "# HELP vkformer_context_shift_tokens_total Tokens the context shifts forgot.\n"
+       "# TYPE vkformer_context_shift_tokens_total counter\nvkformer_context_shift_tokens_total "
+    << context_shift_tokens_.load() << "\n";
   o << "# HELP vkformer_generation_tokens_per_second Tokens decoded per second of decode steps, "
        "all sequences together, since start.\n"
        "# TYPE vkformer_generation_tokens_per_second gauge\nvkformer_generation_tokens_per_second "

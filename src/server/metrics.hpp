@@ -23,6 +23,11 @@ class Metrics {
   // Device failures: a loss found (the model then reloaded on a new device), a reload done.
   void device_lost() { ++device_losses_; }
   void model_reloaded() { ++model_reloads_; }
+  // A slot's context shift (--context-shift): `discarded` tokens forgotten.
+  void context_shift(int64_t discarded) {
+    ++context_shifts_;
+    context_shift_tokens_ += discarded;
+  }
   // A connection admitted under --max-connections begins or ends (ConnectionPool); the 503s
   // over the limit are not counted.
   void connection_opened() { ++open_connections_; }
@@ -38,7 +43,8 @@ class Metrics {
   int64_t ttft_count_ = 0;
   double step_tokens_ = 0, step_seconds_ = 0;  // totals, for the average decode rate
   std::atomic<int64_t> prompt_tokens_{0}, completion_tokens_{0}, queue_depth_{0}, active_slots_{0},
-      disconnects_{0}, open_connections_{0}, device_losses_{0}, model_reloads_{0};
+      disconnects_{0}, open_connections_{0}, device_losses_{0}, model_reloads_{0}, context_shifts_{0},
+      context_shift_tokens_{0};
 };
 
 }  // namespace vkformer::server

@@ -28,6 +28,7 @@ struct GenerationParams {
   SamplingOptions sampling;                   // temperature defaults to 1, as OpenAI's
   std::vector<std::string> stop;              // up to 4 non-empty strings
   bool cache_prompt = true;                   // llama-server's extension: reuse a slot's cached prefix
+  std::optional<int64_t> n_keep;              // llama-server's: tokens a context shift keeps; -1: the prompt
 };
 
 struct ChatRequest {

@@ -38,9 +38,9 @@ struct Scheduler::Sequence {
 };
 
 Scheduler::Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
-                     RequestMetrics& request_metrics)
+                     RequestMetrics& request_metrics, bool context_shift)
     : slots_(std::move(slots)), reload_(std::move(reload)), max_queue_(max_queue), metrics_(metrics),
-      request_metrics_(request_metrics) {
+      request_metrics_(request_metrics), context_shift_(context_shift) {
   active_.resize(static_cast<size_t>(slots_->count()));
   cache_.resize(static_cast<size_t>(slots_->count()));
   thread_ = std::thread([this] { loop(); });
@@ -211,7 +211,7 @@ int Scheduler::choose_slot(const std::vector<int32_t>& prompt, bool reuse, size_
   size_t best_common = 0;
   for (size_t s = 0; s < active_.size(); ++s) {
     if (active_[s]) continue;
-    const size_t c = reuse ? common_prefix(cache_[s].tokens, prompt) : 0;
+    const size_t c = reuse ? std::min(common_prefix(cache_[s].tokens, prompt), cache_[s].reusable()) : 0;
     if (best < 0 || c > best_common ||
         (c == best_common && cache_[s].last_used < cache_[static_cast<size_t>(best)].last_used)) {
       best = static_cast<int>(s);
@@ -250,6 +250,7 @@ void Scheduler::admit() {
       continue;
     }
     cache.tokens.resize(reused);
+    cache.exact = SIZE_MAX;  // reused <= reusable(): the rows kept are exact, and so are those computed after them
     auto seq = std::make_unique<Sequence>(job, slot);
     seq->prompt_done = reused;
     seq->sampler.accept(job->request.prompt);  // the repetition penalty sees the prompt, as generate() does
@@ -293,7 +294,8 @@ void Scheduler::step() {
       q.job->finish("stop", q.generated);
       return false;
     }
-    const bool full = slots_->position(q.slot) >= slots_->context();
+    // With --context-shift a full slot is shifted before the next step instead.
+    const bool full = !context_shift_ && slots_->position(q.slot) >= slots_->context();
     if (q.generated >= q.job->request.max_tokens || full) {
       q.utf8.discard();  // cut off inside a character: nothing of it is shown, as generate() does
       shown += q.stop.flush();
@@ -319,8 +321,15 @@ void Scheduler::step() {
       release(s);
       continue;
     }
-    if (q->next) decoding.push_back(q);
-    else if (q->remaining() > 0) reading.push_back(q);
+    if (q->next) {
+      if (context_shift_ && !shift_if_full(*q)) {
+        if (!slots_) return;  // the device was lost: every slot is gone
+        continue;
+      }
+      decoding.push_back(q);
+    } else if (q->remaining() > 0) {
+      reading.push_back(q);
+    }
   }
   std::stable_sort(reading.begin(), reading.end(), [](const Sequence* a, const Sequence* b) {
     if (a->remaining() != b->remaining()) return a->remaining() < b->remaining();
@@ -407,6 +416,55 @@ void Scheduler::step() {
     }
     if (!more) release(s);
   }
+}
+
+// What a failed shift moved is unknown: the slot's cache is dropped, not half-kept.
+void Scheduler::end_failed_shift(Sequence& q, const std::string& what) {
+  const size_t s = static_cast<size_t>(q.slot);
+  q.job->finish("error", q.generated, "context shift failed: " + what);
+  cache_[s].tokens.clear();
+  try {
+    slots_->truncate(q.slot, 0);
+  } catch (const std::exception&) {
+  }
+  std::lock_guard lock(mutex_);
+  active_[s].reset();
+}
+
+bool Scheduler::shift_if_full(Sequence& q) {
+  const size_t s = static_cast<size_t>(q.slot);
+  const int64_t n = slots_->position(q.slot), context = slots_->context();
+  if (n + 1 < context) return true;  // llama-server's test: room for the next token and one more
+  // llama-server's amounts: n_keep (at most context - 4, as the request's was checked), and half
+  // of the rest discarded (at least one token kept after n_keep).
+  const int64_t keep = std::clamp<int64_t>(q.job->request.n_keep, 0, std::max<int64_t>(0, context - 4));
+  const int64_t left = n - keep;
+  const int64_t discard = std::clamp<int64_t>(left / 2, 0, std::max<int64_t>(0, left - 1));
+  SlotCache& cache = cache_[s];
+  try {
+    const std::string where = "slot " + std::to_string(q.slot) + " (" + std::to_string(n) + " of " +
+                              std::to_string(context) + " tokens)";
+    if (cache.tokens.size() != static_cast<size_t>(n))  // not expected: the list follows every step
+      throw Error(ErrorCode::invalid_argument, where + " lists " + std::to_string(cache.tokens.size()) + " tokens");
+    if (discard < 1)
+      throw Error(ErrorCode::invalid_argument, where + ": n_keep " + std::to_string(keep) + " leaves nothing to discard");
+    slots_->shift(q.slot, keep, discard);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::device_lost) {
+      lose_device(e.what());
+      return false;
+    }
+    end_failed_shift(q, e.what());
+    return false;
+  } catch (const std::exception& e) {
+    end_failed_shift(q, e.what());
+    return false;
+  }
+  cache.tokens.erase(cache.tokens.begin() + static_cast<std::ptrdiff_t>(keep),
+                     cache.tokens.begin() + static_cast<std::ptrdiff_t>(keep + discard));
+  cache.exact = std::min(cache.exact, static_cast<size_t>(keep));
+  metrics_.context_shift(discard);
+  return true;
 }
 
 }  // namespace vkformer::server

@@ -12,6 +12,13 @@
 // lists are only ever those of completed steps, so a sequence cancelled at any point leaves a
 // valid prefix behind, and a failed step drops its slots' caches.
 //
+// Context shift (llama-server's --context-shift, off by default): a generating sequence whose
+// slot is full (its tokens + 1 reach the context, llama-server's test) forgets half of its tokens
+// after its first n_keep (BatchedLanguageModel::shift moves the rest down, the keys turned) and
+// goes on, instead of ending with "length". The slot's token list is shifted the same way, so it
+// matches the cache's rows; but the rows after n_keep were computed beside the forgotten tokens,
+// so only the first n_keep are offered to the next request's prefix (never a half-valid prefix).
+//
 // Requests join a free slot between steps and leave when done or cancelled (a client gone frees
 // its slot at the next step); beyond the slots they wait in a bounded queue. A sequence's tokens
 // depend only on its own slot, so batching never changes them.
@@ -22,10 +29,12 @@
 // ("device_lost"), drops the slots, and has the model loaded anew through `reload` (which opens a
 // new device): the queued requests wait for it and are served after. While a reload fails, the
 // queue is refused with the reason and the thread tries again after 1 s, doubling up to 30 s.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -48,7 +57,7 @@ class Scheduler {
   // what loading throws.
   using Reload = std::function<std::unique_ptr<SequenceSlots>()>;
   Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
-            RequestMetrics& request_metrics);
+            RequestMetrics& request_metrics, bool context_shift = false);
   ~Scheduler();  // stop()
 
   // False from a device loss until the model is loaded again (GET /health: degraded); then
@@ -72,10 +81,18 @@ class Scheduler {
   struct SlotCache {
     std::vector<int32_t> tokens;  // whose keys and values the slot holds, in order
     uint64_t last_used = 0;       // the step that last wrote it (least recently used goes first)
+    // After a context shift: the rows from here on were computed beside tokens since forgotten,
+    // so a new request may reuse only tokens [0, exact) (SIZE_MAX: every row is exact).
+    size_t exact = SIZE_MAX;
+    size_t reusable() const { return std::min(tokens.size(), exact); }
   };
   void loop();
   void admit();
   void step();
+  // Shifts the slots of decoding sequences that are full (--context-shift); false when `q` ended
+  // (the shift failed) and its slot was released.
+  bool shift_if_full(Sequence& q);
+  void end_failed_shift(Sequence& q, const std::string& what);
   void end_all(const char* reason, const std::string& message);  // under mutex_, thread stopped or between steps
   int choose_slot(const std::vector<int32_t>& prompt, bool reuse, size_t* common) const;
   void lose_device(const std::string& what);  // ends the slots' requests, drops the slots
@@ -86,6 +103,7 @@ class Scheduler {
   size_t max_queue_;
   Metrics& metrics_;
   RequestMetrics& request_metrics_;
+  const bool context_shift_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;

@@ -21,13 +21,14 @@ BatchedLanguageModelOptions options(int count, int64_t context, int64_t step_tok
 
 SequenceSlots::SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context,
                              int64_t step_tokens, std::optional<DType> cache_type_k, std::optional<DType> cache_type_v,
-                             bool kv_rotation)
+                             bool kv_rotation, bool context_shift)
     : device_(std::move(device)),
       model_(BatchedLanguageModel::load(device_, gguf,
                                         options(count, context, step_tokens, cache_type_k, cache_type_v, kv_rotation))) {
   // Every bucket's step recorded now, at start-up, so that no request waits while a larger
   // step's kernels are compiled (seconds on a CPU device) the first time it forms.
   model_.record_steps();
+  if (context_shift) model_.record_shift();
 }
 
 std::vector<std::vector<float>> SequenceSlots::step(std::span<const Piece> pieces) {

@@ -21,9 +21,10 @@ namespace vkformer::server {
 class SequenceSlots {
  public:
   // cache_type_k/v: the KV cache's types (BatchedLanguageModelOptions); unset: the activations'.
+  // context_shift: the slots will be shifted (--context-shift), so the shift is recorded now too.
   SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context, int64_t step_tokens,
                 std::optional<DType> cache_type_k = std::nullopt, std::optional<DType> cache_type_v = std::nullopt,
-                bool kv_rotation = true);
+                bool kv_rotation = true, bool context_shift = false);
 
   int count() const { return model_.slots(); }
   int64_t context() const { return model_.context(); }
@@ -36,6 +37,8 @@ class SequenceSlots {
 
   // Keeps the slot's first `length` cached tokens (a prefix the next sequence shares); 0: empty.
   void truncate(int slot, int64_t length) { model_.truncate(slot, length); }
+  // The slot's context shift (BatchedLanguageModel::shift): tokens [keep, keep + discard) forgotten.
+  void shift(int slot, int64_t keep, int64_t discard) { model_.shift(slot, keep, discard); }
   using Piece = BatchedLanguageModel::Piece;
   // One pass over the pieces; the logits of those that want them, one vector each, in order.
   std::vector<std::vector<float>> step(std::span<const Piece> pieces);

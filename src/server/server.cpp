@@ -39,6 +39,7 @@ void check_options(const ServerOptions& o) {
   positive("--max-embedding-inputs", o.max_embedding_inputs, 1, 1 << 16);
   positive("--max-body-bytes", static_cast<int64_t>(std::min<size_t>(o.max_body_bytes, INT64_MAX)), 1024, 1LL << 32);
   positive("--shutdown-grace", o.shutdown_grace_s, 0, 3600);
+  positive("--keep", o.keep, -1, 1 << 20);  // against the context once the model is loaded
   if (o.batch_tokens != 0 && (o.batch_tokens < o.parallel || o.batch_tokens > 4096))
     throw Error(ErrorCode::invalid_argument,
                 "Server: --batch-tokens is " + std::to_string(o.batch_tokens) + ", expected 0 (automatic) or " +
@@ -93,11 +94,20 @@ void ServerImpl::load_models() {
     kv_cache_ = slots->model().kv_cache();
     tokenizer_ = std::make_shared<const GgufTokenizer>(slots->model().tokenizer());
     max_prompt_tokens_ = options_.max_prompt_tokens > 0 ? std::min(options_.max_prompt_tokens, context_ - 1) : context_ - 1;
-    max_tokens_ = options_.max_tokens > 0 ? std::min(options_.max_tokens, context_) : context_;
+    // With a context shift a sequence may run past its context: --max-tokens is not capped by it.
+    max_tokens_ = options_.max_tokens > 0
+                      ? (options_.context_shift ? options_.max_tokens : std::min(options_.max_tokens, context_))
+                      : context_;
+    keep_limit_ = std::max<int64_t>(0, context_ - 4 - (tokenizer_->add_bos() ? 1 : 0));
+    if (options_.keep > keep_limit_)
+      throw Error(ErrorCode::invalid_argument,
+                  "Server: --keep is " + std::to_string(options_.keep) + ", more than the " +
+                      std::to_string(keep_limit_) + " tokens a context shift can keep in a context of " +
+                      std::to_string(context_) + " (--ctx - 4" + (tokenizer_->add_bos() ? ", after the BOS token)" : ")"));
     model_id_ = options_.model_name.empty() ? options_.model.stem().string() : options_.model_name;
     scheduler_ = std::make_unique<server::Scheduler>(std::move(slots), [this] { return load_slots(); },
                                                      static_cast<size_t>(options_.max_queue), metrics_,
-                                                     request_metrics_);
+                                                     request_metrics_, options_.context_shift);
   }
   if (!options_.embedding_model.empty()) {
     embedder_ = std::make_unique<SentenceEmbedder>(SentenceEmbedder::load(device_, options_.embedding_model));
@@ -121,7 +131,8 @@ Device ServerImpl::usable_device() {
 std::unique_ptr<server::SequenceSlots> ServerImpl::load_slots() {
   auto slots = std::make_unique<server::SequenceSlots>(usable_device(), options_.model, options_.parallel,
                                                        options_.context, batch_tokens_, options_.cache_type_k,
-                                                       options_.cache_type_v, options_.kv_rotation);
+                                                       options_.cache_type_v, options_.kv_rotation,
+                                                       options_.context_shift);
   // The embedding model shares the device: loaded again now, so that /health says "ok" again
   // without waiting for an embedding request.
   if (!options_.embedding_model.empty() && ready_.load(std::memory_order_acquire)) {

@@ -68,6 +68,7 @@ class ServerImpl {
   std::atomic<bool> embedder_ready_{true};  // false from a loss until loaded again (/health degraded)
   std::string model_id_, embedding_id_;
   int64_t max_prompt_tokens_ = 0, max_tokens_ = 0;
+  int64_t keep_limit_ = 0;  // the largest n_keep: context - 4 (llama-server's), less the BOS token
   httplib::Server http_;
   std::thread listener_;
   int port_ = 0;

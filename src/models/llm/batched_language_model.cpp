@@ -92,6 +92,29 @@ class BatchedLanguageModelImpl {
                                                    std::to_string(slot) + "'s tokens)");
     positions_[s] = length;
   }
+  // The slot's context shift: build_slot_shift's graph (recorded at the first shift) over the
+  // rows of that slot alone, each KV head's [base, base + T) with base = (slot * heads + h) * T.
+  void shift(int slot, int64_t keep, int64_t discard) {
+    const size_t s = checked(slot, "shift");
+    const int64_t end = positions_[s];
+    if (keep < 0 || discard < 1 || keep + discard > end)
+      throw Error(ErrorCode::invalid_argument,
+                  "BatchedLanguageModel::shift: keep " + std::to_string(keep) + " and discard " +
+                      std::to_string(discard) + " must have keep >= 0, discard >= 1 and keep + discard <= " +
+                      std::to_string(end) + " (slot " + std::to_string(slot) + "'s tokens)");
+    record_shift();
+    for (int64_t h = 0; h < config_.n_kv_heads; ++h) {
+      const int64_t base = (static_cast<int64_t>(slot) * config_.n_kv_heads + h) * cache_rows_;
+      shift_->set_input("shift." + std::to_string(h),
+                        i32({static_cast<int32_t>(base + keep), static_cast<int32_t>(discard),
+                             static_cast<int32_t>(base + end)}));
+    }
+    shift_->run();
+    positions_[s] = end - discard;
+  }
+  void record_shift() {
+    if (!shift_) shift_ = std::make_unique<Executor>(device_, build_slot_shift(config_, weights_, caches_));
+  }
   int64_t step_rows() const { return step_rows_; }
   ExclusiveUse& in_use() { return in_use_; }
 
@@ -312,6 +335,7 @@ class BatchedLanguageModelImpl {
   std::vector<int64_t> positions_;  // per slot
   std::map<int64_t, std::unique_ptr<Executor>> prompts_;  // by width (kPromptWidths)
   std::map<int64_t, std::unique_ptr<Executor>> steps_;  // by rows
+  std::unique_ptr<Executor> shift_;  // shift()'s, recorded at the first shift
   int64_t step_rows_ = 0;
   ExclusiveUse in_use_{"BatchedLanguageModel"};
 };
@@ -341,6 +365,10 @@ KvCacheInfo BatchedLanguageModel::kv_cache() const { return impl().kv_cache(); }
 int64_t BatchedLanguageModel::position(int slot) const { return impl().position(slot); }
 void BatchedLanguageModel::reset(int slot) { impl().reset(slot); }
 void BatchedLanguageModel::truncate(int slot, int64_t length) { impl().truncate(slot, length); }
+void BatchedLanguageModel::shift(int slot, int64_t keep, int64_t discard) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::shift");
+  impl().shift(slot, keep, discard);
+}
 int64_t BatchedLanguageModel::step_rows() const { return impl().step_rows(); }
 int64_t BatchedLanguageModel::step_bucket(int64_t rows) const { return impl().step_bucket(rows); }
 int BatchedLanguageModel::decode_rows(int sequences) const { return impl().decode_rows(sequences); }
@@ -363,6 +391,11 @@ std::vector<float> BatchedLanguageModel::step(std::span<const Piece> pieces) {
 void BatchedLanguageModel::record_steps() {
   ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::record_steps");
   impl().record_steps();
+}
+
+void BatchedLanguageModel::record_shift() {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "BatchedLanguageModel::record_shift");
+  impl().record_shift();
 }
 
 ExecutorStats BatchedLanguageModel::decode_step_stats(int sequences) {
