@@ -10,24 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "kv_layouts.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 
 namespace vkformer::testing {
 namespace {
-
-// x times the orthonormal Walsh-Hadamard matrix per block of n, in double:
-// y[i] = sum_j (-1)^popcount(i & j) x[j] / sqrt(n) within each block.
-std::vector<double> hadamard_ref(const std::vector<double>& x, int n) {
-  std::vector<double> y(x.size());
-  for (size_t first = 0; first < x.size(); first += static_cast<size_t>(n))
-    for (int i = 0; i < n; ++i) {
-      double acc = 0.0;
-      for (int j = 0; j < n; ++j) acc += (__builtin_popcount(static_cast<unsigned>(i & j)) & 1 ? -1.0 : 1.0) * x[first + static_cast<size_t>(j)];
-      y[first + static_cast<size_t>(i)] = acc / std::sqrt(static_cast<double>(n));
-    }
-  return y;
-}
 
 TEST_F(DeviceTest, HadamardMatchesTheDoubleReference) {
   Device& dev = device();
@@ -44,7 +32,7 @@ TEST_F(DeviceTest, HadamardMatchesTheDoubleReference) {
       Executor ex(dev, g);
       auto out = ex.run({{"x", make_tensor(s, x, dt)}});
       for (const auto& m : dev.take_validation_messages()) ADD_FAILURE() << "Vulkan validation: " << m.text;
-      const std::vector<double> xs = stored(x, dt), want = hadamard_ref(xs, block);
+      const std::vector<double> xs = stored(x, dt), want = hadamard_blocks(xs, block);
       // fp32 sums of `block` terms of up to 2 (f32); f16 rounds the output (2^-11), twice.
       const Tolerance tol = dt == DType::f32 ? Tolerance{1e-5, 1e-5} : Tolerance{4e-3, 2e-3};
       EXPECT_TRUE(all_close(out.at("once"), want, tol));
