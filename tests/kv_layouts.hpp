@@ -1,13 +1,14 @@
 // The KV caches' storage types read back in double, as ggml's block layouts say (q8_0: an f16
-// scale d and 32 int8 codes, value d * q; q4_0: d and 32 nibbles, value d * (q - 8)), and the
-// attention rotation's Walsh-Hadamard product in double: the references of the tests of the
-// quantized caches (kv_quant_test, kv_shift_test, kv_rotation_test).
+// scale d and 32 int8 codes, value d * q; q4_0: d and 32 nibbles, value d * (q - 8)), rope and
+// the attention rotation's Walsh-Hadamard product in double: the references of the tests of the
+// caches (kv_quant_test, kv_shift_test, kv_rotation_test).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "vkformer/half.hpp"
@@ -65,6 +66,29 @@ inline std::vector<double> hadamard_blocks(std::vector<double> x, int n) {
       y[first + static_cast<size_t>(i)] = acc / std::sqrt(static_cast<double>(n));
     }
   return y;
+}
+
+// Rope's parameters for rope_row: a row's first `dims` values (-1: all) in pairs (2i, 2i + 1), or
+// (i, i + dims / 2) for NeoX, the pair i turned by pos * base^(-2i / dims) * scale / factors[i].
+struct RopeRow {
+  bool neox = false;
+  double base = 10000.0, scale = 1.0;
+  int64_t dims = -1;
+  std::vector<float> factors;  // Llama 3's per-pair frequency factors (empty: none)
+};
+
+// x (one head's row) rotated to position `pos` (possibly negative) as rope computes it, in double.
+inline std::vector<double> rope_row(std::vector<double> x, double pos, const RopeRow& r) {
+  const int64_t dims = r.dims < 0 ? static_cast<int64_t>(x.size()) : r.dims;
+  for (int64_t i = 0; i < dims / 2; ++i) {
+    const size_t a = static_cast<size_t>(r.neox ? i : 2 * i), b = static_cast<size_t>(r.neox ? i + dims / 2 : 2 * i + 1);
+    double inv = std::pow(r.base, -2.0 * static_cast<double>(i) / static_cast<double>(dims)) * r.scale;
+    if (!r.factors.empty()) inv /= r.factors[static_cast<size_t>(i)];
+    const double th = pos * inv, xa = x[a], xb = x[b];
+    x[a] = xa * std::cos(th) - xb * std::sin(th);
+    x[b] = xa * std::sin(th) + xb * std::cos(th);
+  }
+  return x;
 }
 
 }  // namespace vkformer::testing

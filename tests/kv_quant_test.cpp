@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_inputs.hpp"
 #include "kv_layouts.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
@@ -108,11 +109,7 @@ Run run_attention(Device& dev, const KvCase& c, Path path = Path::automatic) {
   ref::SoftmaxMasks m;
   m.scale = 1.0f / std::sqrt(static_cast<float>(c.D));  // the op's default, in fp32
   m.causal = c.causal;
-  if (c.key_length >= 0) {
-    o.key_length = g.input("key_length", {1}, DType::i32);
-    in.emplace("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{c.key_length}));
-    m.key_length = c.key_length;
-  }
+  add_key_length(g, in, o, m, c.key_length);
   g.output("y", g.attention(q, k, v, o));
   Executor ex(dev, g);
   Run r;
@@ -241,15 +238,8 @@ struct WriteCase {
 
 // Rotates x (D values) to `pos` in double (all D dims rotated).
 std::vector<double> rotated(const double* x, int64_t D, RopeOptions::Style style, double base, int64_t pos) {
-  std::vector<double> y(x, x + D);
-  for (int64_t i = 0; i < D / 2; ++i) {
-    const int64_t ia = style == RopeOptions::Style::neox ? i : 2 * i;
-    const int64_t ib = ia + (style == RopeOptions::Style::neox ? D / 2 : 1);
-    const double theta = static_cast<double>(pos) * std::pow(base, -2.0 * i / static_cast<double>(D));
-    y[ia] = x[ia] * std::cos(theta) - x[ib] * std::sin(theta);
-    y[ib] = x[ia] * std::sin(theta) + x[ib] * std::cos(theta);
-  }
-  return y;
+  return rope_row(std::vector<double>(x, x + D), static_cast<double>(pos),
+                  {.neox = style == RopeOptions::Style::neox, .base = base});
 }
 
 // Block `blk` of `type` in `bytes` against the exact values `want` (32 of them): the scale and

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kv_layouts.hpp"
@@ -48,18 +49,8 @@ struct Family {
 
 // x rotated by `pos` (possibly negative) as rope with these options computes it, in double.
 std::vector<double> rope(std::vector<double> x, const Family& f, const std::vector<float>& factors, double pos) {
-  const int64_t D = static_cast<int64_t>(x.size()), dims = f.dims < 0 ? D : f.dims;
-  std::vector<double> y = x;
-  for (int64_t i = 0; i < dims / 2; ++i) {
-    const bool neox = f.style == RopeOptions::Style::neox;
-    const int64_t ia = neox ? i : 2 * i, ib = neox ? i + dims / 2 : 2 * i + 1;
-    double inv = std::pow(f.base, -2.0 * static_cast<double>(i) / static_cast<double>(dims)) * f.scale;
-    if (!factors.empty()) inv /= factors[static_cast<size_t>(i)];
-    const double th = pos * inv;
-    y[static_cast<size_t>(ia)] = x[static_cast<size_t>(ia)] * std::cos(th) - x[static_cast<size_t>(ib)] * std::sin(th);
-    y[static_cast<size_t>(ib)] = x[static_cast<size_t>(ia)] * std::sin(th) + x[static_cast<size_t>(ib)] * std::cos(th);
-  }
-  return y;
+  return rope_row(std::move(x), pos,
+                  {.neox = f.style == RopeOptions::Style::neox, .base = f.base, .scale = f.scale, .dims = f.dims, .factors = factors});
 }
 
 struct ShiftCase {
