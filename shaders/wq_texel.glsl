@@ -119,6 +119,17 @@ void set_scale(uint j, float d, float m) {
   bm[2 * j + 1] = m;
 }
 
+#if defined(W_Q4_K) || defined(W_Q5_K)
+// qw[at..at+7] = the words of two texels shifted right by `shift` (a sub-block's nibbles or high
+// bits in the low bits of each byte; the kernels mask what they use).
+void put_shifted(uint at, uvec4 a, uvec4 b, uint shift) {
+  [[unroll]] for (uint g = 0; g < 4u; ++g) {
+    qw[at + g] = a[g] >> shift;
+    qw[at + 4u + g] = b[g] >> shift;
+  }
+}
+#endif
+
 void load_block(uint j, uint row, uint b) {
 #if defined(W_Q4_K) || defined(W_Q5_K)
   // Super-blocks are whole texels: the header, (q5_k) 2 of high bits, 8 of nibbles.
@@ -140,28 +151,14 @@ void load_block(uint j, uint row, uint b) {
 #if defined(W_Q5_K)
   const uint nibbles = sb + 3u;
   const uvec4 h0 = texelFetch(W, int(sb + 1u)), h1 = texelFetch(W, int(sb + 2u));
-  qw[j * QW + 8] = h0.x >> s;
-  qw[j * QW + 9] = h0.y >> s;
-  qw[j * QW + 10] = h0.z >> s;
-  qw[j * QW + 11] = h0.w >> s;
-  qw[j * QW + 12] = h1.x >> s;
-  qw[j * QW + 13] = h1.y >> s;
-  qw[j * QW + 14] = h1.z >> s;
-  qw[j * QW + 15] = h1.w >> s;
+  put_shifted(j * QW + 8u, h0, h1, s);
 #else
   const uint nibbles = sb + 1u;
 #endif
   const uvec4 q0 = texelFetch(W, int(nibbles + 2u * (s / 2u)));
   const uvec4 q1 = texelFetch(W, int(nibbles + 1u + 2u * (s / 2u)));
   const uint shift = 4u * (s & 1u);
-  qw[j * QW + 0] = q0.x >> shift;
-  qw[j * QW + 1] = q0.y >> shift;
-  qw[j * QW + 2] = q0.z >> shift;
-  qw[j * QW + 3] = q0.w >> shift;
-  qw[j * QW + 4] = q1.x >> shift;
-  qw[j * QW + 5] = q1.y >> shift;
-  qw[j * QW + 6] = q1.z >> shift;
-  qw[j * QW + 7] = q1.w >> shift;
+  put_shifted(j * QW, q0, q1, shift);
 #elif defined(W_Q6_K)
   const uint sb = row + (b / 8u) * SUPER_HW, s = b % 8u, h = s / 4u, r = s % 4u;
   const uint scales = fetch_half(sb + 96u + 4u * h + r);

@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 
+#include "attention_inputs.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -67,24 +68,13 @@ bool automatic_is_unfused(const DeviceInfo& info, int64_t B, int64_t H, int64_t 
 }
 
 Result run_case(Device& device, const AttentionCase& c, bool with_automatic = true) {
-  const int64_t hkv = c.Hkv ? c.Hkv : c.H;
-  const Shape qs{c.B, c.H, c.Sq, c.D}, ks{c.B, hkv, c.Sk, c.D}, vs{c.B, hkv, c.Sk, c.Dv};
-  auto qv = random_values(qs.numel(), 1, -1.5f, 1.5f);
-  auto kv = random_values(ks.numel(), 2, -1.5f, 1.5f);
-  auto vv = random_values(vs.numel(), 3, -1.0f, 1.0f);
   Graph g;
-  Tensor q = g.input("q", qs, c.dtype), k = g.input("k", ks, c.dtype), v = g.input("v", vs, c.dtype);
-  std::map<std::string, HostTensor> inputs{{"q", make_tensor(qs, qv, c.dtype)},
-                                           {"k", make_tensor(ks, kv, c.dtype)},
-                                           {"v", make_tensor(vs, vv, c.dtype)}};
+  std::map<std::string, HostTensor> inputs;
+  const RandomQkv qkv(g, inputs, {c.B, c.H, c.Hkv ? c.Hkv : c.H, c.Sq, c.Sk, c.D, c.Dv}, c.dtype);
+  const Tensor q = qkv.q, k = qkv.k, v = qkv.v;
   AttentionOptions o;
-  o.scale = c.scale;
-  o.causal = c.causal;
-  o.causal_at_key_length = c.causal_at_key_length;
   ref::SoftmaxMasks m;
-  m.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
-  m.causal = c.causal;
-  if (c.causal_at_key_length) m.causal_end = c.key_length;
+  set_scale_and_causal(c, o, m);
   o.softcap = c.softcap;
   m.softcap = c.softcap;
   std::vector<double> mask_expanded;
@@ -108,11 +98,7 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
     inputs.emplace("padding", HostTensor::from_i32({c.B, c.Sk}, padding));
     m.key_padding = &padding;
   }
-  if (c.key_length >= 0) {
-    o.key_length = g.input("key_length", {1}, DType::i32);
-    inputs.emplace("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{c.key_length}));
-    m.key_length = c.key_length;
-  }
+  add_key_length(g, inputs, o, m, c.key_length);
   o.path = Path::fused;
   g.output("fused", g.attention(q, k, v, o));
   o.path = Path::unfused;
@@ -124,9 +110,7 @@ Result run_case(Device& device, const AttentionCase& c, bool with_automatic = tr
   Executor ex(device, g);
   auto out = ex.run(inputs);
   Result r{out["fused"], out["unfused"], with_automatic ? out["automatic"] : HostTensor{}, {}};
-  r.want = ref::attention(stored(qv, c.dtype), ref::repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
-                          ref::repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H,
-                          c.Sq, c.Sk, c.D, c.Dv, m);
+  r.want = qkv.reference(m);
   return r;
 }
 

@@ -18,6 +18,16 @@ inline const nlohmann::json& families_manifest() {
   return m;
 }
 
+// A file the manifest names (a GGUF, a logits .npy), where it lies.
+inline std::filesystem::path family_file(const nlohmann::json& name) {
+  return std::filesystem::path(VKF_FAMILIES_GOLDEN_DIR) / name.get<std::string>();
+}
+
+// The family's GGUF of weight type `type` ("f32", "f16", "q8_0").
+inline std::filesystem::path family_gguf(const std::string& family, const std::string& type = "f32") {
+  return family_file(families_manifest()[family]["gguf"][type]);
+}
+
 // The families in the manifest's order (a parameterized suite's values).
 inline std::vector<std::string> family_names() {
   std::vector<std::string> names;

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_inputs.hpp"
 #include "coopmat.hpp"
 #include "device_impl.hpp"
 #include "made_up_devices.hpp"
@@ -81,25 +82,14 @@ struct Outcome {
 };
 
 Outcome run_case(Device& dev, const Case& c, Path path = Path::fused) {
-  const int64_t hkv = c.Hkv ? c.Hkv : c.H;
-  const Shape qs{c.B, c.H, c.Sq, c.D}, ks{c.B, hkv, c.Sk, c.D}, vs{c.B, hkv, c.Sk, c.Dv};
-  const auto qv = random_values(qs.numel(), 1, -1.5f, 1.5f);
-  const auto kv = random_values(ks.numel(), 2, -1.5f, 1.5f);
-  const auto vv = random_values(vs.numel(), 3, -1.0f, 1.0f);
   Graph g;
-  Tensor q = g.input("q", qs, c.dtype), k = g.input("k", ks, c.dtype), v = g.input("v", vs, c.dtype);
-  std::map<std::string, HostTensor> inputs{{"q", make_tensor(qs, qv, c.dtype)},
-                                           {"k", make_tensor(ks, kv, c.dtype)},
-                                           {"v", make_tensor(vs, vv, c.dtype)}};
+  std::map<std::string, HostTensor> inputs;
+  const RandomQkv qkv(g, inputs, {c.B, c.H, c.Hkv ? c.Hkv : c.H, c.Sq, c.Sk, c.D, c.Dv}, c.dtype);
+  const Tensor q = qkv.q, k = qkv.k, v = qkv.v;
   AttentionOptions o;
-  o.scale = c.scale;
-  o.causal = c.causal;
-  o.causal_at_key_length = c.causal_at_key_length;
   o.path = path;
   ref::SoftmaxMasks m;
-  m.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.D));
-  m.causal = c.causal;
-  if (c.causal_at_key_length) m.causal_end = c.key_length;
+  set_scale_and_causal(c, o, m);
   std::vector<double> mask_expanded;
   if (c.mask) {
     const Shape& ms = *c.mask;
@@ -133,19 +123,13 @@ Outcome run_case(Device& dev, const Case& c, Path path = Path::fused) {
     inputs.emplace("padding", HostTensor::from_i32({c.B, c.Sk}, padding));
     m.key_padding = &padding;
   }
-  if (c.key_length >= 0) {
-    o.key_length = g.input("key_length", {1}, DType::i32);
-    inputs.emplace("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{c.key_length}));
-    m.key_length = c.key_length;
-  }
+  add_key_length(g, inputs, o, m, c.key_length);
   g.output("y", g.attention(q, k, v, o));
   Executor ex(dev, g);
   Outcome r;
   r.got = ex.run(inputs)["y"];
   r.dispatches = ex.stats().dispatches;
-  r.want = ref::attention(stored(qv, c.dtype), ref::repeat_kv(stored(kv, c.dtype), c.B, c.H, hkv, c.Sk, c.D),
-                          ref::repeat_kv(stored(vv, c.dtype), c.B, c.H, hkv, c.Sk, c.Dv), c.B, c.H, c.Sq,
-                          c.Sk, c.D, c.Dv, m);
+  r.want = qkv.reference(m);
   return r;
 }
 

@@ -44,6 +44,17 @@ int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::m
 
 class Generate : public DeviceTest {};
 
+// The untied tiny model in a conversation under the system prompt "Be brief.", replies of at most
+// 6 tokens: the conversation tests' set-up.
+struct BriefChat {
+  LanguageModel lm;
+  const ChatTemplate t;
+  Conversation chat;
+  const TextGenerationOptions o{.max_tokens = 6};
+  explicit BriefChat(Device& dev)
+      : lm(LanguageModel::load(dev, tiny("untied"))), t(ChatTemplate::load(tiny("untied"))), chat(lm, t, "Be brief.") {}
+};
+
 // Greedy tokens from the loop (prompt pass, then one-token passes) against the argmax of every
 // row of the whole sequence run in one batched pass. A different argmax is allowed only where
 // the batched pass has a near tie (within 1e-4 of max|logit|: f32 summation order).
@@ -200,11 +211,9 @@ TEST_F(Generate, SeededSamplingIsReproducible) {
 // Turn two appends only its own tokens (the cache keeps turn one's prompt and the reply's own
 // tokens), and its reply equals greedy generation over the same tokens from an empty cache.
 TEST_F(Generate, ConversationsAppendOnlyTheNewTurn) {
-  LanguageModel lm = LanguageModel::load(device(), tiny("untied"));
+  BriefChat c(device());
+  auto& [lm, t, chat, o] = c;
   const GgufTokenizer& tok = lm.tokenizer();
-  const ChatTemplate t = ChatTemplate::load(tiny("untied"));
-  Conversation chat(lm, t, "Be brief.");
-  const TextGenerationOptions o{.max_tokens = 6};
   const auto first = chat.reply("hello", o);
   ASSERT_EQ(chat.messages().size(), 3u);
   EXPECT_EQ(chat.messages()[2].content, tok.decode(first.tokens));
@@ -248,11 +257,9 @@ TEST_F(Generate, ConversationsAppendOnlyTheNewTurn) {
 // cache, and the next reply still appends only its own turn's tokens (the cache's text is a
 // prefix of the shortened conversation's). With the system prompt's tokens kept in place.
 TEST_F(Generate, ForgettingTheOldestTurnShiftsItOutOfTheCache) {
-  LanguageModel lm = LanguageModel::load(device(), tiny("untied"));
+  BriefChat c(device());
+  auto& [lm, t, chat, o] = c;
   const GgufTokenizer& tok = lm.tokenizer();
-  const ChatTemplate t = ChatTemplate::load(tiny("untied"));
-  Conversation chat(lm, t, "Be brief.");
-  const TextGenerationOptions o{.max_tokens = 6};
   const auto first = chat.reply("hello", o);
   const auto second = chat.reply("more", o);
   const int64_t before = lm.position();

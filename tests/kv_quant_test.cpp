@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "attention_inputs.hpp"
+#include "kv_layouts.hpp"
 #include "reference.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -70,42 +72,6 @@ std::vector<std::byte> quantize(DType type, const std::vector<float>& x) {
   return out;
 }
 
-double half_at(const std::byte* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return half_to_float(h);
-}
-
-// Element i of `n` stored as `type` in `bytes`, as the layout says, in double.
-std::vector<double> dequantize(DType type, const std::byte* bytes, size_t n) {
-  std::vector<double> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (type == DType::f32) {
-      float f;
-      std::memcpy(&f, bytes + 4 * i, 4);
-      out[i] = f;
-    } else if (type == DType::f16) {
-      out[i] = half_at(bytes + 2 * i);
-    } else if (type == DType::q8_0) {
-      const std::byte* b = bytes + i / 32 * 34;
-      out[i] = half_at(b) * static_cast<double>(static_cast<int8_t>(b[2 + i % 32]));
-    } else {
-      const std::byte* b = bytes + i / 32 * 18;
-      const auto byte = static_cast<unsigned>(b[2 + i % 16]);
-      const unsigned q = i % 32 < 16 ? byte & 15u : byte >> 4;
-      out[i] = half_at(b) * (static_cast<double>(q) - 8.0);
-    }
-  }
-  return out;
-}
-
-// The quantization step of element i's block (0 for the float types).
-double block_step(DType type, const std::byte* bytes, size_t i) {
-  if (type == DType::q8_0) return std::abs(half_at(bytes + i / 32 * 34));
-  if (type == DType::q4_0) return std::abs(half_at(bytes + i / 32 * 18));
-  return 0.0;
-}
-
 // ---- Readers ----
 
 struct KvCase {
@@ -119,16 +85,6 @@ struct KvCase {
 std::string describe_case(const KvCase& c) {
   return c.name + " act " + std::string(dtype_name(c.act)) + " k " + std::string(dtype_name(c.k_type)) +
          " v " + std::string(dtype_name(c.v_type));
-}
-
-// k or v [B, Hkv, S, E] repeated to [B, H, S, E] for the reference.
-std::vector<double> repeat_kv(const std::vector<double>& x, int64_t B, int64_t H, int64_t Hkv, int64_t S,
-                              int64_t E) {
-  std::vector<double> out(static_cast<size_t>(B * H * S * E));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < S * E; ++i) out[(b * H + h) * S * E + i] = x[(b * Hkv + h / (H / Hkv)) * S * E + i];
-  return out;
 }
 
 struct Run {
@@ -153,18 +109,14 @@ Run run_attention(Device& dev, const KvCase& c, Path path = Path::automatic) {
   ref::SoftmaxMasks m;
   m.scale = 1.0f / std::sqrt(static_cast<float>(c.D));  // the op's default, in fp32
   m.causal = c.causal;
-  if (c.key_length >= 0) {
-    o.key_length = g.input("key_length", {1}, DType::i32);
-    in.emplace("key_length", HostTensor::from_i32({1}, std::vector<int32_t>{c.key_length}));
-    m.key_length = c.key_length;
-  }
+  add_key_length(g, in, o, m, c.key_length);
   g.output("y", g.attention(q, k, v, o));
   Executor ex(dev, g);
   Run r;
   r.got = ex.run(in)["y"];
   const size_t n = static_cast<size_t>(ks.numel());
-  r.want = ref::attention(stored(qv, c.act), repeat_kv(dequantize(c.k_type, kb.data(), n), c.B, c.H, c.Hkv, c.Sk, c.D),
-                          repeat_kv(dequantize(c.v_type, vb.data(), n), c.B, c.H, c.Hkv, c.Sk, c.D), c.B, c.H,
+  r.want = ref::attention(stored(qv, c.act), ref::repeat_kv(dequantize(c.k_type, kb.data(), n), c.B, c.H, c.Hkv, c.Sk, c.D),
+                          ref::repeat_kv(dequantize(c.v_type, vb.data(), n), c.B, c.H, c.Hkv, c.Sk, c.D), c.B, c.H,
                           c.Sq, c.Sk, c.D, c.D, m);
   return r;
 }
@@ -284,31 +236,10 @@ struct WriteCase {
   KvRotation rot = {};  // the attention rotation: q, k and v multiplied by Hadamard blocks
 };
 
-// x times the orthonormal Walsh-Hadamard matrix per block of n (0: x itself), in double.
-std::vector<double> hadamard_blocks(std::vector<double> x, int n) {
-  if (n == 0) return x;
-  std::vector<double> y(x.size());
-  for (size_t first = 0; first < x.size(); first += static_cast<size_t>(n))
-    for (int i = 0; i < n; ++i) {
-      double acc = 0.0;
-      for (int j = 0; j < n; ++j)
-        acc += (__builtin_popcount(static_cast<unsigned>(i & j)) & 1 ? -1.0 : 1.0) * x[first + static_cast<size_t>(j)];
-      y[first + static_cast<size_t>(i)] = acc / std::sqrt(static_cast<double>(n));
-    }
-  return y;
-}
-
 // Rotates x (D values) to `pos` in double (all D dims rotated).
 std::vector<double> rotated(const double* x, int64_t D, RopeOptions::Style style, double base, int64_t pos) {
-  std::vector<double> y(x, x + D);
-  for (int64_t i = 0; i < D / 2; ++i) {
-    const int64_t ia = style == RopeOptions::Style::neox ? i : 2 * i;
-    const int64_t ib = ia + (style == RopeOptions::Style::neox ? D / 2 : 1);
-    const double theta = static_cast<double>(pos) * std::pow(base, -2.0 * i / static_cast<double>(D));
-    y[ia] = x[ia] * std::cos(theta) - x[ib] * std::sin(theta);
-    y[ib] = x[ia] * std::sin(theta) + x[ib] * std::cos(theta);
-  }
-  return y;
+  return rope_row(std::vector<double>(x, x + D), static_cast<double>(pos),
+                  {.neox = style == RopeOptions::Style::neox, .base = base});
 }
 
 // Block `blk` of `type` in `bytes` against the exact values `want` (32 of them): the scale and

@@ -10,24 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "kv_layouts.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 
 namespace vkformer::testing {
 namespace {
-
-// x times the orthonormal Walsh-Hadamard matrix per block of n, in double:
-// y[i] = sum_j (-1)^popcount(i & j) x[j] / sqrt(n) within each block.
-std::vector<double> hadamard_ref(const std::vector<double>& x, int n) {
-  std::vector<double> y(x.size());
-  for (size_t first = 0; first < x.size(); first += static_cast<size_t>(n))
-    for (int i = 0; i < n; ++i) {
-      double acc = 0.0;
-      for (int j = 0; j < n; ++j) acc += (__builtin_popcount(static_cast<unsigned>(i & j)) & 1 ? -1.0 : 1.0) * x[first + static_cast<size_t>(j)];
-      y[first + static_cast<size_t>(i)] = acc / std::sqrt(static_cast<double>(n));
-    }
-  return y;
-}
 
 TEST_F(DeviceTest, HadamardMatchesTheDoubleReference) {
   Device& dev = device();
@@ -44,7 +32,7 @@ TEST_F(DeviceTest, HadamardMatchesTheDoubleReference) {
       Executor ex(dev, g);
       auto out = ex.run({{"x", make_tensor(s, x, dt)}});
       for (const auto& m : dev.take_validation_messages()) ADD_FAILURE() << "Vulkan validation: " << m.text;
-      const std::vector<double> xs = stored(x, dt), want = hadamard_ref(xs, block);
+      const std::vector<double> xs = stored(x, dt), want = hadamard_blocks(xs, block);
       // fp32 sums of `block` terms of up to 2 (f32); f16 rounds the output (2^-11), twice.
       const Tolerance tol = dt == DType::f32 ? Tolerance{1e-5, 1e-5} : Tolerance{4e-3, 2e-3};
       EXPECT_TRUE(all_close(out.at("once"), want, tol));
@@ -59,33 +47,25 @@ TEST_F(DeviceTest, HadamardRejectsBlocksItCannotTake) {
                          "block is 64 for x [2,96] f32: expected a power of two from 2 to 1024 dividing the last dim"));
   EXPECT_TRUE(fails_with([&] { g.hadamard(x, 48); }, ErrorCode::shape_mismatch, "block is 48"));
   // A rotation needs the converting write: caches in the activations' own type are refused.
-  Device& dev = device();
-  DeviceTensor ck = dev.allocate({1, 1, 8, 64}, DType::f32), cv = dev.allocate({1, 1, 8, 64}, DType::f32);
-  EXPECT_TRUE(fails_with(
-      [&] {
-        g.rope_kv_cache(g.input("qkv", {1, 1, 192}), 1, 1, g.external("k", ck), g.external("v", cv),
-                        g.input("pos", {1}, DType::i32), RopeOptions{}, {}, KvRotation{64, 0});
-      },
-      ErrorCode::shape_mismatch, "rotation.k: a rotation needs caches in another type than q's f32"));
-  DeviceTensor qk = dev.allocate({1, 1, 8, 96}, DType::q8_0), qv = dev.allocate({1, 1, 8, 96}, DType::q8_0);
-  EXPECT_TRUE(fails_with(
-      [&] {
-        g.rope_kv_cache(g.input("qkv96", {1, 1, 288}), 1, 1, g.external("qk", qk), g.external("qv", qv),
-                        g.input("pos96", {1}, DType::i32), RopeOptions{}, {}, KvRotation{0, 64});
-      },
-      ErrorCode::shape_mismatch, "rotation.v is 64: expected 0 or a power of two from 2 to 1024 dividing the head dim 96"));
+  // rope_kv_cache of one head of `D` into caches of `type` with `rotation`, refused with `needle`.
+  auto refused = [&](int64_t D, DType type, KvRotation rotation, const std::string& needle) {
+    Graph w;
+    DeviceTensor ck = device().allocate({1, 1, 8, D}, type), cv = device().allocate({1, 1, 8, D}, type);
+    EXPECT_TRUE(fails_with(
+        [&] {
+          w.rope_kv_cache(w.input("qkv", {1, 1, 3 * D}), 1, 1, w.external("k", ck), w.external("v", cv),
+                          w.input("pos", {1}, DType::i32), RopeOptions{}, {}, rotation);
+        },
+        ErrorCode::shape_mismatch, needle));
+  };
+  refused(64, DType::f32, KvRotation{64, 0}, "rotation.k: a rotation needs caches in another type than q's f32");
+  refused(96, DType::q8_0, KvRotation{0, 64},
+          "rotation.v is 64: expected 0 or a power of two from 2 to 1024 dividing the head dim 96");
 }
 
 // Rope in double: x (D values) rotated to `pos` (every dim; interleaved pairs or NeoX halves).
 std::vector<double> rope_ref(const double* x, int64_t D, bool neox, int64_t pos) {
-  std::vector<double> y(x, x + D);
-  for (int64_t i = 0; i < D / 2; ++i) {
-    const int64_t ia = neox ? i : 2 * i, ib = neox ? i + D / 2 : 2 * i + 1;
-    const double th = static_cast<double>(pos) * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-    y[static_cast<size_t>(ia)] = x[ia] * std::cos(th) - x[ib] * std::sin(th);
-    y[static_cast<size_t>(ib)] = x[ia] * std::sin(th) + x[ib] * std::cos(th);
-  }
-  return y;
+  return rope_row(std::vector<double>(x, x + D), static_cast<double>(pos), {.neox = neox});
 }
 
 struct ChainCase {

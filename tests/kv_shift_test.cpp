@@ -21,8 +21,10 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kv_layouts.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/half.hpp"
@@ -31,53 +33,10 @@
 namespace vkformer::testing {
 namespace {
 
-double half_at(const std::byte* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return half_to_float(h);
-}
-
-// Element i of `n` stored as `type`, as ggml's layouts say, in double.
-std::vector<double> dequantize(DType type, const std::byte* bytes, size_t n) {
-  std::vector<double> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (type == DType::f32) {
-      float f;
-      std::memcpy(&f, bytes + 4 * i, 4);
-      out[i] = f;
-    } else if (type == DType::f16) {
-      out[i] = half_at(bytes + 2 * i);
-    } else if (type == DType::q8_0) {
-      const std::byte* b = bytes + i / 32 * 34;
-      out[i] = half_at(b) * static_cast<double>(static_cast<int8_t>(b[2 + i % 32]));
-    } else {
-      const std::byte* b = bytes + i / 32 * 18;
-      const auto byte = static_cast<unsigned>(b[2 + i % 16]);
-      out[i] = half_at(b) * (static_cast<double>(i % 32 < 16 ? byte & 15u : byte >> 4) - 8.0);
-    }
-  }
-  return out;
-}
-
 // The quantization step of element i's block; for f16 an ulp of the value; 0 for f32.
 double step_at(DType type, const std::byte* bytes, size_t i, double value) {
-  if (type == DType::q8_0) return std::abs(half_at(bytes + i / 32 * 34));
-  if (type == DType::q4_0) return std::abs(half_at(bytes + i / 32 * 18));
   if (type == DType::f16) return std::ldexp(std::max(std::abs(value), 6.1e-5), -10);
-  return 0.0;
-}
-
-std::vector<double> hadamard(std::vector<double> x, int n) {
-  if (n == 0) return x;
-  std::vector<double> y(x.size());
-  for (size_t first = 0; first < x.size(); first += static_cast<size_t>(n))
-    for (int i = 0; i < n; ++i) {
-      double acc = 0.0;
-      for (int j = 0; j < n; ++j)
-        acc += (__builtin_popcount(static_cast<unsigned>(i & j)) & 1 ? -1.0 : 1.0) * x[first + static_cast<size_t>(j)];
-      y[first + static_cast<size_t>(i)] = acc / std::sqrt(static_cast<double>(n));
-    }
-  return y;
+  return block_step(type, bytes, i);
 }
 
 struct Family {
@@ -90,18 +49,8 @@ struct Family {
 
 // x rotated by `pos` (possibly negative) as rope with these options computes it, in double.
 std::vector<double> rope(std::vector<double> x, const Family& f, const std::vector<float>& factors, double pos) {
-  const int64_t D = static_cast<int64_t>(x.size()), dims = f.dims < 0 ? D : f.dims;
-  std::vector<double> y = x;
-  for (int64_t i = 0; i < dims / 2; ++i) {
-    const bool neox = f.style == RopeOptions::Style::neox;
-    const int64_t ia = neox ? i : 2 * i, ib = neox ? i + dims / 2 : 2 * i + 1;
-    double inv = std::pow(f.base, -2.0 * static_cast<double>(i) / static_cast<double>(dims)) * f.scale;
-    if (!factors.empty()) inv /= factors[static_cast<size_t>(i)];
-    const double th = pos * inv;
-    y[static_cast<size_t>(ia)] = x[static_cast<size_t>(ia)] * std::cos(th) - x[static_cast<size_t>(ib)] * std::sin(th);
-    y[static_cast<size_t>(ib)] = x[static_cast<size_t>(ia)] * std::sin(th) + x[static_cast<size_t>(ib)] * std::cos(th);
-  }
-  return y;
+  return rope_row(std::move(x), pos,
+                  {.neox = f.style == RopeOptions::Style::neox, .base = f.base, .scale = f.scale, .dims = f.dims, .factors = factors});
 }
 
 struct ShiftCase {
@@ -168,11 +117,11 @@ void check_shift(Device& dev, const ShiftCase& c) {
       // Directly at the new position r: rope(r, k) (then the rotation), from the input in double.
       std::vector<double> raw(qkv.begin() + (r + kDiscard) * width + (H + g) * c.D,
                               qkv.begin() + (r + kDiscard) * width + (H + g + 1) * c.D);
-      const std::vector<double> direct = hadamard(rope(raw, f, factors, static_cast<double>(r)), c.rotation);
+      const std::vector<double> direct = hadamard_blocks(rope(raw, f, factors, static_cast<double>(r)), c.rotation);
       // The exact re-rotation of what was stored.
       const std::vector<double> stored = dequantize(c.k_type, k0.data() + from * krow, static_cast<size_t>(c.D));
       const std::vector<double> exact =
-          hadamard(rope(hadamard(stored, c.rotation), f, factors, -static_cast<double>(kDiscard)), c.rotation);
+          hadamard_blocks(rope(hadamard_blocks(stored, c.rotation), f, factors, -static_cast<double>(kDiscard)), c.rotation);
       double amax = 0.0;
       for (double v : direct) amax = std::max(amax, std::abs(v));
       for (int64_t e = 0; e < c.D; ++e) {

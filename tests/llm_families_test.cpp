@@ -35,25 +35,21 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kDir = fs::path(VKF_FAMILIES_GOLDEN_DIR);
-
-const json& manifest() { return families_manifest(); }
-
 struct Golden {
   std::vector<int32_t> ids;
   std::vector<float> logits;  // [ids × vocab]
 };
 
 Golden golden(const std::string& family, const std::string& prompt) {
-  const json& p = manifest()[family]["prompts"][prompt];
-  return {p["ids"].get<std::vector<int32_t>>(), read_npy(kDir / p["logits"].get<std::string>()).to_f32()};
+  const json& p = families_manifest()[family]["prompts"][prompt];
+  return {p["ids"].get<std::vector<int32_t>>(), read_npy(family_file(p["logits"])).to_f32()};
 }
 
 LanguageModel load(const std::string& family, const std::string& type, DType activations = DType::f32) {
   LanguageModelOptions o;
   o.context = 128;
   o.activations = activations;
-  return LanguageModel::load(test_device(), kDir / manifest()[family]["gguf"][type].get<std::string>(), o);
+  return LanguageModel::load(test_device(), family_gguf(family, type), o);
 }
 
 float max_abs(const std::vector<float>& v) {
@@ -107,7 +103,7 @@ TEST_P(Families, KvCachedDecodeMatchesTheFullForward) {
 
 TEST_P(Families, Greedy32TokensIdenticalToTransformers) {
   LanguageModel lm = load(GetParam(), "f32");
-  const json& greedy = manifest()[GetParam()]["greedy"];
+  const json& greedy = families_manifest()[GetParam()]["greedy"];
   const Golden g = golden(GetParam(), greedy["prompt"].get<std::string>());
   const std::vector<int32_t> want = greedy["tokens"].get<std::vector<int32_t>>();
   std::vector<float> logits = lm.append(g.ids);
@@ -152,9 +148,9 @@ TEST_P(Families, F16ActivationsWithin1e2) {
 // logits from the f32 model is recorded, not asserted.
 TEST_P(Families, Q8_0MatchesTheDequantizedWeightsTeacherForced) {
   LanguageModel lm = load(GetParam(), "q8_0");
-  const json& ref = manifest()[GetParam()]["q8_0_dequantized"];
+  const json& ref = families_manifest()[GetParam()]["q8_0_dequantized"];
   const Golden g = golden(GetParam(), ref["prompt"].get<std::string>());
-  const std::vector<float> want = read_npy(kDir / ref["logits"].get<std::string>()).to_f32();
+  const std::vector<float> want = read_npy(family_file(ref["logits"])).to_f32();
   const int64_t vocab = lm.config().vocab_size, n = static_cast<int64_t>(g.ids.size());
   const std::vector<float> got = lm.append_all_logits(g.ids);
   const double e = relative_error(got, want);
@@ -185,8 +181,8 @@ void PrintTo(const KQuantCase& c, std::ostream* os) { *os << c.family << " " << 
 std::vector<KQuantCase> k_quant_cases() {
   std::vector<KQuantCase> cases;
   for (const std::string& family : family_names())
-    if (manifest()[family].contains("k_quants"))
-      for (auto it = manifest()[family]["k_quants"]["files"].begin(); it != manifest()[family]["k_quants"]["files"].end(); ++it)
+    if (families_manifest()[family].contains("k_quants"))
+      for (auto it = families_manifest()[family]["k_quants"]["files"].begin(); it != families_manifest()[family]["k_quants"]["files"].end(); ++it)
         cases.push_back({family, it.key()});
   return cases;
 }
@@ -200,13 +196,13 @@ constexpr double kKQuantTolerance = 1e-4;
 
 class KQuants : public ::testing::TestWithParam<KQuantCase> {
  protected:
-  const json& files() const { return manifest()[GetParam().family]["k_quants"]["files"][GetParam().type]; }
-  fs::path gguf() const { return kDir / files()["gguf"].get<std::string>(); }
+  const json& files() const { return families_manifest()[GetParam().family]["k_quants"]["files"][GetParam().type]; }
+  fs::path gguf() const { return family_file(files()["gguf"]); }
   std::vector<int32_t> ids() const {
-    return manifest()[GetParam().family]["prompts"][manifest()[GetParam().family]["k_quants"]["prompt"].get<std::string>()]["ids"]
+    return families_manifest()[GetParam().family]["prompts"][families_manifest()[GetParam().family]["k_quants"]["prompt"].get<std::string>()]["ids"]
         .get<std::vector<int32_t>>();
   }
-  std::vector<float> want() const { return read_npy(kDir / files()["logits"].get<std::string>()).to_f32(); }
+  std::vector<float> want() const { return read_npy(family_file(files()["logits"])).to_f32(); }
   LanguageModel load() const {
     LanguageModelOptions o;
     o.context = 128;
@@ -282,7 +278,7 @@ INSTANTIATE_TEST_SUITE_P(LlamaQuantize, KQuants, ::testing::ValuesIn(k_quant_cas
 // file, never computed as something else: YaRN scaling (gemma3's "linear" made another type),
 // a tensor the family does not use (phi3's fused attn_qkv renamed).
 fs::path patched_copy(const std::string& family, const std::string& from, const std::string& to) {
-  const fs::path src = kDir / manifest()[family]["gguf"]["f32"].get<std::string>();
+  const fs::path src = family_gguf(family);
   std::ifstream in(src, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t at = bytes.find(from);

@@ -346,12 +346,8 @@ TEST_F(LoadErrorTest, NumbersBeyondADoubleAndRepeatedKeysAreConfigErrors) {
 
 // A config built in code gets the checks config.json gets, before anything is sized from it.
 TEST_F(DeviceTest, ConfigsBuiltInCodeAreValidatedLikeConfigFiles) {
-  ModelConfig base;
-  base.arch = ModelConfig::Arch::encoder;
-  base.d_model = 8;
-  base.nhead = 2;
-  base.dim_feedforward = 16;
-  base.num_encoder_layers = 1;
+  const ModelConfig base{.arch = ModelConfig::Arch::encoder, .d_model = 8, .nhead = 2, .dim_feedforward = 16,
+                         .num_encoder_layers = 1};
   struct Bad {
     std::function<void(ModelConfig&)> edit;
     std::string needle;

@@ -29,17 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kFamilies = fs::path(VKF_FAMILIES_GOLDEN_DIR);
-
-const json& manifest() { return families_manifest(); }
-
-fs::path f32_model(const std::string& family) {
-  return kFamilies / manifest()[family]["gguf"]["f32"].get<std::string>();
-}
-
 // The 40 ids of the family's "long" prompt (they start with BOS, id 1).
 std::vector<int32_t> long_ids(const std::string& family) {
-  return manifest()[family]["prompts"]["long"]["ids"].get<std::vector<int32_t>>();
+  return families_manifest()[family]["prompts"]["long"]["ids"].get<std::vector<int32_t>>();
 }
 
 LanguageModel load(const fs::path& gguf, int64_t context) {
@@ -118,9 +110,9 @@ TEST_P(Perplexity, FirstChunkEqualsTheScoreOfTransformersLogits) {
   const std::string family = GetParam();
   const std::vector<int32_t> ids = long_ids(family);
   ASSERT_EQ(ids.size(), 40u);
-  const json& p = manifest()[family]["prompts"]["long"];
-  const std::vector<float> golden = read_npy(kFamilies / p["logits"].get<std::string>()).to_f32();
-  LanguageModel lm = load(f32_model(family), 20);
+  const json& p = families_manifest()[family]["prompts"]["long"];
+  const std::vector<float> golden = read_npy(family_file(p["logits"])).to_f32();
+  LanguageModel lm = load(family_gguf(family), 20);
   const int64_t vocab = lm.config().vocab_size;
   ASSERT_EQ(golden.size(), ids.size() * size_t(vocab));
   std::vector<double> nlls;
@@ -151,7 +143,7 @@ TEST_P(Perplexity, FirstChunkEqualsTheScoreOfTransformersLogits) {
 TEST_P(Perplexity, EveryChunkRunsFromAnEmptyCacheWithBosFirstAndScoresItsSecondHalf) {
   const std::string family = GetParam();
   const std::vector<int32_t> ids = long_ids(family);
-  LanguageModel lm = load(with_add_bos(f32_model(family)), 16);
+  LanguageModel lm = load(with_add_bos(family_gguf(family)), 16);
   ASSERT_TRUE(lm.tokenizer().add_bos());
   ASSERT_NE(ids[16], lm.tokenizer().bos_id()) << "the second chunk's first id must differ from BOS";
   const std::vector<Estimate> want = reference(lm, ids, 16, 2);
@@ -165,7 +157,7 @@ TEST_P(Perplexity, EveryChunkRunsFromAnEmptyCacheWithBosFirstAndScoresItsSecondH
   EXPECT_DOUBLE_EQ(r.ppl, r.chunk_ppl[1]);
   EXPECT_NEAR(std::exp(r.mean_nll), r.ppl, 1e-12 * r.ppl);
 
-  LanguageModel longer = load(with_add_bos(f32_model(family)), 64);
+  LanguageModel longer = load(with_add_bos(family_gguf(family)), 64);
   const PerplexityResult r16 = perplexity(longer, ids, {.context = 16});
   ASSERT_EQ(r16.chunks, 2);
   EXPECT_NEAR(r16.ppl, want[1].ppl, 1e-5 * want[1].ppl) << family;
@@ -181,7 +173,7 @@ class PerplexityRules : public DeviceTest {};
 // --chunks, the callback's view and a stop: what was scored is whole chunks.
 TEST_F(PerplexityRules, ChunksAndTheCallbackBoundTheWork) {
   const std::vector<int32_t> ids = long_ids("llama2");
-  LanguageModel lm = load(f32_model("llama2"), 16);
+  LanguageModel lm = load(family_gguf("llama2"), 16);
   const PerplexityResult all = perplexity(lm, ids);
   const PerplexityResult one = perplexity(lm, ids, {.chunks = 1});
   ASSERT_EQ(one.chunks, 1);
@@ -224,7 +216,7 @@ TEST_F(PerplexityRules, TheTextIsTokenizedAsLlamaPerplexityDoes) {
 
 TEST_F(PerplexityRules, BadArgumentsAreRefusedWithTheirNumbers) {
   const std::vector<int32_t> ids = long_ids("llama2");
-  LanguageModel lm = load(f32_model("llama2"), 20);
+  LanguageModel lm = load(family_gguf("llama2"), 20);
   auto message = [&](std::span<const int32_t> tokens, const PerplexityOptions& o) {
     try {
       perplexity(lm, tokens, o);

@@ -29,16 +29,12 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kDir = fs::path(VKF_FAMILIES_GOLDEN_DIR);
-
-const json& manifest() { return families_manifest(); }
-
 LanguageModel load_family(const std::string& family, const char* type, int64_t context = 128,
                           DType activations = DType::f32) {
   LanguageModelOptions o;
   o.context = context;
   o.activations = activations;
-  return LanguageModel::load(test_device(), kDir / manifest()[family]["gguf"][type].get<std::string>(), o);
+  return LanguageModel::load(test_device(), family_gguf(family, type), o);
 }
 
 struct Totals {
@@ -89,7 +85,7 @@ class SpeculativeFamilies : public ::testing::TestWithParam<std::string> {
   // 20 prompts from the golden's 40 ids: a stretch of them, then its first tokens again (text
   // that repeats, as prompt lookup needs).
   static std::vector<std::vector<int32_t>> prompts(const std::string& family) {
-    const auto ids = manifest()[family]["prompts"]["long"]["ids"].get<std::vector<int32_t>>();
+    const auto ids = families_manifest()[family]["prompts"]["long"]["ids"].get<std::vector<int32_t>>();
     std::vector<std::vector<int32_t>> out;
     for (size_t j = 0; j < 20; ++j) {
       std::vector<int32_t> p(ids.begin() + static_cast<ptrdiff_t>(j), ids.begin() + static_cast<ptrdiff_t>(j + 8 + j % 5));
@@ -115,8 +111,8 @@ TEST_P(SpeculativeFamilies, GreedyDraftModelIsPlainDecoding) {
   // Two drafts by turns: the same model's Q8_0 file (it mostly agrees) and the family's larger
   // K-quant model (other weights, the same vocabulary: it mostly does not).
   LanguageModel close = load_family(GetParam(), "q8_0");
-  const json& k = manifest()[GetParam()]["k_quants"]["files"];
-  LanguageModel other = LanguageModel::load(test_device(), kDir / k.begin().value()["gguf"].get<std::string>(),
+  const json& k = families_manifest()[GetParam()]["k_quants"]["files"];
+  LanguageModel other = LanguageModel::load(test_device(), family_file(k.begin().value()["gguf"]),
                                             {.context = 128});
   Totals totals;
   int n = 0;

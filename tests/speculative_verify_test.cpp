@@ -25,17 +25,12 @@
 namespace vkformer::testing {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-const fs::path kDir = fs::path(VKF_FAMILIES_GOLDEN_DIR);
-
-const json& manifest() { return families_manifest(); }
 
 LanguageModel load_f32(const std::string& family) {
   LanguageModelOptions o;
   o.context = 128;
-  return LanguageModel::load(test_device(), kDir / manifest()[family]["gguf"]["f32"].get<std::string>(), o);
+  return LanguageModel::load(test_device(), family_gguf(family), o);
 }
 
 // The golden's rows [first, first + n) against `got` [n × vocab]: max |got - want| as a
@@ -55,9 +50,9 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& g
 class Verify : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const json& p = manifest()[GetParam()]["prompts"]["long"];
+    const json& p = families_manifest()[GetParam()]["prompts"]["long"];
     ids = p["ids"].get<std::vector<int32_t>>();
-    golden = read_npy(kDir / p["logits"].get<std::string>()).to_f32();
+    golden = read_npy(family_file(p["logits"])).to_f32();
   }
   std::vector<int32_t> ids;   // 40 tokens
   std::vector<float> golden;  // transformers' logits after each [40 × vocab]

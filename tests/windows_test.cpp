@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -32,6 +33,34 @@ Device open_windowed_device(bool as_gpu) {
   std::vector<std::pair<const char*, const char*>> env = {{"VKFORMER_MAX_BINDING_BYTES", kLimit}};
   if (as_gpu) env.push_back({"VKFORMER_TUNING_AS_GPU", "1"});
   return open_test_device_with_env(env);
+}
+
+// Runs `check` on a windowed device of each configuration (CPU, then GPU tuning) with each
+// attention path (fused, unfused), each named in the failures' trace.
+void for_each_windowed_attention(const std::function<void(Device&, AttentionOptions::Path)>& check) {
+  for (bool as_gpu : {false, true})
+    for (auto path : {AttentionOptions::Path::fused, AttentionOptions::Path::unfused}) {
+      SCOPED_TRACE(std::string(as_gpu ? "gpu" : "cpu") + " tuning, " +
+                   (path == AttentionOptions::Path::fused ? "fused" : "unfused"));
+      Device dev = open_windowed_device(as_gpu);
+      check(dev, path);
+    }
+}
+
+// The windowed attention cases' options: causal, scale 0.25, on `path`.
+AttentionOptions causal_quarter_scale(AttentionOptions::Path path) {
+  AttentionOptions o;
+  o.scale = 0.25f;
+  o.causal = true;
+  o.path = path;
+  return o;
+}
+
+// fp32 attention, eight times the default absolute tolerance (sums over windows in another order).
+Tolerance windowed_attention_tolerance() {
+  Tolerance tol = default_tolerance(DType::f32);
+  tol.atol *= 8;
+  return tol;
 }
 
 struct MatmulCase {
@@ -119,22 +148,21 @@ TEST_F(DeviceTest, WindowedMatmulDispatchesOncePerWindow) {
 
 TEST_F(DeviceTest, WindowedMatmulRefusesWhatWindowsCannotSplit) {
   Device dev = open_windowed_device(false);
-  {  // b [K, N] larger than a binding: its columns are not contiguous
+  // Compiling y = product(input of `x_shape`, constant of `w_shape`) on the windowed device fails
+  // with `needle`.
+  auto refused = [&](Shape x_shape, Shape w_shape, bool linear, const std::string& needle) {
+    SCOPED_TRACE(needle);
     Graph g;
-    g.output("y", g.matmul(g.input("a", {2, 40}),
-                           g.constant("b", make_tensor({40, 100}, random_values(4000, 2),
-                                                       DType::f32))));
-    EXPECT_TRUE(fails_with([&] { Executor ex(dev, g); }, ErrorCode::unsupported,
-                           "b is split into windows only when transposed"));
-  }
-  {  // one row of a larger than a binding
-    Graph g;
-    g.output("y", g.linear(g.input("x", {2, 4096}),
-                           g.constant("w", make_tensor({1, 4096}, random_values(4096, 3),
-                                                       DType::f32))));
-    EXPECT_TRUE(fails_with([&] { Executor ex(dev, g); }, ErrorCode::unsupported,
-                           "one binding may span"));
-  }
+    const Tensor x = g.input("x", x_shape);
+    const Tensor w = g.constant("w", make_tensor(w_shape, random_values(static_cast<size_t>(w_shape.numel()), 2),
+                                                 DType::f32));
+    g.output("y", linear ? g.linear(x, w) : g.matmul(x, w));
+    EXPECT_TRUE(fails_with([&] { Executor ex(dev, g); }, ErrorCode::unsupported, needle));
+  };
+  // b [K, N] larger than a binding: its columns are not contiguous.
+  refused({2, 40}, {40, 100}, false, "b is split into windows only when transposed");
+  // One row of a (the linear's weight) larger than a binding.
+  refused({2, 4096}, {1, 4096}, true, "one binding may span");
 }
 
 // Attention over caches beyond one binding: windows of (b, h) slices of q, k, v and out, with
@@ -156,29 +184,20 @@ TEST_F(DeviceTest, WindowedAttentionMatchesReference) {
   m.key_padding = &padding;
   const auto want = ref::attention(stored(qv, DType::f32), stored(kv, DType::f32),
                                    stored(vv, DType::f32), B, H, Sq, Sk, D, D, m);
-  for (bool as_gpu : {false, true})
-    for (auto path : {AttentionOptions::Path::fused, AttentionOptions::Path::unfused}) {
-      SCOPED_TRACE(std::string(as_gpu ? "gpu" : "cpu") + " tuning, " +
-                   (path == AttentionOptions::Path::fused ? "fused" : "unfused"));
-      Device dev = open_windowed_device(as_gpu);
-      Graph g;
-      AttentionOptions o;
-      o.scale = 0.25f;
-      o.causal = true;
-      o.mask = g.constant("mask", make_tensor({Sq, Sk}, maskv, DType::f32));
-      o.key_padding_mask = g.input("padding", {B, Sk}, DType::i32);
-      o.path = path;
-      g.output("y", g.attention(g.input("q", {B, H, Sq, D}), g.input("k", {B, H, Sk, D}),
-                                g.input("v", {B, H, Sk, D}), o));
-      Executor ex(dev, g);
-      auto out = ex.run({{"q", make_tensor({B, H, Sq, D}, qv, DType::f32)},
-                         {"k", make_tensor({B, H, Sk, D}, kv, DType::f32)},
-                         {"v", make_tensor({B, H, Sk, D}, vv, DType::f32)},
-                         {"padding", HostTensor::from_i32({B, Sk}, padding)}});
-      Tolerance tol = default_tolerance(DType::f32);
-      tol.atol *= 8;
-      EXPECT_TRUE(all_close(out["y"], want, tol));
-    }
+  for_each_windowed_attention([&](Device& dev, AttentionOptions::Path path) {
+    Graph g;
+    AttentionOptions o = causal_quarter_scale(path);
+    o.mask = g.constant("mask", make_tensor({Sq, Sk}, maskv, DType::f32));
+    o.key_padding_mask = g.input("padding", {B, Sk}, DType::i32);
+    g.output("y", g.attention(g.input("q", {B, H, Sq, D}), g.input("k", {B, H, Sk, D}),
+                              g.input("v", {B, H, Sk, D}), o));
+    Executor ex(dev, g);
+    auto out = ex.run({{"q", make_tensor({B, H, Sq, D}, qv, DType::f32)},
+                       {"k", make_tensor({B, H, Sk, D}, kv, DType::f32)},
+                       {"v", make_tensor({B, H, Sk, D}, vv, DType::f32)},
+                       {"padding", HostTensor::from_i32({B, Sk}, padding)}});
+    EXPECT_TRUE(all_close(out["y"], want, windowed_attention_tolerance()));
+  });
 }
 
 // Grouped-query attention over windows: each window holds whole KV heads of k and v with their
@@ -195,26 +214,17 @@ TEST_F(DeviceTest, WindowedGroupedQueryAttentionMatchesReference) {
   m.scale = 0.25;
   m.causal = true;
   const auto want = ref::attention(stored(qv, DType::f32), k_rep, v_rep, B, H, Sq, Sk, D, D, m);
-  for (bool as_gpu : {false, true})
-    for (auto path : {AttentionOptions::Path::fused, AttentionOptions::Path::unfused}) {
-      SCOPED_TRACE(std::string(as_gpu ? "gpu" : "cpu") + " tuning, " +
-                   (path == AttentionOptions::Path::fused ? "fused" : "unfused"));
-      Device dev = open_windowed_device(as_gpu);
-      Graph g;
-      AttentionOptions o;
-      o.scale = 0.25f;
-      o.causal = true;
-      o.path = path;
-      g.output("y", g.attention(g.input("q", {B, H, Sq, D}), g.input("k", {B, Hkv, Sk, D}),
-                                g.input("v", {B, Hkv, Sk, D}), o));
-      Executor ex(dev, g);
-      auto out = ex.run({{"q", make_tensor({B, H, Sq, D}, qv, DType::f32)},
-                         {"k", make_tensor({B, Hkv, Sk, D}, kv, DType::f32)},
-                         {"v", make_tensor({B, Hkv, Sk, D}, vv, DType::f32)}});
-      Tolerance tol = default_tolerance(DType::f32);
-      tol.atol *= 8;
-      EXPECT_TRUE(all_close(out["y"], want, tol));
-    }
+  for_each_windowed_attention([&](Device& dev, AttentionOptions::Path path) {
+    Graph g;
+    AttentionOptions o = causal_quarter_scale(path);
+    g.output("y", g.attention(g.input("q", {B, H, Sq, D}), g.input("k", {B, Hkv, Sk, D}),
+                              g.input("v", {B, Hkv, Sk, D}), o));
+    Executor ex(dev, g);
+    auto out = ex.run({{"q", make_tensor({B, H, Sq, D}, qv, DType::f32)},
+                       {"k", make_tensor({B, Hkv, Sk, D}, kv, DType::f32)},
+                       {"v", make_tensor({B, Hkv, Sk, D}, vv, DType::f32)}});
+    EXPECT_TRUE(all_close(out["y"], want, windowed_attention_tolerance()));
+  });
 }
 
 // A KV cache beyond one binding is updated in windows of (b, h) slices: rows from a [B, H, n, D]

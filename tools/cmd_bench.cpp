@@ -15,19 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "io_util.hpp"
 #include "benchmarks.hpp"
 #include "cli.hpp"
 #include "cli_options.hpp"
+#include "io_util.hpp"
 #include "llm_cli.hpp"
 #include "peak.hpp"
 #include "runner.hpp"
 #include "terminal.hpp"
+#include "version.hpp"
 #include "vkformer/error.hpp"
-
-#ifndef VKFORMER_VERSION
-#define VKFORMER_VERSION "unknown"
-#endif
 
 namespace vkformer::cli {
 

@@ -21,12 +21,10 @@
 #include "io_util.hpp"
 #include "llm_cli.hpp"
 #include "peak.hpp"
+#include "sample_stats.hpp"
+#include "version.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf.hpp"
-
-#ifndef VKFORMER_VERSION
-#define VKFORMER_VERSION "unknown"
-#endif
 
 namespace vkformer::cli {
 
@@ -57,18 +55,6 @@ struct Test {
   }
 };
 
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
-}
-double stddev(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean(v);
-  double s = 0;
-  for (double x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(v.size() - 1));
-}
 
 json pass_json(const ExecutorStats& s, int64_t layers, int64_t tokens) {
   return {{"tokens", tokens},
@@ -168,7 +154,7 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
         std::fprintf(stderr, "%s run %d/%d: %.2f s\n", t.name.c_str(), r + 1, repeats, t.seconds.back());
       }
       const auto v = t.tps();
-      std::printf("| %-8s | %10.2f ± %-9.2f |\n", t.name.c_str(), mean(v), stddev(v));
+      std::printf("| %-8s | %10.2f ± %-9.2f |\n", t.name.c_str(), mean(v), sample_stddev(v));
       std::fflush(stdout);
     }
     lm.reset();
@@ -254,7 +240,7 @@ int bench_llm(const std::string& model, int64_t n_prompt, int64_t n_gen, int rep
                               {"n_gen", t.n_gen},
                               {"repetitions", repeats},
                               {"avg_ts", mean(v)},
-                              {"stddev_ts", stddev(v)},
+                              {"stddev_ts", sample_stddev(v)},
                               {"samples_ts", v},
                               {"samples_s", t.seconds}});
       }

@@ -18,12 +18,10 @@
 
 #include "io_util.hpp"
 #include "llm_cli.hpp"
+#include "sample_stats.hpp"
+#include "version.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
-
-#ifndef VKFORMER_VERSION
-#define VKFORMER_VERSION "unknown"
-#endif
 
 namespace vkformer::cli {
 
@@ -31,18 +29,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
-}
-double stddev_of(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean_of(v);
-  double s = 0;
-  for (double x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(v.size() - 1));
-}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -114,11 +100,11 @@ int bench_speculative(const std::string& model, LlmArgs args, const std::vector<
         last_spec = b.stats;
       }
       all_same = all_same && same;
-      const double ratio = mean_of(spec_tps) / mean_of(plain_tps);
+      const double ratio = mean(spec_tps) / mean(plain_tps);
       const std::string name = std::filesystem::path(prompt_files[p]).filename().string();
       std::printf("| %-24s | %6lld | %8.2f ± %-7.2f | %8.2f ± %-7.2f | %5.2fx | %7.0f%% | %9.2f | %5s |\n", name.c_str(),
-                  static_cast<long long>(generated), mean_of(plain_tps), stddev_of(plain_tps), mean_of(spec_tps),
-                  stddev_of(spec_tps), ratio, 100 * last_spec.acceptance_rate(),
+                  static_cast<long long>(generated), mean(plain_tps), sample_stddev(plain_tps), mean(spec_tps),
+                  sample_stddev(spec_tps), ratio, 100 * last_spec.acceptance_rate(),
                   last_spec.passes ? static_cast<double>(last_spec.generated_tokens) / static_cast<double>(last_spec.passes) : 0.0,
                   same ? "yes" : "NO");
       std::fflush(stdout);
@@ -127,8 +113,8 @@ int bench_speculative(const std::string& model, LlmArgs args, const std::vector<
                       {"generated_tokens", generated},
                       {"plain_ts", plain_tps},
                       {"speculative_ts", spec_tps},
-                      {"plain_avg_ts", mean_of(plain_tps)},
-                      {"speculative_avg_ts", mean_of(spec_tps)},
+                      {"plain_avg_ts", mean(plain_tps)},
+                      {"speculative_avg_ts", mean(spec_tps)},
                       {"ratio", ratio},
                       {"drafted", last_spec.drafted_tokens},
                       {"accepted", last_spec.accepted_tokens},

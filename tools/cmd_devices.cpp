@@ -12,11 +12,8 @@
 #include "cli.hpp"
 #include "format.hpp"
 #include "tuning_report.hpp"
+#include "version.hpp"
 #include "vkformer/error.hpp"
-
-#ifndef VKFORMER_VERSION
-#define VKFORMER_VERSION "unknown"
-#endif
 
 namespace vkformer::cli {
 

@@ -2,6 +2,7 @@
 // outputs and timestamps back; and the public vkformer::Executor over ExecutorImpl.
 #include <cstring>
 
+#include "checked_impl.hpp"
 #include "executor_impl.hpp"
 
 namespace vkformer {
@@ -135,12 +136,7 @@ Executor::~Executor() = default;
 Executor::Executor(Executor&&) noexcept = default;
 Executor& Executor::operator=(Executor&&) noexcept = default;
 
-ExecutorImpl& Executor::impl() const {
-  if (!impl_)
-    throw Error(ErrorCode::invalid_argument,
-                "Executor: this executor was moved from; use the Executor it was moved to");
-  return *impl_;
-}
+ExecutorImpl& Executor::impl() const { return checked_impl(impl_, "Executor", "executor"); }
 
 void Executor::set_input(const std::string& name, const HostTensor& value) {
   ExecutorImpl& ex = impl();

@@ -15,16 +15,7 @@ namespace {
 // CPU devices, shapes the texel kernel cannot take: one workgroup of 8 invocations (one SIMD
 // vector on lavapipe) computes 4 rows x 16 columns reading A and B directly: rows uniform across
 // the workgroup (TY = 1), 8 accumulators per invocation, and no barriers.
-MatmulTiles cpu_matmul_tiles() {
-  MatmulTiles m;
-  m.bm = 4;
-  m.bn = 16;
-  m.bk = 1;
-  m.tm = 4;
-  m.tn = 2;
-  m.shared_memory = false;
-  return m;
-}
+MatmulTiles cpu_matmul_tiles() { return {.bm = 4, .bn = 16, .bk = 1, .tm = 4, .tn = 2, .shared_memory = false}; }
 
 bool fits(const MatmulTiles& m, const DeviceInfo& info) {
   return m.invocations() <= info.max_workgroup_invocations &&

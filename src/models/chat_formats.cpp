@@ -70,69 +70,34 @@ ChatFormat phi3(std::string_view name, std::string_view begin, std::string_view 
 
 // Phi-3 mini / medium: the system message is dropped and every user turn opens the reply.
 ChatFormat phi3_mini(std::string_view name, std::string_view begin) {
-  ChatFormat f{.name = name, .begin = begin};
-  f.user_open = "<|user|>\n";
-  f.user_close = "<|end|>\n<|assistant|>\n";
-  f.assistant_close = "<|end|>\n";
-  f.system = P::drop;
-  f.other_open = "";
-  f.other_close = "";
-  return f;
-}
-
-ChatFormat mistral_v1() {
-  ChatFormat f{.name = "mistral-v1"};
-  f.user_open = " [INST] ";
-  f.user_close = " [/INST]";
-  f.assistant_open = " ";
-  f.assistant_close = "{eos}";
-  f.system = P::into_first_user;
-  f.system_join = "\n\n";
-  return f;
-}
-
-ChatFormat mistral_v3() {
-  ChatFormat f{.name = "mistral-v3"};
-  f.user_open = "[INST] ";
-  f.user_close = "[/INST]";
-  f.assistant_open = " ";
-  f.assistant_close = "{eos}";
-  f.trim_assistant = true;
-  f.system = P::into_last_user;
-  f.system_join = "\n\n";
-  return f;
-}
-
-ChatFormat mistral_v3_tekken() {
-  ChatFormat f{.name = "mistral-v3-tekken", .begin = "{bos}"};
-  f.user_open = "[INST]";
-  f.user_close = "[/INST]";
-  f.assistant_close = "{eos}";
-  f.system = P::into_last_user;
-  f.system_join = "\n\n";
-  return f;
-}
-
-ChatFormat mistral_v7() {
-  ChatFormat f{.name = "mistral-v7"};
-  f.system_open = "[SYSTEM_PROMPT] ";
-  f.system_close = "[/SYSTEM_PROMPT]";
-  f.user_open = "[INST] ";
-  f.user_close = "[/INST]";
-  f.assistant_open = " ";
-  f.assistant_close = "{eos}";
-  return f;
+  return {.name = name, .begin = begin, .user_open = "<|user|>\n", .user_close = "<|end|>\n<|assistant|>\n",
+          .assistant_close = "<|end|>\n", .other_open = "", .other_close = "", .system = P::drop};
 }
 
 // Mistral 7B Instruct v0.1/v0.2 and Llama 2 without a system message: strictly alternating.
 ChatFormat mistral_v0() {
-  ChatFormat f{.name = "mistral-v0", .begin = "{bos}"};
-  f.user_open = "[INST] ";
-  f.user_close = " [/INST]";
-  f.assistant_close = "{eos}";
-  f.system = P::refuse;
-  f.alternate = true;
-  return f;
+  return {.name = "mistral-v0", .begin = "{bos}", .user_open = "[INST] ", .user_close = " [/INST]",
+          .assistant_close = "{eos}", .system = P::refuse, .alternate = true};
+}
+
+ChatFormat mistral_v1() {
+  return {.name = "mistral-v1", .user_open = " [INST] ", .user_close = " [/INST]", .assistant_open = " ",
+          .assistant_close = "{eos}", .system = P::into_first_user, .system_join = "\n\n"};
+}
+
+ChatFormat mistral_v3() {
+  return {.name = "mistral-v3", .user_open = "[INST] ", .user_close = "[/INST]", .assistant_open = " ",
+          .assistant_close = "{eos}", .trim_assistant = true, .system = P::into_last_user, .system_join = "\n\n"};
+}
+
+ChatFormat mistral_v3_tekken() {
+  return {.name = "mistral-v3-tekken", .begin = "{bos}", .user_open = "[INST]", .user_close = "[/INST]",
+          .assistant_close = "{eos}", .system = P::into_last_user, .system_join = "\n\n"};
+}
+
+ChatFormat mistral_v7() {
+  return {.name = "mistral-v7", .user_open = "[INST] ", .user_close = "[/INST]", .assistant_open = " ",
+          .assistant_close = "{eos}", .system_open = "[SYSTEM_PROMPT] ", .system_close = "[/SYSTEM_PROMPT]"};
 }
 
 const std::array kFormats = {

@@ -9,6 +9,7 @@
 
 #include "../io/io_util.hpp"
 #include "cached_decoder.hpp"
+#include "checked_impl.hpp"
 #include "file_access.hpp"
 #include "model_impl.hpp"
 #include "utf8_path.hpp"
@@ -224,12 +225,7 @@ Model::~Model() = default;
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
-ModelImpl& Model::impl() const {
-  if (!impl_)
-    throw Error(ErrorCode::invalid_argument,
-                "Model: this model was moved from; use the Model it was moved to");
-  return *impl_;
-}
+ModelImpl& Model::impl() const { return checked_impl(impl_, "Model", "model"); }
 
 Model Model::load(Device device, const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;

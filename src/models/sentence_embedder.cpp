@@ -8,6 +8,7 @@
 #include "bert/bert_config.hpp"
 #include "bert/bert_encoder.hpp"
 #include "bert/bert_weights.hpp"
+#include "checked_impl.hpp"
 #include "exclusive_use.hpp"
 #include "file_access.hpp"
 #include "sentence_config.hpp"
@@ -155,10 +156,7 @@ SentenceEmbedder::SentenceEmbedder(SentenceEmbedder&&) noexcept = default;
 SentenceEmbedder& SentenceEmbedder::operator=(SentenceEmbedder&&) noexcept = default;
 
 SentenceEmbedderImpl& SentenceEmbedder::impl() const {
-  if (!impl_)
-    throw Error(ErrorCode::invalid_argument,
-                "SentenceEmbedder: this object was moved from; use the one it was moved to");
-  return *impl_;
+  return checked_impl(impl_, "SentenceEmbedder", "sentence embedder");
 }
 
 SentenceEmbedder SentenceEmbedder::load(Device device, const fs::path& dir, const EmbedderOptions& options) {

@@ -4,19 +4,28 @@ namespace vkformer::vk {
 
 namespace {
 
+// The access masks of what each pipeline stage the tracker sees reads and writes.
+struct StageAccess {
+  VkPipelineStageFlags stage;
+  VkAccessFlags read, write;
+};
+constexpr StageAccess kStageAccess[] = {
+    {VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT, VK_ACCESS_SHADER_WRITE_BIT},
+    {VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT, VK_ACCESS_TRANSFER_WRITE_BIT},
+    {VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT, VK_ACCESS_HOST_WRITE_BIT},
+};
+
 VkAccessFlags reads_of(VkPipelineStageFlags stage) {
   VkAccessFlags a = 0;
-  if (stage & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT) a |= VK_ACCESS_SHADER_READ_BIT;
-  if (stage & VK_PIPELINE_STAGE_TRANSFER_BIT) a |= VK_ACCESS_TRANSFER_READ_BIT;
-  if (stage & VK_PIPELINE_STAGE_HOST_BIT) a |= VK_ACCESS_HOST_READ_BIT;
+  for (const StageAccess& s : kStageAccess)
+    if (stage & s.stage) a |= s.read;
   return a;
 }
 
 VkAccessFlags writes_of(VkPipelineStageFlags stage) {
   VkAccessFlags a = 0;
-  if (stage & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT) a |= VK_ACCESS_SHADER_WRITE_BIT;
-  if (stage & VK_PIPELINE_STAGE_TRANSFER_BIT) a |= VK_ACCESS_TRANSFER_WRITE_BIT;
-  if (stage & VK_PIPELINE_STAGE_HOST_BIT) a |= VK_ACCESS_HOST_WRITE_BIT;
+  for (const StageAccess& s : kStageAccess)
+    if (stage & s.stage) a |= s.write;
   return a;
 }
 

@@ -69,50 +69,48 @@ const char* component_type_name(VkComponentTypeNV t) {
   }
 }
 
-// The subgroup-scope shapes of VK_NV_cooperative_matrix (an instance-level query).
+// What vkGetPhysicalDeviceCooperativeMatrixProperties{NV,KHR} (the entry point `name`, an
+// instance-level query) reports, each element starting as `blank` (its sType set); none when the
+// driver lacks the function or the query fails.
+template <class Query, class Props>
+std::vector<Props> cooperative_matrix_properties(VkInstance instance, VkPhysicalDevice physical,
+                                                 const char* name, const Props& blank) {
+  auto query = reinterpret_cast<Query>(vkGetInstanceProcAddr(instance, name));
+  if (!query) return {};
+  uint32_t n = 0;
+  if (query(physical, &n, nullptr) != VK_SUCCESS || n == 0) return {};
+  std::vector<Props> props(n, blank);
+  if (query(physical, &n, props.data()) != VK_SUCCESS) return {};
+  props.resize(n);
+  return props;
+}
+
+// The subgroup-scope shapes of VK_NV_cooperative_matrix.
 std::vector<CooperativeMatrixShape> cooperative_matrix_nv_shapes(VkInstance instance,
                                                                  VkPhysicalDevice physical) {
-  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
-      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  VkCooperativeMatrixPropertiesNV blank{};
+  blank.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
   std::vector<CooperativeMatrixShape> shapes;
-  if (!query) return shapes;
-  uint32_t n = 0;
-  if (query(physical, &n, nullptr) != VK_SUCCESS || n == 0) return shapes;
-  std::vector<VkCooperativeMatrixPropertiesNV> props(
-      n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-  if (query(physical, &n, props.data()) != VK_SUCCESS) return shapes;
-  for (uint32_t i = 0; i < n; ++i) {
-    const auto& p = props[i];
-    if (p.scope != VK_SCOPE_SUBGROUP_NV) continue;
-    shapes.push_back({p.MSize, p.NSize, p.KSize, component_type_name(p.AType),
-                      component_type_name(p.BType), component_type_name(p.CType),
-                      component_type_name(p.DType)});
-  }
+  for (const auto& p : cooperative_matrix_properties<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+           instance, physical, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV", blank))
+    if (p.scope == VK_SCOPE_SUBGROUP_NV)
+      shapes.push_back({p.MSize, p.NSize, p.KSize, component_type_name(p.AType), component_type_name(p.BType),
+                        component_type_name(p.CType), component_type_name(p.DType)});
   return shapes;
 }
 
 // The subgroup-scope shapes of VK_KHR_cooperative_matrix (same component type numbers as NV).
 std::vector<CooperativeMatrixShape> cooperative_matrix_khr_shapes(VkInstance instance,
                                                                   VkPhysicalDevice physical) {
-  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
-      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-  std::vector<CooperativeMatrixShape> shapes;
-  if (!query) return shapes;
-  uint32_t n = 0;
-  if (query(physical, &n, nullptr) != VK_SUCCESS || n == 0) return shapes;
   VkCooperativeMatrixPropertiesKHR blank{};
   blank.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
-  std::vector<VkCooperativeMatrixPropertiesKHR> props(n, blank);
-  if (query(physical, &n, props.data()) != VK_SUCCESS) return shapes;
-  props.resize(n);
-  auto type = [](VkComponentTypeKHR t) {
-    return component_type_name(static_cast<VkComponentTypeNV>(t));
-  };
-  for (const auto& p : props) {
-    if (p.scope != VK_SCOPE_SUBGROUP_KHR) continue;
-    shapes.push_back({p.MSize, p.NSize, p.KSize, type(p.AType), type(p.BType), type(p.CType),
-                      type(p.ResultType), p.saturatingAccumulation == VK_TRUE});
-  }
+  auto type = [](VkComponentTypeKHR t) { return component_type_name(static_cast<VkComponentTypeNV>(t)); };
+  std::vector<CooperativeMatrixShape> shapes;
+  for (const auto& p : cooperative_matrix_properties<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+           instance, physical, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", blank))
+    if (p.scope == VK_SCOPE_SUBGROUP_KHR)
+      shapes.push_back({p.MSize, p.NSize, p.KSize, type(p.AType), type(p.BType), type(p.CType),
+                        type(p.ResultType), p.saturatingAccumulation == VK_TRUE});
   return shapes;
 }
 

@@ -202,14 +202,18 @@ def serve_drive(argv, env, timeout):
         reader.join(10)
         return rc, json.dumps(transcript).encode(), "".join(lines).encode(), hung
 
-    listening.wait(max(1, end - time.monotonic()))
-    if port[0] is None:  # failed to start (or hung while loading)
+    def wait_for_exit():
+        """The result once the server exits by the deadline; killed and marked hung past it."""
         try:
             return finish(p.wait(max(1, end - time.monotonic())), False)
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
             return finish(None, True)
+
+    listening.wait(max(1, end - time.monotonic()))
+    if port[0] is None:  # failed to start (or hung while loading)
+        return wait_for_exit()
     base = "http://127.0.0.1:%d" % port[0]
 
     def complete():
@@ -245,12 +249,7 @@ def serve_drive(argv, env, timeout):
         transcript.append(["health", status, text])
         complete()
     p.send_signal(signal.SIGTERM)
-    try:
-        return finish(p.wait(max(1, end - time.monotonic())), False)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-        return finish(None, True)
+    return wait_for_exit()
 
 
 def judge_serve(result, baseline, function):
