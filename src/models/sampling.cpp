@@ -376,11 +376,20 @@ std::optional<int32_t> draw_unsorted(Ranking& r, float temperature, std::mt19937
 // Greedy: one pass for the largest logit (ties: the lower id, as ranks_before ranks them).
 int32_t argmax(std::span<const float> logits, const std::vector<Candidate>& pen) {
   if (pen.empty()) {
-    // The largest value by a reduction the compiler vectorizes (NaN never wins: the comparison
-    // is false), then its first position.
-    float top = -std::numeric_limits<float>::infinity();
-    for (const float v : logits) top = v > top ? v : top;
-    if (!(top > -std::numeric_limits<float>::infinity())) all_unusable(static_cast<int64_t>(logits.size()));
+    // The largest value, then its first position. NaN never wins (the comparison is false), so
+    // the largest is the same whatever the order: 8 running maxima, one per lane of a vector
+    // the compiler can use (a single one would be a chain of dependent scalar steps).
+    constexpr size_t kLanes = 8;
+    float lane[kLanes];
+    std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
+    const float* v = logits.data();
+    const size_t n = logits.size(), whole = n - n % kLanes;
+    for (size_t i = 0; i < whole; i += kLanes)
+      for (size_t j = 0; j < kLanes; ++j) lane[j] = v[i + j] > lane[j] ? v[i + j] : lane[j];
+    for (size_t i = whole; i < n; ++i) lane[0] = v[i] > lane[0] ? v[i] : lane[0];
+    float top = lane[0];
+    for (size_t j = 1; j < kLanes; ++j) top = lane[j] > top ? lane[j] : top;
+    if (!(top > -std::numeric_limits<float>::infinity())) all_unusable(static_cast<int64_t>(n));
     return static_cast<int32_t>(std::find(logits.begin(), logits.end(), top) - logits.begin());
   }
   int32_t best = -1;
