@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shlex
 import statistics
 import subprocess
@@ -21,12 +22,17 @@ RATE = re.compile(r"generation (\d+) tokens in ([0-9.]+) s \(([0-9.]+) tokens/s\
 
 def run(binary, model, sampling, n, ctx, prompt):
     cmd = [binary, "generate", "--model", model, "-p", prompt, "-n", str(n), "-c", str(ctx)] + shlex.split(sampling)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     m = RATE.search(r.stderr)
     if r.returncode != 0 or not m:
         sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    # CPU seconds of the whole process (load included; lavapipe's threads too): what a build costs,
+    # less swayed by other processes than the wall clock. Two -n values give the cost per token.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"tokens": int(m.group(1)), "seconds": float(m.group(2)), "tokens_per_second": float(m.group(3)),
-            "text": r.stdout}
+            "cpu_seconds": cpu, "text": r.stdout}
 
 
 def main():
@@ -53,8 +59,8 @@ def main():
                     r.update(round=rnd, build=name, model=os.path.basename(model), sampling=sampling,
                              load=os.getloadavg()[0])
                     runs.append(r)
-                    print(f"round {rnd} {name} {r['model']} [{sampling}] {r['tokens_per_second']:.2f} t/s "
-                          f"(load {r['load']:.1f})", file=sys.stderr, flush=True)
+                    print(f"round {rnd} {name} {r['model']} [{sampling}] {r['tokens_per_second']:.2f} t/s, "
+                          f"{r['cpu_seconds']:.2f} s CPU (load {r['load']:.1f})", file=sys.stderr, flush=True)
 
     print("| model | sampling | a t/s (median) | b t/s (median) | b / a | same text |")
     print("|---|---|---|---|---|---|")
