@@ -170,13 +170,14 @@ void bind_llm(nb::module_& m) {
       .def(
           "__init__",
           [](Llm* self, const std::string& path, int64_t n_ctx, const std::string& device, bool f16,
-             const std::string& cache_type_k, const std::string& cache_type_v) {
+             const std::string& cache_type_k, const std::string& cache_type_v, bool kv_rotation) {
             LanguageModelOptions options;
             options.context = n_ctx;
             options.activations = f16 ? DType::f16 : DType::f32;
             // "" leaves the type to the activations; other names are checked, naming the argument.
             if (!cache_type_k.empty()) options.cache_type_k = parse_kv_cache_type(cache_type_k, "cache_type_k");
             if (!cache_type_v.empty()) options.cache_type_v = parse_kv_cache_type(cache_type_v, "cache_type_v");
+            options.kv_rotation = kv_rotation;
             std::optional<LanguageModel> model;
             std::string device_name;
             {
@@ -193,7 +194,7 @@ void bind_llm(nb::module_& m) {
             self->device_selector = device;
           },
           nb::arg("path"), nb::arg("n_ctx") = 0, nb::arg("device") = "", nb::arg("f16") = false,
-          nb::arg("cache_type_k") = "", nb::arg("cache_type_v") = "")
+          nb::arg("cache_type_k") = "", nb::arg("cache_type_v") = "", nb::arg("kv_rotation") = true)
       .def("set_speculative", &set_speculative, nb::arg("mode"), nb::arg("model_draft"), nb::arg("draft_max"),
            nb::arg("draft_min"), nb::arg("draft_p_min"))
       .def("generate_ids", &generate_ids, nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("sampling"),
@@ -235,6 +236,8 @@ void bind_llm(nb::module_& m) {
                      d["bytes"] = kv.bytes;
                      d["bytes_per_token"] = kv.bytes_per_token;
                      d["context_that_fits"] = kv.context_that_fits;
+                     d["rotation_k"] = kv.rotation_k;
+                     d["rotation_v"] = kv.rotation_v;
                      return d;
                    })
       .def_prop_ro("n_vocab", [](Llm& self) { return static_cast<int64_t>(self.tokenizer->vocab_size()); })

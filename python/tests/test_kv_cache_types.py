@@ -27,3 +27,30 @@ def test_q8_0_cache_gives_the_f32_cache_greedy_text(smollm2, smollm2_path):
 def test_unknown_cache_type_names_the_argument(smollm2_path):
     with pytest.raises(ValueError, match="cache_type_v: unknown cache type 'q8': expected f32, f16, q8_0 or q4_0"):
         vkformer.LLM(smollm2_path, n_ctx=64, cache_type_v="q8")
+
+
+def test_kv_rotation_changes_the_q4_0_cache_and_both_stay_near_f32(smollm2, smollm2_path):
+    # kv_rotation (the CLI's --no-kv-rotation): SmolLM2's head dim of 64 rotates q, k and v in
+    # blocks of 64 when the cache is quantized. Perplexity on four 128-token chunks: the q4_0
+    # cache with and without the rotation differ, and both stay near the f32 cache's, the rotated
+    # one nearer (on this repetitive text -1.0% against +4.6%; bench/RESULTS.md: -0.03% against
+    # +11.7% at ctx 512 on Wikipedia).
+    text = "".join(f"The river runs past the old mill, and the miller counts {i} sacks of grain for "
+                   f"{['the baker', 'his sister', 'the inn', 'the abbey'][i % 4]}. " for i in range(1, 41))
+    rotated = vkformer.LLM(smollm2_path, n_ctx=128, cache_type_k="q4_0", cache_type_v="q4_0")
+    plain = vkformer.LLM(smollm2_path, n_ctx=128, cache_type_k="q4_0", cache_type_v="q4_0", kv_rotation=False)
+    assert (rotated.kv_cache["rotation_k"], rotated.kv_cache["rotation_v"]) == (64, 64)
+    assert (plain.kv_cache["rotation_k"], plain.kv_cache["rotation_v"]) == (0, 0)
+    assert (smollm2.kv_cache["rotation_k"], smollm2.kv_cache["rotation_v"]) == (0, 0)  # f32 never rotates
+    want = smollm2.perplexity(text, n_ctx=128)
+    got_rotated = rotated.perplexity(text, n_ctx=128)
+    got_plain = plain.perplexity(text, n_ctx=128)
+    assert want["chunks"] == got_rotated["chunks"] == got_plain["chunks"] >= 4
+    off_rotated = got_rotated["ppl"] / want["ppl"] - 1
+    off_plain = got_plain["ppl"] / want["ppl"] - 1
+    print(f"ppl f32 {want['ppl']:.5f}, q4_0 rotated {got_rotated['ppl']:.5f} ({off_rotated:+.3%}), "
+          f"q4_0 plain {got_plain['ppl']:.5f} ({off_plain:+.3%})")
+    assert got_rotated["ppl"] != got_plain["ppl"]
+    assert abs(off_rotated) < 0.03, off_rotated
+    assert abs(off_plain) < 0.15, off_plain
+    assert abs(off_rotated) < abs(off_plain)

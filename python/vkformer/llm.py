@@ -59,7 +59,10 @@ class LLM:
     substring. ``f16``: keep activations and the KV cache in float16. ``cache_type_k`` and
     ``cache_type_v``: the KV cache's types, ``"f32"``, ``"f16"``, ``"q8_0"`` or ``"q4_0"``
     (llama.cpp's ``--cache-type-k/v``: q8_0 takes 34 bytes per 32 values, about half of f16);
-    None = the activations' type. ``kv_cache`` says what the cache takes.
+    None = the activations' type. ``kv_rotation``: quantized caches store q, k and v rotated by
+    a Hadamard matrix, as llama.cpp does (its error on 4-bit keys is a fraction of the plain
+    blocks'); False stores them unrotated (the CLI's ``--no-kv-rotation``). ``kv_cache`` says
+    what the cache takes and the rotation's block sizes.
 
     Speculative decoding (llama.cpp's names): ``spec="ngram"`` (prompt lookup) or
     ``model_draft=PATH`` (a GGUF draft of the same vocabulary, loaded on the same device), with
@@ -77,12 +80,13 @@ class LLM:
 
     def __init__(self, path: Union[str, os.PathLike], n_ctx: int = 0, device: Optional[Union[int, str]] = None,
                  f16: bool = False, cache_type_k: Optional[str] = None, cache_type_v: Optional[str] = None,
-                 spec: Optional[str] = None, model_draft: Optional[Union[str, os.PathLike]] = None,
+                 kv_rotation: bool = True, spec: Optional[str] = None, model_draft: Optional[Union[str, os.PathLike]] = None,
                  draft_max: int = 16, draft_min: int = 0, draft_p_min: float = 0.8):
         self.path = os.fspath(os.path.expanduser(path))
         if n_ctx < 0:
             raise ValueError(f"n_ctx must be at least 1 (or 0 for the model's), got {n_ctx}")
-        self._model = _core.LLM(self.path, n_ctx, selector(device), f16, cache_type_k or "", cache_type_v or "")
+        self._model = _core.LLM(self.path, n_ctx, selector(device), f16, cache_type_k or "", cache_type_v or "",
+                                bool(kv_rotation))
         if spec is not None or model_draft is not None:
             draft = os.fspath(os.path.expanduser(model_draft)) if model_draft is not None else ""
             self._model.set_speculative(spec or "draft", draft, draft_max, draft_min, draft_p_min)
@@ -216,7 +220,8 @@ class LLM:
     def kv_cache(self) -> dict[str, Any]:
         """The KV cache: ``type_k``, ``type_v``, ``bytes`` (every layer, K and V),
         ``bytes_per_token`` and ``context_that_fits`` (the longest context the device's memory
-        would hold in these types), from its allocations."""
+        would hold in these types), from its allocations; ``rotation_k`` and ``rotation_v``: the
+        Hadamard blocks of the attention rotation (0: none; see ``kv_rotation``)."""
         return self._model.kv_cache
 
     @property
