@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "fed_token_ids.hpp"
 #include "test_device.hpp"
 #include "fetched_models.hpp"
 #include "test_util.hpp"
@@ -36,18 +37,6 @@ namespace fs = std::filesystem;
 constexpr double kTolerance = 1e-4;
 
 fs::path tiny_model() { return fs::path(VKF_LLAMA_GOLDEN_DIR) / "tiny" / "tiny_llama_tied.gguf"; }
-
-// Deterministic token ids in [1, vocab): the sequences' prompts and the tokens they "decode"
-// (fed, not sampled, so that both runs see the same ids whatever the logits' near-ties).
-std::vector<int32_t> ids(int64_t n, int64_t vocab, uint32_t seed) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  uint32_t x = seed * 2654435761u + 12345u;
-  for (auto& t : v) {
-    x = x * 1664525u + 1013904223u;
-    t = static_cast<int32_t>(1 + (x >> 8) % static_cast<uint32_t>(vocab - 1));
-  }
-  return v;
-}
 
 // One sequence of a schedule: its prompt and the tokens it decodes afterwards, and the logits
 // LanguageModel gives for it alone (after the prompt, then after each decoded token).

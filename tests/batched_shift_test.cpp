@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "fed_token_ids.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/batched_llm.hpp"
@@ -34,17 +35,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kContext = 48;
-
-// Deterministic token ids in [1, vocab), fed rather than sampled, so both runs see the same.
-std::vector<int32_t> ids(int64_t n, int64_t vocab, uint32_t seed) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  uint32_t x = seed * 2654435761u + 12345u;
-  for (auto& t : v) {
-    x = x * 1664525u + 1013904223u;
-    t = static_cast<int32_t>(1 + (x >> 8) % static_cast<uint32_t>(vocab - 1));
-  }
-  return v;
-}
 
 struct ShiftCase {
   std::string name;
