@@ -45,6 +45,9 @@ fi
 step "build"
 PKG_CONFIG_LIBDIR="$deps/lib/pkgconfig" cmake --build "$build" -j "$jobs"
 
+# Wine's drive Z: is the Unix root (what `winepath -w` says, without starting a Wine program).
+windows_path() { local p=$1; echo "Z:${p//\//\\}"; }
+
 step "Xvfb and the Wine prefix"
 display=""
 for n in $(seq 90 140); do
@@ -79,6 +82,15 @@ wineserver -k > /dev/null 2>&1 || true
 wineboot --init > /dev/null 2>&1 || true
 wineserver -w
 wineserver -p > /dev/null 2>&1
+# Wine closes its desktop a second after the last program using it exits; a program started as
+# it closes gets no graphics driver and so no Vulkan (scripts/windows/desktop_anchor.c says
+# more). One program holds the desktop for the whole run; the cleanup's `wineserver -k` ends it.
+anchor="$build/desktop_anchor.exe"
+x86_64-w64-mingw32-gcc-posix -O2 -Wall -Werror -o "$anchor" scripts/windows/desktop_anchor.c
+rm -f "$build/desktop_anchor.ready"
+wine "$anchor" "$(windows_path "$(cd "$build" && pwd)/desktop_anchor.ready")" > "$build/desktop_anchor.log" 2>&1 &
+for _ in $(seq 1 600); do [ -e "$build/desktop_anchor.ready" ] && break; sleep 0.1; done
+[ -e "$build/desktop_anchor.ready" ] || { cat "$build/desktop_anchor.log"; echo "desktop_anchor.exe did not start in 60 s" >&2; exit 1; }
 
 step "models, fetched on the host"
 # The tests run the fetch scripts themselves on Linux; a Windows program cannot run bash, so the
@@ -88,8 +100,6 @@ fetched() { "./scripts/$1" | tail -n 1; }
 minilm=$(fetched fetch_minilm.sh)
 smollm2=$(fetched fetch_smollm2.sh)
 llama_vocabs=$(fetched fetch_llama_vocabs.sh)
-# Wine's drive Z: is the Unix root (what `winepath -w` says, without starting a Wine program).
-windows_path() { local p=$1; echo "Z:${p//\//\\}"; }
 VKFORMER_MINILM_DIR=$(windows_path "$minilm")
 VKFORMER_SMOLLM2_GGUF=$(windows_path "$smollm2")
 VKFORMER_LLAMA_VOCABS_DIR=$(windows_path "$llama_vocabs")

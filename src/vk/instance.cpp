@@ -83,10 +83,20 @@ std::shared_ptr<Instance> Instance::create(const InstanceOptions& options) {
   uint32_t loader_version = VK_API_VERSION_1_0;
   auto enumerate_version = reinterpret_cast<PFN_vkEnumerateInstanceVersion>(
       vkGetInstanceProcAddr(nullptr, "vkEnumerateInstanceVersion"));
-  if (enumerate_version) enumerate_version(&loader_version);
+  if (enumerate_version) {
+    const VkResult result = enumerate_version(&loader_version);
+    if (result != VK_SUCCESS)
+      throw Error(ErrorCode::device_not_found,
+                  std::string("the Vulkan loader could not tell its version: "
+                              "vkEnumerateInstanceVersion returned ") +
+                      result_name(result));
+  }
+  // Wine's vulkan-1.dll also reports 1.0 when Wine's graphics driver did not load (no display, or
+  // a desktop that was closing as the program started): then nothing is behind it.
   if (loader_version < VK_API_VERSION_1_1)
     throw Error(ErrorCode::device_not_found,
-                "the Vulkan loader supports only Vulkan 1.0; vkformer needs 1.1 or newer");
+                "the Vulkan loader supports only Vulkan 1.0; vkformer needs 1.1 or newer (update "
+                "the Vulkan loader or the GPU driver; under Wine, its graphics driver did not load)");
   inst->api_version_ = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : loader_version;
 
   std::vector<const char*> layers;
