@@ -30,6 +30,7 @@
 
 #include "vkformer/device.hpp"
 #include "vkformer/dtype.hpp"
+#include "vkformer/generate.hpp"
 #include "vkformer/llm.hpp"
 
 namespace vkformer {
@@ -52,6 +53,11 @@ struct ServerOptions {
   bool context_shift = false;
   // llama-server's --keep: the n_keep of requests that give none; -1: the whole prompt.
   int64_t keep = 0;
+  // Speculative decoding per sequence (--spec ngram, --draft-max, --draft-min): mode off or
+  // ngram (prompt lookup: greedy requests give exactly the text of plain decoding); a draft
+  // model (mode draft) is not served yet. draft_model and adaptive are not used: each
+  // proposal found (up to draft_max, in the rows a step's prompts leave) is verified.
+  SpeculativeOptions speculative;
   std::string api_key;                    // non-empty: requests need "Authorization: Bearer KEY"
 
   // Limits; each refusal names the limit and its option.

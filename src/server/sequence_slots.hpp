@@ -22,13 +22,16 @@ class SequenceSlots {
  public:
   // cache_type_k/v: the KV cache's types (BatchedLanguageModelOptions); unset: the activations'.
   // context_shift: the slots will be shifted (--context-shift), so the shift is recorded now too.
+  // draft_max: proposals a decoding sequence may add to its row (speculative decoding; 0: none),
+  // whose logits a step then returns too (up to count * (1 + draft_max) rows, at most step_tokens).
   SequenceSlots(Device device, const std::filesystem::path& gguf, int count, int64_t context, int64_t step_tokens,
                 std::optional<DType> cache_type_k = std::nullopt, std::optional<DType> cache_type_v = std::nullopt,
-                bool kv_rotation = true, bool context_shift = false);
+                bool kv_rotation = true, bool context_shift = false, int64_t draft_max = 0);
 
   int count() const { return model_.slots(); }
   int64_t context() const { return model_.context(); }
   int64_t step_tokens() const { return model_.step_rows(); }
+  int64_t logit_rows() const { return model_.logit_rows(); }  // the most logits rows a step returns
   int64_t position(int slot) const { return model_.position(slot); }
   const BatchedLanguageModel& model() const { return model_; }
   // The device was lost (by a step here or by another of its users): the slots cannot be used
