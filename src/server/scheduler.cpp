@@ -356,13 +356,26 @@ void Scheduler::step() {
     prompt_rows += static_cast<int64_t>(n);
   }
   // Each decoding sequence's row, with the proposals after it in the rows the prompts left (they
-  // must fit in its slot, and in its max_tokens with the token the last row chooses).
-  for (Sequence* q : decoding) {
+  // must fit in its slot, and in its max_tokens with the token the last row chooses). A draft
+  // model proposes for every sequence at once, as many as each could take; the rows left decide.
+  auto room = [&](const Sequence& q) {
+    return std::min(slots_->context() - slots_->position(q.slot) - 1, q.job->request.max_tokens - q.generated - 1);
+  };
+  std::vector<std::vector<int32_t>> drafted(decoding.size());
+  if (DraftSlots* draft = slots_->draft(); draft && speculative_.mode == SpeculativeMode::draft && budget > 0) {
+    std::vector<DraftSlots::Want> wants;
+    for (const Sequence* q : decoding)
+      wants.push_back({q->slot, q->spec->text(), std::min<int64_t>({room(*q), speculative_.draft_max, budget})});
+    drafted = draft->propose(wants, speculative_.draft_p_min);
+  }
+  for (size_t j = 0; j < decoding.size(); ++j) {
+    Sequence* q = decoding[j];
     q->verify.assign(1, *q->next);
     if (q->spec) {
-      const int64_t most = std::min({slots_->context() - slots_->position(q->slot) - 1,
-                                     q->job->request.max_tokens - q->generated - 1, budget, logit_rows_left});
-      const std::vector<int32_t> drafts = q->spec->propose(most);
+      const int64_t most = std::min({room(*q), budget, logit_rows_left});
+      const std::vector<int32_t> drafts = speculative_.mode == SpeculativeMode::draft
+                                              ? q->spec->limit(std::move(drafted[j]), most)
+                                              : q->spec->propose(most);
       q->verify.insert(q->verify.end(), drafts.begin(), drafts.end());
       budget -= static_cast<int64_t>(drafts.size());
       logit_rows_left -= static_cast<int64_t>(drafts.size());

@@ -19,8 +19,10 @@
 // matches the cache's rows; but the rows after n_keep were computed beside the forgotten tokens,
 // so only the first n_keep are offered to the next request's prefix (never a half-valid prefix).
 //
-// Speculative decoding (--spec ngram, issue 38): a decoding sequence's row is followed by the
-// tokens prompt lookup proposes after it (Speculation), in the rows the step's prompts leave; the
+// Speculative decoding (--spec ngram or --model-draft, issue 38): a decoding sequence's row is
+// followed by the tokens prompt lookup or the draft model (DraftSlots, proposing for all
+// sequences at once before the step) proposes after it (Speculation), in the rows the step's
+// prompts leave; the
 // step returns every such row's logits, each row chooses a token as generate() does (greedy: the
 // text of plain decoding), and the slot is truncated past the first proposal not kept. /metrics
 // counts the proposals, those kept and the tokens each sequence gained per step.
@@ -111,7 +113,7 @@ class Scheduler {
   Metrics& metrics_;
   RequestMetrics& request_metrics_;
   const bool context_shift_;
-  const SpeculativeOptions speculative_;  // mode off or ngram
+  const SpeculativeOptions speculative_;  // mode off, ngram or draft (slots_->draft())
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;

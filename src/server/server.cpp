@@ -45,12 +45,12 @@ void check_options(const ServerOptions& o) {
                 "Server: --batch-tokens is " + std::to_string(o.batch_tokens) + ", expected 0 (automatic) or " +
                     std::to_string(o.parallel) + " (--parallel: a row for each generating sequence) to 4096");
   if (o.host.empty()) throw Error(ErrorCode::invalid_argument, "Server: --host is empty");
-  if (o.speculative.mode == SpeculativeMode::draft)
-    throw Error(ErrorCode::invalid_argument,
-                "Server: speculative decoding with a draft model (--model-draft) is not served yet; use --spec ngram");
+  if ((o.speculative.mode == SpeculativeMode::draft) != !o.model_draft.empty())
+    throw Error(ErrorCode::invalid_argument, "Server: --model-draft goes with speculative mode draft, and mode draft "
+                                             "needs --model-draft");
   if (o.speculative.mode != SpeculativeMode::off) {
-    SpeculativeOptions checked = o.speculative;
-    checked.draft_model = nullptr;
+    SpeculativeOptions checked = o.speculative;  // the ranges (the draft is a file here, not a model)
+    checked.mode = SpeculativeMode::ngram;
     try {
       validate(checked);
     } catch (const Error& e) {
@@ -147,7 +147,8 @@ std::unique_ptr<server::SequenceSlots> ServerImpl::load_slots() {
                                                        options_.context_shift,
                                                        options_.speculative.mode == SpeculativeMode::off
                                                            ? 0
-                                                           : options_.speculative.draft_max);
+                                                           : options_.speculative.draft_max,
+                                                       options_.model_draft);
   // The embedding model shares the device: loaded again now, so that /health says "ok" again
   // without waiting for an embedding request.
   if (!options_.embedding_model.empty() && ready_.load(std::memory_order_acquire)) {

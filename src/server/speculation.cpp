@@ -14,7 +14,12 @@ Speculation::Speculation(const SpeculativeOptions& options, std::span<const int3
 std::vector<int32_t> Speculation::propose(int64_t most) const {
   const int64_t want = std::min<int64_t>(most, options_.draft_max);
   if (want <= 0 || options_.mode != SpeculativeMode::ngram) return {};
-  std::vector<int32_t> drafts = models::llm::propose_ngram(text_, want);
+  return limit(models::llm::propose_ngram(text_, want), most);
+}
+
+std::vector<int32_t> Speculation::limit(std::vector<int32_t> drafts, int64_t most) const {
+  const int64_t want = std::max<int64_t>(0, std::min<int64_t>(most, options_.draft_max));
+  if (static_cast<int64_t>(drafts.size()) > want) drafts.resize(static_cast<size_t>(want));
   if (static_cast<int64_t>(drafts.size()) < std::max<int32_t>(options_.draft_min, 1)) drafts.clear();
   return drafts;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Speculative decoding for one sequence of the scheduler (serve --spec ngram): prompt lookup
-// proposes what followed the latest earlier occurrence of the text's last few tokens (the prompt
-// and the reply so far), the scheduler runs the sequence's next token and the proposals as rows
+// Speculative decoding for one sequence of the scheduler (serve --spec ngram or --model-draft):
+// prompt lookup proposes what followed the latest earlier occurrence of the text's last few
+// tokens (the prompt and the reply so far), or a draft model does (DraftSlots, for all sequences
+// together), the scheduler runs the sequence's next token and the proposals as rows
 // of its step (BatchedLanguageModel::Piece::every_logit), and each row chooses a token as
 // generate() does: greedy takes the sampler's own choice (a proposal is kept when they agree, so
 // the text is plain decoding's), with temperature the speculative sampling rule against a
@@ -22,8 +23,11 @@ class Speculation {
  public:
   Speculation(const SpeculativeOptions& options, std::span<const int32_t> prompt, uint64_t seed);
 
-  // Up to min(most, --draft-max) proposals after the text; none when fewer than --draft-min.
+  // Prompt lookup's proposals after the text, limit()ed.
   std::vector<int32_t> propose(int64_t most) const;
+  // At most min(most, --draft-max) of `drafts`; none when fewer than --draft-min.
+  std::vector<int32_t> limit(std::vector<int32_t> drafts, int64_t most) const;
+  const std::vector<int32_t>& text() const { return text_; }
   // A token of the reply, in order (every chosen token, kept proposals included).
   void push(int32_t token) { text_.push_back(token); }
 

@@ -6,8 +6,10 @@ batching), on SmolLM2-135M-Instruct (scripts/fetch_smollm2.sh) with 8 slots:
     (vkformer_draft_accepted_tokens_total > 0, vkformer_tokens_per_decode_pass > 1) and steps
     that carried several sequences with proposals;
   - a request with temperature (the speculative sampling rule) completes with its max_tokens;
-  - --draft-max 0, --draft-min above --draft-max, --spec fast and --model-draft are refused with
-    exit status 2 naming the option, before anything is loaded.
+  - the same with a draft model (--model-draft: SmolLM2 drafting for itself, a slot per sequence);
+  - --draft-max 0, --draft-min above --draft-max, --spec fast, --spec draft alone and a draft
+    that is not a GGUF file are refused with exit status 2 naming the option, before anything is
+    loaded; a draft of another vocabulary with exit status 1 naming --model-draft.
 Usage: speculative_test.py VKFORMER REPO_ROOT"""
 import concurrent.futures
 import json
@@ -82,22 +84,32 @@ c.check({"stop", "length"} <= set(r for _, _, r in want), "both finish reasons: 
 c.check(len(set(t for t, _, _ in want)) > 4, "the prompts give different texts")
 print("without --spec: %r" % (want[:2],))
 
-spec = Server(vkformer, common + ["--spec", "ngram", "--draft-max", "8"])
-try:
+def same_texts_and_counts(spec, what):
+    """The 8 streams on `spec` against `want`; returns the completions' token total."""
     got = eight_at_once(spec.base)
     for i in range(8):
-        c.check(got[i] == want[i], "request %d with --spec ngram: %r, without: %r" % (i, got[i], want[i]))
+        c.check(got[i] == want[i], "request %d with %s: %r, without: %r" % (i, what, got[i], want[i]))
+    drafted = spec.metric_value("vkformer_draft_tokens_total")
+    accepted = spec.metric_value("vkformer_draft_accepted_tokens_total")
+    passes = spec.metric_value("vkformer_decode_passes_total")
+    per_pass = spec.metric_value("vkformer_tokens_per_decode_pass")
+    tokens = sum(n for _, n, _ in got)
+    print("%s: %d proposals verified, %d kept; %d decode passes, %.2f tokens per pass; %d completion tokens"
+          % (what, drafted, accepted, passes, per_pass, tokens))
+    c.check(accepted > 0, "%s: no proposal was kept (%d verified)" % (what, drafted))
+    c.check(per_pass > 1.0, "%s: tokens per decode pass %r: speculation gained nothing" % (what, per_pass))
+    return got
+
+
+spec = Server(vkformer, common + ["--spec", "ngram", "--draft-max", "8"])
+try:
+    got = same_texts_and_counts(spec, "--spec ngram")
     drafted = spec.metric_value("vkformer_draft_tokens_total")
     accepted = spec.metric_value("vkformer_draft_accepted_tokens_total")
     rate = spec.metric_value("vkformer_draft_acceptance_rate")
     passes = spec.metric_value("vkformer_decode_passes_total")
-    per_pass = spec.metric_value("vkformer_tokens_per_decode_pass")
     tokens = sum(n for _, n, _ in got)
-    print("--spec ngram: %d proposals verified, %d kept (rate %.2f); %d decode passes, %.2f tokens per pass; "
-          "%d completion tokens" % (drafted, accepted, rate, passes, per_pass, tokens))
-    c.check(accepted > 0, "no proposal was kept (%d verified)" % drafted)
     c.check(abs(rate - accepted / max(drafted, 1)) < 1e-6, "acceptance rate %r vs %r / %r" % (rate, accepted, drafted))
-    c.check(per_pass > 1.0, "tokens per decode pass %r: speculation gained nothing" % per_pass)
     c.check(passes < tokens, "%d decode passes for %d tokens" % (passes, tokens))
     steps = spec.metric_value("vkformer_scheduler_steps_total")
     c.check(steps < passes, "%d scheduler steps for %d decode passes: no step carried two sequences" % (steps, passes))
@@ -109,10 +121,28 @@ try:
 finally:
     spec.kill()
 
+# A draft model (SmolLM2 drafting for itself: it proposes what the target chooses), per slot.
+draft = Server(vkformer, common + ["--model-draft", gguf_path, "--draft-max", "4", "--draft-p-min", "0.3"])
+try:
+    same_texts_and_counts(draft, "--model-draft")
+    # The draft has the target's weights and sees the same text: nearly every proposal is kept.
+    rate = draft.metric_value("vkformer_draft_acceptance_rate")
+    c.check(rate >= 0.8, "a draft of the target's own weights: acceptance %.2f" % rate)
+    c.check(draft.health(), "health at the end")
+    draft.stop()
+finally:
+    draft.kill()
+
+tiny = os.path.join(root, "tests", "golden_llama", "tiny", "tiny_llama_untied.gguf")
+r = subprocess.run([vkformer, "serve", "--port", "0"] + common + ["--model-draft", tiny], capture_output=True, text=True,
+                   timeout=300, stdin=subprocess.DEVNULL)
+c.check(r.returncode == 1 and "--model-draft" in r.stderr and "vocabulary is not the target's" in r.stderr,
+        "a draft of another vocabulary: exit %d, %r" % (r.returncode, r.stderr[-300:]))
 for args, says in [(["--spec", "ngram", "--draft-max", "0"], "--draft-max must be in 1..63"),
                    (["--spec", "ngram", "--draft-max", "4", "--draft-min", "5"], "--draft-min must be at most --draft-max"),
                    (["--spec", "fast"], "--spec must be ngram or draft"),
-                   (["--model-draft", gguf_path], "--model-draft")]:
+                   (["--spec", "draft"], "--spec draft needs --model-draft"),
+                   (["--model-draft", os.path.join(root, "README.md")], "is not a GGUF file")]:
     r = subprocess.run([vkformer, "serve", "--port", "0"] + common + args, capture_output=True, text=True, timeout=120,
                        stdin=subprocess.DEVNULL)
     c.check(r.returncode == 2 and says in r.stderr, "serve %s: exit %d, %r" % (" ".join(args), r.returncode, r.stderr[-300:]))
