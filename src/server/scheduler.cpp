@@ -358,8 +358,12 @@ void Scheduler::step() {
   // Each decoding sequence's row, with the proposals after it in the rows the prompts left (they
   // must fit in its slot, and in its max_tokens with the token the last row chooses). A draft
   // model proposes for every sequence at once, as many as each could take; the rows left decide.
+  // With --context-shift one row less: the slot then ends the step at most one short of full, so
+  // its shifts come at the tokens plain decoding's come at (llama-server's test, tokens + 1 =
+  // context), with the same amounts, and greedy text stays plain decoding's past the context.
   auto room = [&](const Sequence& q) {
-    return std::min(slots_->context() - slots_->position(q.slot) - 1, q.job->request.max_tokens - q.generated - 1);
+    return std::min(slots_->context() - slots_->position(q.slot) - (context_shift_ ? 2 : 1),
+                    q.job->request.max_tokens - q.generated - 1);
   };
   std::vector<std::vector<int32_t>> drafted(decoding.size());
   if (DraftSlots* draft = slots_->draft(); draft && speculative_.mode == SpeculativeMode::draft && budget > 0) {
