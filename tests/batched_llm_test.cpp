@@ -228,6 +228,68 @@ double run_mixed_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs,
   return worst;
 }
 
+
+// Speculative verification per slot (Piece::every_logit, then truncate() as the rollback), as a
+// server does it: three slots hold prompts of 10, 20 and 7 tokens; one step carries slot 0's
+// "last token + 7 proposals" (8 rows: past a sliding window of 6), slot 1's single decoding
+// token and slot 2's 3 rows; every row's logits must equal the sequence's alone after the same
+// tokens. Then slot 0 keeps 2 of its proposals and slot 2 one (the rest rolled back by
+// truncate), and a second step goes on from there: its rows must equal the sequence alone
+// WITHOUT the rejected tokens, and slot 1 (never rolled back) its own sequence's. Returns the
+// worst relative error.
+std::vector<std::vector<float>> logits_after_each(LanguageModel& alone, const std::vector<int32_t>& prompt,
+                                                  const std::vector<int32_t>& tokens) {
+  alone.reset();
+  alone.append(prompt);
+  std::vector<std::vector<float>> out;
+  for (int32_t t : tokens) out.push_back(alone.append({&t, 1}));
+  return out;
+}
+
+double verify_and_roll_back(BatchedLanguageModel& lm, LanguageModel& alone) {
+  const int64_t vocab = alone.config().vocab_size;
+  const std::vector<int32_t> p0 = ids(10, vocab, 700), p1 = ids(20, vocab, 701), p2 = ids(7, vocab, 702);
+  const std::vector<int32_t> a = ids(8, vocab, 703), b = ids(2, vocab, 704), c = ids(3, vocab, 705);
+  const std::vector<int32_t> x = ids(3, vocab, 706), y = ids(2, vocab, 707);
+  using P = BatchedLanguageModel::Piece;
+  lm.step(std::vector<P>{{0, p0}, {1, p1}, {2, p2}});
+  double worst = 0;
+  auto compare = [&](std::span<const float> got, size_t first, const std::vector<std::vector<float>>& want,
+                     size_t from, size_t n, const char* what) {
+    for (size_t i = 0; i < n; ++i) {
+      const double err = relative_error(got.subspan((first + i) * static_cast<size_t>(vocab), static_cast<size_t>(vocab)),
+                                        want[from + i]);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, kTolerance) << what << ", row " << i;
+    }
+  };
+  // Step 1: 8 + 1 + 3 rows, 8 + 1 + 3 logits rows.
+  const std::vector<float> first =
+      lm.step(std::vector<P>{{0, a, false, true}, {1, std::span(b).first(1), true}, {2, c, false, true}});
+  EXPECT_EQ(first.size(), 12u * static_cast<size_t>(vocab));
+  if (first.size() != 12u * static_cast<size_t>(vocab)) return 1.0;
+  compare(first, 0, logits_after_each(alone, p0, a), 0, 8, "slot 0's verification");
+  compare(first, 8, logits_after_each(alone, p1, b), 0, 1, "slot 1's decoding row");
+  compare(first, 9, logits_after_each(alone, p2, c), 0, 3, "slot 2's verification");
+  // Roll back: slot 0 keeps a[0..3) (its last token and 2 proposals), slot 2 c[0..2).
+  lm.truncate(0, lm.position(0) - 5);
+  lm.truncate(2, lm.position(2) - 1);
+  EXPECT_EQ(lm.position(0), 13);
+  EXPECT_EQ(lm.position(1), 21);
+  EXPECT_EQ(lm.position(2), 9);
+  const std::vector<float> second =
+      lm.step(std::vector<P>{{0, x, false, true}, {1, std::span(b).subspan(1), true}, {2, y, false, true}});
+  EXPECT_EQ(second.size(), 6u * static_cast<size_t>(vocab));
+  if (second.size() != 6u * static_cast<size_t>(vocab)) return 1.0;
+  std::vector<int32_t> kept_a(a.begin(), a.begin() + 3), kept_c(c.begin(), c.begin() + 2);
+  kept_a.insert(kept_a.end(), x.begin(), x.end());
+  kept_c.insert(kept_c.end(), y.begin(), y.end());
+  compare(second, 0, logits_after_each(alone, p0, kept_a), 3, 3, "slot 0 after its rollback");
+  compare(second, 3, logits_after_each(alone, p1, b), 1, 1, "slot 1 (not rolled back)");
+  compare(second, 4, logits_after_each(alone, p2, kept_c), 2, 2, "slot 2 after its rollback");
+  return worst;
+}
+
 class BatchedTinyLlama : public DeviceTest {};
 
 // Five sequences in four slots: prompts of 5, 70 (two chunks), 1, 17 and 64 tokens, decoding
@@ -399,6 +461,31 @@ TEST_F(BatchedTinyLlama, TruncatedSlotsContinueAsTheSequenceAlone) {
   EXPECT_EQ(lm.position(0), static_cast<int64_t>(second.size()));
   lm.truncate(1, 0);  // slot 1 forgotten: a fresh prompt there is a sequence alone
   EXPECT_LE(relative_error(lm.step(std::vector<P>{{1, third, true}}), want_third), kTolerance);
+}
+
+TEST_F(BatchedTinyLlama, VerifiedPiecesAndRollbackEqualTheSequenceAlone) {
+  BatchedLanguageModelOptions o;
+  o.slots = 3;
+  o.context = 96;
+  o.step_tokens = 40;
+  o.logit_rows = 12;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
+  EXPECT_EQ(lm.logit_rows(), 12);
+  LanguageModelOptions lo;
+  lo.context = 96;
+  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  const double worst = verify_and_roll_back(lm, alone);
+  std::printf("tiny verification per slot: worst max|dlogit| / max|logit| %.2e\n", worst);
+  // More logits rows than logit_rows: refused by name, no slot moved.
+  using P = BatchedLanguageModel::Piece;
+  const std::vector<int32_t> ten(10, 1), three(3, 1);
+  const int64_t before = lm.position(0);
+  EXPECT_TRUE(fails_with([&] { lm.step(std::vector<P>{{0, ten, false, true}, {1, three, false, true}}); },
+                         ErrorCode::invalid_argument, "the logits of 13 rows wanted, more than the 12 a step returns"));
+  EXPECT_EQ(lm.position(0), before);
+  o.logit_rows = 41;
+  EXPECT_TRUE(fails_with([&] { BatchedLanguageModel::load(device(), tiny_model(), o); }, ErrorCode::invalid_argument,
+                         "logit_rows is 41, expected 0 or 3 (slots) to 40 (step_tokens)"));
 }
 
 TEST_F(BatchedTinyLlama, BadStepsAreRefusedByName) {
@@ -600,6 +687,23 @@ TEST_P(BatchedFamilies, GreedyTokensEqualTheSequenceAlone) {
   std::set<int32_t> distinct;
   for (const auto& w : want) distinct.insert(w.begin(), w.end());
   EXPECT_GT(distinct.size(), 4u) << "the continuations are too alike to tell rows apart";
+}
+
+// Speculative verification per slot where each row must see only its own window (6) of its own
+// slot: verify_and_roll_back's 8-row piece spans more than a window.
+TEST_P(BatchedFamilies, VerifiedPiecesAndRollbackEqualTheSequenceAlone) {
+  const std::string family = GetParam();
+  BatchedLanguageModelOptions o;
+  o.slots = 3;
+  o.context = 96;
+  o.step_tokens = 40;
+  o.logit_rows = 12;
+  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), family_model(family), o);
+  LanguageModelOptions lo;
+  lo.context = 96;
+  LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
+  const double worst = verify_and_roll_back(lm, alone);
+  std::printf("%s verification per slot: worst max|dlogit| / max|logit| %.2e\n", family.c_str(), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Windowed, BatchedFamilies, ::testing::Values("gemma2", "gemma3", "mistral", "phi3"),

@@ -150,6 +150,37 @@ TEST(SpeculativeConversation, RepliesAreThoseWithoutSpeculation) {
   }
 }
 
+// A draft model's cache carries the conversation from turn to turn: after each reply it holds
+// every earlier turn (not only the last turn's tokens, run again from an empty cache), and a
+// draft of the target's own weights, seeing what the target sees, proposes only tokens the
+// target keeps. Its replies are those of plain decoding; prompt lookup sees the earlier turns too.
+TEST(SpeculativeConversation, TheDraftKeepsTheConversationAcrossTurns) {
+  LanguageModel lm = load_family("llama3", "f32", 256);
+  LanguageModel draft = load_family("llama3", "f32", 256);
+  const ChatTemplate t = ChatTemplate::chatml();
+  const char* turns[] = {"ab ab cd", "ef", "ab cd"};
+  std::vector<std::vector<int32_t>> want;
+  {
+    Conversation chat(lm, t);
+    for (const char* turn : turns) want.push_back(chat.reply(turn, {.max_tokens = 12}).tokens);
+  }
+  Conversation chat(lm, t);
+  for (size_t i = 0; i < std::size(turns); ++i) {
+    const int64_t before = lm.position();
+    const auto r = chat.reply(turns[i], {.max_tokens = 12,
+                                         .speculative = {.mode = SpeculativeMode::draft, .draft_model = &draft,
+                                                         .draft_max = 4, .draft_p_min = 0.0f, .adaptive = false}});
+    EXPECT_EQ(r.tokens, want[i]) << "turn " << i;
+    std::printf("turn %zu: cache %lld -> %lld, the draft's %lld; %lld drafted, %lld kept\n", i,
+                static_cast<long long>(before), static_cast<long long>(lm.position()),
+                static_cast<long long>(draft.position()), static_cast<long long>(r.stats.drafted_tokens),
+                static_cast<long long>(r.stats.accepted_tokens));
+    EXPECT_GE(draft.position(), before + chat.last_turn_tokens()) << "turn " << i << ": the draft lacks earlier turns";
+    EXPECT_GT(r.stats.drafted_tokens, 0) << "turn " << i;
+    EXPECT_EQ(r.stats.accepted_tokens, r.stats.drafted_tokens) << "turn " << i << ": the draft saw another context";
+  }
+}
+
 TEST(SpeculativeArguments, BadOptionsAndAnotherVocabularyAreRefusedByName) {
   LanguageModel lm = load_family("llama2", "f32");
   const std::vector<int32_t> prompt{1, 2, 3};

@@ -28,8 +28,13 @@ extern "C" void on_stop_signal(int sig) {
   g_stop_signals = g_stop_signals + 1;
 }
 
-int serve_command(const ServerOptions& given, const LlmArgs& kv, const GlobalOptions& globals) {
+int serve_command(const ServerOptions& given, LlmArgs kv, const GlobalOptions& globals) {
   ServerOptions options = given;
+  // --spec ngram or --model-draft FILE with --draft-max/--draft-min/--draft-p-min (checked as
+  // generate's: exit 2 naming the option; the draft's vocabulary when it is loaded: exit 1).
+  check_speculative_args(kv);
+  options.speculative = kv.speculative;
+  options.model_draft = kv.model_draft;
   options.cache_type_k = cache_type_k(kv);  // unknown names: exit status 2 naming the option
   options.cache_type_v = cache_type_v(kv);
   options.kv_rotation = kv.kv_rotation;
@@ -159,6 +164,7 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
                    "tokens a context shift keeps at the start (after the BOS token), for requests that give no "
                    "n_keep; -1: the whole prompt (default 0)");
   add_cache_type_options(*cmd, *kv);
+  add_speculative_options(*cmd, *kv);  // --spec, --model-draft, --draft-max/min/p-min (as generate's)
   return {cmd, [options, kv, &globals] { return serve_command(*options, *kv, globals); }};
 }
 

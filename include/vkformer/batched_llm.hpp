@@ -48,6 +48,11 @@ struct BatchedLanguageModelOptions {
   // The KV cache's types, K and V apart (LanguageModelOptions); unset: the activations'.
   std::optional<DType> cache_type_k, cache_type_v;
   bool kv_rotation = true;  // LanguageModelOptions::kv_rotation
+  // The most logits rows one step() returns, slots to step_tokens; 0: slots (one per piece). A
+  // server verifying speculative proposals wants every row of a slot's piece (Piece::
+  // every_logit); a step of more rows than this runs the output head (the largest matmul) on
+  // this many chosen rows only.
+  int64_t logit_rows = 0;
 };
 
 class BatchedLanguageModelImpl;
@@ -92,18 +97,23 @@ class BatchedLanguageModel {
   std::vector<float> decode(std::span<const Next> batch);
 
   // Tokens of one slot in a step(): appended at its positions [position, position + n), in
-  // order; `logits`: the last one's logits are wanted.
+  // order; `logits`: the last one's logits are wanted; `every_logit`: every token's (speculative
+  // verification: the slot's last accepted token and the proposals after it, each row giving the
+  // logits that judge the next proposal; truncate() then forgets the rejected ones).
   struct Piece {
     int slot;
     std::span<const int32_t> tokens;
     bool logits = false;
+    bool every_logit = false;
   };
   // One batched pass over pieces of distinct slots, at most step_rows() tokens in all, each piece
-  // with room left in its slot. Returns the logits of the pieces with `logits`, in their order
-  // ([k x vocab]); each equals what append() gives for the same tokens, to fp32 rounding. A
-  // refused step moves no slot.
+  // with room left in its slot. Returns the logits of the pieces with `logits` (one row) or
+  // `every_logit` (a row per token), in their order ([k x vocab], k at most logit_rows()); each
+  // equals what append() gives for the same tokens, to fp32 rounding. A refused step moves no
+  // slot.
   std::vector<float> step(std::span<const Piece> pieces);
   int64_t step_rows() const;  // the most tokens a step() carries (options' step_tokens, >= slots)
+  int64_t logit_rows() const;  // the most logits rows a step() returns (options' logit_rows, >= slots)
 
   // The rows of the bucket a step of `sequences` runs (sequences rounded up to a power of two,
   // at most slots()).

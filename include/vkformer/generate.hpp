@@ -19,6 +19,7 @@
 // there by appending only the next turn's tokens.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -116,6 +117,10 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
                               int64_t max_tokens, const TokenCallback& on_token = {},
                               const SpeculativeOptions& speculative = {});
 
+namespace models::llm {
+class DraftModelProposer;
+}
+
 // A chat with a model: its template (ChatTemplate::load on the model's GGUF), the messages so
 // far, and the model's cache holding exactly the text of the conversation. Each reply() appends
 // only the new turn's tokens. A Conversation uses the model's cache alone: it empties it when
@@ -156,6 +161,10 @@ class Conversation {
   size_t first_turn_ = 0;        // messages_[0] is the system prompt when one was given
   std::string cached_text_;      // the text whose tokens are in the model's cache
   int64_t cached_position_ = 0;  // the model's position() after them
+  // Those tokens (empty where unknown): speculative decoding's proposers look at the whole
+  // conversation, and a draft model's cache (drafter_) carries over from turn to turn.
+  std::vector<int32_t> cached_ids_;
+  std::shared_ptr<models::llm::DraftModelProposer> drafter_;
   std::optional<Sampler> sampler_;
   int64_t last_turn_tokens_ = 0;
   // Places where the cache's rows [0, position) hold exactly cached_text_[0, text): the end of

@@ -30,6 +30,7 @@
 
 #include "vkformer/device.hpp"
 #include "vkformer/dtype.hpp"
+#include "vkformer/generate.hpp"
 #include "vkformer/llm.hpp"
 
 namespace vkformer {
@@ -52,6 +53,13 @@ struct ServerOptions {
   bool context_shift = false;
   // llama-server's --keep: the n_keep of requests that give none; -1: the whole prompt.
   int64_t keep = 0;
+  // Speculative decoding per sequence (--spec ngram, --model-draft, --draft-max, --draft-min,
+  // --draft-p-min): mode off, ngram (prompt lookup) or draft (model_draft proposes, a GGUF of the
+  // target's vocabulary loaded beside it with a slot per sequence); greedy requests give exactly
+  // the text of plain decoding. draft_model and adaptive are not used: each proposal (up to
+  // draft_max, in the rows a step's prompts leave) is verified.
+  SpeculativeOptions speculative;
+  std::filesystem::path model_draft;  // mode draft: the draft model
   std::string api_key;                    // non-empty: requests need "Authorization: Bearer KEY"
 
   // Limits; each refusal names the limit and its option.

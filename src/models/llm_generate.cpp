@@ -123,6 +123,13 @@ models::llm::Verdict choose(Sampler& sampler, std::span<const float> row, int32_
 
 TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> prompt, Sampler& sampler,
                               int64_t max_tokens, const TokenCallback& on_token, const SpeculativeOptions& spec) {
+  return models::llm::generate_continued(model, {}, prompt, sampler, max_tokens, on_token, spec, nullptr);
+}
+
+TextGenerationResult models::llm::generate_continued(LanguageModel& model, std::span<const int32_t> history,
+                                                     std::span<const int32_t> prompt, Sampler& sampler,
+                                                     int64_t max_tokens, const TokenCallback& on_token,
+                                                     const SpeculativeOptions& spec, DraftModelProposer* kept) {
   if (max_tokens <= 0)
     throw Error(ErrorCode::invalid_argument, "generate: max_tokens must be > 0, got " + std::to_string(max_tokens));
   if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt has no tokens");
@@ -135,18 +142,22 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
   // rows: the logits after the cache's last token and after each proposal in it ([k+1 × vocab]).
   std::vector<float> rows = model.append(prompt);
   check_logits(rows, model.position());
-  std::optional<models::llm::DraftModelProposer> drafter;
+  // The proposers look at the whole text: what the cache held, the prompt and the reply so far.
+  std::vector<int32_t> context;
+  if (spec.mode != SpeculativeMode::off) {
+    context.assign(history.begin(), history.end());
+    context.insert(context.end(), prompt.begin(), prompt.end());
+  }
+  std::optional<models::llm::DraftModelProposer> own;
+  models::llm::DraftModelProposer* drafter = kept;
   if (spec.mode == SpeculativeMode::draft) {
-    drafter.emplace(*spec.draft_model);
-    drafter->sync(prompt);  // the draft's prompt pass, as the target's, before generation
+    if (!drafter || drafter->model() != spec.draft_model) drafter = &own.emplace(*spec.draft_model);
+    drafter->sync(context);  // the draft's prompt pass, as the target's, before generation
   }
   r.stats.prompt_seconds = seconds_since(t0);
   r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   sampler.accept(prompt);
 
-  // The proposers look at the whole text: the prompt and the reply so far.
-  std::vector<int32_t> context;
-  if (spec.mode != SpeculativeMode::off) context.assign(prompt.begin(), prompt.end());
   models::llm::DraftBudget budget(spec.draft_max);
   std::mt19937_64 rng(sampler.options().seed ^ 0x5bd1e995u);  // the acceptance draws, apart from the sampler's
 
@@ -264,6 +275,7 @@ void Conversation::reset() {
   anchors_.clear();
   turn_end_text_ = 0;
   cached_text_.clear();
+  cached_ids_.clear();
   cached_position_ = 0;
   sampler_.reset();
   last_turn_tokens_ = 0;
@@ -286,6 +298,10 @@ bool Conversation::forget_oldest_turn() {
     if (drop > 0 && b.text > a.text && b.text <= cached_text_.size()) {
       model_->shift(a.position, drop);
       cached_text_.erase(a.text, b.text - a.text);
+      if (cached_ids_.size() == static_cast<size_t>(cached_position_))
+        cached_ids_.erase(cached_ids_.begin() + a.position, cached_ids_.begin() + b.position);
+      else
+        cached_ids_.clear();
       cached_position_ -= drop;
       anchors_.erase(anchors_.begin() + 1);
       for (size_t i = 1; i < anchors_.size(); ++i) {
@@ -298,6 +314,7 @@ bool Conversation::forget_oldest_turn() {
     }
   }
   cached_text_.clear();  // the cache no longer holds a prefix of the conversation's text
+  cached_ids_.clear();
   anchors_.clear();
   return true;
 }
@@ -329,6 +346,7 @@ TextGenerationResult Conversation::reply(std::string_view user_text, const TextG
     } else {
       model_->reset();
       cached_text_.clear();
+      cached_ids_.clear();
       anchors_.clear();
       // A template that writes the BOS token itself gets no second one.
       ids = tok.encode(full, !template_.writes_bos(), true);
@@ -346,12 +364,24 @@ TextGenerationResult Conversation::reply(std::string_view user_text, const TextG
       }
     }
     last_turn_tokens_ = static_cast<int64_t>(ids.size());
-    auto r = generate(*model_, ids, *sampler_, options.max_tokens, on_token, options.speculative);
+    // The conversation's tokens so far, where known, for the proposers; the draft proposer kept
+    // from the last turn (its cache holds the conversation: only the new tokens run).
+    const bool known = continues && cached_ids_.size() == static_cast<size_t>(cached_position_);
+    if (!known) cached_ids_.clear();
+    const SpeculativeOptions& spec = options.speculative;
+    if (spec.mode == SpeculativeMode::draft && spec.draft_model &&
+        (!drafter_ || drafter_->model() != spec.draft_model))
+      drafter_ = std::make_shared<models::llm::DraftModelProposer>(*spec.draft_model);
+    auto r = models::llm::generate_continued(*model_, cached_ids_, ids, *sampler_, options.max_tokens, on_token,
+                                             spec, spec.mode == SpeculativeMode::draft ? drafter_.get() : nullptr);
+    cached_ids_.insert(cached_ids_.end(), ids.begin(), ids.end());
+    cached_ids_.insert(cached_ids_.end(), r.tokens.begin(), r.tokens.end());
     // The reply as the tokens' bytes (r.text may have U+FFFD for bytes that are no UTF-8 and
     // lacks control tokens): then the next turn's text continues the cache's exactly.
     std::string reply = model_->tokenizer().decode(r.tokens);
     cached_text_ = full + reply;
     cached_position_ = model_->position();
+    if (cached_ids_.size() != static_cast<size_t>(cached_position_)) cached_ids_.clear();  // not expected
     messages_.push_back({"assistant", std::move(reply)});
     // Where this turn ends in the template's text (the reply's closing text included), if the
     // text so far starts it: the next reply() finds that place in its tokens.
@@ -362,6 +392,7 @@ TextGenerationResult Conversation::reply(std::string_view user_text, const TextG
     // The turn did not happen: the next reply starts again from the messages.
     messages_.pop_back();
     cached_text_.clear();
+    cached_ids_.clear();
     throw;
   }
 }

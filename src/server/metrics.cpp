@@ -70,6 +70,26 @@ std::string Metrics::render(int parallel) const {
   o << "# HELP vkformer_context_shift_tokens_total Tokens the context shifts forgot.\n"
        "# TYPE vkformer_context_shift_tokens_total counter\nvkformer_context_shift_tokens_total "
     << context_shift_tokens_.load() << "\n";
+  // Speculative decoding, in the spirit of llama-server's llamacpp:n_draft_total and
+  // llamacpp:n_draft_accepted_total.
+  const int64_t drafted = drafted_.load(), accepted = accepted_.load(), passes = decode_passes_.load();
+  o << "# HELP vkformer_draft_tokens_total Tokens proposed by speculative decoding (--spec) and verified.\n"
+       "# TYPE vkformer_draft_tokens_total counter\nvkformer_draft_tokens_total "
+    << drafted << "\n";
+  o << "# HELP vkformer_draft_accepted_tokens_total Proposed tokens that verification kept.\n"
+       "# TYPE vkformer_draft_accepted_tokens_total counter\nvkformer_draft_accepted_tokens_total "
+    << accepted << "\n";
+  o << "# HELP vkformer_draft_acceptance_rate Kept proposals over verified ones since start (0 before any).\n"
+       "# TYPE vkformer_draft_acceptance_rate gauge\nvkformer_draft_acceptance_rate "
+    << (drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0) << "\n";
+  o << "# HELP vkformer_decode_passes_total Decoding sequences' turns in scheduler steps (one per sequence "
+       "per step).\n"
+       "# TYPE vkformer_decode_passes_total counter\nvkformer_decode_passes_total "
+    << passes << "\n";
+  o << "# HELP vkformer_tokens_per_decode_pass Tokens a decoding sequence gained per step, on average since "
+       "start (1 without speculative decoding; more as proposals are kept).\n"
+       "# TYPE vkformer_tokens_per_decode_pass gauge\nvkformer_tokens_per_decode_pass "
+    << (passes > 0 ? static_cast<double>(decode_pass_tokens_.load()) / static_cast<double>(passes) : 0.0) << "\n";
   o << "# HELP vkformer_generation_tokens_per_second Tokens decoded per second of decode steps, "
        "all sequences together, since start.\n"
        "# TYPE vkformer_generation_tokens_per_second gauge\nvkformer_generation_tokens_per_second "

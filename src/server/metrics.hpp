@@ -17,6 +17,14 @@ class Metrics {
   void completion_tokens(int64_t n) { completion_tokens_ += n; }
   void time_to_first_token(double seconds);
   void generation_step(int64_t tokens, double seconds);  // a scheduler step's decoded tokens
+  // A decoding sequence's turn in a step: `drafted` proposals verified (speculative decoding,
+  // --spec), `accepted` of them kept, `tokens` gained (accepted + 1, or fewer where it ended).
+  void decode_pass(int64_t drafted, int64_t accepted, int64_t tokens) {
+    drafted_ += drafted;
+    accepted_ += accepted;
+    decode_passes_ += 1;
+    decode_pass_tokens_ += tokens;
+  }
   void queue_depth(int64_t n) { queue_depth_ = n; }
   void active_slots(int64_t n) { active_slots_ = n; }
   void disconnect() { ++disconnects_; }
@@ -44,7 +52,7 @@ class Metrics {
   double step_tokens_ = 0, step_seconds_ = 0;  // totals, for the average decode rate
   std::atomic<int64_t> prompt_tokens_{0}, completion_tokens_{0}, queue_depth_{0}, active_slots_{0},
       disconnects_{0}, open_connections_{0}, device_losses_{0}, model_reloads_{0}, context_shifts_{0},
-      context_shift_tokens_{0};
+      context_shift_tokens_{0}, drafted_{0}, accepted_{0}, decode_passes_{0}, decode_pass_tokens_{0};
 };
 
 }  // namespace vkformer::server

@@ -64,8 +64,8 @@ std::string RequestMetrics::render() const {
   o << "# HELP vkformer_scheduler_steps_total Batched passes the scheduler ran.\n"
        "# TYPE vkformer_scheduler_steps_total counter\nvkformer_scheduler_steps_total "
     << steps_.load() << "\n";
-  o << "# HELP vkformer_scheduler_rows_total Rows those steps carried: one per decoding sequence, one per "
-       "prompt token.\n"
+  o << "# HELP vkformer_scheduler_rows_total Rows those steps carried: one per decoding sequence (and "
+       "one per speculative proposal after it, --spec), one per prompt token.\n"
        "# TYPE vkformer_scheduler_rows_total counter\n"
     << "vkformer_scheduler_rows_total{kind=\"decode\"} " << decode_rows_.load() << "\n"
     << "vkformer_scheduler_rows_total{kind=\"prompt\"} " << prompt_rows_.load() << "\n";

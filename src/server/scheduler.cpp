@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "api_error.hpp"
+#include "speculation.hpp"
 #include "stop_strings.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
@@ -34,13 +35,15 @@ struct Scheduler::Sequence {
   Utf8StreamDecoder utf8;
   std::optional<int32_t> next;  // sampled, not yet in the cache
   int64_t generated = 0;
+  std::optional<Speculation> spec;  // with --spec: the proposer and the acceptance draws
+  std::vector<int32_t> verify;      // a step's piece with proposals: `next`, then the proposals
   size_t remaining() const { return job->request.prompt.size() - prompt_done; }
 };
 
 Scheduler::Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
-                     RequestMetrics& request_metrics, bool context_shift)
+                     RequestMetrics& request_metrics, bool context_shift, const SpeculativeOptions& speculative)
     : slots_(std::move(slots)), reload_(std::move(reload)), max_queue_(max_queue), metrics_(metrics),
-      request_metrics_(request_metrics), context_shift_(context_shift) {
+      request_metrics_(request_metrics), context_shift_(context_shift), speculative_(speculative) {
   active_.resize(static_cast<size_t>(slots_->count()));
   cache_.resize(static_cast<size_t>(slots_->count()));
   thread_ = std::thread([this] { loop(); });
@@ -254,6 +257,8 @@ void Scheduler::admit() {
     auto seq = std::make_unique<Sequence>(job, slot);
     seq->prompt_done = reused;
     seq->sampler.accept(job->request.prompt);  // the repetition penalty sees the prompt, as generate() does
+    if (speculative_.mode != SpeculativeMode::off)
+      seq->spec.emplace(speculative_, job->request.prompt, job->request.sampling.seed);
     job->note([&](Timeline& t) {
       t.admitted = Clock::now();
       t.cached_tokens = static_cast<int64_t>(reused);
@@ -272,10 +277,11 @@ void Scheduler::step() {
     std::lock_guard lock(mutex_);
     active_[s].reset();
   };
-  // Samples from a sequence's logits and hands the text on; false when the sequence is done.
-  auto advance = [&](Sequence& q, const std::vector<float>& logits) {
-    const int32_t token = q.sampler.sample(logits);
+  // Hands on a sequence's chosen token (sampled from its row's logits, or a proposal kept), with
+  // `cached` tokens in its slot before it; false when the sequence is done.
+  auto advance = [&](Sequence& q, int32_t token, int64_t cached) {
     q.sampler.accept(token);
+    if (q.spec) q.spec->push(token);
     if (q.generated == 0) {
       metrics_.time_to_first_token(seconds_since(q.job->created));
       q.job->note([](Timeline& t) { t.first_sample = Clock::now(); });
@@ -295,7 +301,7 @@ void Scheduler::step() {
       return false;
     }
     // With --context-shift a full slot is shifted before the next step instead.
-    const bool full = !context_shift_ && slots_->position(q.slot) >= slots_->context();
+    const bool full = !context_shift_ && cached >= slots_->context();
     if (q.generated >= q.job->request.max_tokens || full) {
       q.utf8.discard();  // cut off inside a character: nothing of it is shown, as generate() does
       shown += q.stop.flush();
@@ -304,7 +310,6 @@ void Scheduler::step() {
       return false;
     }
     q.job->emit(shown, q.generated);
-    q.next = token;
     return true;
   };
 
@@ -335,24 +340,56 @@ void Scheduler::step() {
     if (a->remaining() != b->remaining()) return a->remaining() < b->remaining();
     return a->job->created < b->job->created;
   });
-  std::vector<SequenceSlots::Piece> pieces;
-  std::vector<Sequence*> in_step;  // pieces' sequences, in order
-  int64_t budget = slots_->step_tokens(), decode_rows = 0, prompt_rows = 0;
-  for (Sequence* q : decoding) {
-    pieces.push_back({q->slot, {&*q->next, 1}, true});
-    in_step.push_back(q);
-    --budget;
-    ++decode_rows;
-  }
+  std::vector<SequenceSlots::Piece> pieces, prompt_pieces;
+  std::vector<Sequence*> in_step, prompt_seqs;  // pieces' sequences, in order
+  const int64_t decode_rows = static_cast<int64_t>(decoding.size());
+  int64_t budget = slots_->step_tokens() - decode_rows, prompt_rows = 0, draft_rows = 0;
+  int64_t logit_rows_left = slots_->logit_rows() - decode_rows;
   for (Sequence* q : reading) {
     const size_t n = std::min<size_t>(q->remaining(), static_cast<size_t>(std::max<int64_t>(budget, 0)));
     if (n == 0) break;
     const std::vector<int32_t>& prompt = q->job->request.prompt;
-    pieces.push_back({q->slot, std::span(prompt).subspan(q->prompt_done, n), n == q->remaining()});
-    in_step.push_back(q);
+    prompt_pieces.push_back({q->slot, std::span(prompt).subspan(q->prompt_done, n), n == q->remaining()});
+    prompt_seqs.push_back(q);
     budget -= static_cast<int64_t>(n);
+    logit_rows_left -= n == q->remaining() ? 1 : 0;
     prompt_rows += static_cast<int64_t>(n);
   }
+  // Each decoding sequence's row, with the proposals after it in the rows the prompts left (they
+  // must fit in its slot, and in its max_tokens with the token the last row chooses). A draft
+  // model proposes for every sequence at once, as many as each could take; the rows left decide.
+  // With --context-shift one row less: the slot then ends the step at most one short of full, so
+  // its shifts come at the tokens plain decoding's come at (llama-server's test, tokens + 1 =
+  // context), with the same amounts, and greedy text stays plain decoding's past the context.
+  auto room = [&](const Sequence& q) {
+    return std::min(slots_->context() - slots_->position(q.slot) - (context_shift_ ? 2 : 1),
+                    q.job->request.max_tokens - q.generated - 1);
+  };
+  std::vector<std::vector<int32_t>> drafted(decoding.size());
+  if (DraftSlots* draft = slots_->draft(); draft && speculative_.mode == SpeculativeMode::draft && budget > 0) {
+    std::vector<DraftSlots::Want> wants;
+    for (const Sequence* q : decoding)
+      wants.push_back({q->slot, q->spec->text(), std::min<int64_t>({room(*q), speculative_.draft_max, budget})});
+    drafted = draft->propose(wants, speculative_.draft_p_min);
+  }
+  for (size_t j = 0; j < decoding.size(); ++j) {
+    Sequence* q = decoding[j];
+    q->verify.assign(1, *q->next);
+    if (q->spec) {
+      const int64_t most = std::min({room(*q), budget, logit_rows_left});
+      const std::vector<int32_t> drafts = speculative_.mode == SpeculativeMode::draft
+                                              ? q->spec->limit(std::move(drafted[j]), most)
+                                              : q->spec->propose(most);
+      q->verify.insert(q->verify.end(), drafts.begin(), drafts.end());
+      budget -= static_cast<int64_t>(drafts.size());
+      logit_rows_left -= static_cast<int64_t>(drafts.size());
+      draft_rows += static_cast<int64_t>(drafts.size());
+    }
+    pieces.push_back({q->slot, q->verify, true, q->verify.size() > 1});
+    in_step.push_back(q);
+  }
+  pieces.insert(pieces.end(), prompt_pieces.begin(), prompt_pieces.end());
+  in_step.insert(in_step.end(), prompt_seqs.begin(), prompt_seqs.end());
   if (pieces.empty()) return;
 
   const auto t0 = Clock::now();
@@ -387,11 +424,11 @@ void Scheduler::step() {
   }
   const auto t1 = Clock::now();
   ++steps_;
-  request_metrics_.step(decode_rows, prompt_rows, std::chrono::duration<double>(t1 - t0).count());
-  if (decode_rows > 0) metrics_.generation_step(decode_rows, std::chrono::duration<double>(t1 - t0).count());
+  request_metrics_.step(decode_rows + draft_rows, prompt_rows, std::chrono::duration<double>(t1 - t0).count());
   metrics_.prompt_tokens(prompt_rows);
 
   size_t next_logits = 0;
+  int64_t decoded = 0;  // tokens the decoding sequences gained
   for (size_t i = 0; i < pieces.size(); ++i) {
     Sequence& q = *in_step[i];
     const size_t s = static_cast<size_t>(q.slot);
@@ -408,14 +445,47 @@ void Scheduler::step() {
     }
     if (!pieces[i].logits) continue;
     q.next.reset();
+    // Row r chooses the token after the piece's token r: a proposal kept goes on to the next row;
+    // the first one not kept (or the last row) ends the sequence's turn, the proposals after it
+    // truncated from the slot.
+    const int64_t drafts = pieces[i].every_logit ? static_cast<int64_t>(pieces[i].tokens.size()) - 1 : 0;
+    const int64_t end = slots_->position(q.slot);
+    int64_t kept = 0, chosen = 0;
     bool more = false;
     try {
-      more = advance(q, logits.at(next_logits++));
+      for (int64_t r = 0; r <= drafts; ++r) {
+        const std::vector<float>& row = logits.at(next_logits + static_cast<size_t>(r));
+        const int32_t draft = r < drafts ? pieces[i].tokens[static_cast<size_t>(r + 1)] : -1;
+        const Speculation::Choice c =
+            q.spec ? q.spec->choose(q.sampler, row, draft) : Speculation::Choice{q.sampler.sample(row), false};
+        const int64_t cached = end - (drafts - r);  // the piece's tokens up to row r's
+        if (r < drafts && !c.accepted) {
+          slots_->truncate(q.slot, cached);
+          cache.tokens.resize(static_cast<size_t>(cached));
+        }
+        ++chosen;
+        kept += c.accepted ? 1 : 0;
+        more = advance(q, c.token, cached);
+        if (!more) break;
+        if (!c.accepted) {
+          q.next = c.token;
+          break;
+        }
+      }
     } catch (const std::exception& e) {
       q.job->finish("error", q.generated, e.what());
+      more = false;
     }
+    next_logits += static_cast<size_t>(drafts + 1);
+    if (was_prompt) {
+      if (!more) release(s);
+      continue;
+    }
+    decoded += chosen;
+    metrics_.decode_pass(drafts, kept, chosen);
     if (!more) release(s);
   }
+  if (decode_rows > 0) metrics_.generation_step(decoded, std::chrono::duration<double>(t1 - t0).count());
 }
 
 // What a failed shift moved is unknown: the slot's cache is dropped, not half-kept.

@@ -19,6 +19,14 @@
 // matches the cache's rows; but the rows after n_keep were computed beside the forgotten tokens,
 // so only the first n_keep are offered to the next request's prefix (never a half-valid prefix).
 //
+// Speculative decoding (--spec ngram or --model-draft, issue 38): a decoding sequence's row is
+// followed by the tokens prompt lookup or the draft model (DraftSlots, proposing for all
+// sequences at once before the step) proposes after it (Speculation), in the rows the step's
+// prompts leave; the
+// step returns every such row's logits, each row chooses a token as generate() does (greedy: the
+// text of plain decoding), and the slot is truncated past the first proposal not kept. /metrics
+// counts the proposals, those kept and the tokens each sequence gained per step.
+//
 // Requests join a free slot between steps and leave when done or cancelled (a client gone frees
 // its slot at the next step); beyond the slots they wait in a bounded queue. A sequence's tokens
 // depend only on its own slot, so batching never changes them.
@@ -47,6 +55,7 @@
 #include "metrics.hpp"
 #include "request_metrics.hpp"
 #include "sequence_slots.hpp"
+#include "vkformer/generate.hpp"
 
 namespace vkformer::server {
 
@@ -57,7 +66,7 @@ class Scheduler {
   // what loading throws.
   using Reload = std::function<std::unique_ptr<SequenceSlots>()>;
   Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
-            RequestMetrics& request_metrics, bool context_shift = false);
+            RequestMetrics& request_metrics, bool context_shift = false, const SpeculativeOptions& speculative = {});
   ~Scheduler();  // stop()
 
   // False from a device loss until the model is loaded again (GET /health: degraded); then
@@ -104,6 +113,7 @@ class Scheduler {
   Metrics& metrics_;
   RequestMetrics& request_metrics_;
   const bool context_shift_;
+  const SpeculativeOptions speculative_;  // mode off, ngram or draft (slots_->draft())
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;

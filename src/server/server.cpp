@@ -45,6 +45,18 @@ void check_options(const ServerOptions& o) {
                 "Server: --batch-tokens is " + std::to_string(o.batch_tokens) + ", expected 0 (automatic) or " +
                     std::to_string(o.parallel) + " (--parallel: a row for each generating sequence) to 4096");
   if (o.host.empty()) throw Error(ErrorCode::invalid_argument, "Server: --host is empty");
+  if ((o.speculative.mode == SpeculativeMode::draft) != !o.model_draft.empty())
+    throw Error(ErrorCode::invalid_argument, "Server: --model-draft goes with speculative mode draft, and mode draft "
+                                             "needs --model-draft");
+  if (o.speculative.mode != SpeculativeMode::off) {
+    SpeculativeOptions checked = o.speculative;  // the ranges (the draft is a file here, not a model)
+    checked.mode = SpeculativeMode::ngram;
+    try {
+      validate(checked);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::invalid_argument, std::string("Server: ") + e.what());
+    }
+  }
 }
 
 // The same time whatever the key given: no early exit at the first differing byte.
@@ -107,7 +119,7 @@ void ServerImpl::load_models() {
     model_id_ = options_.model_name.empty() ? options_.model.stem().string() : options_.model_name;
     scheduler_ = std::make_unique<server::Scheduler>(std::move(slots), [this] { return load_slots(); },
                                                      static_cast<size_t>(options_.max_queue), metrics_,
-                                                     request_metrics_, options_.context_shift);
+                                                     request_metrics_, options_.context_shift, options_.speculative);
   }
   if (!options_.embedding_model.empty()) {
     embedder_ = std::make_unique<SentenceEmbedder>(SentenceEmbedder::load(device_, options_.embedding_model));
@@ -132,7 +144,11 @@ std::unique_ptr<server::SequenceSlots> ServerImpl::load_slots() {
   auto slots = std::make_unique<server::SequenceSlots>(usable_device(), options_.model, options_.parallel,
                                                        options_.context, batch_tokens_, options_.cache_type_k,
                                                        options_.cache_type_v, options_.kv_rotation,
-                                                       options_.context_shift);
+                                                       options_.context_shift,
+                                                       options_.speculative.mode == SpeculativeMode::off
+                                                           ? 0
+                                                           : options_.speculative.draft_max,
+                                                       options_.model_draft);
   // The embedding model shares the device: loaded again now, so that /health says "ok" again
   // without waiting for an embedding request.
   if (!options_.embedding_model.empty() && ready_.load(std::memory_order_acquire)) {

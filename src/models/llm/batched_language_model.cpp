@@ -1,9 +1,10 @@
 // BatchedLanguageModel (vkformer/batched_llm.hpp): one copy of a decoder-only GGUF's weights, KV caches
 // of [slots + 1, n_kv_heads, T, head_dim] per layer, and build_forward's graphs over SlotRows:
 // prompt-piece graphs (one sequence, its slot an input) of 16, 32 and 64 tokens, recorded at
-// their first use, and one step per bucket of rows: up to `slots` rows a step returns every
-// row's logits; above, a step (tokens of prompts among them) returns those of `slots` chosen rows
-// (SlotRows::logit_rows), at most one per slot, since only a piece's last token needs them. Sliding-window layers take a window mask row per sequence
+// their first use, and one step per bucket of rows: up to `logit_rows` (default: `slots`) rows a
+// step returns every row's logits; above, a step (tokens of prompts among them) returns those of
+// `logit_rows` chosen rows (SlotRows::logit_rows): a piece's last token, or every token of a
+// piece that verifies speculative proposals. Sliding-window layers take a window mask row per sequence
 // (step_window_mask); soft-capped attention (Gemma 2) is capped inside the attention kernel.
 // The last slot is scratch: padding rows of a bucket write there, never into a sequence's slot.
 #include <algorithm>
@@ -56,6 +57,11 @@ class BatchedLanguageModelImpl {
                                                    ", expected 0 or " + std::to_string(o.slots) +
                                                    " (slots) to " + std::to_string(kMaxStepTokens));
     step_rows_ = o.step_tokens == 0 ? o.slots : o.step_tokens;
+    if (o.logit_rows != 0 && (o.logit_rows < o.slots || o.logit_rows > step_rows_))
+      throw Error(ErrorCode::invalid_argument, what + ": logit_rows is " + std::to_string(o.logit_rows) +
+                                                   ", expected 0 or " + std::to_string(o.slots) + " (slots) to " +
+                                                   std::to_string(step_rows_) + " (step_tokens)");
+    logit_rows_ = o.logit_rows == 0 ? o.slots : o.logit_rows;
     LoadOptions load;
     load.activations = o.activations;
     load.context = o.context;
@@ -116,6 +122,7 @@ class BatchedLanguageModelImpl {
     if (!shift_) shift_ = std::make_unique<Executor>(device_, build_slot_shift(config_, weights_, caches_));
   }
   int64_t step_rows() const { return step_rows_; }
+  int64_t logit_rows() const { return logit_rows_; }
   ExclusiveUse& in_use() { return in_use_; }
 
   int decode_rows(int sequences) const {
@@ -220,7 +227,7 @@ class BatchedLanguageModelImpl {
   std::vector<float> run(std::span<const Piece> pieces, const char* call) {
     const std::string what = std::string("BatchedLanguageModel::") + call;
     std::vector<size_t> entry(static_cast<size_t>(options_.slots), SIZE_MAX);  // where each slot is listed
-    int64_t total = 0;
+    int64_t total = 0, wanted_rows = 0;
     for (size_t i = 0; i < pieces.size(); ++i) {
       const Piece& x = pieces[i];
       const size_t s = checked(x.slot, call);
@@ -235,10 +242,15 @@ class BatchedLanguageModelImpl {
       check_room(x.slot, static_cast<int64_t>(x.tokens.size()), what);
       check_ids(x.tokens, what + " (slot " + std::to_string(x.slot) + ")");
       total += static_cast<int64_t>(x.tokens.size());
+      wanted_rows += x.every_logit ? static_cast<int64_t>(x.tokens.size()) : x.logits ? 1 : 0;
     }
     if (total > step_rows_)
       throw Error(ErrorCode::invalid_argument, what + ": " + std::to_string(total) + " tokens, more than the " +
                                                    std::to_string(step_rows_) + " a step carries (step_tokens)");
+    if (wanted_rows > logit_rows_)
+      throw Error(ErrorCode::invalid_argument, what + ": the logits of " + std::to_string(wanted_rows) +
+                                                   " rows wanted, more than the " + std::to_string(logit_rows_) +
+                                                   " a step returns (logit_rows)");
     const int64_t rows = step_bucket(total);
     Executor& e = graph(rows);
     // Padding rows: token 0 at position 0 of the scratch slot, seeing that one key.
@@ -252,8 +264,9 @@ class BatchedLanguageModelImpl {
         slot[row] = x.slot;
         position[row] = static_cast<int32_t>(p + static_cast<int64_t>(t));
         key_length[row] = static_cast<int32_t>(p + static_cast<int64_t>(t) + 1);
+        if (x.every_logit) wanted.push_back(static_cast<int32_t>(row));
       }
-      if (x.logits) wanted.push_back(static_cast<int32_t>(row - 1));
+      if (x.logits && !x.every_logit) wanted.push_back(static_cast<int32_t>(row - 1));
     }
     e.set_input("tokens", HostTensor::from_i32({rows, 1}, tokens));
     e.set_input("slot", i32(slot));
@@ -261,10 +274,10 @@ class BatchedLanguageModelImpl {
     e.set_input("key_length", i32(key_length));
     if (needs_window_mask(config_))
       e.set_input("window_mask", step_window_mask(position, cache_rows_, config_.sliding_window));
-    const bool gathered = rows > options_.slots;  // the head runs on `slots` chosen rows only
+    const bool gathered = rows > logit_rows_;  // the head runs on `logit_rows` chosen rows only
     if (gathered) {
       std::vector<int32_t> gather(wanted);
-      gather.resize(static_cast<size_t>(options_.slots), 0);
+      gather.resize(static_cast<size_t>(logit_rows_), 0);
       e.set_input("logit_rows", i32(gather));
     }
     e.run();
@@ -285,7 +298,7 @@ class BatchedLanguageModelImpl {
 
   std::unique_ptr<Executor> compile(int64_t batch, int64_t tokens) {
     SlotRows rows{batch};
-    if (tokens == 1 && batch > options_.slots) rows.logit_rows = options_.slots;
+    if (tokens == 1 && batch > logit_rows_) rows.logit_rows = logit_rows_;
     Graph g = build_forward(config_, weights_, caches_, tokens, Logits::last, options_.activations, &rows);
     return std::make_unique<Executor>(device_, g);
   }
@@ -336,7 +349,7 @@ class BatchedLanguageModelImpl {
   std::map<int64_t, std::unique_ptr<Executor>> prompts_;  // by width (kPromptWidths)
   std::map<int64_t, std::unique_ptr<Executor>> steps_;  // by rows
   std::unique_ptr<Executor> shift_;  // shift()'s, recorded at the first shift
-  int64_t step_rows_ = 0;
+  int64_t step_rows_ = 0, logit_rows_ = 0;
   ExclusiveUse in_use_{"BatchedLanguageModel"};
 };
 
@@ -370,6 +383,7 @@ void BatchedLanguageModel::shift(int slot, int64_t keep, int64_t discard) {
   impl().shift(slot, keep, discard);
 }
 int64_t BatchedLanguageModel::step_rows() const { return impl().step_rows(); }
+int64_t BatchedLanguageModel::logit_rows() const { return impl().logit_rows(); }
 int64_t BatchedLanguageModel::step_bucket(int64_t rows) const { return impl().step_bucket(rows); }
 int BatchedLanguageModel::decode_rows(int sequences) const { return impl().decode_rows(sequences); }
 

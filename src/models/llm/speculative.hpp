@@ -19,17 +19,25 @@ namespace vkformer::models::llm {
 std::vector<int32_t> propose_ngram(std::span<const int32_t> context, int64_t max_tokens, int64_t ngram_max = 4,
                                    int64_t ngram_min = 2);
 
+// check_draft_model's test (vkformer/generate.hpp) on what it compares: the tokenizers (size,
+// every token's text, BOS/EOS) and the output heads' rows; for a BatchedLanguageModel too.
+void check_draft_vocabulary(const GgufTokenizer& target, int64_t target_rows, const GgufTokenizer& draft,
+                            int64_t draft_rows);
+
 // A draft model run greedily on its own cache, kept in step with the context by rolling back to
 // the longest common prefix of what it holds and the context, then appending the rest.
 class DraftModelProposer {
  public:
   explicit DraftModelProposer(LanguageModel& draft) : draft_(&draft) {}
+  LanguageModel* model() const { return draft_; }
   // Up to max_tokens proposals after `context`, stopping where the draft's top token has a
   // probability (softmax at temperature 1) below p_min or its cache is full.
   std::vector<int32_t> propose(std::span<const int32_t> context, int64_t max_tokens, float p_min);
   // Brings the draft's cache to `context` (rollback to the common prefix, the rest run: a few
   // tokens through a verification graph, not a whole prompt chunk); false when it does not fit.
-  // generate() calls it with the prompt, so the draft's prompt pass counts as prompt time.
+  // generate() calls it with the prompt, so the draft's prompt pass counts as prompt time. A
+  // proposer kept across generate() calls (a chat's turns) runs only what is new; if something
+  // else moved the draft's cache meanwhile, it starts again from the context.
   bool sync(std::span<const int32_t> context);
 
  private:
@@ -77,5 +85,14 @@ class DraftBudget {
   double n_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
   int64_t plain_streak_ = 0;
 };
+
+// generate() (vkformer/generate.hpp) continuing a cache that holds `history` (the tokens before
+// `prompt`, which the proposers look at too), with a draft proposer the caller keeps (its cache
+// carries over between calls: a Conversation's turns; null: one of its own for this call, as
+// generate() makes). drafter->model() must be speculative.draft_model.
+TextGenerationResult generate_continued(LanguageModel& model, std::span<const int32_t> history,
+                                        std::span<const int32_t> prompt, Sampler& sampler, int64_t max_tokens,
+                                        const TokenCallback& on_token, const SpeculativeOptions& speculative,
+                                        DraftModelProposer* drafter);
 
 }  // namespace vkformer::models::llm

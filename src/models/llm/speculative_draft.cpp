@@ -10,14 +10,19 @@
 namespace vkformer {
 
 void check_draft_model(const LanguageModel& target, const LanguageModel& draft) {
-  const GgufTokenizer &t = target.tokenizer(), &d = draft.tokenizer();
+  models::llm::check_draft_vocabulary(target.tokenizer(), target.config().vocab_size, draft.tokenizer(),
+                                      draft.config().vocab_size);
+}
+
+void models::llm::check_draft_vocabulary(const GgufTokenizer& t, int64_t target_rows, const GgufTokenizer& d,
+                                         int64_t draft_rows) {
   const std::string what = "draft model: its vocabulary is not the target's: ";
   if (t.vocab_size() != d.vocab_size())
     throw Error(ErrorCode::invalid_argument, what + std::to_string(d.vocab_size()) + " tokens, the target has " +
                                                  std::to_string(t.vocab_size()));
-  if (draft.config().vocab_size != target.config().vocab_size)
-    throw Error(ErrorCode::invalid_argument, what + "its output has " + std::to_string(draft.config().vocab_size) +
-                                                 " rows, the target's " + std::to_string(target.config().vocab_size));
+  if (draft_rows != target_rows)
+    throw Error(ErrorCode::invalid_argument, what + "its output has " + std::to_string(draft_rows) +
+                                                 " rows, the target's " + std::to_string(target_rows));
   for (size_t i = 0; i < t.vocab_size(); ++i) {
     const auto id = static_cast<int32_t>(i);
     if (t.id_to_token(id) != d.id_to_token(id))
@@ -35,6 +40,11 @@ namespace models::llm {
 
 bool DraftModelProposer::sync(std::span<const int32_t> context) {
   if (context.empty()) return false;
+  if (draft_->position() != static_cast<int64_t>(cached_.size())) {  // another user moved the draft's cache
+    draft_->reset();
+    cached_.clear();
+    logits_.clear();
+  }
   // Keep what the draft's cache shares with the context; with nothing new, run the last token
   // again unless its logits are still at hand.
   size_t common = std::mismatch(cached_.begin(), cached_.end(), context.begin(), context.end()).first - cached_.begin();
