@@ -14,6 +14,12 @@
 // shared row; float keys are roped and stored. Values (no ROPE) move as they are, halfword for
 // halfword, exact in every type.
 //
+// With shift = i32 [4] the fourth value picks one batch item (a server's slot): the grid is then
+// one workgroup per head of an item, and workgroup h shifts slice item * HEADS + h alone, so a
+// slot's shift is one dispatch however many KV heads it has, the other items' rows untouched.
+// The item is read at run time (a recorded graph shifts any slot); FIRST, the first slice of
+// the binding (a window of a cache larger than one binding), is known when recording.
+//
 // One workgroup per slice walks its rows in increasing order: row r + discard is read before
 // row r is written, and no later step reads a row already written (they lie below), so the
 // move needs no second buffer. Moving values, invocation x touches only halfwords x, x + wg,
@@ -28,11 +34,15 @@ layout(constant_id = 5) const uint ROW_CAP = 64;  // >= D: 2 x the workgroup siz
 
 layout(set = 0, binding = 0) buffer Cache { uint16_t cache[]; };
 layout(set = 0, binding = 1) readonly buffer InvFreq { float inv_freq[]; };  // [dims / 2]
-layout(set = 0, binding = 2) readonly buffer Shift { int shift[]; };         // keep, discard, end
+layout(set = 0, binding = 2) readonly buffer Shift { int shift[]; };  // keep, discard, end[, item]
 layout(push_constant) uniform Push {
   uint t;          // rows of a slice
   uint d;          // head dim D
   uint half_dims;  // rope dims / 2
+  uint heads;      // 0: every slice of the binding; else slices of an item, shift[3] the item
+  uint items;      // batch items of the cache
+  uint first;      // the binding's first slice of the cache
+  uint slices;     // the binding's slices
 } p;
 
 shared float row[ROW_CAP];
@@ -57,7 +67,14 @@ void main() {
   const uint keep = uint(clamp(shift[0], 0, int(p.t)));
   const uint drop = uint(clamp(shift[1], 0, int(p.t - keep)));
   const uint end = uint(clamp(shift[2], int(keep + drop), int(p.t)));
-  const uint rh = row_halfwords(TYPE, p.d), slice = gl_WorkGroupID.x * p.t * rh;
+  uint local = gl_WorkGroupID.x;  // the slice in the binding
+  if (p.heads != 0u) {
+    if (shift[3] < 0 || uint(shift[3]) >= p.items) return;  // no such item: nothing moves
+    const uint global = uint(shift[3]) * p.heads + gl_WorkGroupID.x;
+    if (global < p.first || global - p.first >= p.slices) return;  // another window's
+    local = global - p.first;
+  }
+  const uint rh = row_halfwords(TYPE, p.d), slice = local * p.t * rh;
   if (drop == 0u) return;
   if (!ROPE) {
     for (uint r = keep; r + drop < end; ++r)

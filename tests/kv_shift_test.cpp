@@ -13,6 +13,7 @@
 //     largest value plus half a step (f16: half an ulp; q8_0/q4_0: half/one quantization step
 //     of the block, as ggml's quantizer rounds) — the kernel's arithmetic alone.
 // Values move byte for byte; rows below keep are untouched. Written with 4 query heads per KV head.
+// One item's shift (a server's slot) moves that item's rows alone (see its test).
 //
 // Model: with f32 caches, a shifted model's next logits equal those of a fresh model that ran
 // only the kept tokens (1e-4 of the largest logit), on the converted family models whose
@@ -165,6 +166,101 @@ TEST_F(DeviceTest, ShiftedKeysEqualKeysWrittenAtTheirNewPositions) {
   for (const ShiftCase& c : cases) check_shift(device(), c);
 }
 
+// One item's shift (shift = i32 [4] {keep, discard, end, item}: a server's slot,
+// BatchedLanguageModel::shift): caches [3 items, Hkv, 16, 64] of random bytes, item 1 shifted by
+// {3, 5, 14}. Item 1's moved keys equal the exact re-rotation of their stored bytes in double
+// (within 1e-5 of the row's largest value plus the final rounding, as above), its values move
+// byte for byte, its rows below keep and from end on stay; items 0 and 2 stay bit for bit, and
+// an item outside [0, 3) moves nothing. One dispatch per cache, or one per window where the cache
+// spans several bindings (VKFORMER_MAX_BINDING_BYTES=4096: f32 slices of 4096 bytes, one a
+// window; q8_0 slices of 1088 bytes, three a window, so item 1's two heads lie in two windows).
+// The keys are random valid bytes, not written by rope_kv_cache: the turn is checked against the
+// bytes it read, as the test above's "exact re-rotation".
+
+// Bytes of `rows` rows of D elements of a cache type, random but valid (finite scales).
+std::vector<std::byte> random_rows(DType type, int64_t rows, int64_t D, uint32_t seed) {
+  const std::vector<float> x = random_values(static_cast<size_t>(rows * D), seed, -1.0f, 1.0f);
+  if (!is_quantized(type)) {
+    const HostTensor h = HostTensor::from_f32({rows * D}, x, type);
+    return {h.data(), h.data() + h.nbytes()};
+  }
+  // q8_0 blocks: an f16 scale from 0.004 to 0.012, codes in [-127, 127].
+  std::vector<std::byte> out;
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const uint16_t d = float_to_half(0.008f + 0.004f * x[32 * b]);
+    out.push_back(static_cast<std::byte>(d & 0xff));
+    out.push_back(static_cast<std::byte>(d >> 8));
+    for (size_t i = 0; i < 32; ++i)
+      out.push_back(static_cast<std::byte>(static_cast<int8_t>(std::lround(127.0f * x[32 * b + i]))));
+  }
+  return out;
+}
+
+void check_item_shift(Device& dev, DType k_type, int rotation, int64_t Hkv, size_t dispatches) {
+  SCOPED_TRACE(std::string("k ") + std::string(dtype_name(k_type)) + " rotation " + std::to_string(rotation) + " Hkv " +
+               std::to_string(Hkv));
+  constexpr int64_t B = 3, T = 16, D = 64;
+  constexpr int32_t keep = 3, discard = 5, end = 14, item = 1;
+  const Shape shape{B, Hkv, T, D};
+  const std::vector<std::byte> k0 = random_rows(k_type, B * Hkv * T, D, 7), v0 = random_rows(DType::f16, B * Hkv * T, D, 8);
+  const size_t krow = static_cast<size_t>(dtype_bytes(k_type, D)), vrow = static_cast<size_t>(dtype_bytes(DType::f16, D));
+  RopeOptions ro;
+  ro.style = RopeOptions::Style::neox;
+  const Family f{"neox", RopeOptions::Style::neox, 10000.0, 1.0, -1, false};
+  for (const int32_t which : {item, -1, static_cast<int32_t>(B)}) {
+    SCOPED_TRACE("item " + std::to_string(which));
+    DeviceTensor ck = dev.upload(HostTensor::from_bytes(shape, k_type, k0));
+    DeviceTensor cv = dev.upload(HostTensor::from_bytes(shape, DType::f16, v0));
+    Graph g;
+    Tensor shift = g.input("shift", {4}, DType::i32);
+    g.output("k", g.rope_shift(g.external("k", ck), shift, ro, rotation));
+    g.output("v", g.rope_shift(g.external("v", cv), shift, std::nullopt));
+    Executor ex(dev, g);
+    EXPECT_EQ(ex.stats().dispatches, dispatches);
+    ex.run({{"shift", HostTensor::from_i32({4}, std::vector<int32_t>{keep, discard, end, which})}});
+    for (const auto& m : dev.take_validation_messages()) ADD_FAILURE() << "Vulkan validation: " << m.text;
+    const HostTensor k1 = dev.download(ck), v1 = dev.download(cv);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t r = 0; r < T; ++r) {
+          SCOPED_TRACE("item " + std::to_string(b) + " head " + std::to_string(h) + " row " + std::to_string(r));
+          const size_t at = static_cast<size_t>((b * Hkv + h) * T + r);
+          const bool moved = b == which && r >= keep && r < end - discard;
+          if (!moved) {
+            if (b == which && r >= end - discard && r < end) continue;  // left as they were, or not: no one reads them
+            ASSERT_EQ(0, std::memcmp(k1.data() + at * krow, k0.data() + at * krow, krow));
+            ASSERT_EQ(0, std::memcmp(v1.data() + at * vrow, v0.data() + at * vrow, vrow));
+            continue;
+          }
+          const size_t from = at + discard;
+          ASSERT_EQ(0, std::memcmp(v1.data() + at * vrow, v0.data() + from * vrow, vrow));
+          const std::vector<double> got = dequantize(k_type, k1.data() + at * krow, D);
+          const std::vector<double> stored = dequantize(k_type, k0.data() + from * krow, D);
+          const std::vector<double> exact =
+              hadamard_blocks(rope(hadamard_blocks(stored, rotation), f, {}, -static_cast<double>(discard)), rotation);
+          double amax = 0.0;
+          for (double v : exact) amax = std::max(amax, std::abs(v));
+          for (size_t e = 0; e < static_cast<size_t>(D); ++e) {
+            const double step = step_at(k_type, k1.data() + at * krow, e, got[e]);
+            // Half a step of the rounding, plus the codes' rounding against the unrounded scale.
+            const double codes = k_type == DType::q8_0 ? 127.0 : 0.0;
+            ASSERT_NEAR(got[e], exact[e], 1e-5 * amax + (0.5 + codes * std::ldexp(1.0, -11) + 1e-3) * step)
+                << "element " << e;
+          }
+        }
+  }
+}
+
+TEST_F(DeviceTest, OneItemShiftMovesThatItemsRowsAlone) {
+  check_item_shift(device(), DType::f32, 0, 3, 2);
+  check_item_shift(device(), DType::q8_0, 64, 2, 2);
+  Device windowed = open_test_device_with_env({{"VKFORMER_MAX_BINDING_BYTES", "4096"}});
+  // K: 9 slices of 4096 bytes, a window each; V: f16 slices of 2048 bytes, 2 a window (5).
+  check_item_shift(windowed, DType::f32, 0, 3, 9 + 5);
+  // K: 6 slices of 1088 bytes, 3 a window (2); V: 6 of 2048 bytes, 2 a window (3).
+  check_item_shift(windowed, DType::q8_0, 64, 2, 2 + 3);
+}
+
 TEST_F(DeviceTest, RopeShiftRejectsWhatItCannotShift) {
   Device& dev = device();
   DeviceTensor c48 = dev.allocate({1, 1, 8, 48}, DType::q8_0), c64 = dev.allocate({1, 1, 8, 64}, DType::f16);
@@ -174,6 +270,8 @@ TEST_F(DeviceTest, RopeShiftRejectsWhatItCannotShift) {
                          "rows of an even head dim (whole blocks of 32 quantized)"));
   EXPECT_TRUE(fails_with([&] { g.rope_shift(g.external("c64", c64), g.input("two", {2}, DType::i32), RopeOptions{}); },
                          ErrorCode::shape_mismatch, "expected i32 [3] (keep, discard, end)"));
+  EXPECT_TRUE(fails_with([&] { g.rope_shift(g.external("c64c", c64), g.input("five", {5}, DType::i32), RopeOptions{}); },
+                         ErrorCode::shape_mismatch, "or [4] (keep, discard, end, item)"));
   EXPECT_TRUE(fails_with([&] { g.rope_shift(g.external("c64b", c64), shift, std::nullopt, 64); },
                          ErrorCode::shape_mismatch, "rotation is 64: expected 0, or with rope"));
 }

@@ -55,6 +55,9 @@ int serve_command(const ServerOptions& given, LlmArgs kv, const GlobalOptions& g
   if (options.context > 0 && options.keep > options.context - 4)
     usage_error("--keep " + std::to_string(options.keep) + " is more than --ctx " + std::to_string(options.context) +
                 " - 4: a context shift must forget some tokens");
+  if (options.context > 0 && options.n_discard >= options.context)
+    usage_error("--n-discard " + std::to_string(options.n_discard) + " is not less than --ctx " +
+                std::to_string(options.context) + ": a context shift forgets fewer tokens than the context holds");
   if (options.batch_tokens != 0 && options.batch_tokens < options.parallel)
     usage_error("--batch-tokens " + std::to_string(options.batch_tokens) + " is less than --parallel " +
                 std::to_string(options.parallel) + ": each step carries a token of every generating sequence");
@@ -157,12 +160,15 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
   cmd->add_flag("--verbose", o.verbose, "a line per answered completion on stderr: where its time went");
   // llama-server's names: --context-shift (off by default) and --keep N (-1: the whole prompt).
   cmd->add_flag("--context-shift,!--no-context-shift", o.context_shift,
-                "a sequence that fills its context (--ctx) forgets half of its tokens after the first n_keep "
+                "a sequence that fills its context (--ctx) forgets n_discard (default half) of its tokens after the first n_keep "
                 "and goes on (prompt + max_tokens may exceed --ctx; a prompt may not); off by default: such a "
                 "request is refused with 400 context_length_exceeded");
   add_whole_number(*cmd, "--keep", o.keep, -1, 1 << 20,
                    "tokens a context shift keeps at the start (after the BOS token), for requests that give no "
                    "n_keep; -1: the whole prompt (default 0)");
+  add_whole_number(*cmd, "--n-discard", o.n_discard, 0, 1 << 20,
+                   "tokens a context shift forgets after n_keep, for requests that give no n_discard (at most "
+                   "all but one of them); 0: half of them, as llama-server (default 0)");
   add_cache_type_options(*cmd, *kv);
   add_speculative_options(*cmd, *kv);  // --spec, --model-draft, --draft-max/min/p-min (as generate's)
   return {cmd, [options, kv, &globals] { return serve_command(*options, *kv, globals); }};

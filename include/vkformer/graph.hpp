@@ -269,7 +269,9 @@ class Graph {
   // so that it equals the key rope_kv_cache would write at its new position: a quantized key
   // dequantized, taken out of the attention rotation of block `rotation` (KvRotation::k; 0:
   // none), turned, rotated back and quantized again. Without rope (values) the rows move as
-  // they are. Returns the cache after the move.
+  // they are. With shift = i32 [4] {keep, discard, end, item} only the slices of batch item
+  // `item` (its Hkv heads) move, in one dispatch, the other items' rows untouched (an item out
+  // of [0, B) moves nothing). Returns the cache after the move.
   Tensor rope_shift(Tensor cache, Tensor shift, const std::optional<RopeOptions>& rope, int rotation = 0);
 
   // Ops added inside a scope are labelled "<scope>/<op>" in profiles and errors.

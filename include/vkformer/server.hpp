@@ -46,13 +46,16 @@ struct ServerOptions {
   // unset: the activations' (f32).
   std::optional<DType> cache_type_k, cache_type_v;
   bool kv_rotation = true;                // LanguageModelOptions::kv_rotation
-  // llama-server's --context-shift: a sequence that fills its slot's context forgets half of its
-  // tokens after the first n_keep and goes on (BatchedLanguageModel::shift), so prompt +
-  // max_tokens may exceed the context (a prompt may not: 400 context_length_exceeded). Off: such
-  // a request is refused with 400 context_length_exceeded.
+  // llama-server's --context-shift: a sequence that fills its slot's context forgets n_discard
+  // (default half) of its tokens after the first n_keep and goes on (BatchedLanguageModel::shift),
+  // so prompt + max_tokens may exceed the context (a prompt may not: 400
+  // context_length_exceeded). Off: such a request is refused with 400 context_length_exceeded.
   bool context_shift = false;
   // llama-server's --keep: the n_keep of requests that give none; -1: the whole prompt.
   int64_t keep = 0;
+  // The n_discard of requests that give none (llama-server's request field): tokens a context
+  // shift forgets after n_keep; 0: half of them (llama-server's default). Below the context.
+  int64_t n_discard = 0;
   // Speculative decoding per sequence (--spec ngram, --model-draft, --draft-max, --draft-min,
   // --draft-p-min): mode off, ngram (prompt lookup) or draft (model_draft proposes, a GGUF of the
   // target's vocabulary loaded beside it with a slot per sequence); greedy requests give exactly

@@ -98,10 +98,13 @@ void ServerImpl::handle_completion(const httplib::Request& req, httplib::Respons
   if (params.n_keep && *params.n_keep > keep_limit_)
     throw bad_request("n_keep", "'n_keep' is " + std::to_string(*params.n_keep) + ", more than the " + std::to_string(keep_limit_) + " tokens a context shift can keep in the context of " + std::to_string(context) + " tokens per sequence (--ctx - 4" + (bos ? ", after the BOS token)" : ")"));
   const int64_t n_keep = params.n_keep.value_or(options_.keep);
+  if (params.n_discard && *params.n_discard >= context)
+    throw bad_request("n_discard", "'n_discard' is " + std::to_string(*params.n_discard) + ", not less than the context of " + std::to_string(context) + " tokens per sequence (--ctx)");
 
   server::GenerationRequest g;
   g.max_tokens = params.max_tokens.value_or(options_.context_shift ? max_tokens_ : std::min(max_tokens_, context - n));
   g.n_keep = n_keep < 0 ? std::min(n, context - 4) : n_keep + (bos ? 1 : 0);
+  g.n_discard = params.n_discard.value_or(options_.n_discard);
   g.prompt = std::move(prompt);
   g.sampling = params.sampling;
   g.stop = params.stop;

@@ -24,6 +24,9 @@ struct GenerationRequest {
   // Tokens a context shift keeps at the start (llama-server's n_keep, the BOS token and the
   // -1 of "the whole prompt" resolved; at most the context - 4); used with --context-shift only.
   int64_t n_keep = 0;
+  // Tokens a context shift forgets after n_keep (llama-server's n_discard; at most all but one of
+  // them); 0: half of them.
+  int64_t n_discard = 0;
   std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();  // the handler took it
 };
 

@@ -112,6 +112,7 @@ GenerationParams parse_params(const json& body) {
     throw bad_request("max_completion_tokens", "'max_tokens' and 'max_completion_tokens' differ");
   p.max_tokens = max_completion ? max_completion : max_tokens;
   p.n_keep = get_int(body, "n_keep", -1, int_max);  // against the context in the handler
+  p.n_discard = get_int(body, "n_discard", 0, int_max);  // likewise
 
   SamplingOptions& s = p.sampling;
   s.temperature = static_cast<float>(get_number(body, "temperature", 0.0, 2.0).value_or(1.0));

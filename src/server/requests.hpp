@@ -29,6 +29,7 @@ struct GenerationParams {
   std::vector<std::string> stop;              // up to 4 non-empty strings
   bool cache_prompt = true;                   // llama-server's extension: reuse a slot's cached prefix
   std::optional<int64_t> n_keep;              // llama-server's: tokens a context shift keeps; -1: the prompt
+  std::optional<int64_t> n_discard;           // llama-server's: tokens a shift forgets after n_keep; 0: half
 };
 
 struct ChatRequest {

@@ -505,11 +505,11 @@ bool Scheduler::shift_if_full(Sequence& q) {
   const size_t s = static_cast<size_t>(q.slot);
   const int64_t n = slots_->position(q.slot), context = slots_->context();
   if (n + 1 < context) return true;  // llama-server's test: room for the next token and one more
-  // llama-server's amounts: n_keep (at most context - 4, as the request's was checked), and half
-  // of the rest discarded (at least one token kept after n_keep).
+  // llama-server's amounts: n_keep (at most context - 4, as the request's was checked), and
+  // n_discard of the rest discarded, half of it when 0 (at least one token kept after n_keep).
   const int64_t keep = std::clamp<int64_t>(q.job->request.n_keep, 0, std::max<int64_t>(0, context - 4));
-  const int64_t left = n - keep;
-  const int64_t discard = std::clamp<int64_t>(left / 2, 0, std::max<int64_t>(0, left - 1));
+  const int64_t left = n - keep, asked = q.job->request.n_discard;
+  const int64_t discard = std::clamp<int64_t>(asked > 0 ? asked : left / 2, 0, std::max<int64_t>(0, left - 1));
   SlotCache& cache = cache_[s];
   try {
     const std::string where = "slot " + std::to_string(q.slot) + " (" + std::to_string(n) + " of " +

@@ -40,6 +40,7 @@ void check_options(const ServerOptions& o) {
   positive("--max-body-bytes", static_cast<int64_t>(std::min<size_t>(o.max_body_bytes, INT64_MAX)), 1024, 1LL << 32);
   positive("--shutdown-grace", o.shutdown_grace_s, 0, 3600);
   positive("--keep", o.keep, -1, 1 << 20);  // against the context once the model is loaded
+  positive("--n-discard", o.n_discard, 0, 1 << 20);  // likewise
   if (o.batch_tokens != 0 && (o.batch_tokens < o.parallel || o.batch_tokens > 4096))
     throw Error(ErrorCode::invalid_argument,
                 "Server: --batch-tokens is " + std::to_string(o.batch_tokens) + ", expected 0 (automatic) or " +
@@ -116,6 +117,10 @@ void ServerImpl::load_models() {
                   "Server: --keep is " + std::to_string(options_.keep) + ", more than the " +
                       std::to_string(keep_limit_) + " tokens a context shift can keep in a context of " +
                       std::to_string(context_) + " (--ctx - 4" + (tokenizer_->add_bos() ? ", after the BOS token)" : ")"));
+    if (options_.n_discard >= context_)
+      throw Error(ErrorCode::invalid_argument, "Server: --n-discard is " + std::to_string(options_.n_discard) +
+                                                   ", not less than the context of " + std::to_string(context_) +
+                                                   " tokens per sequence (--ctx)");
     model_id_ = options_.model_name.empty() ? options_.model.stem().string() : options_.model_name;
     scheduler_ = std::make_unique<server::Scheduler>(std::move(slots), [this] { return load_slots(); },
                                                      static_cast<size_t>(options_.max_queue), metrics_,

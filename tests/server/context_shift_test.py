@@ -15,10 +15,17 @@ a context of 64 tokens per slot, two slots:
   - a prompt as long as the context is still 400 context_length_exceeded (not truncated, as
     llama-server); n_keep -1 (the whole prompt) and the largest n_keep (context - 4) work;
   - bad n_keep: negative below -1, beyond context - 4, a float, a string: 400 naming n_keep.
+  - n_discard (llama-server's request field; --n-discard the default of requests without it):
+    the shifts and tokens forgotten follow the rule with that amount; n_discard equal to the
+    default half gives the default's text; after a shift of n_discard the slot's token list is
+    n_keep + what follows the n_discard forgotten ones (a prompt sharing it reuses n_keep tokens
+    and gets the cold server's text); bad n_discard (negative, >= the context, a float, a string)
+    is 400 naming n_discard, and a bad --n-discard exits 2 naming the option.
 Usage: context_shift_test.py VKFORMER TINY_DIR"""
 import concurrent.futures
 import json
 import os
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -72,17 +79,17 @@ def stream(base, prompt, max_tokens, **extra):
     return text, usage["completion_tokens"] if usage else None, reason
 
 
-def llama_server_shifts(prompt_len, max_tokens, n_keep):
+def llama_server_shifts(prompt_len, max_tokens, n_keep, n_discard=0):
     """The shifts llama-server makes for a request that generates max_tokens tokens: before each
     generated token but the last is decoded, a slot whose tokens + 1 reach the context keeps
-    n_keep and forgets half of the rest. (count, tokens forgotten, tokens left, [tokens at each
-    shift's discard])."""
+    n_keep and forgets n_discard of the rest (0: half; at most all but one). (count, tokens
+    forgotten, tokens left, [tokens at each shift's discard])."""
     n, count, forgotten, discards = prompt_len, 0, 0, []
     for _ in range(max_tokens - 1):
         if n + 1 >= CTX:
             keep = min(n_keep, CTX - 4)
             left = n - keep
-            d = max(0, min(left // 2, left - 1))
+            d = max(0, min(n_discard or left // 2, left - 1))
             n -= d
             count += 1
             forgotten += d
@@ -113,9 +120,9 @@ try:
     try:
         expected_shifts = expected_forgotten = 0
 
-        def expect(prompt_len, max_tokens, n_keep):
+        def expect(prompt_len, max_tokens, n_keep, n_discard=0):
             global expected_shifts, expected_forgotten
-            count, forgotten, _, _ = llama_server_shifts(prompt_len, max_tokens, n_keep)
+            count, forgotten, _, _ = llama_server_shifts(prompt_len, max_tokens, n_keep, n_discard)
             expected_shifts += count
             expected_forgotten += forgotten
             return count
@@ -169,6 +176,29 @@ try:
         c.check(cached == 4, "after a shift, a prompt sharing the shifted list reused %d tokens, expected 4 (n_keep)" % cached)
         c.check((text, n, reason) == cold[:3], "after a shift: %r, a cold server %r" % ((text, n, reason), cold[:3]))
 
+        # n_discard: the default's amount given explicitly (29 = (63 - 4) / 2 at a's one shift)
+        # gives the default's text; 7 makes three shifts (at 63 tokens each) where the default
+        # makes one, forgetting 21 tokens after n_keep: the slot then lists a[:4] + a[25:40] + what
+        # it generated, and a prompt sharing that reuses the first 4 tokens only.
+        same = complete(on.base, a_prompt, 40, n_keep=4, n_discard=29, cache_prompt=False)
+        expect(len(a_prompt), 40, 4, 29)
+        c.check(same[:3] == alone_a[:3], "n_discard 29 (the default half) %r, without n_discard %r" % (same[:3], alone_a[:3]))
+        count, forgotten, _, discards = llama_server_shifts(len(a_prompt), 40, 4, 7)
+        c.check(count == 3 and discards == [7, 7, 7], "the plan with n_discard 7: %d shifts %s" % (count, discards))
+        before = [int(on.metric_value(m)) for m in ("vkformer_context_shifts_total", "vkformer_context_shift_tokens_total")]
+        seven = complete(on.base, a_prompt, 40, n_keep=4, n_discard=7)  # leaves its shifted slot
+        expect(len(a_prompt), 40, 4, 7)
+        c.check(seven[1] == 40 and seven[2] == "length" and seven[0].startswith(cold_a[0]),
+                "n_discard 7: %d tokens (%s), starts %r, the cold server's %r" % (seven[1], seven[2], seven[0][:40], cold_a[0][:40]))
+        after = [int(on.metric_value(m)) for m in ("vkformer_context_shifts_total", "vkformer_context_shift_tokens_total")]
+        c.check([after[0] - before[0], after[1] - before[1]] == [3, forgotten],
+                "n_discard 7: %d shifts forgot %d tokens, expected 3 and %d" % (after[0] - before[0], after[1] - before[1], forgotten))
+        shared = a_prompt[:4] + a_prompt[25:40] + ids[80:84]
+        text, n, reason, cached = complete(on.base, shared, 10)
+        cold = complete(off.base, shared, 10)
+        c.check(cached == 4, "after shifts of 7, a prompt sharing the shifted list reused %d tokens, expected 4" % cached)
+        c.check((text, n, reason) == cold[:3], "after shifts of 7: %r, a cold server %r" % ((text, n, reason), cold[:3]))
+
         # The edges: the longest prompt (context - 1) shifts at once; n_keep -1 keeps the whole
         # prompt; n_keep context - 4 keeps all but 3 tokens.
         for prompt, max_tokens, keep, resolved in ((ids[:CTX - 1], 20, 0, 0), (a_prompt, 60, -1, len(a_prompt)),
@@ -188,6 +218,10 @@ try:
                            ("4", "must be an integer, got a string"), (True, "must be an integer")):
             code = error_of(*post(on.base, dict(model="tiny", prompt=ids[:10], max_tokens=4, n_keep=bad)))
             c.check(code[0] == 400 and code[1] == "n_keep" and words in code[3], "n_keep %r: %s" % (bad, code))
+        for bad, words in ((-1, "from 0 to"), (CTX, "not less than the context of 64"), (1.5, "must be an integer, got a number"),
+                           ("4", "must be an integer, got a string")):
+            code = error_of(*post(on.base, dict(model="tiny", prompt=ids[:10], max_tokens=4, n_discard=bad)))
+            c.check(code[0] == 400 and code[1] == "n_discard" and words in code[3], "n_discard %r: %s" % (bad, code))
         c.check(on.health(), "health at the end")
         on.stop()
     finally:
@@ -195,4 +229,10 @@ try:
     off.stop()
 finally:
     off.kill()
+
+# A bad --n-discard is a command-line mistake: exit 2 naming it, before any model is loaded.
+for bad, words in (("-1", "--n-discard"), (str(CTX), "--n-discard 64 is not less than --ctx 64")):
+    r = subprocess.run([vkformer, "serve", "--model", gguf_path, "--ctx", str(CTX), "--n-discard", bad],
+                       capture_output=True, text=True, timeout=120)
+    c.check(r.returncode == 2 and words in r.stderr, "--n-discard %s: exit %d, %r" % (bad, r.returncode, r.stderr[-300:]))
 c.finish()

@@ -98,8 +98,8 @@ class BatchedLanguageModelImpl {
                                                    std::to_string(slot) + "'s tokens)");
     positions_[s] = length;
   }
-  // The slot's context shift: build_slot_shift's graph (recorded at the first shift) over the
-  // rows of that slot alone, each KV head's [base, base + T) with base = (slot * heads + h) * T.
+  // The slot's context shift: build_slot_shift's graph (recorded at the first shift), which moves
+  // the rows of that slot alone.
   void shift(int slot, int64_t keep, int64_t discard) {
     const size_t s = checked(slot, "shift");
     const int64_t end = positions_[s];
@@ -109,12 +109,8 @@ class BatchedLanguageModelImpl {
                       std::to_string(discard) + " must have keep >= 0, discard >= 1 and keep + discard <= " +
                       std::to_string(end) + " (slot " + std::to_string(slot) + "'s tokens)");
     record_shift();
-    for (int64_t h = 0; h < config_.n_kv_heads; ++h) {
-      const int64_t base = (static_cast<int64_t>(slot) * config_.n_kv_heads + h) * cache_rows_;
-      shift_->set_input("shift." + std::to_string(h),
-                        i32({static_cast<int32_t>(base + keep), static_cast<int32_t>(discard),
-                             static_cast<int32_t>(base + end)}));
-    }
+    shift_->set_input("shift", i32({static_cast<int32_t>(keep), static_cast<int32_t>(discard), static_cast<int32_t>(end),
+                                    static_cast<int32_t>(slot)}));
     shift_->run();
     positions_[s] = end - discard;
   }

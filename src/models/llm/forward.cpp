@@ -109,9 +109,13 @@ std::pair<RopeOptions, RopeOptions> layer_ropes(const LanguageModelConfig& c, co
 
 }  // namespace
 
-Graph build_shift(const LanguageModelConfig& c, const LanguageModelWeights& w, const KvCaches& caches) {
+namespace {
+
+// build_shift's and build_slot_shift's graph: input "shift" of `values` i32 (3: every slice of
+// the caches; 4: one slot's, Graph::rope_shift's item).
+Graph shift_graph(const LanguageModelConfig& c, const LanguageModelWeights& w, const KvCaches& caches, int64_t values) {
   Graph g;
-  Tensor shift = g.input("shift", {3}, DType::i32);
+  Tensor shift = g.input("shift", {values}, DType::i32);
   const auto [rope, rope_sliding] = layer_ropes(c, w);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string blk = "blk." + std::to_string(i);
@@ -124,29 +128,14 @@ Graph build_shift(const LanguageModelConfig& c, const LanguageModelWeights& w, c
   return g;
 }
 
+}  // namespace
+
+Graph build_shift(const LanguageModelConfig& c, const LanguageModelWeights& w, const KvCaches& caches) {
+  return shift_graph(c, w, caches, 3);
+}
+
 Graph build_slot_shift(const LanguageModelConfig& c, const LanguageModelWeights& w, const KvCaches& caches) {
-  Graph g;
-  std::vector<Tensor> shift;  // per KV head: its rows of the slot, in the flattened cache
-  for (int64_t h = 0; h < c.n_kv_heads; ++h) shift.push_back(g.input("shift." + std::to_string(h), {3}, DType::i32));
-  const auto [rope, rope_sliding] = layer_ropes(c, w);
-  // The cache as one slice of all its rows (the same bytes, another shape).
-  auto flat = [](const DeviceTensor& t) {
-    const Shape& s = t.shape();
-    return DeviceTensor(t.allocation(), Shape{1, 1, s[0] * s[1] * s[2], s[3]}, t.dtype());
-  };
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string blk = "blk." + std::to_string(i);
-    const bool sliding = c.sliding_window > 0 && c.sliding_layers[static_cast<size_t>(i)];
-    const Tensor k = g.external(blk + ".cache_k", flat(caches.k[static_cast<size_t>(i)]));
-    const Tensor v = g.external(blk + ".cache_v", flat(caches.v[static_cast<size_t>(i)]));
-    // Each head's op writes only its own rows; the executor orders the writes to one cache.
-    for (const Tensor& s : shift) {
-      g.rope_shift(k, s, sliding ? rope_sliding : rope, caches.rotation.k);
-      g.rope_shift(v, s, std::nullopt);
-    }
-  }
-  g.output("shifted", shift.front());
-  return g;
+  return shift_graph(c, w, caches, 4);
 }
 
 Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w, const KvCaches& caches, int64_t s,

@@ -78,13 +78,10 @@ bool needs_window_mask(const LanguageModelConfig& config);
 Graph build_shift(const LanguageModelConfig& config, const LanguageModelWeights& weights, const KvCaches& caches);
 
 // The context shift of ONE slot of SlotRows caches [slots, n_kv_heads, T, head_dim] (a server's
-// sequence that filled its context), the other slots untouched: Graph::rope_shift moves the rows
-// of every slice of a cache alike, so each cache is bound as one slice of slots * n_kv_heads * T
-// rows and shifted once per KV head, by inputs "shift.H" i32 [3] {base + keep, discard, base +
-// end} with base = (slot * n_kv_heads + H) * T: the rows of head H of that slot, and no others.
-// The keys are turned as build_shift's (the turn depends on `discard` alone, not on the row), so
-// the moved rows equal what build_shift gives a single sequence. Output "shifted" echoes
-// "shift.0".
+// sequence that filled its context), the other slots untouched: input "shift" i32 [4] {keep,
+// discard, end, slot}, Graph::rope_shift's one-item form, so each cache's shift is one dispatch
+// over the slot's KV heads. The keys are turned as build_shift's, so the moved rows equal what
+// build_shift gives a single sequence. Output "shifted" echoes the input.
 Graph build_slot_shift(const LanguageModelConfig& config, const LanguageModelWeights& weights, const KvCaches& caches);
 
 Graph build_forward(const LanguageModelConfig& config, const LanguageModelWeights& weights,
