@@ -15,10 +15,7 @@ struct UnaryCase {
 };
 
 std::string unary_name(const ::testing::TestParamInfo<UnaryCase>& info) {
-  std::string s;
-  for (auto d : info.param.shape.dims()) s += std::to_string(d) + "x";
-  s.pop_back();
-  return s + "_" + std::string(dtype_name(info.param.dtype));
+  return shape_name(info.param.shape, info.param.dtype);
 }
 
 class UnaryTest : public DeviceTestWithParam<UnaryCase> {};
@@ -176,14 +173,9 @@ TEST_F(DeviceTest, CastRoundTripsThroughF16) {
 TEST_F(DeviceTest, AddRejectsShapesThatDoNotBroadcast) {
   Graph g;
   Tensor a = g.input("a", {2, 3}), b = g.input("b", {4});
-  try {
-    g.add(a, b);
-    FAIL() << "expected a shape error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::shape_mismatch);
-    EXPECT_NE(std::string(e.what()).find("[2,3]"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("[4]"), std::string::npos) << e.what();
-  }
+  const std::string what = error_message([&] { g.add(a, b); }, ErrorCode::shape_mismatch);
+  EXPECT_NE(what.find("[2,3]"), std::string::npos) << what;
+  EXPECT_NE(what.find("[4]"), std::string::npos) << what;
 }
 
 }  // namespace

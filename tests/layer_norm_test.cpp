@@ -30,10 +30,7 @@ struct LayerNormCase {
 };
 
 std::string ln_name(const ::testing::TestParamInfo<LayerNormCase>& info) {
-  std::string s;
-  for (auto d : info.param.shape.dims()) s += std::to_string(d) + "x";
-  s.pop_back();
-  return s + "_" + std::string(dtype_name(info.param.dtype));
+  return shape_name(info.param.shape, info.param.dtype);
 }
 
 // Runs layer_norm(x, gamma, beta, eps) and compares with the reference; returns the max error.
@@ -186,13 +183,9 @@ TEST_F(DeviceTest, LayerNormRowKernelsReduceWithShufflesWhereTheDeviceHasThem) {
   expect_runnable_exactly_where(
       device(), {kernels::Kernel::layer_norm_rows_subgroup, kernels::Kernel::layer_norm_rows_add_subgroup},
       device().info().subgroup_shuffle);
-  const char* env = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
-  const bool forced_off = env && std::string(env) == "1";
-  RecordProperty("reduction", device().info().subgroup_shuffle && !forced_off ? "subgroup"
-                                                                              : "shared-memory");
-  std::printf("[ layer_norm ] reductions: %s (subgroup size %u)\n",
-              device().info().subgroup_shuffle && !forced_off ? "subgroup shuffles"
-                                                              : "shared-memory tree",
+  const bool shuffles = rows_reduce_with_shuffles(device());
+  RecordProperty("reduction", shuffles ? "subgroup" : "shared-memory");
+  std::printf("[ layer_norm ] reductions: %s (subgroup size %u)\n", shuffles ? "subgroup shuffles" : "shared-memory tree",
               device().info().subgroup_size);
 }
 

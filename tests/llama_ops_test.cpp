@@ -22,12 +22,6 @@
 namespace vkformer::testing {
 namespace {
 
-std::string shape_name(const Shape& shape, DType dtype) {
-  std::string s;
-  for (auto d : shape.dims()) s += std::to_string(d) + "x";
-  s.pop_back();
-  return s + "_" + std::string(dtype_name(dtype));
-}
 
 double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
 

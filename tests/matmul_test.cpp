@@ -327,24 +327,14 @@ TEST_F(DeviceTest, MatmulPathEnvRejectsNonsense) {
                              std::pair{"VKFORMER_MATMUL_SPLIT_K", "0"},
                              std::pair{"VKFORMER_MATMUL_TEXEL", "12x2x2/8x3x2"}}) {
     ScopedEnv env(name, value);
-    try {
-      kernels::tuning_for(device().info());
-      ADD_FAILURE() << name << "=" << value << ": expected an error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-    }
+    EXPECT_TRUE(fails_with([&] { kernels::tuning_for(device().info()); }, ErrorCode::invalid_argument, name))
+        << name << "=" << value;
   }
 }
 
 TEST_F(DeviceTest, MatmulTilesEnvRejectsATilingThatDoesNotFit) {
-  try {
-    open_device_with_tiles("64x64x16/3x4");
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("VKFORMER_MATMUL_TILES"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(fails_with([] { open_device_with_tiles("64x64x16/3x4"); }, ErrorCode::invalid_argument,
+                         "VKFORMER_MATMUL_TILES"));
 }
 
 // The overrides parse strictly: no sign, nothing past 32 bits, nothing after the last field.
@@ -401,14 +391,7 @@ std::string matmul_error(const Shape& as, const Shape& bs, MatmulOptions options
                          DType bdtype = DType::f32) {
   Graph g;
   Tensor a = g.input("a", as), b = g.input("b", bs, bdtype);
-  try {
-    g.matmul(a, b, options);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::shape_mismatch) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a shape error for " << as.str() << " x " << bs.str();
-  return "";
+  return error_message([&] { g.matmul(a, b, options); }, ErrorCode::shape_mismatch);
 }
 
 TEST_F(DeviceTest, MatmulShapeErrorsNameBothShapes) {
@@ -424,33 +407,17 @@ TEST_F(DeviceTest, MatmulShapeErrorsNameBothShapes) {
 
   Graph g;
   Tensor a = g.input("a", {2, 3, 5}), b = g.input("b", {5, 6}), bias = g.input("bias", {5});
-  try {
-    g.matmul(a, b, {.bias = bias});
-    FAIL() << "expected a shape error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "matmul: bias must be [6] f32 (a [2,3,5] · b [5,6] is [2,3,6]), got [5] f32");
-  }
+  EXPECT_EQ(error_message([&] { g.matmul(a, b, {.bias = bias}); }, ErrorCode::shape_mismatch),
+            "matmul: bias must be [6] f32 (a [2,3,5] · b [5,6] is [2,3,6]), got [5] f32");
 }
 
 TEST_F(DeviceTest, LinearShapeErrorsNameXAndWeight) {
   Graph g;
   Tensor x = g.input("x", {2, 7, 31}), w = g.input("w", {13, 30}), w3 = g.input("w3", {1, 13, 31});
   Graph::Scope scope(g, "encoder");
-  try {
-    g.linear(x, w);
-    FAIL() << "expected a shape error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "encoder/linear: x is [2,7,31], weight is [13,30] (transposed): inner dims 31 != 30");
-  }
-  try {
-    g.linear(x, w3);
-    FAIL() << "expected a shape error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::shape_mismatch);
-    EXPECT_NE(std::string(e.what()).find("[1,13,31]"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(error_message([&] { g.linear(x, w); }, ErrorCode::shape_mismatch),
+            "encoder/linear: x is [2,7,31], weight is [13,30] (transposed): inner dims 31 != 30");
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w3); }, ErrorCode::shape_mismatch, "[1,13,31]"));
 }
 
 // The path choice as a pure function of made-up devices' tunings and the shape.

@@ -106,6 +106,15 @@ Tolerance default_tolerance(DType dtype) {
          << ", want " << want[worst] << "; max abs error " << max_err;
 }
 
+std::string shape_name(const Shape& s) {
+  std::string r;
+  for (auto d : s.dims()) r += std::to_string(d) + "x";
+  r.pop_back();
+  return r;
+}
+
+std::string shape_name(const Shape& s, DType dtype) { return shape_name(s) + "_" + std::string(dtype_name(dtype)); }
+
 std::string sci(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
@@ -185,6 +194,17 @@ ScopedEnv::~ScopedEnv() {
   }
   return ::testing::AssertionFailure() << "no error; expected " << to_string(code) << " with \""
                                        << needle << "\"";
+}
+
+std::string error_message(const std::function<void()>& f, ErrorCode code) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.code() == code ? e.what() : "";
+  }
+  ADD_FAILURE() << "no error; expected " << to_string(code);
+  return "";
 }
 
 std::string env_error(const char* name, const char* value, const std::function<void()>& read) {
