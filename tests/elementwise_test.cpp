@@ -9,14 +9,7 @@
 namespace vkformer::testing {
 namespace {
 
-struct UnaryCase {
-  Shape shape;
-  DType dtype;
-};
-
-std::string unary_name(const ::testing::TestParamInfo<UnaryCase>& info) {
-  return shape_name(info.param.shape, info.param.dtype);
-}
+using UnaryCase = ShapeCase;
 
 class UnaryTest : public DeviceTestWithParam<UnaryCase> {};
 
@@ -53,7 +46,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, UnaryTest,
                                            UnaryCase{{2, 3, 5, 67}, DType::f16},
                                            // whole vec4s: the four-per-invocation kernels
                                            UnaryCase{{4, 64}, DType::f32}, UnaryCase{{2, 3, 8}, DType::f16}),
-                         unary_name);
+                         shape_case_name);
 
 // soft_cap: cap·tanh(x / cap) (Gemma 2's logit soft-capping) in double; near 0 it is ~x, far out
 // it saturates to ±cap without overflowing (|x| / cap up to 1e4), in both dtypes and in whole

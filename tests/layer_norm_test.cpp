@@ -24,14 +24,7 @@
 namespace vkformer::testing {
 namespace {
 
-struct LayerNormCase {
-  Shape shape;
-  DType dtype;
-};
-
-std::string ln_name(const ::testing::TestParamInfo<LayerNormCase>& info) {
-  return shape_name(info.param.shape, info.param.dtype);
-}
+using LayerNormCase = ShapeCase;
 
 // Runs layer_norm(x, gamma, beta, eps) and compares with the reference; returns the max error.
 // With `residual`, runs add_layer_norm(x, residual, ...) against the reference of x + residual
@@ -108,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // row's outputs; the last workgroup has a single row.
                       LayerNormCase{{701, 36}, DType::f32}, LayerNormCase{{301, 1100}, DType::f32},
                       LayerNormCase{{301, 1100}, DType::f16}),
-    ln_name);
+    shape_case_name);
 
 // 1000 + N(0, 1): the mean is large relative to the spread, where E[x^2] - E[x]^2 in fp32
 // loses everything (1000^2 has an ulp of 0.06). The output error must stay at the level of

@@ -355,35 +355,27 @@ TEST_F(DeviceTest, MatmulEnvRejectsSignsOverflowAndTrailingJunk) {
 // Each rejection names the rule that failed with its numbers, and a device limit with its value.
 TEST_F(DeviceTest, MatmulEnvErrorsNameTheFailedRule) {
   const DeviceInfo& info = device().info();
-  auto error = [&](const char* name, const char* value) {
-    return env_error(name, value, [&] { kernels::tuning_for(info); });
-  };
-  const std::pair<const char*, std::string> cases[] = {
-      {"63x64x16/4x4", "BM 63 is not a multiple of TM 4"},
-      {"64x30x16/4x4", "BN 30 is not a multiple of TN 4"},
-      {"0x64x16/4x4", "BM is 0, expected 1 to 65536"},
-      {"64x64x16/4x65537", "TN is 65537, expected 1 to 65536"},
-      {"1024x1024x1/1x1", "(BM/TM)*(BN/TN) = 1048576 invocations, above "
-                          "maxComputeWorkGroupInvocations = " +
-                              std::to_string(info.max_workgroup_invocations)},
-      {"64x64x65536/4x4", "4*BK*(BM+BN+2) = 34078720 bytes of shared memory, above "
-                          "maxComputeSharedMemorySize = " +
-                              std::to_string(info.shared_memory_bytes)},
-  };
-  for (const auto& [value, rule] : cases) {
-    const std::string what = error("VKFORMER_MATMUL_TILES", value);
-    EXPECT_NE(what.find(rule), std::string::npos) << what;
-  }
-  const std::pair<const char*, const char*> texel_cases[] = {
-      {"12x2x2/8x3x2", "TN 3 of the second block (B not transposed) is not a multiple of 4"},
-      {"16x16x4/16x4x2", "TM*TN of the first block (B transposed) is 256, expected at most 128"},
-      {"65536x65536x4/4x4x4", "TM of the first block (B transposed) is 65536, expected 1 to 128"},
-      {"16x2x4/16x4x17", "QB of the second block (B not transposed) is 17, expected 1 to 16"},
-  };
-  for (const auto& [value, rule] : texel_cases) {
-    const std::string what = error("VKFORMER_MATMUL_TEXEL", value);
-    EXPECT_NE(what.find(rule), std::string::npos) << what;
-  }
+  auto read = [&] { kernels::tuning_for(info); };
+  expect_env_rules(
+      "VKFORMER_MATMUL_TILES",
+      {{"63x64x16/4x4", "BM 63 is not a multiple of TM 4"},
+       {"64x30x16/4x4", "BN 30 is not a multiple of TN 4"},
+       {"0x64x16/4x4", "BM is 0, expected 1 to 65536"},
+       {"64x64x16/4x65537", "TN is 65537, expected 1 to 65536"},
+       {"1024x1024x1/1x1", "(BM/TM)*(BN/TN) = 1048576 invocations, above "
+                           "maxComputeWorkGroupInvocations = " +
+                               std::to_string(info.max_workgroup_invocations)},
+       {"64x64x65536/4x4", "4*BK*(BM+BN+2) = 34078720 bytes of shared memory, above "
+                           "maxComputeSharedMemorySize = " +
+                               std::to_string(info.shared_memory_bytes)}},
+      read);
+  expect_env_rules(
+      "VKFORMER_MATMUL_TEXEL",
+      {{"12x2x2/8x3x2", "TN 3 of the second block (B not transposed) is not a multiple of 4"},
+       {"16x16x4/16x4x2", "TM*TN of the first block (B transposed) is 256, expected at most 128"},
+       {"65536x65536x4/4x4x4", "TM of the first block (B transposed) is 65536, expected 1 to 128"},
+       {"16x2x4/16x4x17", "QB of the second block (B not transposed) is 17, expected 1 to 16"}},
+      read);
 }
 
 // Shape errors name the op and both shapes.

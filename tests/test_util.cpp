@@ -115,6 +115,10 @@ std::string shape_name(const Shape& s) {
 
 std::string shape_name(const Shape& s, DType dtype) { return shape_name(s) + "_" + std::string(dtype_name(dtype)); }
 
+std::string shape_case_name(const ::testing::TestParamInfo<ShapeCase>& info) {
+  return shape_name(info.param.shape, info.param.dtype);
+}
+
 std::string sci(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
@@ -219,6 +223,13 @@ std::string env_error(const char* name, const char* value, const std::function<v
   }
   ADD_FAILURE() << name << "='" << value << "': expected an error";
   return "";
+}
+
+void expect_env_rules(const char* name, std::initializer_list<EnvRule> rules, const std::function<void()>& read) {
+  for (const EnvRule& r : rules) {
+    const std::string what = env_error(name, r.value, read);
+    EXPECT_NE(what.find(r.rule), std::string::npos) << name << "=" << r.value << ": " << what;
+  }
 }
 
 FetchedModel run_fetch_script(const std::string& script, const std::string& hint) {
