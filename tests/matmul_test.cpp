@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "device_impl.hpp"
 #include "kernel_table.hpp"
@@ -295,11 +296,7 @@ TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {
   {
     ScopedEnv env("VKFORMER_MATMUL_TILES", "24x40x5/3x5");
     kernels::MatmulTiles t = kernels::tuning_for(info).matmul.tiles;
-    EXPECT_EQ(t.bm, 24u);
-    EXPECT_EQ(t.bn, 40u);
-    EXPECT_EQ(t.bk, 5u);
-    EXPECT_EQ(t.tm, 3u);
-    EXPECT_EQ(t.tn, 5u);
+    EXPECT_EQ(std::tie(t.bm, t.bn, t.bk, t.tm, t.tn), std::make_tuple(24u, 40u, 5u, 3u, 5u));
     EXPECT_TRUE(t.shared_memory);
     EXPECT_EQ(t.invocations(), 64u);
   }
@@ -313,12 +310,7 @@ TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {
   {
     ScopedEnv env("VKFORMER_MATMUL_TEXEL", "5x3x3/3x8x1");
     kernels::MatmulTexelTiles t = kernels::tuning_for(info).matmul.texel_tiles;
-    EXPECT_EQ(t.tm, 5u);
-    EXPECT_EQ(t.tn, 3u);
-    EXPECT_EQ(t.qb, 3u);
-    EXPECT_EQ(t.tm_nn, 3u);
-    EXPECT_EQ(t.tn_nn, 8u);
-    EXPECT_EQ(t.qb_nn, 1u);
+    EXPECT_EQ(std::tie(t.tm, t.tn, t.qb, t.tm_nn, t.tn_nn, t.qb_nn), std::make_tuple(5u, 3u, 3u, 3u, 8u, 1u));
   }
 }
 
