@@ -18,6 +18,7 @@
 #include "benchmarks.hpp"
 #include "cli.hpp"
 #include "cli_options.hpp"
+#include "device_identity.hpp"
 #include "io_util.hpp"
 #include "llm_cli.hpp"
 #include "peak.hpp"
@@ -144,12 +145,7 @@ struct Table {
 json device_json(const DeviceInfo& d) {
   json j;
   j["index"] = d.index;
-  j["name"] = d.name;
-  j["vendor"] = d.vendor;
-  j["vendor_id"] = d.vendor_id;
-  j["device_id"] = d.device_id;
-  j["type"] = d.type;
-  j["uuid"] = d.uuid;
+  put_device_identity(j, d);
   j["driver"] = d.driver_name;
   j["driver_info"] = d.driver_info;
   j["driver_version"] = d.driver_version;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "device_identity.hpp"
 #include "format.hpp"
 #include "tuning_report.hpp"
 #include "version.hpp"
@@ -151,12 +152,7 @@ nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
   nlohmann::ordered_json j;
   j["index"] = d.index;
   j["chosen"] = chosen;
-  j["name"] = d.name;
-  j["vendor"] = d.vendor;
-  j["vendor_id"] = d.vendor_id;
-  j["device_id"] = d.device_id;
-  j["type"] = d.type;
-  j["uuid"] = d.uuid;
+  put_device_identity(j, d);
   j["driver_name"] = d.driver_name;
   j["driver_info"] = d.driver_info;
   j["driver_version"] = d.driver_version;
