@@ -444,11 +444,7 @@ TEST_P(RopeTest, MatchesExactRotation) {
   auto xv = random_values(c.shape.numel(), 41, -2.0f, 2.0f);
   Graph g;
   Tensor x = g.input("x", c.shape, c.dtype);
-  RopeOptions o;
-  o.style = c.style;
-  o.dims = c.dims;
-  o.freq_base = c.base;
-  o.offset = c.offset;
+  RopeOptions o{.style = c.style, .dims = c.dims, .freq_base = c.base, .offset = c.offset};
   std::map<std::string, HostTensor> inputs{{"x", make_tensor(c.shape, xv, c.dtype)}};
   if (c.run_offset >= 0) {
     o.offset_tensor = g.input("pos", {1}, DType::i32);

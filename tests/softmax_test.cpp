@@ -77,10 +77,7 @@ TEST_P(SoftmaxTest, MatchesReference) {
   const auto xv = random_values(c.shape.numel(), 11, -6.0f, 6.0f);
   Graph g;
   Tensor x = g.input("x", c.shape, c.dtype);
-  SoftmaxOptions o;
-  o.scale = c.scale;
-  o.causal = c.causal;
-  o.log = c.log;
+  SoftmaxOptions o{.scale = c.scale, .causal = c.causal, .log = c.log};
   std::map<std::string, HostTensor> inputs{{"x", make_tensor(c.shape, xv, c.dtype)}};
   auto [B, H, Sq, Sk] = as_bhqk(c.shape);
   ref::SoftmaxMasks m;
