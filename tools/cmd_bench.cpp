@@ -19,6 +19,7 @@
 #include "cli.hpp"
 #include "cli_options.hpp"
 #include "device_identity.hpp"
+#include "format.hpp"
 #include "io_util.hpp"
 #include "llm_cli.hpp"
 #include "peak.hpp"
@@ -91,12 +92,6 @@ class Progress {
   bool tty_;
   std::string prefix_;
 };
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 // Numbers people can read at a glance: 3 significant digits for most, integers for large.
 std::string num(double v) {
