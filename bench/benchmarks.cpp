@@ -24,27 +24,29 @@ std::string Benchmark::id() const {
   return s;
 }
 
-void require_bindable(Device& device, const Shape& shape, DType dtype, const std::string& what) {
-  const DeviceInfo& info = device.info();
+namespace {
+
+// unsupported where `shape` of `dtype` takes more bytes than the device's `limit` (`limit_name`,
+// what the device cannot do beyond it: "can bind"): the benchmark is skipped, naming both.
+void require_within(Device& device, const Shape& shape, DType dtype, const std::string& what, uint64_t limit,
+                    const char* cannot, const char* limit_name) {
   const uint64_t bytes = dtype_bytes(dtype, shape.numel());
-  if (bytes > info.max_storage_buffer_range)
-    throw Error(ErrorCode::unsupported,
-                what + " " + shape.str() + " " + std::string(dtype_name(dtype)) + " takes " +
-                    std::to_string(bytes) + " bytes, more than device '" + info.name +
-                    "' can bind (maxStorageBufferRange " +
-                    std::to_string(info.max_storage_buffer_range) + ")");
+  if (bytes > limit)
+    throw Error(ErrorCode::unsupported, what + " " + shape.str() + " " + std::string(dtype_name(dtype)) + " takes " +
+                                            std::to_string(bytes) + " bytes, more than device '" + device.info().name +
+                                            "' " + cannot + " (" + limit_name + " " + std::to_string(limit) + ")");
 }
 
-void require_allocatable(Device& device, const Shape& shape, DType dtype,
-                         const std::string& what) {
-  const DeviceInfo& info = device.info();
-  const uint64_t bytes = dtype_bytes(dtype, shape.numel());
-  if (bytes > info.max_memory_allocation_size)
-    throw Error(ErrorCode::unsupported,
-                what + " " + shape.str() + " " + std::string(dtype_name(dtype)) + " takes " +
-                    std::to_string(bytes) + " bytes, more than device '" + info.name +
-                    "' allocates at once (maxMemoryAllocationSize " +
-                    std::to_string(info.max_memory_allocation_size) + ")");
+}  // namespace
+
+void require_bindable(Device& device, const Shape& shape, DType dtype, const std::string& what) {
+  require_within(device, shape, dtype, what, device.info().max_storage_buffer_range, "can bind",
+                 "maxStorageBufferRange");
+}
+
+void require_allocatable(Device& device, const Shape& shape, DType dtype, const std::string& what) {
+  require_within(device, shape, dtype, what, device.info().max_memory_allocation_size, "allocates at once",
+                 "maxMemoryAllocationSize");
 }
 
 Prepared compile(Device& device, Graph& graph, Tensor result) {

@@ -322,21 +322,18 @@ TEST(AttentionTuning, TilesEnvErrorsNameTheFailedRule) {
     return env_error("VKFORMER_ATTENTION_TILES", value,
                      [&] { kernels::attention_tiles_for(info, true, subgroup_ops); });
   };
-  const std::pair<const char*, const char*> cases[] = {
-      {"tiles/16x17x8", "BR 17 is above WG 16"},
-      {"tiles/32x5x70000", "BC is 70000, expected 1 to 65536"},
-      {"tiles/1024x32x32",
-       "WG = 1024 invocations, above maxComputeWorkGroupInvocations = 512 of device 'made-up'"},
-      {"rows/8x0", "ROWS is 0, expected 1 to 8"},
-      {"rows/4x2/shuffle",
-       "LANES equal to the fixed subgroup size: LANES is 4, device 'made-up' has subgroups of 8"},
-      {"rows/8x2/texel",
-       "/texel needs texel buffers: device 'made-up' has maxTexelBufferElements = 0"},
-  };
-  for (const auto& [value, rule] : cases) {
-    const std::string what = error(value, true);
-    EXPECT_NE(what.find(rule), std::string::npos) << what;
-  }
+  expect_env_rules(
+      "VKFORMER_ATTENTION_TILES",
+      {{"tiles/16x17x8", "BR 17 is above WG 16"},
+       {"tiles/32x5x70000", "BC is 70000, expected 1 to 65536"},
+       {"tiles/1024x32x32",
+        "WG = 1024 invocations, above maxComputeWorkGroupInvocations = 512 of device 'made-up'"},
+       {"rows/8x0", "ROWS is 0, expected 1 to 8"},
+       {"rows/4x2/shuffle",
+        "LANES equal to the fixed subgroup size: LANES is 4, device 'made-up' has subgroups of 8"},
+       {"rows/8x2/texel",
+        "/texel needs texel buffers: device 'made-up' has maxTexelBufferElements = 0"}},
+      [&] { kernels::attention_tiles_for(info, true, true); });
   const std::string what = error("rows/8x2/shuffle", false);
   EXPECT_NE(what.find("/shuffle and /texel need subgroup operations"), std::string::npos) << what;
 }
@@ -431,23 +428,17 @@ TEST_F(DeviceTest, KeyLengthIsReadAtRunTime) {
 TEST_F(DeviceTest, MoreWorkgroupsThanOneGridDimension) {
   // 70001 (b, h) pairs of one query each: the fused grid spills from x into y.
   const int64_t H = 70001, Sk = 3, D = 2;
-  const Shape qs{1, H, 1, D}, ks{1, H, Sk, D};
-  auto qv = random_values(qs.numel(), 1), kv = random_values(ks.numel(), 2),
-       vv = random_values(ks.numel(), 3);
   Graph g;
-  Tensor q = g.input("q", qs), k = g.input("k", ks), v = g.input("v", ks);
+  std::map<std::string, HostTensor> inputs;
+  const RandomQkv qkv(g, inputs, {1, H, H, 1, Sk, D, D}, DType::f32);
   AttentionOptions o;
   o.path = Path::fused;
-  g.output("o", g.attention(q, k, v, o));
+  g.output("o", g.attention(qkv.q, qkv.k, qkv.v, o));
   Executor ex(device(), g);
-  auto out = ex.run({{"q", HostTensor::from_f32(qs, qv)},
-                     {"k", HostTensor::from_f32(ks, kv)},
-                     {"v", HostTensor::from_f32(ks, vv)}});
+  auto out = ex.run(inputs);
   ref::SoftmaxMasks m;
   m.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  auto want = ref::attention(stored(qv, DType::f32), stored(kv, DType::f32),
-                             stored(vv, DType::f32), 1, H, 1, Sk, D, D, m);
-  EXPECT_TRUE(all_close(out["o"], want, attention_tolerance(DType::f32)));
+  EXPECT_TRUE(all_close(out["o"], qkv.reference(m), attention_tolerance(DType::f32)));
 }
 
 TEST_F(DeviceTest, AutomaticPathFollowsTheTuning) {
@@ -522,34 +513,22 @@ TEST_F(DeviceTest, AutomaticDecodingStepFollowsTheTuning) {
 
 TEST_F(DeviceTest, AutomaticFallsBackToUnfusedForWideHeads) {
   const int64_t D = 300;
-  const Shape s{1, 1, 3, D};
-  auto qv = random_values(s.numel(), 1), kv = random_values(s.numel(), 2),
-       vv = random_values(s.numel(), 3);
   Graph g;
-  Tensor q = g.input("q", s), k = g.input("k", s), v = g.input("v", s);
+  std::map<std::string, HostTensor> inputs;
+  const RandomQkv qkv(g, inputs, {1, 1, 1, 3, 3, D, D}, DType::f32);
   AttentionOptions o;
   o.causal = true;
-  g.output("o", g.attention(q, k, v, o));
+  g.output("o", g.attention(qkv.q, qkv.k, qkv.v, o));
   Executor ex(device(), g);
-  auto out = ex.run({{"q", HostTensor::from_f32(s, qv)},
-                     {"k", HostTensor::from_f32(s, kv)},
-                     {"v", HostTensor::from_f32(s, vv)}});
+  auto out = ex.run(inputs);
   ref::SoftmaxMasks m;
   m.scale = 1.0f / std::sqrt(static_cast<float>(D));
   m.causal = true;
-  auto want = ref::attention(stored(qv, DType::f32), stored(kv, DType::f32),
-                             stored(vv, DType::f32), 1, 1, 3, 3, D, D, m);
-  EXPECT_TRUE(all_close(out["o"], want, attention_tolerance(DType::f32)));
+  EXPECT_TRUE(all_close(out["o"], qkv.reference(m), attention_tolerance(DType::f32)));
   EXPECT_EQ(ex.stats().dispatches, 3u);  // matmul, softmax, matmul
 
   o.path = Path::fused;
-  try {
-    g.attention(q, k, v, o);
-    FAIL() << "expected an unsupported error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
-    EXPECT_NE(std::string(e.what()).find("300"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(fails_with([&] { g.attention(qkv.q, qkv.k, qkv.v, o); }, ErrorCode::unsupported, "300"));
 }
 
 TEST_F(DeviceTest, AttentionRejectsBadShapes) {
@@ -557,13 +536,7 @@ TEST_F(DeviceTest, AttentionRejectsBadShapes) {
   Tensor q = g.input("q", {2, 3, 5, 8}), k = g.input("k", {2, 3, 7, 8}),
          v = g.input("v", {2, 3, 7, 4});
   auto expect_error = [&](Tensor q2, Tensor k2, Tensor v2, AttentionOptions o, const char* fragment) {
-    try {
-      g.attention(q2, k2, v2, o);
-      ADD_FAILURE() << "expected a shape error mentioning " << fragment;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::shape_mismatch) << e.what();
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-    }
+    EXPECT_TRUE(fails_with([&] { g.attention(q2, k2, v2, o); }, ErrorCode::shape_mismatch, fragment));
   };
   EXPECT_EQ(g.attention(q, k, v).shape, Shape({2, 3, 5, 4}));
   expect_error(q, g.input("k1", {2, 3, 7, 9}), v, {}, "[2,3,7,9]");

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -45,6 +46,14 @@ struct Sequence {
   std::vector<std::vector<float>> alone;
 };
 
+// The model at `path` alone, with the context and activations of the batched one of `o`.
+LanguageModel load_alone(Device& device, const fs::path& path, const BatchedLanguageModelOptions& o) {
+  LanguageModelOptions lo;
+  lo.context = o.context;
+  lo.activations = o.activations;
+  return LanguageModel::load(device, path, lo);
+}
+
 void run_alone(LanguageModel& lm, Sequence& s) {
   lm.reset();
   s.alone.push_back(lm.append(s.prompt));
@@ -65,6 +74,63 @@ std::vector<Sequence> sequences_alone(LanguageModel& alone, std::span<const int6
   return seqs;
 }
 
+// A sequence of a schedule in its slot: prompt tokens in the cache (run_mixed_schedule's), decoded
+// tokens fed, and whether it is decoding yet.
+struct Live {
+  size_t seq;
+  int slot;
+  size_t prompt_done = 0, next = 0;
+  bool decoding = false;
+};
+
+// What both schedules keep: the sequences in their slots (a joining one takes the lowest free
+// slot, one whose decoded tokens are all fed leaves and frees it), and the worst relative error.
+class Schedule {
+ public:
+  Schedule(const BatchedLanguageModel& lm, const std::vector<Sequence>& seqs)
+      : vocab(static_cast<size_t>(lm.config().vocab_size)), seqs_(seqs), used_(static_cast<size_t>(lm.slots()), false) {}
+
+  // Whether step `step` runs: some sequence has yet to join or is live. A schedule that has not
+  // ended after 1000 steps fails.
+  bool goes_on(int step) const {
+    if (joined_ == seqs_.size() && live.empty()) return false;
+    EXPECT_LT(step, 1000) << "the schedule does not end";
+    return step < 1000;
+  }
+  // Sequence `seq` joins the lowest free slot, which it returns; nullopt where none is free.
+  std::optional<int> join(size_t seq) {
+    auto free = std::find(used_.begin(), used_.end(), false);
+    if (free == used_.end()) return std::nullopt;
+    *free = true;
+    const int slot = static_cast<int>(free - used_.begin());
+    live.push_back({seq, slot});
+    ++joined_;
+    return slot;
+  }
+  void leave_when_done() {
+    for (size_t r = live.size(); r-- > 0;)
+      if (live[r].next == seqs_[live[r].seq].decoded.size()) {
+        used_[static_cast<size_t>(live[r].slot)] = false;
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(r));
+      }
+  }
+  // A logits row against the sequence alone (`what`: which row, for the failure).
+  void check(std::span<const float> got, const std::vector<float>& want, const std::string& what) {
+    const double err = relative_error(got, want);
+    EXPECT_LE(err, kTolerance) << what;
+    worst = std::max(worst, err);
+  }
+
+  std::vector<Live> live;
+  double worst = 0;
+  const size_t vocab;
+
+ private:
+  const std::vector<Sequence>& seqs_;
+  std::vector<bool> used_;
+  size_t joined_ = 0;
+};
+
 // A schedule: in each step, sequences whose turn has come join a free slot (their prompt goes
 // in through append, in chunks), then every joined sequence with tokens left decodes one in a
 // single batched step, except one paused for steps [pause.first, pause.second] (its slot idles
@@ -76,32 +142,20 @@ struct Pause {
 };
 double run_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs, const std::vector<int>& join_step,
                     std::map<int, int>* rows_seen, Pause pause = {}) {
-  struct Live {
-    size_t seq;
-    int slot;
-    size_t next = 0;  // decoded tokens fed so far
-  };
-  std::vector<Live> live;
-  std::vector<bool> slot_used(static_cast<size_t>(lm.slots()), false);
-  size_t joined = 0;
-  double worst = 0;
-  const size_t vocab = static_cast<size_t>(lm.config().vocab_size);
-  for (int step = 0; joined < seqs.size() || !live.empty(); ++step) {
-    EXPECT_LT(step, 1000) << "the schedule does not end";
-    if (step >= 1000) break;
+  Schedule sched(lm, seqs);
+  std::vector<Live>& live = sched.live;
+  const size_t vocab = sched.vocab;
+  for (int step = 0; sched.goes_on(step); ++step) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (join_step[i] != step) continue;
-      auto free = std::find(slot_used.begin(), slot_used.end(), false);
-      EXPECT_NE(free, slot_used.end()) << "no free slot for sequence " << i;
-      const int slot = static_cast<int>(free - slot_used.begin());
-      slot_used[static_cast<size_t>(slot)] = true;
-      lm.reset(slot);
-      std::vector<float> got = lm.append(slot, seqs[i].prompt);
-      const double err = relative_error(got, seqs[i].alone[0]);
-      EXPECT_LE(err, kTolerance) << "sequence " << i << " after its prompt, slot " << slot;
-      worst = std::max(worst, err);
-      live.push_back({i, slot});
-      ++joined;
+      const std::optional<int> slot = sched.join(i);
+      if (!slot) {
+        ADD_FAILURE() << "no free slot for sequence " << i;
+        return sched.worst;
+      }
+      lm.reset(*slot);
+      sched.check(lm.append(*slot, seqs[i].prompt), seqs[i].alone[0],
+                  "sequence " + std::to_string(i) + " after its prompt, slot " + std::to_string(*slot));
     }
     std::vector<BatchedLanguageModel::Next> batch;
     std::vector<size_t> in_batch;  // live entries, in batch order
@@ -118,20 +172,22 @@ double run_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs, const
     for (size_t r = 0; r < in_batch.size(); ++r) {
       Live& l = live[in_batch[r]];
       ++l.next;
-      if (l.next < seqs[l.seq].decoded.size()) {  // the last token's logits are not in `alone`
-        const double err = relative_error(std::span(got).subspan(r * vocab, vocab), seqs[l.seq].alone[l.next]);
-        EXPECT_LE(err, kTolerance) << "sequence " << l.seq << " (slot " << l.slot << "), decoded token "
-                                   << l.next << ", step " << step << " of " << batch.size() << " rows";
-        worst = std::max(worst, err);
-      }
+      if (l.next < seqs[l.seq].decoded.size())  // the last token's logits are not in `alone`
+        sched.check(std::span(got).subspan(r * vocab, vocab), seqs[l.seq].alone[l.next],
+                    "sequence " + std::to_string(l.seq) + " (slot " + std::to_string(l.slot) + "), decoded token " +
+                        std::to_string(l.next) + ", step " + std::to_string(step) + " of " +
+                        std::to_string(batch.size()) + " rows");
     }
-    for (size_t r = live.size(); r-- > 0;)
-      if (live[r].next == seqs[live[r].seq].decoded.size()) {
-        slot_used[static_cast<size_t>(live[r].slot)] = false;
-        live.erase(live.begin() + static_cast<std::ptrdiff_t>(r));
-      }
+    sched.leave_when_done();
   }
-  return worst;
+  return sched.worst;
+}
+
+// " 1:3 2:5 4:7": how many steps ran with how many rows.
+std::string rows_text(const std::map<int, int>& rows) {
+  std::string text;
+  for (auto [r, n] : rows) text += " " + std::to_string(r) + ":" + std::to_string(n);
+  return text;
 }
 
 // A server's schedule (src/server/scheduler.cpp) through BatchedLanguageModel::step: in each
@@ -142,29 +198,15 @@ double run_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs, const
 // worst relative error, and counts the steps that mixed decoding and prompt rows.
 double run_mixed_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs, std::vector<int> join_step,
                           int64_t budget, int* mixed_steps, std::set<int64_t>* buckets) {
-  struct Live {
-    size_t seq;
-    int slot;
-    size_t prompt_done = 0, next = 0;  // prompt tokens in the cache; decoded tokens fed
-    bool decoding = false;
-  };
-  std::vector<Live> live;
-  std::vector<bool> slot_used(static_cast<size_t>(lm.slots()), false);
-  size_t joined = 0;
-  double worst = 0;
-  const size_t vocab = static_cast<size_t>(lm.config().vocab_size);
-  for (int step = 0; joined < seqs.size() || !live.empty(); ++step) {
-    EXPECT_LT(step, 1000) << "the schedule does not end";
-    if (step >= 1000) break;
+  Schedule sched(lm, seqs);
+  std::vector<Live>& live = sched.live;
+  const size_t vocab = sched.vocab;
+  for (int step = 0; sched.goes_on(step); ++step) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (join_step[i] > step || join_step[i] < 0) continue;
-      auto free = std::find(slot_used.begin(), slot_used.end(), false);
-      if (free == slot_used.end()) continue;  // waits for a slot
-      const int slot = static_cast<int>(free - slot_used.begin());
-      slot_used[static_cast<size_t>(slot)] = true;
-      lm.truncate(slot, 0);
-      live.push_back({i, slot});
-      ++joined;
+      const std::optional<int> slot = sched.join(i);
+      if (!slot) continue;  // waits for a slot
+      lm.truncate(*slot, 0);
       join_step[i] = -1;  // joined
     }
     std::vector<BatchedLanguageModel::Piece> pieces;
@@ -210,22 +252,16 @@ double run_mixed_schedule(BatchedLanguageModel& lm, std::vector<Sequence>& seqs,
       }
       if (!pieces[i].logits) continue;
       const std::span<const float> row = std::span(got).subspan(k++ * vocab, vocab);
-      if (l.next < q.decoded.size()) {  // the last token's logits are not in `alone`
-        const double err = relative_error(row, q.alone[l.next]);
-        EXPECT_LE(err, kTolerance) << "sequence " << l.seq << " (slot " << l.slot << "), after "
-                                   << (l.next == 0 ? "its prompt" : "decoded token " + std::to_string(l.next))
-                                   << ", step " << step << " of " << rows << " rows";
-        worst = std::max(worst, err);
-      }
+      if (l.next < q.decoded.size())  // the last token's logits are not in `alone`
+        sched.check(row, q.alone[l.next],
+                    "sequence " + std::to_string(l.seq) + " (slot " + std::to_string(l.slot) + "), after " +
+                        (l.next == 0 ? "its prompt" : "decoded token " + std::to_string(l.next)) + ", step " +
+                        std::to_string(step) + " of " + std::to_string(rows) + " rows");
     }
     EXPECT_EQ(k * vocab, got.size()) << "step " << step << ": logits rows";
-    for (size_t r = live.size(); r-- > 0;)
-      if (live[r].next == seqs[live[r].seq].decoded.size()) {
-        slot_used[static_cast<size_t>(live[r].slot)] = false;
-        live.erase(live.begin() + static_cast<std::ptrdiff_t>(r));
-      }
+    sched.leave_when_done();
   }
-  return worst;
+  return sched.worst;
 }
 
 
@@ -297,9 +333,7 @@ class BatchedTinyLlama : public DeviceTest {};
 // of 1, 2, 3 (a bucket of 4 with a padding row) and 4 rows; sequence 0 paused for two steps of
 // 3 rows, so a padded step runs while its slot holds a live sequence.
 TEST_F(BatchedTinyLlama, EveryRowEqualsItsSequenceAlone) {
-  BatchedLanguageModelOptions o;
-  o.slots = 4;
-  o.context = 96;
+  BatchedLanguageModelOptions o{.context = 96, .slots = 4};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
   EXPECT_EQ(lm.slots(), 4);
   EXPECT_EQ(lm.context(), 96);
@@ -308,18 +342,12 @@ TEST_F(BatchedTinyLlama, EveryRowEqualsItsSequenceAlone) {
   BatchedLanguageModelOptions three = o;
   three.slots = 3;
   EXPECT_EQ(BatchedLanguageModel::load(device(), tiny_model(), three).decode_rows(3), 3);  // never more than slots
-  LanguageModelOptions lo;
-  lo.context = 96;
-  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  LanguageModel alone = load_alone(device(), tiny_model(), o);
   const int64_t prompt_len[] = {5, 70, 1, 17, 64};
   const int64_t decode_len[] = {12, 6, 9, 3, 8};
   std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 0, 100);
   std::map<int, int> rows;
-  Pause pause;
-  pause.seq = 0;
-  pause.from = 3;
-  pause.to = 4;
-  const double worst = run_schedule(lm, seqs, {0, 0, 1, 2, 9}, &rows, pause);
+  const double worst = run_schedule(lm, seqs, {0, 0, 1, 2, 9}, &rows, {.seq = 0, .from = 3, .to = 4});
   std::printf("tiny batched: worst max|dlogit| / max|logit| %.2e\n", worst);
   EXPECT_GT(rows[1], 0);
   EXPECT_GT(rows[2], 0);
@@ -328,15 +356,9 @@ TEST_F(BatchedTinyLlama, EveryRowEqualsItsSequenceAlone) {
 
 // The same with f16 activations and cache (tolerance as f16 allows: 1e-2).
 TEST_F(BatchedTinyLlama, F16ActivationsEqualTheSequenceAlone) {
-  BatchedLanguageModelOptions o;
-  o.slots = 2;
-  o.context = 80;
-  o.activations = DType::f16;
+  BatchedLanguageModelOptions o{.activations = DType::f16, .context = 80, .slots = 2};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
-  LanguageModelOptions lo;
-  lo.context = 80;
-  lo.activations = DType::f16;
-  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  LanguageModel alone = load_alone(device(), tiny_model(), o);
   std::vector<Sequence> seqs(2);
   seqs[0].prompt = ids(9, alone.config().vocab_size, 1);
   seqs[0].decoded = ids(4, alone.config().vocab_size, 2);
@@ -360,9 +382,7 @@ TEST_F(BatchedTinyLlama, F16ActivationsEqualTheSequenceAlone) {
 }
 
 TEST_F(BatchedTinyLlama, BadSlotsTokensAndFullContextsAreRefusedByName) {
-  BatchedLanguageModelOptions o;
-  o.slots = 2;
-  o.context = 8;
+  BatchedLanguageModelOptions o{.context = 8, .slots = 2};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
   using N = BatchedLanguageModel::Next;
   const int32_t one = 1;
@@ -394,10 +414,7 @@ TEST_F(BatchedTinyLlama, BadSlotsTokensAndFullContextsAreRefusedByName) {
 // (two steps), 5, 1, 50 (three), 17 and 9 tokens, so that prompt chunks of several slots share
 // steps with decoding rows and buckets above the slots gather their logits rows.
 TEST_F(BatchedTinyLlama, MixedStepsEqualTheSequenceAlone) {
-  BatchedLanguageModelOptions o;
-  o.slots = 3;
-  o.context = 96;
-  o.step_tokens = 24;
+  BatchedLanguageModelOptions o{.context = 96, .slots = 3, .step_tokens = 24};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
   EXPECT_EQ(lm.step_rows(), 24);
   EXPECT_EQ(lm.step_bucket(3), 3);
@@ -411,9 +428,7 @@ TEST_F(BatchedTinyLlama, MixedStepsEqualTheSequenceAlone) {
   EXPECT_EQ(lw.step_bucket(49), 64);
   EXPECT_EQ(lw.step_bucket(65), 128);
   EXPECT_EQ(lw.step_bucket(193), 200);
-  LanguageModelOptions lo;
-  lo.context = 96;
-  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  LanguageModel alone = load_alone(device(), tiny_model(), o);
   const int64_t prompt_len[] = {30, 5, 1, 50, 17, 9};
   const int64_t decode_len[] = {6, 9, 4, 5, 7, 3};
   std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 200, 210);
@@ -430,14 +445,9 @@ TEST_F(BatchedTinyLlama, MixedStepsEqualTheSequenceAlone) {
 // Prefix caching: a slot cut back to a prefix of its tokens (truncate) and continued with a new
 // prompt sharing that prefix gives the logits of the new prompt alone; cut back to 0 it is empty.
 TEST_F(BatchedTinyLlama, TruncatedSlotsContinueAsTheSequenceAlone) {
-  BatchedLanguageModelOptions o;
-  o.slots = 2;
-  o.context = 96;
-  o.step_tokens = 32;
+  BatchedLanguageModelOptions o{.context = 96, .slots = 2, .step_tokens = 32};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
-  LanguageModelOptions lo;
-  lo.context = 96;
-  LanguageModel alone = LanguageModel::load(device(), tiny_model(), lo);
+  LanguageModel alone = load_alone(device(), tiny_model(), o);
   const int64_t vocab = alone.config().vocab_size;
   const std::vector<int32_t> first = ids(40, vocab, 400), other = ids(12, vocab, 401), third = ids(20, vocab, 402);
   std::vector<int32_t> second(first.begin(), first.begin() + 25);  // shares 25 tokens with `first`
@@ -489,10 +499,7 @@ TEST_F(BatchedTinyLlama, VerifiedPiecesAndRollbackEqualTheSequenceAlone) {
 }
 
 TEST_F(BatchedTinyLlama, BadStepsAreRefusedByName) {
-  BatchedLanguageModelOptions o;
-  o.slots = 2;
-  o.context = 16;
-  o.step_tokens = 8;
+  BatchedLanguageModelOptions o{.context = 16, .slots = 2, .step_tokens = 8};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), tiny_model(), o);
   using P = BatchedLanguageModel::Piece;
   const std::vector<int32_t> five(5, 1), ten(10, 1), bad{1, 1 << 30};
@@ -523,21 +530,15 @@ class BatchedSmolLM2 : public DeviceTest {};
 
 TEST_F(BatchedSmolLM2, EveryRowEqualsItsSequenceAlone) {
   ASSERT_TRUE(smollm2_gguf().error.empty()) << smollm2_gguf().error;
-  BatchedLanguageModelOptions o;
-  o.slots = 4;
-  o.context = 160;
+  BatchedLanguageModelOptions o{.context = 160, .slots = 4};
   BatchedLanguageModel lm = BatchedLanguageModel::load(test_device(), smollm2_gguf().path, o);
-  LanguageModelOptions lo;
-  lo.context = 160;
-  LanguageModel alone = LanguageModel::load(test_device(), smollm2_gguf().path, lo);
+  LanguageModel alone = load_alone(test_device(), smollm2_gguf().path, o);
   const int64_t prompt_len[] = {12, 80, 3, 30};
   const int64_t decode_len[] = {6, 4, 5, 3};
   std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 7, 70);
   std::map<int, int> rows;
   const double worst = run_schedule(lm, seqs, {0, 1, 1, 3}, &rows);
-  std::printf("SmolLM2 batched: worst max|dlogit| / max|logit| %.2e; steps by rows:", worst);
-  for (auto [r, n] : rows) std::printf(" %d:%d", r, n);
-  std::printf("\n");
+  std::printf("SmolLM2 batched: worst max|dlogit| / max|logit| %.2e; steps by rows:%s\n", worst, rows_text(rows).c_str());
   EXPECT_GT(rows[4], 0);
 }
 
@@ -547,14 +548,9 @@ TEST_F(BatchedSmolLM2, EveryRowEqualsItsSequenceAlone) {
 // prompts of 120 tokens in one step give their logits alone.
 TEST_F(BatchedSmolLM2, StepsOfManyRowsOverLongSlots) {
   ASSERT_TRUE(smollm2_gguf().error.empty()) << smollm2_gguf().error;
-  BatchedLanguageModelOptions o;
-  o.slots = 2;
-  o.context = 1024;
-  o.step_tokens = 256;
+  BatchedLanguageModelOptions o{.context = 1024, .slots = 2, .step_tokens = 256};
   BatchedLanguageModel lm = BatchedLanguageModel::load(test_device(), smollm2_gguf().path, o);
-  LanguageModelOptions lo;
-  lo.context = 1024;
-  LanguageModel alone = LanguageModel::load(test_device(), smollm2_gguf().path, lo);
+  LanguageModel alone = load_alone(test_device(), smollm2_gguf().path, o);
   const int64_t vocab = alone.config().vocab_size;
   const std::vector<int32_t> a = ids(120, vocab, 90), b = ids(120, vocab, 91);
   std::vector<std::vector<float>> want;
@@ -595,26 +591,17 @@ class BatchedFamilies : public DeviceTestWithParam<std::string> {};
 // padded steps of 3 rows.
 TEST_P(BatchedFamilies, EveryRowEqualsItsSequenceAlone) {
   const std::string family = GetParam();
-  BatchedLanguageModelOptions o;
-  o.slots = 4;
-  o.context = 96;
+  BatchedLanguageModelOptions o{.context = 96, .slots = 4};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), family_model(family), o);
   ASSERT_GT(lm.config().sliding_window, 0) << family << ": the model has no sliding window";
-  LanguageModelOptions lo;
-  lo.context = 96;
-  LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
+  LanguageModel alone = load_alone(device(), family_model(family), o);
   const int64_t prompt_len[] = {5, 70, 1, 17, 3};
   const int64_t decode_len[] = {20, 12, 16, 10, 14};
   std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 30, 300);
   std::map<int, int> rows;
-  Pause pause;
-  pause.seq = 2;
-  pause.from = 4;
-  pause.to = 6;
-  const double worst = run_schedule(lm, seqs, {0, 0, 1, 3, 12}, &rows, pause);
-  std::printf("%s batched: worst max|dlogit| / max|logit| %.2e; steps by rows:", family.c_str(), worst);
-  for (auto [r, n] : rows) std::printf(" %d:%d", r, n);
-  std::printf("\n");
+  const double worst = run_schedule(lm, seqs, {0, 0, 1, 3, 12}, &rows, {.seq = 2, .from = 4, .to = 6});
+  std::printf("%s batched: worst max|dlogit| / max|logit| %.2e; steps by rows:%s\n", family.c_str(), worst,
+              rows_text(rows).c_str());
   EXPECT_GT(rows[4], 0);
   EXPECT_GT(rows[2], 0);
 }
@@ -623,14 +610,9 @@ TEST_P(BatchedFamilies, EveryRowEqualsItsSequenceAlone) {
 // rows of a step belong to one slot (window mask rows at each row's own position).
 TEST_P(BatchedFamilies, MixedStepsEqualTheSequenceAlone) {
   const std::string family = GetParam();
-  BatchedLanguageModelOptions o;
-  o.slots = 3;
-  o.context = 96;
-  o.step_tokens = 20;
+  BatchedLanguageModelOptions o{.context = 96, .slots = 3, .step_tokens = 20};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), family_model(family), o);
-  LanguageModelOptions lo;
-  lo.context = 96;
-  LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
+  LanguageModel alone = load_alone(device(), family_model(family), o);
   const int64_t prompt_len[] = {30, 5, 1, 45, 9};
   const int64_t decode_len[] = {12, 10, 8, 6, 9};
   std::vector<Sequence> seqs = sequences_alone(alone, prompt_len, decode_len, 500, 510);
@@ -644,13 +626,9 @@ TEST_P(BatchedFamilies, MixedStepsEqualTheSequenceAlone) {
 // own argmax every step and leaving after 8 to 24 tokens, give the tokens each gives alone.
 TEST_P(BatchedFamilies, GreedyTokensEqualTheSequenceAlone) {
   const std::string family = GetParam();
-  BatchedLanguageModelOptions o;
-  o.slots = 4;
-  o.context = 80;
+  BatchedLanguageModelOptions o{.context = 80, .slots = 4};
   BatchedLanguageModel lm = BatchedLanguageModel::load(device(), family_model(family), o);
-  LanguageModelOptions lo;
-  lo.context = 80;
-  LanguageModel alone = LanguageModel::load(device(), family_model(family), lo);
+  LanguageModel alone = load_alone(device(), family_model(family), o);
   const int64_t vocab = alone.config().vocab_size;
   const int64_t prompt_len[] = {2, 40, 9, 23};
   const size_t steps[] = {24, 8, 16, 20};

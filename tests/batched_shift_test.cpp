@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fed_token_ids.hpp"
@@ -43,25 +44,38 @@ struct ShiftCase {
   double tolerance() const { return cache_k && is_quantized(*cache_k) ? 1e-3 : 1e-4; }
 };
 
-class BatchedShift : public DeviceTestWithParam<ShiftCase> {};
+// The case's model of kContext tokens with its cache types, batched in `slots` slots and alone.
+struct Models {
+  BatchedLanguageModel lm;
+  LanguageModel alone;
+  int64_t vocab;
+};
+
+class BatchedShift : public DeviceTestWithParam<ShiftCase> {
+ protected:
+  Models load(int slots) {
+    const ShiftCase& c = GetParam();
+    BatchedLanguageModelOptions bo;
+    bo.slots = slots;
+    bo.context = kContext;
+    bo.cache_type_k = c.cache_k;
+    bo.cache_type_v = c.cache_v;
+    LanguageModelOptions lo;
+    lo.context = kContext;
+    lo.cache_type_k = c.cache_k;
+    lo.cache_type_v = c.cache_v;
+    LanguageModel alone = LanguageModel::load(device(), c.model, lo);
+    const int64_t vocab = alone.config().vocab_size;
+    return {BatchedLanguageModel::load(device(), c.model, bo), std::move(alone), vocab};
+  }
+};
 
 // Slot 0 (B): a prompt of 20 tokens, then a token each step, beside slot 1. Slot 1 (A): a prompt
 // of 30, 10 tokens decoded, then shifted by keep 5, discard 17 (position 40 -> 23), then 8 more.
 // Slot 2 (C): a prompt of 12, idle until A's shift is done, then 4 tokens.
 TEST_P(BatchedShift, OnlyTheShiftedSlotMovesAndItEqualsTheSequenceAloneShifted) {
   const ShiftCase& c = GetParam();
-  BatchedLanguageModelOptions bo;
-  bo.slots = 3;
-  bo.context = kContext;
-  bo.cache_type_k = c.cache_k;
-  bo.cache_type_v = c.cache_v;
-  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), c.model, bo);
-  LanguageModelOptions lo;
-  lo.context = kContext;
-  lo.cache_type_k = c.cache_k;
-  lo.cache_type_v = c.cache_v;
-  LanguageModel alone = LanguageModel::load(device(), c.model, lo);
-  const int64_t vocab = alone.config().vocab_size;
+  auto [lm, alone, vocab] = load(3);
   const std::vector<int32_t> a_prompt = ids(30, vocab, 1), a_tokens = ids(18, vocab, 2);
   const std::vector<int32_t> b_prompt = ids(20, vocab, 3), b_tokens = ids(18, vocab, 4);
   const std::vector<int32_t> c_prompt = ids(12, vocab, 5), c_tokens = ids(4, vocab, 6);
@@ -117,18 +131,7 @@ TEST_P(BatchedShift, OnlyTheShiftedSlotMovesAndItEqualsTheSequenceAloneShifted) 
 // A slot shifted twice (as a long generation is) goes on as the sequence alone shifted twice.
 TEST_P(BatchedShift, TwoShiftsEqualTheSequenceAloneShiftedTwice) {
   const ShiftCase& c = GetParam();
-  BatchedLanguageModelOptions bo;
-  bo.slots = 2;
-  bo.context = kContext;
-  bo.cache_type_k = c.cache_k;
-  bo.cache_type_v = c.cache_v;
-  BatchedLanguageModel lm = BatchedLanguageModel::load(device(), c.model, bo);
-  LanguageModelOptions lo;
-  lo.context = kContext;
-  lo.cache_type_k = c.cache_k;
-  lo.cache_type_v = c.cache_v;
-  LanguageModel alone = LanguageModel::load(device(), c.model, lo);
-  const int64_t vocab = alone.config().vocab_size;
+  auto [lm, alone, vocab] = load(2);
   const std::vector<int32_t> prompt = ids(44, vocab, 7), tokens = ids(30, vocab, 8);
   alone.append(prompt);
   lm.append(1, prompt);

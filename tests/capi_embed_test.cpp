@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "capi_device.hpp"
 #include "fetched_models.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -23,16 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CApiEmbedTest : public DeviceTest {
- protected:
-  void SetUp() override { ASSERT_EQ(vkf_device_open(nullptr, &dev), VKF_OK) << vkf_last_error(); }
-  void TearDown() override {
-    EXPECT_EQ(vkf_device_validation_message_count(dev), 0);
-    vkf_device_release(dev);
-    DeviceTest::TearDown();
-  }
-  vkf_device* dev = nullptr;
-};
+using CApiEmbedTest = CApiDeviceTest;
 
 TEST_F(CApiEmbedTest, EmbedsLikeSentenceTransformers) {
   const FetchedModel& minilm = minilm_dir();

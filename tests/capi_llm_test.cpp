@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "capi_device.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
@@ -31,18 +32,17 @@ int32_t collect(const char* text, size_t length, int32_t token, void* user) {
   return c->stop_after < 0 || static_cast<int>(c->tokens.size()) < c->stop_after;
 }
 
-class CapiLlm : public DeviceTest {
+class CapiLlm : public CApiDeviceTest {
  protected:
   void SetUp() override {
-    ASSERT_EQ(vkf_device_open(nullptr, &dev_), VKF_OK) << vkf_last_error();
-    ASSERT_EQ(vkf_llm_load(dev_, kTiny.c_str(), 128, &llm_), VKF_OK) << vkf_last_error();
+    CApiDeviceTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(vkf_llm_load(dev, kTiny.c_str(), 128, &llm_), VKF_OK) << vkf_last_error();
   }
   void TearDown() override {
     vkf_llm_release(llm_);
-    vkf_device_release(dev_);
-    DeviceTest::TearDown();
+    CApiDeviceTest::TearDown();
   }
-  vkf_device* dev_ = nullptr;
   vkf_llm* llm_ = nullptr;
 };
 
@@ -127,7 +127,7 @@ TEST_F(CapiLlm, ChatKeepsTheConversation) {
 TEST_F(CapiLlm, CacheTypesTakeTheirBytesAndNameBadInput) {
   const std::string kquant = std::string(VKF_LLAMA_GOLDEN_DIR) + "/tiny/tiny_llama_kquant.gguf";
   vkf_llm* llm = nullptr;
-  ASSERT_EQ(vkf_llm_load_with_cache_types(dev_, kquant.c_str(), 64, "q8_0", "q4_0", &llm), VKF_OK) << vkf_last_error();
+  ASSERT_EQ(vkf_llm_load_with_cache_types(dev, kquant.c_str(), 64, "q8_0", "q4_0", &llm), VKF_OK) << vkf_last_error();
   EXPECT_EQ(vkf_llm_kv_bytes_per_token(llm), 2 * 2 * (68 + 36));
   EXPECT_EQ(vkf_llm_kv_bytes_per_token(llm_), 2 * 2 * 2 * 16 * 4);  // the untied tiny llama: f32, 2 heads of 16
   Collected got;
@@ -135,10 +135,10 @@ TEST_F(CapiLlm, CacheTypesTakeTheirBytesAndNameBadInput) {
   EXPECT_EQ(got.tokens.size(), 6u);  // the tokens themselves: kv_quant_test's kernels, python's greedy text
   vkf_llm_release(llm);
   vkf_llm* none = nullptr;
-  EXPECT_EQ(vkf_llm_load_with_cache_types(dev_, kquant.c_str(), 64, "q8", nullptr, &none), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_llm_load_with_cache_types(dev, kquant.c_str(), 64, "q8", nullptr, &none), VKF_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(vkf_last_error()).find("cache_type_k: unknown cache type 'q8': expected f32, f16, q8_0 or q4_0"),
             std::string::npos) << vkf_last_error();
-  EXPECT_EQ(vkf_llm_load_with_cache_types(dev_, kTiny.c_str(), 64, nullptr, "q4_0", &none), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_llm_load_with_cache_types(dev, kTiny.c_str(), 64, nullptr, "q4_0", &none), VKF_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(vkf_last_error()).find("cache_type_v q4_0 (not the activations' type) is read in whole blocks of 32 values a row, and this model's head dim is 16"),
             std::string::npos) << vkf_last_error();
   EXPECT_EQ(none, nullptr);
@@ -148,10 +148,10 @@ TEST_F(CapiLlm, CacheTypesTakeTheirBytesAndNameBadInput) {
 TEST_F(CapiLlm, FailuresAreStatusesWithMessages) {
   auto message = [] { return std::string(vkf_last_error()); };
   vkf_llm* none = nullptr;
-  EXPECT_EQ(vkf_llm_load(dev_, "/no/such/model.gguf", 0, &none), VKF_ERROR_IO);
+  EXPECT_EQ(vkf_llm_load(dev, "/no/such/model.gguf", 0, &none), VKF_ERROR_IO);
   EXPECT_NE(message().find("/no/such/model.gguf"), std::string::npos) << message();
   EXPECT_EQ(none, nullptr);
-  EXPECT_EQ(vkf_llm_load(dev_, kTiny.c_str(), -1, &none), VKF_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(vkf_llm_load(dev, kTiny.c_str(), -1, &none), VKF_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(vkf_llm_load(nullptr, kTiny.c_str(), 0, &none), VKF_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(vkf_llm_generate(llm_, "hello", 0, nullptr, nullptr, nullptr, nullptr), VKF_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(message().find("max_tokens must be > 0, got 0"), std::string::npos) << message();
@@ -246,7 +246,7 @@ TEST_F(CapiLlm, CallsFromInsideATokenCallbackOnTheSameModelAreRefused) {
 // still returns its status (ASan would report a use after free).
 TEST_F(CapiLlm, ReleaseFromInsideATokenCallbackWaitsForTheCall) {
   vkf_llm* other = nullptr;
-  ASSERT_EQ(vkf_llm_load(dev_, kTiny.c_str(), 64, &other), VKF_OK) << vkf_last_error();
+  ASSERT_EQ(vkf_llm_load(dev, kTiny.c_str(), 64, &other), VKF_OK) << vkf_last_error();
   Reentry r{other, Reentry::release};
   vkf_generation_stats stats{};
   EXPECT_EQ(vkf_llm_generate(other, "hello", 5, nullptr, call_back_in, &r, &stats), VKF_OK) << vkf_last_error();

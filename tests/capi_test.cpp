@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "capi_device.hpp"
 #include "latch.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
@@ -29,21 +30,7 @@ vkf_tensor view(const HostTensor& t) {
   return v;
 }
 
-class CApiTest : public DeviceTest {
- protected:
-  void SetUp() override {
-    // The C API opens its own device; validation follows VKFORMER_VALIDATION like any program.
-    ASSERT_EQ(vkf_device_open(nullptr, &dev), VKF_OK) << vkf_last_error();
-  }
-  void TearDown() override {
-    // ctest runs this binary with VKFORMER_VALIDATION=1 (tests/CMakeLists.txt), so the C API's
-    // own device is validated too.
-    EXPECT_EQ(vkf_device_validation_message_count(dev), 0);
-    vkf_device_release(dev);
-    DeviceTest::TearDown();
-  }
-  vkf_device* dev = nullptr;
-};
+using CApiTest = CApiDeviceTest;
 
 TEST_F(CApiTest, EncoderWithPaddingMaskMatchesPyTorch) {
   fs::path dir = kGolden / "encoder_post_relu_b3_s7_padding";

@@ -297,24 +297,21 @@ TEST_F(DeviceTest, CoopmatEnvErrorsNameTheRule) {
     EXPECT_NE(what.find("VKFORMER_COOPMAT=emulate"), std::string::npos) << what;
   }
   ScopedEnv emulate("VKFORMER_COOPMAT", "emulate");
-  const std::pair<const char*, std::string> cases[] = {
-      {"32x32x32/2x2/2x2/2", "MMA shape 32x32x32 is not one that emulated cooperative matrices "
-                             "offer for f16 x f16 + f32 here (16x16x16, 16x8x16, 16x8x8)"},
-      {"16x16x16/2x2/2x2/2/12", "SG 12 is not a power of two from 4 to 128"},
-      {"16x16x16/2x2/2x2/2/256", "SG 256 is not a power of two from 4 to 128"},
-      {"16x16x16/0x2/2x2/2", "WM is 0, expected 1 to 16"},
-      {"16x16x16/2x2/2x17/2", "TN is 17, expected 1 to 16"},
-      {"16x16x16/16x16/1x1/1/128",
-       "SG*WM*WN = 32768 invocations, above maxComputeWorkGroupInvocations = " +
-           std::to_string(info.max_workgroup_invocations)},
-      {"16x16x16/2x2/8x8/8", "bytes of shared memory, above maxComputeSharedMemorySize = " +
-                                 std::to_string(info.shared_memory_bytes)},
-      {"16x16x16/2x2", "expected MxNxK/WMxWN/TMxTN/BK or MxNxK/WMxWN/TMxTN/BK/SG"},
-  };
-  for (const auto& [value, rule] : cases) {
-    const std::string what = error("VKFORMER_MATMUL_COOPMAT", value);
-    EXPECT_NE(what.find(rule), std::string::npos) << what;
-  }
+  expect_env_rules(
+      "VKFORMER_MATMUL_COOPMAT",
+      {{"32x32x32/2x2/2x2/2", "MMA shape 32x32x32 is not one that emulated cooperative matrices "
+                              "offer for f16 x f16 + f32 here (16x16x16, 16x8x16, 16x8x8)"},
+       {"16x16x16/2x2/2x2/2/12", "SG 12 is not a power of two from 4 to 128"},
+       {"16x16x16/2x2/2x2/2/256", "SG 256 is not a power of two from 4 to 128"},
+       {"16x16x16/0x2/2x2/2", "WM is 0, expected 1 to 16"},
+       {"16x16x16/2x2/2x17/2", "TN is 17, expected 1 to 16"},
+       {"16x16x16/16x16/1x1/1/128",
+        "SG*WM*WN = 32768 invocations, above maxComputeWorkGroupInvocations = " +
+            std::to_string(info.max_workgroup_invocations)},
+       {"16x16x16/2x2/8x8/8", "bytes of shared memory, above maxComputeSharedMemorySize = " +
+                                  std::to_string(info.shared_memory_bytes)},
+       {"16x16x16/2x2", "expected MxNxK/WMxWN/TMxTN/BK or MxNxK/WMxWN/TMxTN/BK/SG"}},
+      [&] { kernels::tuning_for(info); });
 }
 
 }  // namespace

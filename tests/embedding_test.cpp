@@ -19,12 +19,6 @@ namespace {
 
 constexpr Tolerance kExact{0.0, 0.0};
 
-std::string shape_name(const Shape& s) {
-  std::string n;
-  for (auto d : s.dims()) n += std::to_string(d) + "x";
-  n.pop_back();
-  return n;
-}
 
 
 struct EmbeddingCase {

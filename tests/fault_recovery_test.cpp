@@ -76,6 +76,18 @@ class FaultRecovery : public ::testing::Test {
     layer().disarm();
     EXPECT_EQ(layer().live_objects(), live_before_) << "Vulkan objects left alive by the test";
   }
+  // A run whose wait for its fence fails as `fault` arms the layer: device_lost naming `first`,
+  // then every later run and output "was lost earlier".
+  void expect_the_wait_loses_the_device(const char* fault, const char* first) {
+    Device dev = open_device();
+    Executor ex(dev, matmul_graph());
+    set_inputs(ex);
+    layer().arm(fault);
+    EXPECT_TRUE(fails_with([&] { ex.run(); }, ErrorCode::device_lost, first));
+    EXPECT_TRUE(fails_with([&] { ex.run(); }, ErrorCode::device_lost, "was lost earlier"));
+    EXPECT_TRUE(fails_with([&] { ex.output("y"); }, ErrorCode::device_lost, "was lost earlier"));
+    expect_no_validation_messages(dev);
+  }
   int64_t live_before_ = 0;
 };
 
@@ -127,26 +139,12 @@ TEST_F(FaultRecovery, ALostDeviceMakesEveryObjectOnItFailClearly) {
 }
 
 TEST_F(FaultRecovery, ALossFoundWhileWaitingIsTheSame) {
-  Device dev = open_device();
-  Executor ex(dev, matmul_graph());
-  set_inputs(ex);
-  layer().arm("vkWaitForFences:1");
-  EXPECT_TRUE(fails_with([&] { ex.run(); }, ErrorCode::device_lost,
-                         "vkWaitForFences failed: VK_ERROR_DEVICE_LOST"));
-  EXPECT_TRUE(fails_with([&] { ex.run(); }, ErrorCode::device_lost, "was lost earlier"));
-  EXPECT_TRUE(fails_with([&] { ex.output("y"); }, ErrorCode::device_lost, "was lost earlier"));
-  expect_no_validation_messages(dev);
+  expect_the_wait_loses_the_device("vkWaitForFences:1", "vkWaitForFences failed: VK_ERROR_DEVICE_LOST");
 }
 
 // A fence that never signals (the layer's VK_TIMEOUT) is a hung device: treated as lost.
 TEST_F(FaultRecovery, AFenceThatNeverSignalsIsTreatedAsALostDevice) {
-  Device dev = open_device();
-  Executor ex(dev, matmul_graph());
-  set_inputs(ex);
-  layer().arm("vkWaitForFences:1=VK_TIMEOUT");
-  EXPECT_TRUE(fails_with([&] { ex.run(); }, ErrorCode::device_lost, "(vkWaitForFences: VK_TIMEOUT)"));
-  EXPECT_TRUE(fails_with([&] { ex.run(); }, ErrorCode::device_lost, "was lost earlier"));
-  expect_no_validation_messages(dev);
+  expect_the_wait_loses_the_device("vkWaitForFences:1=VK_TIMEOUT", "(vkWaitForFences: VK_TIMEOUT)");
 }
 
 // Out of device memory while compiling: an error naming vkAllocateMemory and what to try, and

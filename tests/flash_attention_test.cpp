@@ -765,29 +765,25 @@ TEST(FlashTuning, EnvErrorsNameTheRule) {
     EXPECT_NE(what.find("VKFORMER_COOPMAT=emulate"), std::string::npos) << what;
   }
   ScopedEnv emulate("VKFORMER_COOPMAT", "emulate");
-  const std::pair<const char*, std::string> cases[] = {
-      {"2x1x24", "BC 24 is not a multiple of 16"},
-      {"0x1x32", "W is 0, expected 1 to 16"},
-      {"2x9x32", "R is 9, expected 1 to 8"},
-      {"2x1x32/32x32x32", "MMA shape 32x32x32 is not one that emulated cooperative matrices offer"},
-      {"2x1x32/16x16x16/12", "SG 12 is not a power of two from 4 to 128"},
-      {"16x1x32/16x16x16/128", "SG*W = 2048 invocations, above maxComputeWorkGroupInvocations"},
-      {"4x8x512", "bytes of shared memory"},
-      {"fast", "expected off, WxRxBC, WxRxBC/MxNxK or WxRxBC/MxNxK/SG"},
-  };
-  for (const auto& [value, rule] : cases) {
-    const std::string what = error("VKFORMER_ATTENTION_FLASH", value);
-    EXPECT_NE(what.find(rule), std::string::npos) << value << ": " << what;
-  }
-  for (const auto& [value, rule] : std::vector<std::pair<const char*, std::string>>{
-           {"128", "expected off, WGxTK or WGxTK/SPLITS"},
-           {"0x32", "WG is 0, expected 1 to 65536"},
-           {"128x0", "TK is 0, expected 1 to 1024"},
-           {"2048x32", "above maxComputeWorkGroupInvocations"},
-           {"128x32/5000", "SPLITS is 5000, expected 0 to 1024"}}) {
-    const std::string what = error("VKFORMER_ATTENTION_DECODE", value);
-    EXPECT_NE(what.find(rule), std::string::npos) << value << ": " << what;
-  }
+  auto read = [&] { kernels::attention_tiles_for(d, true, true); };
+  expect_env_rules(
+      "VKFORMER_ATTENTION_FLASH",
+      {{"2x1x24", "BC 24 is not a multiple of 16"},
+       {"0x1x32", "W is 0, expected 1 to 16"},
+       {"2x9x32", "R is 9, expected 1 to 8"},
+       {"2x1x32/32x32x32", "MMA shape 32x32x32 is not one that emulated cooperative matrices offer"},
+       {"2x1x32/16x16x16/12", "SG 12 is not a power of two from 4 to 128"},
+       {"16x1x32/16x16x16/128", "SG*W = 2048 invocations, above maxComputeWorkGroupInvocations"},
+       {"4x8x512", "bytes of shared memory"},
+       {"fast", "expected off, WxRxBC, WxRxBC/MxNxK or WxRxBC/MxNxK/SG"}},
+      read);
+  expect_env_rules("VKFORMER_ATTENTION_DECODE",
+                   {{"128", "expected off, WGxTK or WGxTK/SPLITS"},
+                    {"0x32", "WG is 0, expected 1 to 65536"},
+                    {"128x0", "TK is 0, expected 1 to 1024"},
+                    {"2048x32", "above maxComputeWorkGroupInvocations"},
+                    {"128x32/5000", "SPLITS is 5000, expected 0 to 1024"}},
+                   read);
 }
 
 }  // namespace

@@ -217,6 +217,17 @@ std::vector<float> counting(size_t n, float first) {
   return v;
 }
 
+// A device tensor of shape s holding 1, 2, 3, ...: for externals a graph reads and writes.
+struct CountingTensor {
+  std::vector<float> values;
+  DeviceTensor tensor;
+};
+CountingTensor counting_tensor(Device& dev, const Shape& s) {
+  std::vector<float> v = counting(static_cast<size_t>(s.numel()), 1.0f);
+  DeviceTensor t = dev.upload(HostTensor::from_f32(s, v));
+  return {std::move(v), std::move(t)};
+}
+
 // A Graph moved while a scope on it is open takes the scope along, and leaves it when it ends.
 TEST(GraphBuild, AScopeEndsOnTheGraphItsGraphWasMovedTo) {
   Graph outer;
@@ -287,8 +298,7 @@ TEST_F(DeviceTest, ACacheWriteWhoseResultNobodyReadsStillRuns) {
 
 TEST_F(DeviceTest, HeadCopiesOfAWrittenExternalKeepItsContentsAtTheirPlace) {
   const Shape s{2, 1, 3, 4};
-  auto v = counting(s.numel(), 1.0f);
-  DeviceTensor state = device().upload(HostTensor::from_f32(s, v));
+  auto [v, state] = counting_tensor(device(), s);
   Graph g;
   Tensor e = g.external("state", state);
   Tensor x = g.concat_heads(e);  // one head: would be a view, but the state is written below
@@ -325,9 +335,7 @@ TEST_F(DeviceTest, AnOpWrittenIntoItsOwnInputReadsACopy) {
 }
 
 TEST_F(DeviceTest, ACacheReadThroughHeadsBeforeItsUpdateKeepsTheOldRows) {
-  const Shape s{1, 1, 4, 4};
-  auto v = counting(s.numel(), 1.0f);
-  DeviceTensor cache = device().upload(HostTensor::from_f32(s, v));
+  auto [v, cache] = counting_tensor(device(), {1, 1, 4, 4});
   Graph g;
   Tensor c = g.external("cache", cache);
   Tensor old = g.concat_heads(c);

@@ -3,7 +3,9 @@
 // headers (src/vk is on their include path).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <initializer_list>
+#include <string>
 
 #include "device_impl.hpp"
 #include "kernel_table.hpp"
@@ -26,6 +28,13 @@ inline void expect_runnable_exactly_where(Device& device, std::initializer_list<
       EXPECT_EQ(pipelines.supported(*v), device_has_feature) << v->name;
     }
   }
+}
+
+// The row kernels (softmax, layer_norm, rms_norm) reduce with subgroup shuffles here: the device
+// has them and VKFORMER_NO_SUBGROUP_OPS=1 does not turn them off.
+inline bool rows_reduce_with_shuffles(Device& device) {
+  const char* env = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
+  return device.info().subgroup_shuffle && !(env && std::string(env) == "1");
 }
 
 }  // namespace vkformer::testing

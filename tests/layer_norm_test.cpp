@@ -24,17 +24,7 @@
 namespace vkformer::testing {
 namespace {
 
-struct LayerNormCase {
-  Shape shape;
-  DType dtype;
-};
-
-std::string ln_name(const ::testing::TestParamInfo<LayerNormCase>& info) {
-  std::string s;
-  for (auto d : info.param.shape.dims()) s += std::to_string(d) + "x";
-  s.pop_back();
-  return s + "_" + std::string(dtype_name(info.param.dtype));
-}
+using LayerNormCase = ShapeCase;
 
 // Runs layer_norm(x, gamma, beta, eps) and compares with the reference; returns the max error.
 // With `residual`, runs add_layer_norm(x, residual, ...) against the reference of x + residual
@@ -111,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // row's outputs; the last workgroup has a single row.
                       LayerNormCase{{701, 36}, DType::f32}, LayerNormCase{{301, 1100}, DType::f32},
                       LayerNormCase{{301, 1100}, DType::f16}),
-    ln_name);
+    shape_case_name);
 
 // 1000 + N(0, 1): the mean is large relative to the spread, where E[x^2] - E[x]^2 in fp32
 // loses everything (1000^2 has an ulp of 0.06). The output error must stay at the level of
@@ -186,13 +176,9 @@ TEST_F(DeviceTest, LayerNormRowKernelsReduceWithShufflesWhereTheDeviceHasThem) {
   expect_runnable_exactly_where(
       device(), {kernels::Kernel::layer_norm_rows_subgroup, kernels::Kernel::layer_norm_rows_add_subgroup},
       device().info().subgroup_shuffle);
-  const char* env = std::getenv("VKFORMER_NO_SUBGROUP_OPS");
-  const bool forced_off = env && std::string(env) == "1";
-  RecordProperty("reduction", device().info().subgroup_shuffle && !forced_off ? "subgroup"
-                                                                              : "shared-memory");
-  std::printf("[ layer_norm ] reductions: %s (subgroup size %u)\n",
-              device().info().subgroup_shuffle && !forced_off ? "subgroup shuffles"
-                                                              : "shared-memory tree",
+  const bool shuffles = rows_reduce_with_shuffles(device());
+  RecordProperty("reduction", shuffles ? "subgroup" : "shared-memory");
+  std::printf("[ layer_norm ] reductions: %s (subgroup size %u)\n", shuffles ? "subgroup shuffles" : "shared-memory tree",
               device().info().subgroup_size);
 }
 

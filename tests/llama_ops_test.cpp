@@ -22,26 +22,12 @@
 namespace vkformer::testing {
 namespace {
 
-std::string shape_name(const Shape& shape, DType dtype) {
-  std::string s;
-  for (auto d : shape.dims()) s += std::to_string(d) + "x";
-  s.pop_back();
-  return s + "_" + std::string(dtype_name(dtype));
-}
 
 double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
 
 // ---------------------------------------------------------------------------------------------
 // rms_norm
 
-struct ShapeCase {
-  Shape shape;
-  DType dtype;
-};
-
-std::string case_name(const ::testing::TestParamInfo<ShapeCase>& info) {
-  return shape_name(info.param.shape, info.param.dtype);
-}
 
 std::vector<double> rms_norm_ref(const std::vector<double>& x, int64_t rows, int64_t d,
                                  const std::vector<double>& w, double eps) {
@@ -90,7 +76,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // (D > 8 * 32 * 4): two passes, several rows per workgroup.
                       ShapeCase{{2, 4100}, DType::f32}, ShapeCase{{301, 1100}, DType::f32},
                       ShapeCase{{2, 4100}, DType::f16}),
-    case_name);
+    shape_case_name);
 
 // A zero row gives zeros (eps keeps the scale finite); rows of large values (|x| ~ 1e4, squares
 // ~ 1e8 summed in fp32) and tiny ones (1e-3, where eps = 1e-5 is not negligible) stay accurate.
@@ -336,7 +322,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ShapeCase{{3, 257}, DType::f32}, ShapeCase{{2, 3, 5, 67}, DType::f32},
                       ShapeCase{{5, 1536}, DType::f32}, ShapeCase{{1}, DType::f16},
                       ShapeCase{{13, 31}, DType::f16}, ShapeCase{{5, 1536}, DType::f16}),
-    case_name);
+    shape_case_name);
 
 // silu at the ends of its range: -100 and -1000 (exp(-x) overflows: the limit -0), 100, 0.
 TEST_F(DeviceTest, SiluSaturates) {
@@ -458,11 +444,7 @@ TEST_P(RopeTest, MatchesExactRotation) {
   auto xv = random_values(c.shape.numel(), 41, -2.0f, 2.0f);
   Graph g;
   Tensor x = g.input("x", c.shape, c.dtype);
-  RopeOptions o;
-  o.style = c.style;
-  o.dims = c.dims;
-  o.freq_base = c.base;
-  o.offset = c.offset;
+  RopeOptions o{.style = c.style, .dims = c.dims, .freq_base = c.base, .offset = c.offset};
   std::map<std::string, HostTensor> inputs{{"x", make_tensor(c.shape, xv, c.dtype)}};
   if (c.run_offset >= 0) {
     o.offset_tensor = g.input("pos", {1}, DType::i32);

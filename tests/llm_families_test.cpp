@@ -69,6 +69,25 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
 
 int64_t argmax(const float* row, int64_t n) { return std::max_element(row, row + n) - row; }
 
+// got within `tolerance` of want (max |dlogit| / max|logit|), the error printed after `what`.
+void expect_logits_within(const std::vector<float>& got, const std::vector<float>& want, double tolerance,
+                          const std::string& what) {
+  const double e = relative_error(got, want);
+  EXPECT_LE(e, tolerance) << what;
+  std::printf("%s: max |dlogit| / max|logit| %.2e\n", what.c_str(), e);
+}
+
+// Every position's logits of `ids`: the first `first` tokens in one prompt pass, the others one at
+// a time through the KV cache.
+std::vector<float> prompt_then_decode(LanguageModel& lm, std::span<const int32_t> ids, size_t first) {
+  std::vector<float> got = lm.append_all_logits(ids.first(first));
+  for (size_t i = first; i < ids.size(); ++i) {
+    std::vector<float> row = lm.append(ids.subspan(i, 1));
+    got.insert(got.end(), row.begin(), row.end());
+  }
+  return got;
+}
+
 class Families : public ::testing::TestWithParam<std::string> {};
 
 // Every position of every prompt within 1e-4 of the largest logit.
@@ -77,9 +96,8 @@ TEST_P(Families, F32LogitsMatchTransformersAtEveryPosition) {
   for (const char* prompt : {"one", "short", "long"}) {
     const Golden g = golden(GetParam(), prompt);
     lm.reset();
-    const double e = relative_error(lm.append_all_logits(g.ids), g.logits);
-    EXPECT_LE(e, 1e-4) << GetParam() << " prompt " << prompt;
-    std::printf("%s f32 %s (%zu ids): max |dlogit| / max|logit| %.2e\n", GetParam().c_str(), prompt, g.ids.size(), e);
+    expect_logits_within(lm.append_all_logits(g.ids), g.logits, 1e-4,
+                         GetParam() + " f32 " + prompt + " (" + std::to_string(g.ids.size()) + " ids)");
   }
 }
 
@@ -89,16 +107,9 @@ TEST_P(Families, KvCachedDecodeMatchesTheFullForward) {
   LanguageModel lm = load(GetParam(), "f32");
   const Golden g = golden(GetParam(), "long");
   const int64_t vocab = lm.config().vocab_size;
-  const size_t first = 5;
-  std::vector<float> got = lm.append_all_logits(std::span<const int32_t>(g.ids).first(first));
-  for (size_t i = first; i < g.ids.size(); ++i) {
-    std::vector<float> row = lm.append(std::span<const int32_t>(g.ids).subspan(i, 1));
-    got.insert(got.end(), row.begin(), row.end());
-  }
+  const std::vector<float> got = prompt_then_decode(lm, g.ids, 5);
   ASSERT_EQ(static_cast<int64_t>(got.size()), static_cast<int64_t>(g.ids.size()) * vocab);
-  const double e = relative_error(got, g.logits);
-  EXPECT_LE(e, 1e-4) << GetParam();
-  std::printf("%s f32 one token at a time: %.2e\n", GetParam().c_str(), e);
+  expect_logits_within(got, g.logits, 1e-4, GetParam() + " f32 one token at a time");
 }
 
 TEST_P(Families, Greedy32TokensIdenticalToTransformers) {
@@ -120,9 +131,7 @@ TEST_P(Families, F16WeightsWithin1e2) {
   for (const char* prompt : {"short", "long"}) {
     const Golden g = golden(GetParam(), prompt);
     lm.reset();
-    const double e = relative_error(lm.append_all_logits(g.ids), g.logits);
-    EXPECT_LE(e, 1e-2) << GetParam() << " " << prompt;
-    std::printf("%s f16 weights %s: %.2e\n", GetParam().c_str(), prompt, e);
+    expect_logits_within(lm.append_all_logits(g.ids), g.logits, 1e-2, GetParam() + " f16 weights " + prompt);
   }
 }
 
@@ -131,15 +140,8 @@ TEST_P(Families, F16WeightsWithin1e2) {
 TEST_P(Families, F16ActivationsWithin1e2) {
   LanguageModel lm = load(GetParam(), "f32", DType::f16);
   const Golden g = golden(GetParam(), "long");
-  const size_t first = g.ids.size() - 8;
-  std::vector<float> got = lm.append_all_logits(std::span<const int32_t>(g.ids).first(first));
-  for (size_t i = first; i < g.ids.size(); ++i) {
-    std::vector<float> row = lm.append(std::span<const int32_t>(g.ids).subspan(i, 1));
-    got.insert(got.end(), row.begin(), row.end());
-  }
-  const double e = relative_error(got, g.logits);
-  EXPECT_LE(e, 1e-2) << GetParam();
-  std::printf("%s f16 activations long: %.2e\n", GetParam().c_str(), e);
+  expect_logits_within(prompt_then_decode(lm, g.ids, g.ids.size() - 8), g.logits, 1e-2,
+                       GetParam() + " f16 activations long");
 }
 
 // Q8_0 weights against the same model with its weights rounded through Q8_0 (transformers on
@@ -198,11 +200,12 @@ class KQuants : public ::testing::TestWithParam<KQuantCase> {
  protected:
   const json& files() const { return families_manifest()[GetParam().family]["k_quants"]["files"][GetParam().type]; }
   fs::path gguf() const { return family_file(files()["gguf"]); }
-  std::vector<int32_t> ids() const {
-    return families_manifest()[GetParam().family]["prompts"][families_manifest()[GetParam().family]["k_quants"]["prompt"].get<std::string>()]["ids"]
-        .get<std::vector<int32_t>>();
+  // The k-quants' prompt, and transformers' logits for it on the weights dequantized.
+  Golden golden() const {
+    const json& family = families_manifest()[GetParam().family];
+    return {family["prompts"][family["k_quants"]["prompt"].get<std::string>()]["ids"].get<std::vector<int32_t>>(),
+            read_npy(family_file(files()["logits"])).to_f32()};
   }
-  std::vector<float> want() const { return read_npy(family_file(files()["logits"])).to_f32(); }
   LanguageModel load() const {
     LanguageModelOptions o;
     o.context = 128;
@@ -237,8 +240,7 @@ TEST_P(KQuants, TheFileHoldsTheListedKQuantTypes) {
 
 TEST_P(KQuants, MatchTheDequantizedWeightsTeacherForced) {
   LanguageModel lm = load();
-  const std::vector<int32_t> ids = this->ids();
-  const std::vector<float> want = this->want();
+  const auto [ids, want] = golden();
   const int64_t vocab = lm.config().vocab_size, n = static_cast<int64_t>(ids.size());
   const std::vector<float> got = lm.append_all_logits(ids);
   const double e = relative_error(got, want);
@@ -251,17 +253,11 @@ TEST_P(KQuants, MatchTheDequantizedWeightsTeacherForced) {
 
 TEST_P(KQuants, KvCachedDecodeMatchesTheFullForward) {
   LanguageModel lm = load();
-  const std::vector<int32_t> ids = this->ids();
-  const std::vector<float> want = this->want();
+  const auto [ids, want] = golden();
   const int64_t vocab = lm.config().vocab_size, n = static_cast<int64_t>(ids.size());
   const std::vector<float> full = lm.append_all_logits(ids);
   lm.reset();
-  const size_t first = 5;
-  std::vector<float> got = lm.append_all_logits(std::span<const int32_t>(ids).first(first));
-  for (size_t i = first; i < ids.size(); ++i) {
-    std::vector<float> row = lm.append(std::span<const int32_t>(ids).subspan(i, 1));
-    got.insert(got.end(), row.begin(), row.end());
-  }
+  const std::vector<float> got = prompt_then_decode(lm, ids, 5);
   ASSERT_EQ(static_cast<int64_t>(got.size()), n * vocab);
   const double e_full = relative_error(got, full), e = relative_error(got, want);
   EXPECT_LE(e_full, kKQuantTolerance) << label();

@@ -54,13 +54,6 @@ double max_abs(const std::vector<double>& v) {
 
 }  // namespace
 
-std::string shape_name(const Shape& s) {
-  std::string r;
-  for (auto d : s.dims()) r += std::to_string(d) + "x";
-  r.pop_back();
-  return r;
-}
-
 std::string case_name(const MatmulCase& c) {
   static const char* acts[] = {"", "_relu", "_gelu"};
   std::string s = shape_name(c.a) + "_by_" + shape_name(c.b) + (c.transpose_b ? "T" : "");

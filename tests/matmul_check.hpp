@@ -33,7 +33,6 @@ inline MatmulCase with(MatmulCase c, float alpha, Activation act) {
 }
 inline MatmulCase f16(MatmulCase c) { return c.dtype = DType::f16, c; }
 
-std::string shape_name(const Shape& s);  // "2x3x5"
 std::string case_name(const MatmulCase& c);  // "7x13_by_13x31T_bias_alpha_gelu_f16"
 
 // The kernel variants `device` can run (built and with their features enabled).

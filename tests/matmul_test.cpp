@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "device_impl.hpp"
 #include "kernel_table.hpp"
@@ -295,11 +296,7 @@ TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {
   {
     ScopedEnv env("VKFORMER_MATMUL_TILES", "24x40x5/3x5");
     kernels::MatmulTiles t = kernels::tuning_for(info).matmul.tiles;
-    EXPECT_EQ(t.bm, 24u);
-    EXPECT_EQ(t.bn, 40u);
-    EXPECT_EQ(t.bk, 5u);
-    EXPECT_EQ(t.tm, 3u);
-    EXPECT_EQ(t.tn, 5u);
+    EXPECT_EQ(std::tie(t.bm, t.bn, t.bk, t.tm, t.tn), std::make_tuple(24u, 40u, 5u, 3u, 5u));
     EXPECT_TRUE(t.shared_memory);
     EXPECT_EQ(t.invocations(), 64u);
   }
@@ -313,12 +310,7 @@ TEST_F(DeviceTest, MatmulTilesEnvSetsTheTiling) {
   {
     ScopedEnv env("VKFORMER_MATMUL_TEXEL", "5x3x3/3x8x1");
     kernels::MatmulTexelTiles t = kernels::tuning_for(info).matmul.texel_tiles;
-    EXPECT_EQ(t.tm, 5u);
-    EXPECT_EQ(t.tn, 3u);
-    EXPECT_EQ(t.qb, 3u);
-    EXPECT_EQ(t.tm_nn, 3u);
-    EXPECT_EQ(t.tn_nn, 8u);
-    EXPECT_EQ(t.qb_nn, 1u);
+    EXPECT_EQ(std::tie(t.tm, t.tn, t.qb, t.tm_nn, t.tn_nn, t.qb_nn), std::make_tuple(5u, 3u, 3u, 3u, 8u, 1u));
   }
 }
 
@@ -327,24 +319,14 @@ TEST_F(DeviceTest, MatmulPathEnvRejectsNonsense) {
                              std::pair{"VKFORMER_MATMUL_SPLIT_K", "0"},
                              std::pair{"VKFORMER_MATMUL_TEXEL", "12x2x2/8x3x2"}}) {
     ScopedEnv env(name, value);
-    try {
-      kernels::tuning_for(device().info());
-      ADD_FAILURE() << name << "=" << value << ": expected an error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-    }
+    EXPECT_TRUE(fails_with([&] { kernels::tuning_for(device().info()); }, ErrorCode::invalid_argument, name))
+        << name << "=" << value;
   }
 }
 
 TEST_F(DeviceTest, MatmulTilesEnvRejectsATilingThatDoesNotFit) {
-  try {
-    open_device_with_tiles("64x64x16/3x4");
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("VKFORMER_MATMUL_TILES"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(fails_with([] { open_device_with_tiles("64x64x16/3x4"); }, ErrorCode::invalid_argument,
+                         "VKFORMER_MATMUL_TILES"));
 }
 
 // The overrides parse strictly: no sign, nothing past 32 bits, nothing after the last field.
@@ -365,35 +347,27 @@ TEST_F(DeviceTest, MatmulEnvRejectsSignsOverflowAndTrailingJunk) {
 // Each rejection names the rule that failed with its numbers, and a device limit with its value.
 TEST_F(DeviceTest, MatmulEnvErrorsNameTheFailedRule) {
   const DeviceInfo& info = device().info();
-  auto error = [&](const char* name, const char* value) {
-    return env_error(name, value, [&] { kernels::tuning_for(info); });
-  };
-  const std::pair<const char*, std::string> cases[] = {
-      {"63x64x16/4x4", "BM 63 is not a multiple of TM 4"},
-      {"64x30x16/4x4", "BN 30 is not a multiple of TN 4"},
-      {"0x64x16/4x4", "BM is 0, expected 1 to 65536"},
-      {"64x64x16/4x65537", "TN is 65537, expected 1 to 65536"},
-      {"1024x1024x1/1x1", "(BM/TM)*(BN/TN) = 1048576 invocations, above "
-                          "maxComputeWorkGroupInvocations = " +
-                              std::to_string(info.max_workgroup_invocations)},
-      {"64x64x65536/4x4", "4*BK*(BM+BN+2) = 34078720 bytes of shared memory, above "
-                          "maxComputeSharedMemorySize = " +
-                              std::to_string(info.shared_memory_bytes)},
-  };
-  for (const auto& [value, rule] : cases) {
-    const std::string what = error("VKFORMER_MATMUL_TILES", value);
-    EXPECT_NE(what.find(rule), std::string::npos) << what;
-  }
-  const std::pair<const char*, const char*> texel_cases[] = {
-      {"12x2x2/8x3x2", "TN 3 of the second block (B not transposed) is not a multiple of 4"},
-      {"16x16x4/16x4x2", "TM*TN of the first block (B transposed) is 256, expected at most 128"},
-      {"65536x65536x4/4x4x4", "TM of the first block (B transposed) is 65536, expected 1 to 128"},
-      {"16x2x4/16x4x17", "QB of the second block (B not transposed) is 17, expected 1 to 16"},
-  };
-  for (const auto& [value, rule] : texel_cases) {
-    const std::string what = error("VKFORMER_MATMUL_TEXEL", value);
-    EXPECT_NE(what.find(rule), std::string::npos) << what;
-  }
+  auto read = [&] { kernels::tuning_for(info); };
+  expect_env_rules(
+      "VKFORMER_MATMUL_TILES",
+      {{"63x64x16/4x4", "BM 63 is not a multiple of TM 4"},
+       {"64x30x16/4x4", "BN 30 is not a multiple of TN 4"},
+       {"0x64x16/4x4", "BM is 0, expected 1 to 65536"},
+       {"64x64x16/4x65537", "TN is 65537, expected 1 to 65536"},
+       {"1024x1024x1/1x1", "(BM/TM)*(BN/TN) = 1048576 invocations, above "
+                           "maxComputeWorkGroupInvocations = " +
+                               std::to_string(info.max_workgroup_invocations)},
+       {"64x64x65536/4x4", "4*BK*(BM+BN+2) = 34078720 bytes of shared memory, above "
+                           "maxComputeSharedMemorySize = " +
+                               std::to_string(info.shared_memory_bytes)}},
+      read);
+  expect_env_rules(
+      "VKFORMER_MATMUL_TEXEL",
+      {{"12x2x2/8x3x2", "TN 3 of the second block (B not transposed) is not a multiple of 4"},
+       {"16x16x4/16x4x2", "TM*TN of the first block (B transposed) is 256, expected at most 128"},
+       {"65536x65536x4/4x4x4", "TM of the first block (B transposed) is 65536, expected 1 to 128"},
+       {"16x2x4/16x4x17", "QB of the second block (B not transposed) is 17, expected 1 to 16"}},
+      read);
 }
 
 // Shape errors name the op and both shapes.
@@ -401,14 +375,7 @@ std::string matmul_error(const Shape& as, const Shape& bs, MatmulOptions options
                          DType bdtype = DType::f32) {
   Graph g;
   Tensor a = g.input("a", as), b = g.input("b", bs, bdtype);
-  try {
-    g.matmul(a, b, options);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::shape_mismatch) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a shape error for " << as.str() << " x " << bs.str();
-  return "";
+  return error_message([&] { g.matmul(a, b, options); }, ErrorCode::shape_mismatch);
 }
 
 TEST_F(DeviceTest, MatmulShapeErrorsNameBothShapes) {
@@ -424,33 +391,17 @@ TEST_F(DeviceTest, MatmulShapeErrorsNameBothShapes) {
 
   Graph g;
   Tensor a = g.input("a", {2, 3, 5}), b = g.input("b", {5, 6}), bias = g.input("bias", {5});
-  try {
-    g.matmul(a, b, {.bias = bias});
-    FAIL() << "expected a shape error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "matmul: bias must be [6] f32 (a [2,3,5] · b [5,6] is [2,3,6]), got [5] f32");
-  }
+  EXPECT_EQ(error_message([&] { g.matmul(a, b, {.bias = bias}); }, ErrorCode::shape_mismatch),
+            "matmul: bias must be [6] f32 (a [2,3,5] · b [5,6] is [2,3,6]), got [5] f32");
 }
 
 TEST_F(DeviceTest, LinearShapeErrorsNameXAndWeight) {
   Graph g;
   Tensor x = g.input("x", {2, 7, 31}), w = g.input("w", {13, 30}), w3 = g.input("w3", {1, 13, 31});
   Graph::Scope scope(g, "encoder");
-  try {
-    g.linear(x, w);
-    FAIL() << "expected a shape error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "encoder/linear: x is [2,7,31], weight is [13,30] (transposed): inner dims 31 != 30");
-  }
-  try {
-    g.linear(x, w3);
-    FAIL() << "expected a shape error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::shape_mismatch);
-    EXPECT_NE(std::string(e.what()).find("[1,13,31]"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(error_message([&] { g.linear(x, w); }, ErrorCode::shape_mismatch),
+            "encoder/linear: x is [2,7,31], weight is [13,30] (transposed): inner dims 31 != 30");
+  EXPECT_TRUE(fails_with([&] { g.linear(x, w3); }, ErrorCode::shape_mismatch, "[1,13,31]"));
 }
 
 // The path choice as a pure function of made-up devices' tunings and the shape.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "capi_device.hpp"
 #include "test_device.hpp"
 #include "vkformer/vkformer.h"
 
@@ -21,18 +22,18 @@ int32_t append_text(const char* text, size_t length, int32_t, void* user) {
   return 1;
 }
 
-class SpeculativeCapi : public DeviceTest {
+class SpeculativeCapi : public CApiDeviceTest {
  protected:
   void SetUp() override {
-    ASSERT_EQ(vkf_device_open(nullptr, &dev_), VKF_OK) << vkf_last_error();
-    ASSERT_EQ(vkf_llm_load(dev_, (kDir + "/llama3.f32.gguf").c_str(), 128, &llm_), VKF_OK) << vkf_last_error();
-    ASSERT_EQ(vkf_llm_load(dev_, (kDir + "/llama3.q8_0.gguf").c_str(), 128, &draft_), VKF_OK) << vkf_last_error();
+    CApiDeviceTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(vkf_llm_load(dev, (kDir + "/llama3.f32.gguf").c_str(), 128, &llm_), VKF_OK) << vkf_last_error();
+    ASSERT_EQ(vkf_llm_load(dev, (kDir + "/llama3.q8_0.gguf").c_str(), 128, &draft_), VKF_OK) << vkf_last_error();
   }
   void TearDown() override {
     vkf_llm_release(draft_);
     vkf_llm_release(llm_);
-    vkf_device_release(dev_);
-    DeviceTest::TearDown();
+    CApiDeviceTest::TearDown();
   }
   std::string greedy(const char* prompt) {
     std::string text;
@@ -40,7 +41,6 @@ class SpeculativeCapi : public DeviceTest {
     EXPECT_EQ(vkf_llm_generate(llm_, prompt, 24, nullptr, append_text, &text, nullptr), VKF_OK) << vkf_last_error();
     return text;
   }
-  vkf_device* dev_ = nullptr;
   vkf_llm *llm_ = nullptr, *draft_ = nullptr;
 };
 
@@ -89,7 +89,7 @@ TEST_F(SpeculativeCapi, BadOptionsAreRefusedByNameAndKeepTheSetting) {
   none.draft = nullptr;
   refused(none, "needs a draft");
   vkf_llm* other = nullptr;
-  ASSERT_EQ(vkf_llm_load(dev_, (std::string(VKF_LLAMA_GOLDEN_DIR) + "/tiny/tiny_llama_tied.gguf").c_str(), 128, &other),
+  ASSERT_EQ(vkf_llm_load(dev, (std::string(VKF_LLAMA_GOLDEN_DIR) + "/tiny/tiny_llama_tied.gguf").c_str(), 128, &other),
             VKF_OK);
   vkf_speculative_options foreign = self;
   foreign.draft = other;

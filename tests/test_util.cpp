@@ -106,6 +106,19 @@ Tolerance default_tolerance(DType dtype) {
          << ", want " << want[worst] << "; max abs error " << max_err;
 }
 
+std::string shape_name(const Shape& s) {
+  std::string r;
+  for (auto d : s.dims()) r += std::to_string(d) + "x";
+  r.pop_back();
+  return r;
+}
+
+std::string shape_name(const Shape& s, DType dtype) { return shape_name(s) + "_" + std::string(dtype_name(dtype)); }
+
+std::string shape_case_name(const ::testing::TestParamInfo<ShapeCase>& info) {
+  return shape_name(info.param.shape, info.param.dtype);
+}
+
 std::string sci(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
@@ -187,6 +200,17 @@ ScopedEnv::~ScopedEnv() {
                                        << needle << "\"";
 }
 
+std::string error_message(const std::function<void()>& f, ErrorCode code) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.code() == code ? e.what() : "";
+  }
+  ADD_FAILURE() << "no error; expected " << to_string(code);
+  return "";
+}
+
 std::string env_error(const char* name, const char* value, const std::function<void()>& read) {
   ScopedEnv env(name, value);
   try {
@@ -199,6 +223,13 @@ std::string env_error(const char* name, const char* value, const std::function<v
   }
   ADD_FAILURE() << name << "='" << value << "': expected an error";
   return "";
+}
+
+void expect_env_rules(const char* name, std::initializer_list<EnvRule> rules, const std::function<void()>& read) {
+  for (const EnvRule& r : rules) {
+    const std::string what = env_error(name, r.value, read);
+    EXPECT_NE(what.find(r.rule), std::string::npos) << name << "=" << r.value << ": " << what;
+  }
 }
 
 FetchedModel run_fetch_script(const std::string& script, const std::string& hint) {

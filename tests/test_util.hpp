@@ -53,6 +53,15 @@ std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed);
 // max |got - want| / max |want| (over want's elements): how far a row of logits is from the
 // reference, whatever the logits' scale.
 double relative_error(std::span<const float> got, std::span<const float> want);
+// "2x3x5", and "2x3x5_f16" with a dtype: test case names of shapes.
+std::string shape_name(const Shape& s);
+std::string shape_name(const Shape& s, DType dtype);
+// A parameter of one shape and dtype (elementwise and row ops) and its test name, "2x3x5_f16".
+struct ShapeCase {
+  Shape shape;
+  DType dtype;
+};
+std::string shape_case_name(const ::testing::TestParamInfo<ShapeCase>& info);
 // "1.23e-06": an error as text, for RecordProperty (see --gtest_output=xml).
 std::string sci(double v);
 
@@ -64,6 +73,9 @@ std::vector<double> broadcast_to(const std::vector<double>& values, const Shape&
 // failure says what happened instead (use as EXPECT_TRUE(fails_with(...))).
 ::testing::AssertionResult fails_with(const std::function<void()>& f, ErrorCode code,
                                       std::string_view needle);
+// The message of the vkformer::Error with `code` that f() throws, for tests that compare all of
+// it; a failure (and "") where f() throws nothing, something else or another code.
+std::string error_message(const std::function<void()>& f, ErrorCode code);
 
 // A model that a fetch script (scripts/fetch_*.sh, run as `script`) installs into its cache and
 // names on its last line of output. `error` holds why there is none: the script's output when
@@ -107,5 +119,12 @@ class ScopedEnv {
 // The message of the error that `read` throws while environment variable `name` is `value`; a
 // test failure (and "") unless it is invalid_argument and quotes the variable: NAME='value'.
 std::string env_error(const char* name, const char* value, const std::function<void()>& read);
+// One row of expect_env_rules: an override's value and a part of the message refusing it.
+struct EnvRule {
+  const char* value;
+  std::string rule;
+};
+// For each row, name=value is refused by read() as env_error checks, with a message naming the rule.
+void expect_env_rules(const char* name, std::initializer_list<EnvRule> rules, const std::function<void()>& read);
 
 }  // namespace vkformer::testing

@@ -14,7 +14,7 @@ namespace vkformer::py {
 
 namespace {
 
-// What `vkformer devices` reports on its "tuning" line (tools/tuning_report.cpp): whether
+// What `vkformer devices` reports on its "tuning" line (tools/cli/tuning_report.cpp): whether
 // `vkformer tune` measured this device and which choices it kept.
 nb::dict describe_tuning(const DeviceInfo& d) {
   using State = kernels::TuningCacheState;

@@ -4,7 +4,7 @@
 // A Tunable names one choice of the static table (src/kernels/tuning*.cpp): its candidate values
 // for a device, the static choice first, each with how it changes a Tuning; and which ops, at
 // which shapes, time it. Three users share that one list:
-//   - the tuner (tools/cmd_tune.cpp) times every candidate beside the static choice and keeps a
+//   - the tuner (tools/cli/cmd_tune.cpp) times every candidate beside the static choice and keeps a
 //     candidate only where it beats the static one by a margin measured in the same run;
 //   - the tuning cache (tuning_cache.cpp) stores winners as (id, value text) and applies a
 //     stored value only if it is still one of the candidates, so the cache can only ever pick

@@ -6,13 +6,7 @@ namespace vkformer::models {
 
 BlockBuilder::BlockBuilder(Graph& graph, const ModelConfig& config, const WeightStore& weights,
                            AttentionOptions::Path path)
-    : g_(graph), c_(config), w_(weights), path_(path) {}
-
-Tensor BlockBuilder::weight(const std::string& name) {
-  auto it = bound_.find(name);
-  if (it != bound_.end()) return it->second;
-  return bound_[name] = g_.external(name, w_.get(name));
-}
+    : g_(graph), c_(config), weights_(graph, weights), path_(path) {}
 
 // Pre-norm: x + f(LN(x)), the sum is the residual stream. Post-norm: LN(x + f(x)) in one
 // add_layer_norm dispatch, since nothing else reads the sum.

@@ -29,7 +29,7 @@ class BlockBuilder {
                AttentionOptions::Path path);
 
   // The weight as an external of this graph (bound once per name).
-  Tensor weight(const std::string& name);
+  Tensor weight(const std::string& name) { return weights_(name); }
 
   Tensor encoder_stack(const std::string& prefix, Tensor x, const AttentionMasks& self);
   Tensor decoder_stack(const std::string& prefix, Tensor x, Tensor memory,
@@ -66,9 +66,8 @@ class BlockBuilder {
 
   Graph& g_;
   const ModelConfig& c_;
-  const WeightStore& w_;
+  BoundWeights weights_;
   AttentionOptions::Path path_;
-  std::map<std::string, Tensor> bound_;
 };
 
 }  // namespace vkformer::models

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "cached_decoder.hpp"
+#include "token_ids.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer {
@@ -123,12 +124,7 @@ std::vector<int32_t> Model::generate(const std::vector<int32_t>& src, const Gene
   if (static_cast<int64_t>(src.size()) > c.max_len)
     throw Error(ErrorCode::invalid_argument, call + ": the source has " + std::to_string(src.size()) +
                                                  " tokens, more than max_len " + std::to_string(c.max_len));
-  for (size_t i = 0; i < src.size(); ++i)
-    if (src[i] < 0 || src[i] >= c.src_vocab)
-      throw Error(ErrorCode::invalid_argument, call + ": source token " + std::to_string(src[i]) +
-                                                   " at position " + std::to_string(i) +
-                                                   " is outside the vocabulary [0, " +
-                                                   std::to_string(c.src_vocab) + ")");
+  models::check_token_ids(src, c.src_vocab, call, "source token", "position");
   if (o.bos < 0 || o.bos >= c.tgt_vocab)
     throw Error(ErrorCode::invalid_argument, call + ": bos " + std::to_string(o.bos) +
                                                  " is outside the target vocabulary [0, " +

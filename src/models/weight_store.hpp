@@ -4,6 +4,7 @@
 
 #include "vkformer/device_tensor.hpp"
 #include "vkformer/error.hpp"
+#include "vkformer/graph.hpp"
 
 namespace vkformer::models {
 
@@ -26,6 +27,23 @@ class WeightStore {
 
  private:
   std::map<std::string, DeviceTensor> tensors_;
+};
+
+// A store's weights as externals of one graph, each bound at its first use and the same external
+// after that (the block builders' weight(name)).
+class BoundWeights {
+ public:
+  BoundWeights(Graph& graph, const WeightStore& weights) : g_(graph), w_(weights) {}
+  Tensor operator()(const std::string& name) {
+    auto it = bound_.find(name);
+    if (it != bound_.end()) return it->second;
+    return bound_[name] = g_.external(name, w_.get(name));
+  }
+
+ private:
+  Graph& g_;
+  const WeightStore& w_;
+  std::map<std::string, Tensor> bound_;
 };
 
 }  // namespace vkformer::models

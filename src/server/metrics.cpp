@@ -35,65 +35,49 @@ std::string Metrics::render(int parallel) const {
     o << "vkformer_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << "\n";
     if (key.second >= 400) errors += n;
   }
-  o << "# HELP vkformer_errors_total Requests answered with a 4xx or 5xx status.\n"
-       "# TYPE vkformer_errors_total counter\nvkformer_errors_total "
-    << errors << "\n";
-  o << "# HELP vkformer_prompt_tokens_total Prompt tokens processed.\n"
-       "# TYPE vkformer_prompt_tokens_total counter\nvkformer_prompt_tokens_total "
-    << prompt_tokens_.load() << "\n";
-  o << "# HELP vkformer_completion_tokens_total Tokens generated.\n"
-       "# TYPE vkformer_completion_tokens_total counter\nvkformer_completion_tokens_total "
-    << completion_tokens_.load() << "\n";
-  o << "# HELP vkformer_queue_depth Requests waiting for a slot.\n"
-       "# TYPE vkformer_queue_depth gauge\nvkformer_queue_depth "
-    << queue_depth_.load() << "\n";
-  o << "# HELP vkformer_active_slots Sequences generating now, of vkformer_slots.\n"
-       "# TYPE vkformer_active_slots gauge\nvkformer_active_slots "
-    << active_slots_.load() << "\nvkformer_slots " << parallel << "\n";
-  o << "# HELP vkformer_open_connections Connections being served now, the one asking included "
-       "(at most --max-connections: those over it get 503 and are not counted).\n"
-       "# TYPE vkformer_open_connections gauge\nvkformer_open_connections "
-    << open_connections_.load() << "\n";
-  o << "# HELP vkformer_client_disconnects_total Streams whose client went away before the end.\n"
-       "# TYPE vkformer_client_disconnects_total counter\nvkformer_client_disconnects_total "
-    << disconnects_.load() << "\n";
-  o << "# HELP vkformer_device_losses_total Times the device was found lost (its requests answered 503 device_lost).\n"
-       "# TYPE vkformer_device_losses_total counter\nvkformer_device_losses_total "
-    << device_losses_.load() << "\n";
-  o << "# HELP vkformer_model_reloads_total Times the language model was loaded again after a device loss.\n"
-       "# TYPE vkformer_model_reloads_total counter\nvkformer_model_reloads_total "
-    << model_reloads_.load() << "\n";
-  o << "# HELP vkformer_context_shifts_total Context shifts: a sequence that filled its slot's context "
-       "forgot tokens after its n_keep and went on (--context-shift).\n"
-       "# TYPE vkformer_context_shifts_total counter\nvkformer_context_shifts_total "
-    << context_shifts_.load() << "\n";
-  o << "# HELP vkformer_context_shift_tokens_total Tokens the context shifts forgot.\n"
-       "# TYPE vkformer_context_shift_tokens_total counter\nvkformer_context_shift_tokens_total "
-    << context_shift_tokens_.load() << "\n";
+  // One counter or gauge: its HELP and TYPE lines, then its value.
+  const auto metric = [&o](const char* name, const char* type, const char* help, const auto& value) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value << '\n';
+  };
+  metric("vkformer_errors_total", "counter", "Requests answered with a 4xx or 5xx status.", errors);
+  metric("vkformer_prompt_tokens_total", "counter", "Prompt tokens processed.", prompt_tokens_.load());
+  metric("vkformer_completion_tokens_total", "counter", "Tokens generated.", completion_tokens_.load());
+  metric("vkformer_queue_depth", "gauge", "Requests waiting for a slot.", queue_depth_.load());
+  metric("vkformer_active_slots", "gauge", "Sequences generating now, of vkformer_slots.", active_slots_.load());
+  o << "vkformer_slots " << parallel << "\n";
+  metric("vkformer_open_connections", "gauge",
+         "Connections being served now, the one asking included "
+         "(at most --max-connections: those over it get 503 and are not counted).",
+         open_connections_.load());
+  metric("vkformer_client_disconnects_total", "counter", "Streams whose client went away before the end.",
+         disconnects_.load());
+  metric("vkformer_device_losses_total", "counter",
+         "Times the device was found lost (its requests answered 503 device_lost).", device_losses_.load());
+  metric("vkformer_model_reloads_total", "counter",
+         "Times the language model was loaded again after a device loss.", model_reloads_.load());
+  metric("vkformer_context_shifts_total", "counter",
+         "Context shifts: a sequence that filled its slot's context "
+         "forgot tokens after its n_keep and went on (--context-shift).",
+         context_shifts_.load());
+  metric("vkformer_context_shift_tokens_total", "counter", "Tokens the context shifts forgot.",
+         context_shift_tokens_.load());
   // Speculative decoding, in the spirit of llama-server's llamacpp:n_draft_total and
   // llamacpp:n_draft_accepted_total.
   const int64_t drafted = drafted_.load(), accepted = accepted_.load(), passes = decode_passes_.load();
-  o << "# HELP vkformer_draft_tokens_total Tokens proposed by speculative decoding (--spec) and verified.\n"
-       "# TYPE vkformer_draft_tokens_total counter\nvkformer_draft_tokens_total "
-    << drafted << "\n";
-  o << "# HELP vkformer_draft_accepted_tokens_total Proposed tokens that verification kept.\n"
-       "# TYPE vkformer_draft_accepted_tokens_total counter\nvkformer_draft_accepted_tokens_total "
-    << accepted << "\n";
-  o << "# HELP vkformer_draft_acceptance_rate Kept proposals over verified ones since start (0 before any).\n"
-       "# TYPE vkformer_draft_acceptance_rate gauge\nvkformer_draft_acceptance_rate "
-    << (drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0) << "\n";
-  o << "# HELP vkformer_decode_passes_total Decoding sequences' turns in scheduler steps (one per sequence "
-       "per step).\n"
-       "# TYPE vkformer_decode_passes_total counter\nvkformer_decode_passes_total "
-    << passes << "\n";
-  o << "# HELP vkformer_tokens_per_decode_pass Tokens a decoding sequence gained per step, on average since "
-       "start (1 without speculative decoding; more as proposals are kept).\n"
-       "# TYPE vkformer_tokens_per_decode_pass gauge\nvkformer_tokens_per_decode_pass "
-    << (passes > 0 ? static_cast<double>(decode_pass_tokens_.load()) / static_cast<double>(passes) : 0.0) << "\n";
-  o << "# HELP vkformer_generation_tokens_per_second Tokens decoded per second of decode steps, "
-       "all sequences together, since start.\n"
-       "# TYPE vkformer_generation_tokens_per_second gauge\nvkformer_generation_tokens_per_second "
-    << (step_seconds_ > 0 ? step_tokens_ / step_seconds_ : 0.0) << "\n";
+  metric("vkformer_draft_tokens_total", "counter", "Tokens proposed by speculative decoding (--spec) and verified.",
+         drafted);
+  metric("vkformer_draft_accepted_tokens_total", "counter", "Proposed tokens that verification kept.", accepted);
+  metric("vkformer_draft_acceptance_rate", "gauge", "Kept proposals over verified ones since start (0 before any).",
+         drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0);
+  metric("vkformer_decode_passes_total", "counter",
+         "Decoding sequences' turns in scheduler steps (one per sequence per step).", passes);
+  metric("vkformer_tokens_per_decode_pass", "gauge",
+         "Tokens a decoding sequence gained per step, on average since "
+         "start (1 without speculative decoding; more as proposals are kept).",
+         passes > 0 ? static_cast<double>(decode_pass_tokens_.load()) / static_cast<double>(passes) : 0.0);
+  metric("vkformer_generation_tokens_per_second", "gauge",
+         "Tokens decoded per second of decode steps, all sequences together, since start.",
+         step_seconds_ > 0 ? step_tokens_ / step_seconds_ : 0.0);
   o << "# HELP vkformer_time_to_first_token_seconds From a request's arrival to its first token.\n"
        "# TYPE vkformer_time_to_first_token_seconds histogram\n";
   int64_t cumulative = 0;

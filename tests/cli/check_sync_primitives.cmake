@@ -7,6 +7,7 @@
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "check_sync_primitives.cmake: -DSOURCE_DIR=... is required")
 endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../repo_check_util.cmake)
 set(patterns "std::latch" "std::barrier" "counting_semaphore" "binary_semaphore" "atomic_wait"
              "atomic_notify" "atomic_flag_wait" "#include <latch>" "#include <barrier>" "#include <semaphore>")
 file(GLOB_RECURSE files
@@ -19,10 +20,7 @@ file(GLOB_RECURSE files
      ${SOURCE_DIR}/examples/*.cpp ${SOURCE_DIR}/examples/*.c ${SOURCE_DIR}/fuzz/*.cpp)
 # The latch's own header explains the bug by naming them.
 list(FILTER files EXCLUDE REGEX "/tests/latch\\.hpp$")
-list(LENGTH files count)
-if(count LESS 100)
-  message(FATAL_ERROR "check_sync_primitives.cmake: only ${count} source files under ${SOURCE_DIR}")
-endif()
+repo_check_files(check_sync_primitives.cmake files 100 source)
 set(found "")
 foreach(f IN LISTS files)
   file(READ "${f}" text)
@@ -34,7 +32,5 @@ foreach(f IN LISTS files)
     endif()
   endforeach()
 endforeach()
-if(found)
-  message(FATAL_ERROR "primitives that hang under MinGW-w64's libstdc++ (see tests/latch.hpp):${found}")
-endif()
-message(STATUS "${count} files: no std::latch, std::barrier, semaphores or atomic waits")
+repo_check_verdict("${found}" "primitives that hang under MinGW-w64's libstdc++ (see tests/latch.hpp)"
+                   "${count} files: no std::latch, std::barrier, semaphores or atomic waits")

@@ -34,7 +34,7 @@ endfunction()
 # The sweep decides before each step whether its budget allows it, and a step in flight (a
 # pipeline's JIT, a round of timings) is not interrupted; on a loaded machine one step can take
 # seconds. So it stops within its budget plus two of its own longest steps (the one in flight,
-# then releasing the devices; tools/tuner.hpp), which its JSON reports, and half a second.
+# then releasing the devices; tools/cli/tuner.hpp), which its JSON reports, and half a second.
 function(check_stopped_in_time json budget)
   file(READ ${json} doc)
   string(JSON took GET "${doc}" took_s)
@@ -81,7 +81,7 @@ string(JSON first_status GET "${report}" tunables 0 status)
 # 40: a bare wall-clock bound). The first (cheapest) tunable is measured once one round is timed,
 # and it is left unmeasured only if less than a second of the budget was left after at most four
 # steps (opening the device, the first budget check, preparing the static choice, preparing one
-# candidate; tools/tuner.cpp), each at most the JSON's longest_step_s. So if four such steps fit
+# candidate; tools/cli/tuner.cpp), each at most the JSON's longest_step_s. So if four such steps fit
 # in the budget less a second, nothing measured is a bug; if not, the machine was too loaded for
 # this budget, and the checks that need a measured choice are left out with a warning. (The sweep
 # takes about 1 s of its 15 s on a quiet machine, 4.7 s at load 15-25.)

@@ -154,6 +154,14 @@ class Checks:
         sys.exit(1 if self.failed or self.passed == 0 else 0)
 
 
+def end_load_test(c, server, rss_first, rss_second):
+    """How a load test ends: resident memory flat between its two halves (within 2% and 4 MiB:
+    allocator noise, not a leak of every request), the server healthy, then stopped cleanly."""
+    c.check(rss_second <= rss_first * 1.02 + 4096, "memory grew from %d to %d KiB" % (rss_first, rss_second))
+    c.check(server.health(), "health at the end")
+    server.stop()
+
+
 def post_json(base, path, body, what, timeout=120):
     """The JSON reply to a POST of `body` to base + path; an HTTP error is a RuntimeError naming
     `what`, the status and the start of the reply's body."""

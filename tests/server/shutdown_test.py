@@ -132,6 +132,20 @@ def queue_behind(pool, port, n):
     return futures
 
 
+def one_slot_server(grace):
+    """The tiny model in one slot, given `grace` seconds to finish its requests after SIGTERM."""
+    return Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "1", "--model-name", "tiny",
+                             "--shutdown-grace", str(grace)])
+
+
+def streams_behind_16(pool, port):
+    """8 streams of 80 tokens submitted behind 16 queued ones: (the 16, the 8, the 8's events
+    set once each is sent)."""
+    submitted = [threading.Event() for _ in range(8)]
+    ahead = queue_behind(pool, port, 16)
+    return ahead, [pool.submit(stream, port, PROMPTS[i], 80, submitted[i]) for i in range(8)], submitted
+
+
 def after_signal(port):
     """What a new request gets once the server shuts down: 503 server_shutting_down while it
     drains ("refused" once it has stopped)."""
@@ -146,14 +160,11 @@ def after_signal(port):
 # complete; a new request meanwhile gets 503. "Time enough" is a hang guard, not a bound: the
 # 120 s grace (and wait_exit's 120 s) against a drain of 24 x 80 tokens that takes about 2 s on a
 # quiet machine and 3 s at load 15-25 (issue 40).
-server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "1", "--model-name", "tiny",
-                           "--shutdown-grace", "120"])
+server = one_slot_server(120)
 try:
     port = server.port
-    submitted = [threading.Event() for _ in range(8)]
     with concurrent.futures.ThreadPoolExecutor(24) as pool:
-        ahead = queue_behind(pool, port, 16)
-        futures = [pool.submit(stream, port, PROMPTS[i], 80, submitted[i]) for i in range(8)]
+        ahead, futures, submitted = streams_behind_16(pool, port)
         for e in submitted:
             e.wait(120)
         pending = sum(not f.done() for f in futures)
@@ -187,14 +198,11 @@ finally:
 
 # --- SIGTERM with 10 requests in flight behind 16 others and --shutdown-grace 0: each ends
 # complete or told.
-server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "1", "--model-name", "tiny",
-                           "--shutdown-grace", "0"])
+server = one_slot_server(0)
 try:
     port = server.port
-    submitted = [threading.Event() for _ in range(8)]
     with concurrent.futures.ThreadPoolExecutor(26) as pool:
-        ahead = queue_behind(pool, port, 16)
-        futures = [pool.submit(stream, port, PROMPTS[i], 80, submitted[i]) for i in range(8)]
+        ahead, futures, submitted = streams_behind_16(pool, port)
         plains = [pool.submit(plain, port, PROMPTS[i], 80) for i in range(2)]
         for e in submitted:
             e.wait(120)

@@ -9,13 +9,7 @@ namespace vkformer::models::bert {
 
 BertEncoder::BertEncoder(Graph& graph, const BertConfig& config, const WeightStore& weights,
                          AttentionOptions::Path path)
-    : g_(graph), c_(config), w_(weights), path_(path) {}
-
-Tensor BertEncoder::weight(const std::string& name) {
-  auto it = bound_.find(name);
-  if (it != bound_.end()) return it->second;
-  return bound_[name] = g_.external(name, w_.get(name));
-}
+    : g_(graph), c_(config), weights_(graph, weights), path_(path) {}
 
 // LayerNorm(word[ids] + position[0..S) + token_type[type_ids]). The positions are a constant of
 // this graph: every sequence of a batch starts at position 0 (padding sits at the end).

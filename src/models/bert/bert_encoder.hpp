@@ -24,15 +24,14 @@ class BertEncoder {
   Tensor build(const BertInputs& in);
 
  private:
-  Tensor weight(const std::string& name);
+  Tensor weight(const std::string& name) { return weights_(name); }
   Tensor embeddings(const BertInputs& in);
   Tensor layer(int64_t i, Tensor x, Tensor key_padding_mask);
 
   Graph& g_;
   const BertConfig& c_;
-  const WeightStore& w_;
+  BoundWeights weights_;
   AttentionOptions::Path path_;
-  std::map<std::string, Tensor> bound_;
 };
 
 }  // namespace vkformer::models::bert

@@ -17,6 +17,7 @@
 #include "llm/forward.hpp"
 #include "llm/loaded_model.hpp"
 #include "llm/weights.hpp"
+#include "token_ids.hpp"
 #include "vkformer/batched_llm.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
@@ -62,14 +63,7 @@ class BatchedLanguageModelImpl {
                                                    ", expected 0 or " + std::to_string(o.slots) + " (slots) to " +
                                                    std::to_string(step_rows_) + " (step_tokens)");
     logit_rows_ = o.logit_rows == 0 ? o.slots : o.logit_rows;
-    LoadOptions load;
-    load.activations = o.activations;
-    load.context = o.context;
-    load.cache_type_k = o.cache_type_k;
-    load.cache_type_v = o.cache_type_v;
-    load.kv_rotation = o.kv_rotation;
-    load.kv_batches = o.slots + 1;  // the last: scratch for padding rows
-    load.prompt_chunk = kPromptChunk;
+    const LoadOptions load = load_options(o, kPromptChunk, o.slots + 1);  // the last slot: scratch for padding rows
     LoadedModel m = load_model(device_, path, load, what);
     config_ = std::move(m.config);
     tokenizer_ = std::move(m.tokenizer);
@@ -324,12 +318,7 @@ class BatchedLanguageModelImpl {
   }
 
   void check_ids(std::span<const int32_t> tokens, const std::string& what) const {
-    for (size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
-        throw Error(ErrorCode::invalid_argument, what + ": token " + std::to_string(tokens[i]) +
-                                                     " at index " + std::to_string(i) +
-                                                     " is outside the vocabulary [0, " +
-                                                     std::to_string(config_.vocab_size) + ")");
+    models::check_token_ids(tokens, config_.vocab_size, what);
   }
 
   Device device_;

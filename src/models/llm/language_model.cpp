@@ -10,6 +10,7 @@
 #include "llm/forward.hpp"
 #include "llm/loaded_model.hpp"
 #include "llm/weights.hpp"
+#include "token_ids.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/executor.hpp"
@@ -45,13 +46,7 @@ class LanguageModelImpl {
  public:
   LanguageModelImpl(Device device, const std::filesystem::path& path, const LanguageModelOptions& o)
       : device_(std::move(device)), options_(o) {
-    LoadOptions load;
-    load.activations = o.activations;
-    load.context = o.context;
-    load.cache_type_k = o.cache_type_k;
-    load.cache_type_v = o.cache_type_v;
-    load.kv_rotation = o.kv_rotation;
-    load.prompt_chunk = kPromptChunk;
+    const LoadOptions load = load_options(o, kPromptChunk);
     LoadedModel m = load_model(device_, path, load, "LanguageModel::load");
     config_ = std::move(m.config);
     tokenizer_ = std::move(m.tokenizer);
@@ -184,12 +179,7 @@ class LanguageModelImpl {
                   what + ": " + std::to_string(n) + " tokens do not fit in the " + std::to_string(left) +
                       " positions left of the context (" + std::to_string(context_) + ", " +
                       std::to_string(position_) + " used); truncate() or reset() first");
-    for (size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i] < 0 || tokens[i] >= config_.vocab_size)
-        throw Error(ErrorCode::invalid_argument, what + ": token " + std::to_string(tokens[i]) +
-                                                     " at index " + std::to_string(i) +
-                                                     " is outside the vocabulary [0, " +
-                                                     std::to_string(config_.vocab_size) + ")");
+    models::check_token_ids(tokens, config_.vocab_size, what);
   }
 
   // One pass over at most kPromptChunk tokens at position_; returns the last token's logits

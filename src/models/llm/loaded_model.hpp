@@ -32,6 +32,19 @@ struct LoadOptions {
   bool kv_rotation = true;         // the attention rotation of quantized caches (kv_rotation_for)
 };
 
+// The LoadOptions of a LanguageModelOptions or BatchedLanguageModelOptions (what both have), for
+// prompt passes of `prompt_chunk` rows and caches of `kv_batches` sequences.
+template <class ModelOptions>
+LoadOptions load_options(const ModelOptions& o, int64_t prompt_chunk, int64_t kv_batches = 1) {
+  return {.activations = o.activations,
+          .cache_type_k = o.cache_type_k,
+          .cache_type_v = o.cache_type_v,
+          .context = o.context,
+          .kv_batches = kv_batches,
+          .prompt_chunk = prompt_chunk,
+          .kv_rotation = o.kv_rotation};
+}
+
 // llama.cpp's choice (PR 21038, llama_kv_cache): a quantized K cache of a head dim that is a
 // multiple of 64 rotates q and k by the Hadamard block of the largest power of two dividing the
 // head dim, a quantized V cache v by blocks of 64; float caches and other head dims not at all.

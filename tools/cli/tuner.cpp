@@ -8,6 +8,7 @@
 #include <new>
 
 #include "cli.hpp"
+#include "format.hpp"
 #include "tune_workloads.hpp"
 #include "vkformer/error.hpp"
 #include "vkformer/executor.hpp"
@@ -32,12 +33,6 @@ double spread(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return (v[(3 * n) / 4] - v[n / 4]) / 2;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 std::string ms(double us) { return fmt(us >= 100000 ? "%.0f ms" : "%.2f ms", us / 1000); }

@@ -18,6 +18,8 @@
 #include "benchmarks.hpp"
 #include "cli.hpp"
 #include "cli_options.hpp"
+#include "device_identity.hpp"
+#include "format.hpp"
 #include "io_util.hpp"
 #include "llm_cli.hpp"
 #include "peak.hpp"
@@ -91,12 +93,6 @@ class Progress {
   std::string prefix_;
 };
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 // Numbers people can read at a glance: 3 significant digits for most, integers for large.
 std::string num(double v) {
   if (v >= 10000) return fmt("%.0f", v);
@@ -144,12 +140,7 @@ struct Table {
 json device_json(const DeviceInfo& d) {
   json j;
   j["index"] = d.index;
-  j["name"] = d.name;
-  j["vendor"] = d.vendor;
-  j["vendor_id"] = d.vendor_id;
-  j["device_id"] = d.device_id;
-  j["type"] = d.type;
-  j["uuid"] = d.uuid;
+  put_device_identity(j, d);
   j["driver"] = d.driver_name;
   j["driver_info"] = d.driver_info;
   j["driver_version"] = d.driver_version;

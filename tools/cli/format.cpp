@@ -1,8 +1,21 @@
 #include "format.hpp"
 
+#include <cstdarg>
 #include <cstdio>
 
 namespace vkformer::cli {
+
+std::string fmt(const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string text(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(text.data(), text.size() + 1, format, again);
+  va_end(again);
+  return text;
+}
 
 std::string human_bytes(uint64_t bytes) {
   static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};

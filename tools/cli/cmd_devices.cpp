@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "device_identity.hpp"
 #include "format.hpp"
 #include "tuning_report.hpp"
 #include "version.hpp"
@@ -57,17 +58,6 @@ std::string triple(const std::array<uint32_t, 3>& v) {
   return std::to_string(v[0]) + " x " + std::to_string(v[1]) + " x " + std::to_string(v[2]);
 }
 
-std::string hex(uint32_t v, int digits) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%0*X", digits, v);
-  return buf;
-}
-
-std::string format_period(double ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g ns", ns);
-  return buf;
-}
 
 void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
   std::printf("%zu Vulkan device%s. ", devices.size(), devices.size() == 1 ? "" : "s");
@@ -90,8 +80,8 @@ void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
     const DeviceInfo& d = devices[i];
     bool chosen = sel.position && *sel.position == i;
     std::printf("\n%s %u: %s\n", chosen ? "*" : " ", d.index, d.name.c_str());
-    row("vendor", d.vendor + " (vendor id " + hex(d.vendor_id, 4) + ", device id " +
-                      hex(d.device_id, 4) + ")");
+    row("vendor", d.vendor + " (vendor id " + fmt("0x%04X", d.vendor_id) + ", device id " +
+                      fmt("0x%04X", d.device_id) + ")");
     row("type", d.type);
     std::string driver = d.driver_name.empty() ? std::string("(name not reported)") : d.driver_name;
     if (!d.driver_info.empty()) driver += ", " + d.driver_info;
@@ -118,7 +108,7 @@ void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
     row("compute units", d.compute_units ? std::to_string(d.compute_units) : std::string("not reported"));
     row("texel buffers", std::to_string(d.max_texel_buffer_elements) + " texels at most, offsets aligned to " +
                              std::to_string(d.min_texel_buffer_offset_alignment));
-    row("timestamps", d.timestamps ? std::string("yes, period ") + format_period(d.timestamp_period_ns)
+    row("timestamps", d.timestamps ? std::string("yes, period ") + fmt("%g ns", d.timestamp_period_ns)
                                    : std::string("no"));
     row("cooperative matrix", std::string("NV ") + yes_no(d.cooperative_matrix_nv) + ", KHR " +
                                   yes_no(d.cooperative_matrix_khr));
@@ -151,12 +141,7 @@ nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
   nlohmann::ordered_json j;
   j["index"] = d.index;
   j["chosen"] = chosen;
-  j["name"] = d.name;
-  j["vendor"] = d.vendor;
-  j["vendor_id"] = d.vendor_id;
-  j["device_id"] = d.device_id;
-  j["type"] = d.type;
-  j["uuid"] = d.uuid;
+  put_device_identity(j, d);
   j["driver_name"] = d.driver_name;
   j["driver_info"] = d.driver_info;
   j["driver_version"] = d.driver_version;

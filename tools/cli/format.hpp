@@ -6,6 +6,8 @@
 
 namespace vkformer::cli {
 
+// printf's formatting into a string ("%.1f%%", "0x%04X"), of any length.
+[[gnu::format(printf, 1, 2)]] std::string fmt(const char* format, ...);
 // "512 bytes", "32 KiB", "1.5 GiB" (binary units, at most one decimal).
 std::string human_bytes(uint64_t bytes);
 // "4 GiB (4294967295 bytes)": the rounded size and the exact count, for limits people compare.
