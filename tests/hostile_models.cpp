@@ -5,6 +5,7 @@
 // outputs (embed printed null and exited 0).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -356,6 +357,16 @@ TEST_F(DeviceTest, NonFiniteLogitsStopGenerationWithAnError) {
       "generate: the logits after position " + std::to_string(prompt.size()) + " hold NaN (token 7): the model's "
       "weights hold NaN or infinities"));
   EXPECT_EQ(streamed, "");
+  // Greedy decoding's choice on the device (what generate() checks after the prompt) names the
+  // same entry, through the prompt chunk's greedy graph and the decode step's.
+  for (size_t n : {prompt.size(), size_t{1}}) {
+    lm.reset();
+    const GreedyToken t = lm.append_greedy(std::span<const int32_t>(prompt).first(n));
+    EXPECT_EQ(t.non_finite, 7) << n << " tokens";
+    EXPECT_TRUE(std::isnan(t.non_finite_value)) << n << " tokens: " << t.non_finite_value;
+    EXPECT_NE(t.token, 7) << n << " tokens";
+    EXPECT_GE(t.token, 0) << n << " tokens";
+  }
 }
 
 // ------------------------------------------------------------------------------- truncated while loading
