@@ -357,11 +357,13 @@ TEST_F(DeviceTest, NonFiniteLogitsStopGenerationWithAnError) {
       "generate: the logits after position " + std::to_string(prompt.size()) + " hold NaN (token 7): the model's "
       "weights hold NaN or infinities"));
   EXPECT_EQ(streamed, "");
-  // Greedy decoding's choice on the device (what generate() checks after the prompt) names the
-  // same entry, through the prompt chunk's greedy graph and the decode step's.
-  for (size_t n : {prompt.size(), size_t{1}}) {
+  // Greedy decoding's choice on the device (what generate() checks after each decoded token)
+  // names the same entry, through the prompt chunk's greedy graph and the decode step's.
+  const std::vector<int32_t> words = lm.tokenizer().encode("hello there, hello again");
+  ASSERT_GT(words.size(), 1u);
+  for (size_t n : {words.size(), size_t{1}}) {
     lm.reset();
-    const GreedyToken t = lm.append_greedy(std::span<const int32_t>(prompt).first(n));
+    const GreedyToken t = lm.append_greedy(std::span<const int32_t>(words).first(n));
     EXPECT_EQ(t.non_finite, 7) << n << " tokens";
     EXPECT_TRUE(std::isnan(t.non_finite_value)) << n << " tokens: " << t.non_finite_value;
     EXPECT_NE(t.token, 7) << n << " tokens";
