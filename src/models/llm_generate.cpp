@@ -38,10 +38,11 @@ void check_logits(std::span<const float> logits, int64_t position) {
     if (!std::isfinite(logits[i])) refuse_non_finite(position, i, logits[i]);
 }
 
-// The device's greedy choice (LanguageModel::append_greedy), refused as check_logits refuses the
-// logits it was made from.
-int32_t checked(const GreedyToken& t, int64_t position) {
-  if (t.non_finite >= 0) refuse_non_finite(position, static_cast<size_t>(t.non_finite), t.non_finite_value);
+// Appends `token` and returns the device's greedy choice after it (LanguageModel::append_greedy),
+// refused as check_logits refuses the logits it was made from (the position after the token).
+int32_t append_greedy_checked(LanguageModel& model, int32_t token) {
+  const GreedyToken t = model.append_greedy(std::span<const int32_t>(&token, 1));
+  if (t.non_finite >= 0) refuse_non_finite(model.position(), static_cast<size_t>(t.non_finite), t.non_finite_value);
   return t.token;
 }
 
@@ -208,7 +209,7 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
         if (v.accepted) {
           model.rollback(k - i - 1);
         } else if (device_greedy) {
-          checked(model.append_greedy(std::span<const int32_t>(&v.token, 1)), model.position());
+          append_greedy_checked(model, v.token);
         } else {
           const std::vector<float> last = model.append(std::span<const int32_t>(&v.token, 1));
           check_logits(last, model.position());
@@ -243,7 +244,7 @@ TextGenerationResult generate(LanguageModel& model, std::span<const int32_t> pro
     ++r.stats.passes;
     if (drafts.empty()) {
       if (device_greedy)
-        chosen = checked(model.append_greedy(std::span<const int32_t>(&next, 1)), model.position());
+        chosen = append_greedy_checked(model, next);
       else
         rows = model.append(std::span<const int32_t>(&next, 1));
       budget.on_plain_step(seconds_since(pass_start));
