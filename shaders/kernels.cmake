@@ -110,3 +110,5 @@ vkf_kernel(attention_rows_kvq_shuffle attention_rows.comp DTYPES f32 f16 DEFINES
 vkf_kernel(attention_kvq attention.comp DTYPES f32 f16 DEFINES KV_QUANT=1)
 vkf_kernel(attention_flash_decode_kvq attention_flash_decode.comp DTYPES f32 f16 DEFINES KV_QUANT=1)
 vkf_kernel(attention_flash_decode_split_kvq attention_flash_decode.comp DTYPES f32 f16 DEFINES KV_QUANT=1 SPLIT=1)
+# Greedy decoding's argmax of the logits (Graph::argmax: 16 bytes read back per token, not the vocabulary).
+vkf_kernel(argmax argmax.comp DTYPES f32 f16)

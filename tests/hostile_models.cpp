@@ -5,6 +5,8 @@
 // outputs (embed printed null and exited 0).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -356,6 +358,62 @@ TEST_F(DeviceTest, NonFiniteLogitsStopGenerationWithAnError) {
       "generate: the logits after position " + std::to_string(prompt.size()) + " hold NaN (token 7): the model's "
       "weights hold NaN or infinities"));
   EXPECT_EQ(streamed, "");
+  // Greedy decoding's choice on the device (what generate() checks after each decoded token)
+  // names the same entry, through the prompt chunk's greedy graph and the decode step's.
+  const std::vector<int32_t> words = lm.tokenizer().encode("hello there, hello again");
+  ASSERT_GT(words.size(), 1u);
+  for (size_t n : {words.size(), size_t{1}}) {
+    lm.reset();
+    const GreedyToken t = lm.append_greedy(std::span<const int32_t>(words).first(n));
+    EXPECT_EQ(t.non_finite, 7) << n << " tokens";
+    EXPECT_TRUE(std::isnan(t.non_finite_value)) << n << " tokens: " << t.non_finite_value;
+    EXPECT_NE(t.token, 7) << n << " tokens";
+    EXPECT_GE(t.token, 0) << n << " tokens";
+  }
+}
+
+// A NaN in the embedding row of the token greedy decoding chooses first: the prompt's logits are
+// finite, the first decoded step's are all NaN. generate() chooses that step's token on the
+// device (append_greedy) and must refuse it with the same error as from logits in hand.
+TEST_F(DeviceTest, NonFiniteLogitsOfADecodedStepStopGreedyGenerationWithAnError) {
+  std::string b = read_bytes(kTinyLlama);
+  int32_t first = -1;
+  std::vector<int32_t> prompt;
+  {
+    LanguageModel lm = LanguageModel::load(device(), kTinyLlama);
+    prompt = lm.tokenizer().encode("hello");
+    first = generate(lm, prompt, {.max_tokens = 1}).tokens.at(0);
+  }
+  ASSERT_EQ(std::find(prompt.begin(), prompt.end(), first), prompt.end()) << "the prompt holds " << first;
+  {
+    GgufFile f = GgufFile::from_bytes(std::vector<std::byte>(reinterpret_cast<const std::byte*>(b.data()),
+                                                             reinterpret_cast<const std::byte*>(b.data()) + b.size()));
+    const GgufTensorInfo& t = f.tensor("token_embd.weight");
+    const uint64_t row = f.data_offset() + t.offset + static_cast<uint64_t>(first) * ggml_row_bytes(t.type, t.row_length());
+    if (t.type == GgmlType::F32) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(b.data() + row, &nan, 4);
+    } else {  // F16, or blocks that start with an f16 scale
+      ASSERT_TRUE(t.type == GgmlType::F16 || t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1 ||
+                  t.type == GgmlType::Q8_0)
+          << "token_embd.weight's type changed: put the NaN where its first element's bits are";
+      const uint16_t nan = 0x7e00;
+      std::memcpy(b.data() + row, &nan, 2);
+    }
+  }
+  LanguageModel lm = LanguageModel::load(device(), write_bytes("nan_embedding_row.gguf", b));
+  std::vector<int32_t> streamed;
+  EXPECT_TRUE(fails_with(
+      [&] {
+        generate(lm, prompt, {.max_tokens = 4}, [&](std::string_view, int32_t token) {
+          streamed.push_back(token);
+          return true;
+        });
+      },
+      ErrorCode::unsupported,
+      "generate: the logits after position " + std::to_string(prompt.size() + 1) + " hold NaN (token 0): the "
+      "model's weights hold NaN or infinities"));
+  EXPECT_EQ(streamed, std::vector<int32_t>{first});  // the prompt's choice, from finite logits
 }
 
 // ------------------------------------------------------------------------------- truncated while loading

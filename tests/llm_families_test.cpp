@@ -126,6 +126,23 @@ TEST_P(Families, Greedy32TokensIdenticalToTransformers) {
   EXPECT_EQ(got, want) << GetParam();
 }
 
+// The same continuation with every choice made on the device (append_greedy: the prompt's
+// through the prompt chunk's greedy graph, each step's through the decode graph's).
+TEST_P(Families, Greedy32TokensOnTheDeviceIdenticalToTransformers) {
+  LanguageModel lm = load(GetParam(), "f32");
+  const json& greedy = families_manifest()[GetParam()]["greedy"];
+  const Golden g = golden(GetParam(), greedy["prompt"].get<std::string>());
+  const std::vector<int32_t> want = greedy["tokens"].get<std::vector<int32_t>>();
+  GreedyToken t = lm.append_greedy(g.ids);
+  std::vector<int32_t> got;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(t.non_finite, -1) << GetParam() << " step " << i;
+    got.push_back(t.token);
+    if (i + 1 < want.size()) t = lm.append_greedy(std::span<const int32_t>(got).last(1));
+  }
+  EXPECT_EQ(got, want) << GetParam();
+}
+
 TEST_P(Families, F16WeightsWithin1e2) {
   LanguageModel lm = load(GetParam(), "f16");
   for (const char* prompt : {"short", "long"}) {

@@ -274,6 +274,13 @@ class Graph {
   // of [0, B) moves nothing). Returns the cache after the move.
   Tensor rope_shift(Tensor cache, Tensor shift, const std::optional<RopeOptions>& rope, int rotation = 0);
 
+  // Greedy decoding's choice, so that the host reads 16 bytes instead of a row of logits: x
+  // [..., n] (f32 or f16) -> i32 [rows, 4], per row of the last dim {the index of the largest
+  // value (equal values: the lowest index, as Sampler ranks them; NaN never wins; -1 where every
+  // entry is NaN or -inf), that value's float bits, the index of the first NaN or +-inf entry
+  // (-1: none), that entry's float bits}. One workgroup per row.
+  Tensor argmax(Tensor x);
+
   // Ops added inside a scope are labelled "<scope>/<op>" in profiles and errors.
   class Scope {
    public:

@@ -103,6 +103,17 @@ struct KvCacheInfo {
   int64_t context_that_fits = 0;
 };
 
+// Greedy decoding's choice from a row of logits, made on the device (LanguageModel::append_greedy).
+struct GreedyToken {
+  int32_t token = -1;  // the largest logit's id (equal logits: the lowest id, as Sampler's greedy);
+                       // -1 where every logit is NaN or -inf
+  float logit = 0;     // its value
+  // The first logit that is NaN or +-inf (-1: none) and its value, so that a caller refuses such
+  // logits as it would with them in hand (generate() does).
+  int32_t non_finite = -1;
+  float non_finite_value = 0;
+};
+
 class LanguageModelImpl;
 
 class LanguageModel {
@@ -127,6 +138,11 @@ class LanguageModel {
   // invalid_argument naming both numbers; so is an empty list or an id outside the vocabulary.
   // A call that fails (out of memory, a lost device) leaves position() where it was.
   std::vector<float> append(std::span<const int32_t> tokens);
+  // The same, with the last token's logits reduced on the device to greedy decoding's choice, so
+  // that 16 bytes come back instead of the vocabulary's logits (Gemma 3: 1 MiB): the token
+  // Sampler's greedy would choose from append()'s logits. Graphs of their own, compiled on the
+  // first call.
+  GreedyToken append_greedy(std::span<const int32_t> tokens);
   // The same, returning every token's logits [n × vocab] (row i: the prediction after token i).
   std::vector<float> append_all_logits(std::span<const int32_t> tokens);
   // Speculative decoding's verification step: runs `tokens` (the last accepted token and the

@@ -38,6 +38,7 @@ enum class OpKind : uint8_t {
   cache_after,
   hadamard,
   rope_shift,
+  argmax,
   count
 };
 

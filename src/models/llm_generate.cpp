@@ -25,14 +25,33 @@ double seconds_since(Clock::time_point t0) {
 
 // Logits with a NaN or an infinity sample garbage (NaN compares false with everything) that
 // streams as text with success: an error instead, naming where the position was.
+[[noreturn]] void refuse_non_finite(int64_t position, size_t token, float value) {
+  throw Error(ErrorCode::unsupported,
+              "generate: the logits after position " + std::to_string(position) + " hold " +
+                  (std::isnan(value) ? "NaN" : "an infinity") + " (token " + std::to_string(token) +
+                  "): the model's weights hold NaN or infinities, or its arithmetic overflowed "
+                  "(with f16 activations, try f32)");
+}
+
 void check_logits(std::span<const float> logits, int64_t position) {
   for (size_t i = 0; i < logits.size(); ++i)
-    if (!std::isfinite(logits[i]))
-      throw Error(ErrorCode::unsupported,
-                  "generate: the logits after position " + std::to_string(position) + " hold " +
-                      (std::isnan(logits[i]) ? "NaN" : "an infinity") + " (token " + std::to_string(i) +
-                      "): the model's weights hold NaN or infinities, or its arithmetic overflowed "
-                      "(with f16 activations, try f32)");
+    if (!std::isfinite(logits[i])) refuse_non_finite(position, i, logits[i]);
+}
+
+// Appends `token` and returns the device's greedy choice after it (LanguageModel::append_greedy),
+// refused as check_logits refuses the logits it was made from (the position after the token).
+int32_t append_greedy_checked(LanguageModel& model, int32_t token) {
+  const GreedyToken t = model.append_greedy(std::span<const int32_t>(&token, 1));
+  if (t.non_finite >= 0) refuse_non_finite(model.position(), static_cast<size_t>(t.non_finite), t.non_finite_value);
+  return t.token;
+}
+
+// Greedy without a repetition penalty needs nothing of the logits but their argmax, which the
+// device finds (LanguageModel::append_greedy): a decoded token then reads back 16 bytes, not
+// the vocabulary. Speculative passes keep every row's logits.
+bool greedy_on_device(const Sampler& sampler, const SpeculativeOptions& spec) {
+  return spec.mode == SpeculativeMode::off && sampler.options().temperature == 0.0f &&
+         sampler.options().repeat_penalty == 1.0f;
 }
 
 }  // namespace
@@ -164,6 +183,8 @@ TextGenerationResult models::llm::generate_continued(LanguageModel& model, std::
   Emitter out{tokenizer, sampler, on_token, r, {}};
   const int64_t vocab = model.config().vocab_size;
   std::vector<int32_t> drafts;  // in the cache after the token before rows' first
+  const bool device_greedy = greedy_on_device(sampler, spec);
+  std::optional<int32_t> chosen;  // device_greedy after the first token: rows' choice, rows left empty
   double pass_seconds = 0;      // the last verification pass's
   const auto g0 = Clock::now();
   for (bool done = false; !done;) {
@@ -178,8 +199,11 @@ TextGenerationResult models::llm::generate_continued(LanguageModel& model, std::
         done = true;
         break;
       }
-      const auto row = std::span<const float>(rows).subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab));
-      const models::llm::Verdict v = choose(sampler, row, i < k ? drafts[static_cast<size_t>(i)] : -1, rng);
+      const models::llm::Verdict v =
+          chosen ? models::llm::Verdict{*chosen, false}
+                 : choose(sampler,
+                          std::span<const float>(rows).subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab)),
+                          i < k ? drafts[static_cast<size_t>(i)] : -1, rng);
       if (!v.accepted) model.rollback(k - i);  // the drafts from i on
       if (tokenizer.is_end_of_generation(v.token)) {
         if (v.accepted) model.rollback(k - i);  // the end itself is not kept
@@ -195,6 +219,8 @@ TextGenerationResult models::llm::generate_continued(LanguageModel& model, std::
         r.stats.stop = go_on ? StopReason::max_tokens : StopReason::callback;
         if (v.accepted) {
           model.rollback(k - i - 1);
+        } else if (device_greedy) {
+          append_greedy_checked(model, v.token);
         } else {
           const std::vector<float> last = model.append(std::span<const int32_t>(&v.token, 1));
           check_logits(last, model.position());
@@ -228,7 +254,10 @@ TextGenerationResult models::llm::generate_continued(LanguageModel& model, std::
     if (static_cast<int64_t>(drafts.size()) < std::max<int32_t>(spec.draft_min, 1)) drafts.clear();
     ++r.stats.passes;
     if (drafts.empty()) {
-      rows = model.append(std::span<const int32_t>(&next, 1));
+      if (device_greedy)
+        chosen = append_greedy_checked(model, next);
+      else
+        rows = model.append(std::span<const int32_t>(&next, 1));
       budget.on_plain_step(seconds_since(pass_start));
     } else {
       std::vector<int32_t> batch{next};
@@ -237,7 +266,7 @@ TextGenerationResult models::llm::generate_continued(LanguageModel& model, std::
       pass_seconds = seconds_since(pass_start);
       r.stats.drafted_tokens += static_cast<int64_t>(drafts.size());
     }
-    check_logits(rows, model.position());
+    if (!chosen) check_logits(rows, model.position());
   }
   r.stats.generation_seconds = seconds_since(g0);
   r.stats.generated_tokens = static_cast<int64_t>(r.tokens.size());

@@ -18,6 +18,7 @@ void register_rope_ops(OpRegistry& r);          // rope, rotary position embeddi
 void register_rope_kv_cache_ops(OpRegistry& r); // rope_kv_cache: rope and KV-cache writes at once
 void register_hadamard_ops(OpRegistry& r);      // hadamard: the attention rotation of quantized caches
 void register_rope_shift_ops(OpRegistry& r);    // rope_shift: a KV cache's context shift, in place
+void register_argmax_ops(OpRegistry& r);        // argmax: greedy decoding's choice on the device
 
 void register_builtin_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -34,6 +35,7 @@ void register_builtin_ops(OpRegistry& r) {
   register_rope_kv_cache_ops(r);
   register_hadamard_ops(r);
   register_rope_shift_ops(r);
+  register_argmax_ops(r);
 }
 
 }  // namespace vkformer

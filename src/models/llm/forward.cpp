@@ -258,7 +258,7 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   }
   x = g.reshape(x, {batch * s, c.d_model});
   // Only the wanted row goes through the final norm and the (largest) output projection.
-  if (logits == Logits::last && s > 1) x = g.embedding(g.input("last", {1}, DType::i32), x);
+  if ((logits == Logits::last || logits == Logits::greedy) && s > 1) x = g.embedding(g.input("last", {1}, DType::i32), x);
   if (slot_rows && slot_rows->logit_rows > 0)
     x = g.embedding(g.input("logit_rows", {slot_rows->logit_rows}, DType::i32), x);
   LinearOptions head;
@@ -267,7 +267,10 @@ Graph build_forward(const LanguageModelConfig& c, const LanguageModelWeights& w,
   Tensor out_w = c.tied_output ? token_embd : g.external("output.weight", w.output);
   Tensor out = g.linear(x, out_w, head);
   if (c.final_softcap > 0) out = g.soft_cap(out, static_cast<float>(c.final_softcap));
-  g.output("logits", out);
+  if (logits == Logits::greedy)
+    g.output("argmax", g.argmax(out));
+  else
+    g.output("logits", out);
   return g;
 }
 

@@ -18,7 +18,8 @@
 // layers also "window_mask", the same limited to rows j > p + i - window. Both are set for each
 // pass, since p changes while the graph stays recorded (causal_mask). With S > 1 and Logits::last
 // also "last" i32 [1], the row whose logits are wanted. Output "logits": [1, vocab]
-// (Logits::last) or [S, vocab] (Logits::all).
+// (Logits::last) or [S, vocab] (Logits::all); with Logits::greedy instead "argmax" i32 [1, 4]:
+// Graph::argmax of the last row's logits.
 // With SlotRows (BatchedLanguageModel) the B rows of "tokens" [B, S] are tokens in KV slots (with
 // S = 1 several rows may be consecutive tokens of one slot: every row's key and value are written
 // before any row attends, and row b sees its slot's rows below key_length[b]): the caches are [slots, n_kv_heads, T, head_dim], "slot" i32 [B] names each row's slot,
@@ -44,8 +45,10 @@ struct KvCaches {
 // Which logits a pass returns. none: a pass that only fills the KV caches (the chunks of a prompt
 // before its last): the last block's attention, its output projection and feed-forward and the
 // output head, which feed only the logits, are left out, and the graph's one output,
-// "caches_filled", echoes its "key_length" input (an executor needs an output).
-enum class Logits { last, all, none };
+// "caches_filled", echoes its "key_length" input (an executor needs an output). greedy: the last
+// token's logits reduced on the device to greedy decoding's choice (Graph::argmax), so that a
+// step reads back 16 bytes instead of the vocabulary.
+enum class Logits { last, all, none, greedy };
 
 // Rows of a pass that are separate sequences, each in its own slot of the caches.
 struct SlotRows {

@@ -2,6 +2,7 @@
 // chunks of prompt tokens and one for single decoded tokens (and, compiled on first use, chunks that only fill the caches and
 // chunks that return every token's logits).
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <string>
 
@@ -92,7 +93,8 @@ class LanguageModelImpl {
         const int64_t count = std::min(kPromptChunk, n - first);
         // Chunks before the last only fill the caches where only the last token's logits are wanted.
         const Logits wanted = logits == Logits::last && first + count < n ? Logits::none : logits;
-        std::vector<float> rows = run(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)), wanted);
+        std::vector<float> rows =
+            logits_of(run(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)), wanted), count, wanted);
         if (logits == Logits::all || first + count == n) out.insert(out.end(), rows.begin(), rows.end());
         first += count;
       }
@@ -101,6 +103,30 @@ class LanguageModelImpl {
       throw;
     }
     return out;
+  }
+
+  // append() for Logits::last, with the last token's logits reduced to greedy decoding's choice
+  // on the device (Logits::greedy): the chunks before the last only fill the caches, the last runs
+  // through the greedy copy of its graph (the decode graph's for one token, the prompt chunk's
+  // for more), so the choice is the argmax of the very logits append() returns.
+  GreedyToken append_greedy(std::span<const int32_t> tokens) {
+    check(tokens, "append_greedy");
+    const int64_t n = static_cast<int64_t>(tokens.size()), start = position_;
+    Executor* last = nullptr;
+    try {
+      for (int64_t first = 0; first < n;) {
+        const int64_t count = std::min(kPromptChunk, n - first);
+        last = &run(tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(count)),
+                    first + count < n ? Logits::none : Logits::greedy);
+        first += count;
+      }
+    } catch (...) {
+      position_ = start;
+      throw;
+    }
+    // {index, value bits, first non-finite index, its bits} (Graph::argmax), -1: none.
+    const std::vector<int32_t> y = last->output("argmax").to_i32();
+    return {y[0], std::bit_cast<float>(y[1]), y[2], std::bit_cast<float>(y[3])};
   }
 
   std::vector<OpTime> profile_decode(int32_t token) {
@@ -125,11 +151,11 @@ class LanguageModelImpl {
       throw Error(ErrorCode::invalid_argument, "LanguageModel::verify: " + std::to_string(n) +
                                                    " tokens, at most " +
                                                    std::to_string(LanguageModel::kMaxVerifyTokens) + " in one pass");
-    if (n == 1) return run(tokens, Logits::last);
+    if (n == 1) return logits_of(run(tokens, Logits::last), 1, Logits::last);
     const int64_t rows = verify_rows(n);
     std::unique_ptr<Executor>& e = verify_[rows];
     if (!e) e = compile(rows, Logits::all);
-    return run(tokens, Logits::all, e.get(), rows);
+    return logits_of(run(tokens, Logits::all, e.get(), rows), n, Logits::all);
   }
 
   // Forgets the latest `count` tokens: the rows stay in the caches, hidden by key_length (and the
@@ -182,28 +208,40 @@ class LanguageModelImpl {
     models::check_token_ids(tokens, config_.vocab_size, what);
   }
 
-  // One pass over at most kPromptChunk tokens at position_; returns the last token's logits
-  // (Logits::last), every token's, or none (Logits::none: a chunk of a prompt before its last).
-  // A single token runs through `graph` (the decode graph, or its profiled copy); several through
-  // the prompt chunk's graph, or `graph` of `graph_rows` rows (a verification pass's).
-  std::vector<float> run(std::span<const int32_t> tokens, Logits logits, Executor* graph = nullptr,
-                         int64_t graph_rows = kPromptChunk) {
+  // The logits a pass of n tokens run by `e` returns: the last token's (Logits::last), every
+  // token's (Logits::all), or none (Logits::none).
+  std::vector<float> logits_of(Executor& e, int64_t n, Logits logits) const {
+    if (logits == Logits::none) return {};
+    std::vector<float> out = e.output("logits").to_f32();
+    if (n > 1 && logits == Logits::all) out.resize(static_cast<size_t>(n * config_.vocab_size));
+    return out;
+  }
+
+  // One pass over at most kPromptChunk tokens at position_; returns the executor that ran it,
+  // whose output holds what `logits` asks for (logits_of, or append_greedy's "argmax"). A single
+  // token runs through `graph` (the decode graph, or its profiled copy), or the decode graph's
+  // greedy copy; several through the prompt chunk's graph for `logits`, or `graph` of
+  // `graph_rows` rows (a verification pass's). The greedy copies are compiled on first use.
+  Executor& run(std::span<const int32_t> tokens, Logits logits, Executor* graph = nullptr,
+                int64_t graph_rows = kPromptChunk) {
     const int64_t n = static_cast<int64_t>(tokens.size()), p = position_;
     Executor* e = nullptr;
     const int64_t rows = n == 1 ? 1 : graph_rows;
     if (n == 1) {
-      e = graph ? graph : decode_.get();
+      if (!graph && logits == Logits::greedy && !decode_greedy_) decode_greedy_ = compile(1, Logits::greedy);
+      e = graph ? graph : logits == Logits::greedy ? decode_greedy_.get() : decode_.get();
       e->set_input("tokens", HostTensor::from_i32({1, 1}, tokens));
     } else {
-      std::unique_ptr<Executor>& prompt = logits == Logits::all    ? prompt_all_
-                                          : logits == Logits::none ? prompt_caches_
-                                                                   : prompt_last_;
+      std::unique_ptr<Executor>& prompt = logits == Logits::all      ? prompt_all_
+                                          : logits == Logits::none   ? prompt_caches_
+                                          : logits == Logits::greedy ? prompt_greedy_
+                                                                     : prompt_last_;
       if (!graph && !prompt) prompt = compile(kPromptChunk, logits);
       e = graph ? graph : prompt.get();
       std::vector<int32_t> padded(tokens.begin(), tokens.end());
       padded.resize(static_cast<size_t>(rows), 0);  // rows past n: computed, never seen
       e->set_input("tokens", HostTensor::from_i32({1, rows}, padded));
-      if (logits == Logits::last) e->set_input("last", scalar_i32(n - 1));
+      if (logits == Logits::last || logits == Logits::greedy) e->set_input("last", scalar_i32(n - 1));
     }
     if (needs_mask(config_, rows)) e->set_input("mask", causal_mask(rows, cache_rows_, p));
     if (needs_window_mask(config_))
@@ -214,10 +252,7 @@ class LanguageModelImpl {
     e->set_input("key_length", scalar_i32(p + rows));
     e->run();
     position_ = p + n;
-    if (logits == Logits::none) return {};
-    std::vector<float> out = e->output("logits").to_f32();
-    if (n > 1 && logits == Logits::all) out.resize(static_cast<size_t>(n * config_.vocab_size));
-    return out;
+    return *e;
   }
 
   Device device_;
@@ -229,9 +264,11 @@ class LanguageModelImpl {
   KvCaches caches_;
   KvCacheInfo kv_cache_;
   int64_t context_ = 0, cache_rows_ = 0, position_ = 0;
-  // prompt_all_ and prompt_caches_ (Logits::none) are compiled on first use: the pipelines are
-  // prompt_last_'s, so that costs no JIT time.
+  // prompt_all_, prompt_caches_ (Logits::none) and the greedy copies are compiled on first use:
+  // the pipelines are prompt_last_'s and decode_'s (and the argmax kernel), so that costs little
+  // JIT time.
   std::unique_ptr<Executor> decode_, prompt_last_, prompt_all_, prompt_caches_;
+  std::unique_ptr<Executor> decode_greedy_, prompt_greedy_;
   std::unique_ptr<Executor> decode_profiled_;  // profile_decode_step's, compiled on first use
   std::map<int64_t, std::unique_ptr<Executor>> verify_;  // verification graphs by rows, on first use
   std::unique_ptr<Executor> shift_;            // shift()'s, compiled on first use
@@ -263,6 +300,11 @@ int64_t LanguageModel::position() const { return impl().position(); }
 std::vector<float> LanguageModel::append(std::span<const int32_t> tokens) {
   ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::append");
   return impl().append(tokens, Logits::last, "append");
+}
+
+GreedyToken LanguageModel::append_greedy(std::span<const int32_t> tokens) {
+  ExclusiveUse::Scope one_thread(impl().in_use(), "LanguageModel::append_greedy");
+  return impl().append_greedy(tokens);
 }
 
 std::vector<float> LanguageModel::append_all_logits(std::span<const int32_t> tokens) {
