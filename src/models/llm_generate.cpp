@@ -123,20 +123,6 @@ struct Emitter {
   }
 };
 
-// The next token after `row` given the proposal `draft` (-1: none): greedy takes the sampler's
-// choice, the proposal kept when they agree; with temperature the speculative sampling rule
-// against a deterministic proposer (q is 1 on its token), with draws from `rng`.
-models::llm::Verdict choose(Sampler& sampler, std::span<const float> row, int32_t draft, std::mt19937_64& rng) {
-  if (draft < 0 || sampler.options().temperature == 0.0f) {
-    const int32_t t = sampler.sample(row);
-    return {t, t == draft};
-  }
-  const auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
-  const std::vector<TokenProbability> p = sampler.distribution(row);
-  const TokenProbability q[1] = {{draft, 1.0}};
-  const double u_accept = uniform(), u_resample = uniform();
-  return models::llm::judge_proposal(p, q, draft, u_accept, u_resample);
-}
 
 }  // namespace
 
@@ -201,7 +187,7 @@ TextGenerationResult models::llm::generate_continued(LanguageModel& model, std::
       }
       const models::llm::Verdict v =
           chosen ? models::llm::Verdict{*chosen, false}
-                 : choose(sampler,
+                 : models::llm::choose_after_proposal(sampler,
                           std::span<const float>(rows).subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab)),
                           i < k ? drafts[static_cast<size_t>(i)] : -1, rng);
       if (!v.accepted) model.rollback(k - i);  // the drafts from i on

@@ -25,15 +25,7 @@ std::vector<int32_t> Speculation::limit(std::vector<int32_t> drafts, int64_t mos
 }
 
 Speculation::Choice Speculation::choose(Sampler& sampler, std::span<const float> row, int32_t draft) {
-  if (draft < 0 || sampler.options().temperature == 0.0f) {
-    const int32_t t = sampler.sample(row);
-    return {t, t == draft};
-  }
-  const auto uniform = [&] { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; };
-  const std::vector<TokenProbability> p = sampler.distribution(row);
-  const TokenProbability q[1] = {{draft, 1.0}};
-  const double u_accept = uniform(), u_resample = uniform();
-  const models::llm::Verdict v = models::llm::judge_proposal(p, q, draft, u_accept, u_resample);
+  const models::llm::Verdict v = models::llm::choose_after_proposal(sampler, row, draft, rng_);
   return {v.token, v.accepted};
 }
 

@@ -30,7 +30,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from serve_harness import Checks, Server
+from serve_harness import Checks, Server, stream_json
 
 vkformer, tiny_dir = sys.argv[1:3]
 gguf_path = os.path.join(tiny_dir, "tiny_llama_untied.gguf")
@@ -62,21 +62,8 @@ def complete(base, prompt, max_tokens, **extra):
 
 def stream(base, prompt, max_tokens, **extra):
     """(text, completion tokens, finish reason) of a greedy streamed completion."""
-    body = dict(model="tiny", prompt=prompt, max_tokens=max_tokens, temperature=0, stream=True,
-                stream_options={"include_usage": True}, **extra)
-    req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    text, usage, reason = "", None, None
-    with urllib.request.urlopen(req, timeout=600) as r:
-        for raw in r:
-            line = raw.decode().strip()
-            if line.startswith("data: ") and line != "data: [DONE]":
-                ev = json.loads(line[6:])
-                usage = ev.get("usage") or usage
-                for ch in ev.get("choices", []):
-                    text += ch.get("text", "")
-                    reason = ch.get("finish_reason") or reason
-    return text, usage["completion_tokens"] if usage else None, reason
+    body = dict(model="tiny", prompt=prompt, max_tokens=max_tokens, temperature=0, **extra)
+    return stream_json(base, "/v1/completions", body)
 
 
 def llama_server_shifts(prompt_len, max_tokens, n_keep, n_discard=0):

@@ -174,6 +174,26 @@ def post_json(base, path, body, what, timeout=120):
         raise RuntimeError("%s: %d %s" % (what, e.code, e.read()[:300])) from None
 
 
+def stream_json(base, path, body, timeout=600):
+    """(text, completion tokens, finish reason) of a streamed completion: `body` (stream and
+    include_usage are set here) POSTed to base + path, /v1/completions' text or
+    /v1/chat/completions' delta content joined; completion tokens None without a usage event."""
+    body = dict(body, stream=True, stream_options={"include_usage": True})
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    text, usage, reason = "", None, None
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        for raw in r:
+            line = raw.decode().strip()
+            if line.startswith("data: ") and line != "data: [DONE]":
+                ev = json.loads(line[6:])
+                usage = ev.get("usage") or usage
+                for ch in ev.get("choices", []):
+                    text += ch.get("text") or (ch.get("delta") or {}).get("content") or ""
+                    reason = ch.get("finish_reason") or reason
+    return text, usage["completion_tokens"] if usage else None, reason
+
+
 def read_status_line(sock):
     """What a socket sends up to the end of the first line (the HTTP status line), or until the
     server closes it."""

@@ -12,14 +12,12 @@ batching), on SmolLM2-135M-Instruct (scripts/fetch_smollm2.sh) with 8 slots:
     loaded; a draft of another vocabulary with exit status 1 naming --model-draft.
 Usage: speculative_test.py VKFORMER REPO_ROOT"""
 import concurrent.futures
-import json
 import os
 import subprocess
 import sys
 import threading
-import urllib.request
 
-from serve_harness import Checks, Server
+from serve_harness import Checks, Server, stream_json
 
 vkformer, root = sys.argv[1:3]
 gguf_path = subprocess.run([os.path.join(root, "scripts", "fetch_smollm2.sh")], check=True, capture_output=True,
@@ -41,23 +39,10 @@ def messages(i):
 
 
 def stream(base, i, max_tokens, **extra):
-    """(text, completion tokens, finish reason) of a streamed chat completion."""
-    body = dict(model="smollm2", messages=messages(i), max_tokens=max_tokens, temperature=0, stream=True,
-                stream_options={"include_usage": True})
+    """(text, completion tokens, finish reason) of a streamed greedy chat completion."""
+    body = dict(model="smollm2", messages=messages(i), max_tokens=max_tokens, temperature=0)
     body.update(extra)
-    req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    text, usage, reason = "", None, None
-    with urllib.request.urlopen(req, timeout=600) as r:
-        for raw in r:
-            line = raw.decode().strip()
-            if line.startswith("data: ") and line != "data: [DONE]":
-                ev = json.loads(line[6:])
-                usage = ev.get("usage") or usage
-                for ch in ev.get("choices", []):
-                    text += (ch.get("delta") or {}).get("content") or ""
-                    reason = ch.get("finish_reason") or reason
-    return text, usage["completion_tokens"] if usage else None, reason
+    return stream_json(base, "/v1/chat/completions", body)
 
 
 def eight_at_once(base):

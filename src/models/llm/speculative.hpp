@@ -3,6 +3,7 @@
 // generation loop (llm_generate.cpp) puts together: the proposers, the acceptance rule and the
 // adaptive draft length. No Vulkan here except through a draft LanguageModel.
 #include <cstdint>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -57,6 +58,12 @@ struct Verdict {
 };
 Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const TokenProbability> q, int32_t draft,
                        double u_accept, double u_resample);
+
+// The next token after a row of logits given the proposal `draft` (-1: none), for generate() and
+// serve's slots alike: greedy takes the sampler's choice (the proposal kept when they agree); with a
+// temperature, judge_proposal against a deterministic proposer (q is 1 on its token), its two
+// draws from `rng` (apart from the sampler's own).
+Verdict choose_after_proposal(Sampler& sampler, std::span<const float> row, int32_t draft, std::mt19937_64& rng);
 
 // How many of the proposals at hand to verify: the number k (0 = a plain one-token pass) with
 // the most expected tokens per second. A pass with k proposals yields (1 - a^(k+1)) / (1 - a)

@@ -1,4 +1,5 @@
-// The speculative sampling rule (speculative.hpp: judge_proposal) and the adaptive draft length.
+// The speculative sampling rule (speculative.hpp: judge_proposal, choose_after_proposal) and the
+// adaptive draft length.
 #include <algorithm>
 
 #include "llm/speculative.hpp"
@@ -40,6 +41,18 @@ Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const Toke
   }
   if (residual.empty()) residual.assign(p.begin(), p.end());  // p == q: nothing left over
   return {draw(residual, u_resample), false};
+}
+
+Verdict choose_after_proposal(Sampler& sampler, std::span<const float> row, int32_t draft, std::mt19937_64& rng) {
+  if (draft < 0 || sampler.options().temperature == 0.0f) {
+    const int32_t t = sampler.sample(row);
+    return {t, t == draft};
+  }
+  const auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  const std::vector<TokenProbability> p = sampler.distribution(row);
+  const TokenProbability q[1] = {{draft, 1.0}};
+  const double u_accept = uniform(), u_resample = uniform();
+  return judge_proposal(p, q, draft, u_accept, u_resample);
 }
 
 namespace {
