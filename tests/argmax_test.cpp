@@ -39,12 +39,7 @@ std::vector<float> make_rows(int64_t count, Kind kind, uint32_t seed) {
   return v;
 }
 
-struct ArgmaxCase {
-  Shape shape;
-  DType dtype;
-};
-
-class ArgmaxTest : public DeviceTestWithParam<ArgmaxCase> {};
+class ArgmaxTest : public DeviceTestWithParam<ShapeCase> {};
 
 TEST_P(ArgmaxTest, SameChoiceAsTheHostSampler) {
   const auto& [shape, dtype] = GetParam();
@@ -78,10 +73,10 @@ TEST_P(ArgmaxTest, SameChoiceAsTheHostSampler) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ArgmaxTest,
-                         ::testing::Values(ArgmaxCase{{1}, DType::f32}, ArgmaxCase{{7}, DType::f32},
-                                           ArgmaxCase{{3, 255}, DType::f32}, ArgmaxCase{{2, 256}, DType::f32},
-                                           ArgmaxCase{{2, 1, 4099}, DType::f32}, ArgmaxCase{{1, 65536}, DType::f32},
-                                           ArgmaxCase{{3, 257}, DType::f16}, ArgmaxCase{{1, 1, 1, 49153}, DType::f16}));
+                         ::testing::Values(ShapeCase{{1}, DType::f32}, ShapeCase{{7}, DType::f32},
+                                           ShapeCase{{3, 255}, DType::f32}, ShapeCase{{2, 256}, DType::f32},
+                                           ShapeCase{{2, 1, 4099}, DType::f32}, ShapeCase{{1, 65536}, DType::f32},
+                                           ShapeCase{{3, 257}, DType::f16}, ShapeCase{{1, 1, 1, 49153}, DType::f16}));
 
 TEST_F(DeviceTest, ArgmaxRefusesWhatItCannotRank) {
   Graph g;

@@ -94,12 +94,7 @@ TEST_F(DeviceTest, PoolRejectsBadArguments) {
   EXPECT_TRUE(fails_with([&] { g.pool(g.input("x2", {6, 4}), m, PoolMode::mean); }, ErrorCode::shape_mismatch, "x"));
 }
 
-struct NormCase {
-  Shape shape;
-  DType dtype;
-};
-
-class L2NormalizeTest : public DeviceTestWithParam<NormCase> {};
+class L2NormalizeTest : public DeviceTestWithParam<ShapeCase> {};
 
 TEST_P(L2NormalizeTest, MatchesReference) {
   const auto& [shape, dtype] = GetParam();
@@ -123,13 +118,13 @@ TEST_P(L2NormalizeTest, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, L2NormalizeTest,
-                         ::testing::Values(NormCase{{1}, DType::f32}, NormCase{{3, 1}, DType::f32},
-                                           NormCase{{5, 384}, DType::f32},
-                                           NormCase{{2, 3, 7}, DType::f32},
-                                           NormCase{{67, 13}, DType::f32},
-                                           NormCase{{5, 384}, DType::f16},
-                                           NormCase{{67, 13}, DType::f16}),
-                         [](const ::testing::TestParamInfo<NormCase>& i) {
+                         ::testing::Values(ShapeCase{{1}, DType::f32}, ShapeCase{{3, 1}, DType::f32},
+                                           ShapeCase{{5, 384}, DType::f32},
+                                           ShapeCase{{2, 3, 7}, DType::f32},
+                                           ShapeCase{{67, 13}, DType::f32},
+                                           ShapeCase{{5, 384}, DType::f16},
+                                           ShapeCase{{67, 13}, DType::f16}),
+                         [](const ::testing::TestParamInfo<ShapeCase>& i) {
                            std::string s;
                            for (auto d : i.param.shape.dims()) s += std::to_string(d) + "x";
                            s.pop_back();
