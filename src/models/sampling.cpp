@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "token_draw.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer {
@@ -337,18 +338,6 @@ std::vector<TokenProbability> finish(Ranking& r, float temperature) {
 // 53 random bits: a double uniform in [0, 1) the same on every platform.
 double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-// The first token whose running probability sum exceeds u x the total.
-int32_t draw(const std::vector<TokenProbability>& dist, double u) {
-  double total = 0;
-  for (const auto& d : dist) total += d.probability;
-  const double target = u * total;
-  double cum = 0;
-  for (const auto& d : dist) {
-    cum += d.probability;
-    if (target < cum) return d.token;
-  }
-  return dist.back().token;  // rounding left the target at the very end
-}
 
 // sample() for a large ranking left unsorted (temperature alone, the server's default): the
 // softmax's sum in the candidates' order and the draw's total taken as 1, the running sum walked
@@ -426,7 +415,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     if (auto token = draw_unsorted(r, options_.temperature, rng_, u)) return *token;
   const auto dist = finish(r, options_.temperature);
   if (dist.size() == 1) return dist.front().token;  // one candidate draws nothing: the sequence is kept
-  return draw(dist, u ? *u : uniform(rng_));
+  return models::draw_token(dist, u ? *u : uniform(rng_));
 }
 
 }  // namespace vkformer

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "llm/speculative.hpp"
+#include "token_draw.hpp"
 
 namespace vkformer::models::llm {
 
@@ -14,18 +15,6 @@ double probability_of(std::span<const TokenProbability> d, int32_t token) {
   return 0.0;
 }
 
-// The token where the running sum of `weights` passes u × their total (the sampler's draw).
-int32_t draw(const std::vector<TokenProbability>& weights, double u) {
-  double total = 0;
-  for (const auto& w : weights) total += w.probability;
-  const double target = u * total;
-  double cum = 0;
-  for (const auto& w : weights) {
-    cum += w.probability;
-    if (target < cum) return w.token;
-  }
-  return weights.back().token;
-}
 
 }  // namespace
 
@@ -40,7 +29,7 @@ Verdict judge_proposal(std::span<const TokenProbability> p, std::span<const Toke
     if (r > 0) residual.push_back({t.token, r});
   }
   if (residual.empty()) residual.assign(p.begin(), p.end());  // p == q: nothing left over
-  return {draw(residual, u_resample), false};
+  return {draw_token(residual, u_resample), false};
 }
 
 Verdict choose_after_proposal(Sampler& sampler, std::span<const float> row, int32_t draft, std::mt19937_64& rng) {
