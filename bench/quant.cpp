@@ -124,6 +124,13 @@ std::vector<Benchmark> quant_benchmarks() {
     list.push_back(quantized_linear("llama1b.ffn_up", tokens, 8192, 2048, DType::q4_1));
   }
   list.push_back(quantized_linear("smollm2.ffn_up", 1, 1536, 576, DType::q5_0));
+  // A speculative verification pass's rows (the last token and 1, 2, 4 or 8 proposals, issue
+  // 38) and serve's batched decoding steps: each weight read once should serve every row.
+  for (int64_t rows : {2, 3, 5, 9}) {
+    list.push_back(quantized_linear("smollm2.ffn_up", rows, 1536, 576, DType::q4_1));
+    list.push_back(quantized_linear("smollm2.ffn_down", rows, 576, 1536, DType::q4_1));
+    list.push_back(quantized_linear("smollm2.output", rows, 49152, 576, DType::q8_0));
+  }
   // A SmolLM2 decoding step's four linears per block and its head, fused as the model runs them.
   list.push_back(fused_linear("smollm2.attn_qkv+norm", 960, 576, DType::q4_1, true, false, false));
   list.push_back(fused_linear("smollm2.attn_output+residual", 576, 576, DType::q4_1, false, false, true));
