@@ -7,7 +7,10 @@
 // graphs) and is not counted. Prints a table and one JSON object (host wall clock, as
 // `vkformer bench --model`).
 //
-//   vkformer_kv_cache_speed MODEL.gguf [depth 4096] [gen 8] [prompt 2048] [rounds 3] [types f16 q8_0]
+//   vkformer_kv_cache_speed MODEL.gguf [depth 4096] [gen 8] [prompt 2048] [rounds 3] [types f16 q8_0 ...]
+//
+// Two or more types; a type ending in "/norot" loads its cache without the attention rotation
+// (LanguageModelOptions::kv_rotation = false), to see what the rotation costs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,14 +37,14 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf [depth] [gen] [prompt] [rounds] [type_a type_b]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.gguf [depth] [gen] [prompt] [rounds] [type_a type_b ...]\n", argv[0]);
     return 2;
   }
   const std::string path = argv[1];
   const int64_t depth = argc > 2 ? std::atoll(argv[2]) : 4096, gen = argc > 3 ? std::atoll(argv[3]) : 8;
   const int64_t prompt = argc > 4 ? std::atoll(argv[4]) : 2048;
   const int rounds = argc > 5 ? std::atoi(argv[5]) : 3;
-  const std::vector<std::string> names = argc > 7 ? std::vector<std::string>{argv[6], argv[7]}
+  const std::vector<std::string> names = argc > 7 ? std::vector<std::string>(argv + 6, argv + argc)
                                                   : std::vector<std::string>{"f16", "q8_0"};
   try {
     Device device = Device::open();
@@ -50,7 +53,11 @@ int main(int argc, char** argv) {
     for (const std::string& n : names) {
       LanguageModelOptions o;
       o.context = context;
-      o.cache_type_k = o.cache_type_v = parse_kv_cache_type(n, "type");
+      const std::string_view norot = "/norot";
+      const bool rotation = !(n.size() > norot.size() && n.ends_with(norot));
+      o.cache_type_k = o.cache_type_v =
+          parse_kv_cache_type(rotation ? n : n.substr(0, n.size() - norot.size()), "type");
+      o.kv_rotation = rotation;
       models.push_back(LanguageModel::load(device, path, o));
     }
     const int64_t vocab = models[0].config().vocab_size;

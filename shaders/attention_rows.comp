@@ -131,15 +131,24 @@ vec4 load_v(uint base, uint c) { return texelFetch(v4, int(base / 4 + c)); }
 #else
 #ifdef KV_QUANT
 #define KV_READ_FN kv_read_k
+#define KV_READ_BLOCK_FN kv_read_k_block
 #define KV_READ_BUF kw
 #define KV_READ_TYPE K_TYPE
 #include "kv_cache_read.glsl"
 #define KV_READ_FN kv_read_v
+#define KV_READ_BLOCK_FN kv_read_v_block
 #define KV_READ_BUF vw
 #define KV_READ_TYPE V_TYPE
 #include "kv_cache_read.glsl"
-vec4 load_k(uint base, uint c) { return kv_read_k(base + 4u * c); }
-vec4 load_v(uint base, uint c) { return kv_read_v(base + 4u * c); }
+// A K or V row is read a 32-element block (8 chunks) at a time, each block's words loaded once
+// (kv_read_*_block), not 4 elements at a time: a quantized block's scale and straddling words
+// would be loaded again for each of its 8 chunks.
+#define LOAD_ROW(block_fn, base, dst, n4)                 \
+  [[unroll]] for (uint c8 = 0; c8 < (n4); c8 += 8u) {     \
+    vec4 blk[8];                                          \
+    block_fn((base) + 4u * c8, blk);                      \
+    [[unroll]] for (uint c = 0; c < 8u; ++c) dst[c8 + c] = blk[c]; \
+  }
 #endif
 vec4 load_q(uint base, uint c) {
   if (VEC4) return vec4(q4[base / 4 + c]);
@@ -214,7 +223,11 @@ void main() {
 #ifdef USE_SHUFFLE
     const uint jl = min(j0 + lane, keys - 1);  // the key this lane loads for everyone
     vec4 kl[D4];
+#ifdef KV_QUANT
+    LOAD_ROW(kv_read_k_block, k_base + jl * D, kl, D4)
+#else
     [[unroll]] for (uint c = 0; c < D4; ++c) kl[c] = load_k(k_base + jl * D, c);
+#endif
     int pad_l = 0;
     if (HAS_KEY_PADDING) pad_l = key_padding[b * p.sk + jl];
 #endif
@@ -228,9 +241,15 @@ void main() {
     [[dont_unroll]] for (uint i = 0; i < LANES; ++i) {
       float si[R];
       [[unroll]] for (uint r = 0; r < R; ++r) si[r] = 0.0;
+#if defined(KV_QUANT) && !defined(USE_SHUFFLE)
+      vec4 ki[D4];
+      LOAD_ROW(kv_read_k_block, k_base + min(j0 + i, keys - 1) * D, ki, D4)
+#endif
       [[unroll]] for (uint c = 0; c < D4; ++c) {
 #ifdef USE_SHUFFLE
         vec4 kk = subgroupShuffle(kl[c], i);
+#elif defined(KV_QUANT)
+        vec4 kk = ki[c];
 #else
         vec4 kk = load_k(k_base + min(j0 + i, keys - 1) * D, c);
 #endif
@@ -317,7 +336,11 @@ void main() {
     // Every fetch first: a texel fetch is a call into the driver, and the accumulators would be
     // saved and restored around each one.
     vec4 vl[DV4];
+#ifdef KV_QUANT
+    LOAD_ROW(kv_read_v_block, v_base + jl * DV, vl, DV4)
+#else
     [[unroll]] for (uint c = 0; c < DV4; ++c) vl[c] = load_v(v_base + jl * DV, c);
+#endif
     [[unroll]] for (uint c = 0; c < DV4; ++c) {
       [[unroll]] for (uint i = 0; i < LANES; ++i) {
         const vec4 vv = subgroupShuffle(vl[c], i);
@@ -334,8 +357,16 @@ void main() {
         [[unroll]] for (uint e = 0; e < LANES; ++e) pi[r] = e == i ? pr[r * LANES + e] : pi[r];
       }
       const uint jv = min(j0 + i, keys - 1);
+#ifdef KV_QUANT
+      vec4 vi[DV4];
+      LOAD_ROW(kv_read_v_block, v_base + jv * DV, vi, DV4)
+#endif
       [[unroll]] for (uint c = 0; c < DV4; ++c) {
+#ifdef KV_QUANT
+        const vec4 vv = vi[c];
+#else
         const vec4 vv = load_v(v_base + jv * DV, c);
+#endif
         [[unroll]] for (uint r = 0; r < R; ++r) acc[r * DV4 + c] += pi[r] * vv;
       }
     }

@@ -173,11 +173,14 @@ TEST_F(DeviceTest, RowsKernelReadsEveryCacheType) {
   check(device(), cases_for(kTypes[1])[2]);
 }
 
-// The rows kernel without subgroup shuffles (every lane loads every key).
+// The rows kernel without subgroup shuffles (every lane loads every key, a 32-element block at
+// a time): K and V q8_0, K q4_0, and both q4_0 in 4 blocks a row (blocks at even and odd
+// halfwords in each).
 TEST_F(DeviceTest, RowsKernelWithoutShufflesReadsQuantizedCaches) {
   Device& dev = open_with("rows/8x2", "off");
   check(dev, cases_for(kTypes[0])[1]);
   check(dev, cases_for(kTypes[3])[0]);
+  check(dev, cases_for(kTypes[1])[2]);
 }
 
 // Split-K decoding (shaders/attention_flash_decode.comp): one range, and 5 ranges combined.

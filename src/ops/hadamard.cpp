@@ -34,8 +34,10 @@ void lower_hadamard(Lowering& l) {
       [&](const ops::Span& s, std::vector<Binding> bindings) {
         const uint32_t n = static_cast<uint32_t>(s.count * block);
         HadamardPush p{n, static_cast<uint32_t>(block), static_cast<float>(1.0 / std::sqrt(static_cast<double>(block)))};
+        // One invocation per block (shaders/hadamard.comp); the block is a specialization
+        // constant, the size of the invocation's array.
         l.dispatch(Kernel::hadamard, x.dtype, std::move(bindings), PushBlock::of(p),
-                   ops::elementwise_grid(l, n), {ops::kElementwiseWorkgroup});
+                   ops::elementwise_grid(l, s.count), {ops::kElementwiseWorkgroup, static_cast<uint32_t>(block)});
       });
 }
 
