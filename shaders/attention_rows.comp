@@ -141,6 +141,26 @@ layout(push_constant) uniform Push {
 #include "rope_kv_attention.glsl"
 layout(set = 0, binding = 13) writeonly buffer CacheK { T4 cache_k4[]; };  // k's and v's bytes
 layout(set = 0, binding = 14) writeonly buffer CacheV { T4 cache_v4[]; };
+
+// The row of q (src 0) or k (src 1) whose first column is at `base`, rotated at position `at`
+// and rounded to T as the caches hold it (no 16-bit locals: storage types only), in vec4 chunks.
+// Not unrolled: with D4 * 4 copies of the rotation per row, lavapipe's JIT took minutes at
+// D = 256 (Gemma 3); the caller copies `out` into its registers with constant indices.
+void rope_kv_row_chunks(uint src, uint base, int at, out vec4 chunks[D4]) {
+  [[dont_unroll]] for (uint c = 0; c < D4; ++c) {
+    vec4 x;
+    [[unroll]] for (uint e = 0; e < 4u; ++e) {
+      float y;
+      if (src == 0u) {
+        ROPE_COLUMN(src_q, base, 4u * c + e, at, y);
+      } else {
+        ROPE_COLUMN(src_k, base, 4u * c + e, at, y);
+      }
+      x[e] = float(T(y));
+    }
+    chunks[c] = x;
+  }
+}
 #endif
 
 #include "attention_sequences.glsl"
@@ -214,15 +234,9 @@ void main() {
 #ifdef ROPE_KV
     const uint q_row = (p.bh_base + bh) * p.sq + row;  // b * H + h: one query per head
     const uint q_src = (q_row / p.q_heads) * p.q_stride + p.q_off + (q_row % p.q_heads) * D;
-    [[unroll]] for (uint c = 0; c < D4; ++c) {
-      vec4 x;
-      [[unroll]] for (uint e = 0; e < 4u; ++e) {
-        float y;
-        ROPE_COLUMN(src_q, q_src, 4u * c + e, at, y);
-        x[e] = float(T(y));
-      }
-      qr[r * D4 + c] = x * p.scale;
-    }
+    vec4 rotated[D4];
+    rope_kv_row_chunks(0u, q_src, at, rotated);
+    [[unroll]] for (uint c = 0; c < D4; ++c) qr[r * D4 + c] = rotated[c] * p.scale;
 #else
     [[unroll]] for (uint c = 0; c < D4; ++c) qr[r * D4 + c] = load_q(base, c) * p.scale;
 #endif
@@ -261,16 +275,9 @@ void main() {
     const uint k_src = b_kv * p.k_stride + p.k_off + g * D, v_src = b_kv * p.v_stride + p.v_off + g * DV;
     // The first workgroup of the KV head writes the row, each invocation its chunks.
     const bool writes = bh % p.group == 0u && group % p.q_blocks == 0u;
-    [[unroll]] for (uint c = 0; c < D4; ++c) {
-      vec4 x;  // rounded to T as the cache holds it (no 16-bit locals: storage types only)
-      [[unroll]] for (uint e = 0; e < 4u; ++e) {
-        float y;
-        ROPE_COLUMN(src_k, k_src, 4u * c + e, at, y);
-        x[e] = float(T(y));
-      }
-      new_k[c] = x;
-      if (writes && c % LANES == lane) cache_k4[(k_base + pos * D) / 4u + c] = T4(x);
-    }
+    rope_kv_row_chunks(1u, k_src, at, new_k);
+    [[unroll]] for (uint c = 0; c < D4; ++c)
+      if (writes && c % LANES == lane) cache_k4[(k_base + pos * D) / 4u + c] = T4(new_k[c]);
     [[unroll]] for (uint c = 0; c < (PV_COLUMNS ? DVC : DV4); ++c) {
       const uint chunk = PV_COLUMNS ? c * LANES + lane : c;
       const uint at_v = v_src + 4u * chunk;
