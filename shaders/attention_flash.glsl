@@ -22,6 +22,11 @@ layout(set = 0, binding = 2) readonly buffer V { uint vw[]; };  // [B, Hkv, Sk, 
 #define KV_READ_BUF vw
 #define KV_READ_TYPE V_TYPE
 #include "kv_cache_read.glsl"
+#elif defined(ROPE_KV)
+// The decoding kernel with the step's rope_kv_cache inside (attention_flash_decode.comp) writes
+// the new row of each cache.
+layout(set = 0, binding = 1) buffer K { T k[]; };    // [B, Hkv, Sk, D]
+layout(set = 0, binding = 2) buffer V { T v[]; };    // [B, Hkv, Sk, DV]
 #else
 layout(set = 0, binding = 1) readonly buffer K { T k[]; };    // [B, Hkv, Sk, D]
 layout(set = 0, binding = 2) readonly buffer V { T v[]; };    // [B, Hkv, Sk, DV]
@@ -46,6 +51,16 @@ layout(push_constant) uniform Push {  // FlashPush in src/ops/attention_flash.cp
   uint kv_batches;      // decode: batches of k and v (PER_SEQUENCE: slots, more than q's)
   float softcap;        // SOFT_CAP: the cap
   uint causal_at_length;  // causal aligned to key_length (below)
+#ifdef ROPE_KV
+  // RopeKvPush in src/ops/attention_flash.cpp: where the new row's q, k and v start in their
+  // projections' rows, and its rope (rope_kv_cache.glsl's fields).
+  uint q_stride, k_stride, v_stride;
+  uint q_off, k_off, v_off;
+  uint q_heads;    // H (q's heads before a grouped step is restacked)
+  uint half_dims;  // rotated dims / 2
+  int rope_base;   // the static position offset
+  uint neox;       // pairs (i, i + dims / 2), else (2i, 2i + 1)
+#endif
 } p;
 
 #include "attention_soft_cap.glsl"

@@ -15,6 +15,13 @@
 // in fp32; attention_flash_combine.comp then rescales the ranges to their common max and sums.
 // Rows of one (b, KV head) are consecutive in q and out: row r is query head r / sq of the
 // group, position r % sq.
+// ROPE_KV (attention_flash_decode_rope*: a decoding step's rope_kv_cache fused in by the executor,
+// src/graph/executor_build.cpp): the step's one new row comes unrotated from the projections
+// (bindings 9-11, rope_kv_cache.comp's sources). Each workgroup rotates its query rows into q_s,
+// and the new key into new_k (its value as v into new_v), rounded to T as the cache holds them;
+// the workgroup whose key range holds the row's position reads them there instead of from the
+// caches and writes them into the caches (no other workgroup reads that row), so the results
+// equal rope_kv_cache's dispatch followed by this kernel's, one dispatch fewer per layer.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 128;
@@ -38,6 +45,10 @@ layout(constant_id = 12) const uint V_TYPE = KV_Q8_0;
 #include "attention_flash.glsl"
 layout(set = 0, binding = 8) readonly buffer KvSlot { int kv_slot[]; };  // [B] (PER_SEQUENCE)
 #include "attention_sequences.glsl"
+#ifdef ROPE_KV
+#define ROPE_KV_BINDING 9
+#include "rope_kv_attention.glsl"
+#endif
 
 #if defined(SPLIT)
 // Bound whole, indexed by the global (b, KV head): [B * Hkv, splits, ROWS, dv] and (m, l).
@@ -58,6 +69,10 @@ shared float p_s[ROWS * TK];       // logits, then probabilities
 shared float row_m[ROWS];
 shared float row_l[ROWS];
 shared float row_alpha[ROWS];
+#ifdef ROPE_KV
+shared float new_k[D_CAP];
+shared float new_v[DV_CAP];
+#endif
 
 void main() {
   const uint wid = flat_workgroup_id();
@@ -68,10 +83,27 @@ void main() {
   const uint first_head = p.bh_base + bkv * p.group;  // global (b, h) of row 0
   const uint b = first_head / p.heads;
 
+#ifdef ROPE_KV
+  const uint pos = rope_kv_row(p.sk);
+  const int at = clamp(p.rope_base + int(pos), 0, kMaxPosition);
+  const uint kv_heads = p.heads / p.group;
+  const uint pair = p.bh_base / p.group + bkv;  // global (b, KV head): one dispatch, no windows
+  for (uint e = t; e < ROWS * D_CAP; e += WG) {
+    const uint r = e / D_CAP, d = e % D_CAP;
+    float x = 0.0;
+    if (d < D) {
+      const uint row = pair * ROWS + r;  // b * H + h: one query per head
+      const uint base = (row / p.q_heads) * p.q_stride + p.q_off + (row % p.q_heads) * D;
+      ROPE_COLUMN(src_q, base, d, at, x);
+    }
+    q_s[e] = float(T(x));
+  }
+#else
   for (uint e = t; e < ROWS * D_CAP; e += WG) {
     const uint r = e / D_CAP, d = e % D_CAP;
     q_s[e] = d < D ? float(q[(bkv * ROWS + r) * D + d]) : 0.0;
   }
+#endif
   for (uint r = t; r < ROWS; r += WG) {
     row_m[r] = NEG_INF;
     row_l[r] = 0.0;
@@ -84,6 +116,30 @@ void main() {
   const uint k_begin = min(split * chunk, keys), k_end = min(k_begin + chunk, keys);
   const uint kv = kv_slice(b, first_head % p.heads, p.heads, p.group, p.kv_batches, bkv);
   const uint k_base = kv * p.sk * D, v_base = kv * p.sk * DV;
+#ifdef ROPE_KV
+  // The range that holds the new row writes it (split 0 where no range does: key_length short
+  // of the position, so nothing reads it this step).
+  const bool writes_row = pos < keys ? pos >= k_begin && pos < k_end : split == 0u;
+  {
+    const uint b_kv = pair / kv_heads, g = pair % kv_heads;
+    const uint k_src = b_kv * p.k_stride + p.k_off + g * D, v_src = b_kv * p.v_stride + p.v_off + g * DV;
+    for (uint d = t; d < D; d += WG) {
+      float x;
+      ROPE_COLUMN(src_k, k_src, d, at, x);
+      new_k[d] = float(T(x));  // as the cache holds it (no 16-bit locals: storage types only)
+      if (writes_row) k[k_base + pos * D + d] = T(x);
+    }
+    for (uint d = t; d < DV; d += WG) {
+      new_v[d] = float(src_v[v_src + d]);
+      if (writes_row) v[v_base + pos * DV + d] = src_v[v_src + d];
+    }
+  }
+#define KEY_AT(j, d) ((j) == pos ? new_k[d] : float(k[k_base + (j) * D + (d)]))
+#define VALUE_AT(j, d) ((j) == pos ? new_v[d] : float(v[v_base + (j) * DV + (d)]))
+#else
+#define KEY_AT(j, d) float(k[k_base + (j) * D + (d)])
+#define VALUE_AT(j, d) float(v[v_base + (j) * DV + (d)])
+#endif
   for (uint c0 = k_begin; c0 < k_end; c0 += TK) {
     barrier();  // the previous tile's V and probabilities are consumed
 #ifdef KV_QUANT
@@ -95,7 +151,7 @@ void main() {
 #else
     for (uint e = t; e < TK * D; e += WG) {
       const uint c = e / D, d = e % D;
-      kv_s[c * KV_STRIDE + d] = c0 + c < k_end ? float(k[k_base + (c0 + c) * D + d]) : 0.0;
+      kv_s[c * KV_STRIDE + d] = c0 + c < k_end ? KEY_AT(c0 + c, d) : 0.0;
     }
 #endif
     barrier();
@@ -118,7 +174,7 @@ void main() {
 #else
     for (uint e = t; e < TK * DV; e += WG) {
       const uint c = e / DV, d = e % DV;
-      kv_s[c * KV_STRIDE + d] = c0 + c < k_end ? float(v[v_base + (c0 + c) * DV + d]) : 0.0;
+      kv_s[c * KV_STRIDE + d] = c0 + c < k_end ? VALUE_AT(c0 + c, d) : 0.0;
     }
 #endif
     for (uint r = t; r < ROWS; r += WG) {

@@ -42,6 +42,13 @@
 // multiply + add peak at D = 64, R = 4.
 // VEC4 (D and DV multiples of 4) reads q, k, v through vec4 views of the same bindings; other
 // head dims read scalars and zero-fill the last chunk.
+// ROPE_KV (attention_rows_texel_rope: a decoding step's rope_kv_cache fused in by the executor,
+// src/graph/executor_build.cpp; TEXEL only): q, k and v of the step's one new row come unrotated
+// from the projections (rope_kv_attention.glsl). Each invocation rotates its query rows and holds
+// the new key and value rows (its own value columns with PV_COLUMNS), rounded to T as the caches
+// hold them, and takes them for the key at the row's position instead of the caches' (stale) row;
+// the first workgroup of the KV head writes them into the caches (bindings 13, 14). The results
+// equal rope_kv_cache's dispatch followed by this kernel's, one dispatch fewer per layer.
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint LANES = 8;  // invocations; the subgroup size with USE_SHUFFLE
@@ -118,7 +125,43 @@ layout(push_constant) uniform Push {
   uint kv_batches;        // batches of k and v (PER_SEQUENCE: slots, more than q's)
   float softcap;          // SOFT_CAP: the cap
   uint causal_at_length;  // causal aligned to key_length: row i sees keys j <= i + key_length - sq
+#ifdef ROPE_KV
+  // RopeKvPush in src/ops/attention_flash.hpp (rope_kv_attention.glsl reads them).
+  uint q_stride, k_stride, v_stride;
+  uint q_off, k_off, v_off;
+  uint q_heads;    // H (q's heads before a grouped step is restacked)
+  uint half_dims;  // rotated dims / 2
+  int rope_base;   // the static position offset
+  uint neox;       // pairs (i, i + dims / 2), else (2i, 2i + 1)
+#endif
 } p;
+
+#ifdef ROPE_KV
+#define ROPE_KV_BINDING 8
+#include "rope_kv_attention.glsl"
+layout(set = 0, binding = 13) writeonly buffer CacheK { T4 cache_k4[]; };  // k's and v's bytes
+layout(set = 0, binding = 14) writeonly buffer CacheV { T4 cache_v4[]; };
+
+// The row of q (src 0) or k (src 1) whose first column is at `base`, rotated at position `at`
+// and rounded to T as the caches hold it (no 16-bit locals: storage types only), in vec4 chunks.
+// Not unrolled: with D4 * 4 copies of the rotation per row, lavapipe's JIT took minutes at
+// D = 256 (Gemma 3); the caller copies `out` into its registers with constant indices.
+void rope_kv_row_chunks(uint src, uint base, int at, out vec4 chunks[D4]) {
+  [[dont_unroll]] for (uint c = 0; c < D4; ++c) {
+    vec4 x;
+    [[unroll]] for (uint e = 0; e < 4u; ++e) {
+      float y;
+      if (src == 0u) {
+        ROPE_COLUMN(src_q, base, 4u * c + e, at, y);
+      } else {
+        ROPE_COLUMN(src_k, base, 4u * c + e, at, y);
+      }
+      x[e] = float(T(y));
+    }
+    chunks[c] = x;
+  }
+}
+#endif
 
 #include "attention_sequences.glsl"
 #include "attention_soft_cap.glsl"
@@ -190,10 +233,22 @@ void main() {
   vec4 acc[R * DV4];
   vec4 acc_cols[R * LANES * DVC];  // [row of the workgroup][cc]
   float m[R], l[R];
+#ifdef ROPE_KV
+  const uint pos = rope_kv_row(p.sk);
+  const int at = clamp(p.rope_base + int(pos), 0, kMaxPosition);
+#endif
   [[unroll]] for (uint r = 0; r < R; ++r) {
     uint row = min(q0 + r * LANES + lane, p.sq - 1);  // rows past the end compute garbage, unstored
     uint base = (bh * p.sq + row) * D;
+#ifdef ROPE_KV
+    const uint q_row = (p.bh_base + bh) * p.sq + row;  // b * H + h: one query per head
+    const uint q_src = (q_row / p.q_heads) * p.q_stride + p.q_off + (q_row % p.q_heads) * D;
+    vec4 rotated[D4];
+    rope_kv_row_chunks(0u, q_src, at, rotated);
+    [[unroll]] for (uint c = 0; c < D4; ++c) qr[r * D4 + c] = rotated[c] * p.scale;
+#else
     [[unroll]] for (uint c = 0; c < D4; ++c) qr[r * D4 + c] = load_q(base, c) * p.scale;
+#endif
     if (PV_COLUMNS) {
       [[unroll]] for (uint e = 0; e < LANES * DVC; ++e) acc_cols[r * LANES * DVC + e] = vec4(0.0);
     } else {
@@ -218,6 +273,30 @@ void main() {
   // multiple of group query heads, so its KV slice is bh / group of the KV window.
   const uint kv = kv_slice(b, h, p.heads, p.group, p.kv_batches, bh / p.group);
   const uint k_base = kv * p.sk * D, v_base = kv * p.sk * DV;
+#ifdef ROPE_KV
+  // The new row of this KV head, in every invocation: the whole key, and the value's chunks
+  // that the invocation reads (its columns with PV_COLUMNS, else all).
+  vec4 new_k[D4];
+  vec4 new_v[PV_COLUMNS ? DVC : DV4];
+  {
+    const uint kv_pair = (p.bh_base + bh) / p.group, kv_heads = p.heads / p.group;
+    const uint b_kv = kv_pair / kv_heads, g = kv_pair % kv_heads;
+    const uint k_src = b_kv * p.k_stride + p.k_off + g * D, v_src = b_kv * p.v_stride + p.v_off + g * DV;
+    // The first workgroup of the KV head writes the row, each invocation its chunks.
+    const bool writes = bh % p.group == 0u && group % p.q_blocks == 0u;
+    rope_kv_row_chunks(1u, k_src, at, new_k);
+    [[unroll]] for (uint c = 0; c < D4; ++c)
+      if (writes && c % LANES == lane) cache_k4[(k_base + pos * D) / 4u + c] = T4(new_k[c]);
+    [[unroll]] for (uint c = 0; c < (PV_COLUMNS ? DVC : DV4); ++c) {
+      const uint chunk = PV_COLUMNS ? c * LANES + lane : c;
+      const uint at_v = v_src + 4u * chunk;
+      const vec4 x = vec4(float(src_v[at_v]), float(src_v[at_v + 1u]), float(src_v[at_v + 2u]),
+                          float(src_v[at_v + 3u]));
+      new_v[c] = x;
+      if (writes && (PV_COLUMNS || c % LANES == lane)) cache_v4[(v_base + pos * DV) / 4u + chunk] = T4(x);
+    }
+  }
+#endif
   const uint mask_base = b * p.mask_stride[0] + h * p.mask_stride[1];
   for (uint j0 = 0; j0 < keys; j0 += LANES) {
 #ifdef USE_SHUFFLE
@@ -227,6 +306,11 @@ void main() {
     LOAD_ROW(kv_read_k_block, k_base + jl * D, kl, D4)
 #else
     [[unroll]] for (uint c = 0; c < D4; ++c) kl[c] = load_k(k_base + jl * D, c);
+#endif
+#ifdef ROPE_KV
+    if (jl == pos) {
+      [[unroll]] for (uint c = 0; c < D4; ++c) kl[c] = new_k[c];
+    }
 #endif
     int pad_l = 0;
     if (HAS_KEY_PADDING) pad_l = key_padding[b * p.sk + jl];
@@ -311,8 +395,12 @@ void main() {
       vec4 vc[LANES * DVC];  // [key of the block][cc]: this lane's texel cc * LANES + lane
       [[unroll]] for (uint i = 0; i < LANES; ++i) {
         const uint jv = min(j0 + i, keys - 1);
-        [[unroll]] for (uint cc = 0; cc < DVC; ++cc)
+        [[unroll]] for (uint cc = 0; cc < DVC; ++cc) {
           vc[i * DVC + cc] = load_v(v_base + jv * DV, cc * LANES + lane);
+#ifdef ROPE_KV
+          if (jv == pos) vc[i * DVC + cc] = new_v[cc];
+#endif
+        }
       }
       [[unroll]] for (uint r = 0; r < R; ++r) {
         [[unroll]] for (uint src = 0; src < LANES; ++src) {
@@ -340,6 +428,11 @@ void main() {
     LOAD_ROW(kv_read_v_block, v_base + jl * DV, vl, DV4)
 #else
     [[unroll]] for (uint c = 0; c < DV4; ++c) vl[c] = load_v(v_base + jl * DV, c);
+#endif
+#ifdef ROPE_KV
+    if (!PV_COLUMNS && jl == pos) {
+      [[unroll]] for (uint c = 0; c < DV4; ++c) vl[c] = new_v[min(c, (PV_COLUMNS ? DVC : DV4) - 1u)];
+    }
 #endif
     [[unroll]] for (uint c = 0; c < DV4; ++c) {
       [[unroll]] for (uint i = 0; i < LANES; ++i) {

@@ -34,6 +34,7 @@ vkf_kernel(matmul_coopmat_nv  matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_NV=
 vkf_kernel(matmul_coopmat_khr matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_KHR=1 REQUIRES coopmat_khr fp16_arith)
 vkf_kernel(matmul_coopmat_emu matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_EMULATE=1 REQUIRES fp16_arith)
 vkf_kernel(attention_rows_texel attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 TEXEL=1 REQUIRES subgroup_shuffle)
+vkf_kernel(attention_rows_texel_rope attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 TEXEL=1 ROPE_KV=1 REQUIRES subgroup_shuffle)
 vkf_kernel(softmax_rows softmax_rows.comp DTYPES f32 f16)
 vkf_kernel(softmax_rows_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
 vkf_kernel(matmul_transpose matmul_transpose.comp DTYPES f32 f16)
@@ -96,6 +97,8 @@ vkf_kernel(attention_flash_nv  attention_flash.comp DTYPES f32 f16 DEFINES COOPM
 vkf_kernel(attention_flash_emu attention_flash.comp DTYPES f32 f16 DEFINES COOPMAT_EMULATE=1 REQUIRES fp16_arith)
 vkf_kernel(attention_flash_decode attention_flash_decode.comp DTYPES f32 f16)
 vkf_kernel(attention_flash_decode_split attention_flash_decode.comp DTYPES f32 f16 DEFINES SPLIT=1)
+vkf_kernel(attention_flash_decode_rope attention_flash_decode.comp DTYPES f32 f16 DEFINES ROPE_KV=1)
+vkf_kernel(attention_flash_decode_split_rope attention_flash_decode.comp DTYPES f32 f16 DEFINES ROPE_KV=1 SPLIT=1)
 vkf_kernel(attention_flash_combine attention_flash_combine.comp DTYPES f32 f16)
 # KV caches in another type than the activations (f32, f16, q8_0, q4_0: shaders/kv_cache_types.glsl,
 # the type of each cache a specialization constant): the cache write quantizes, the readers

@@ -21,7 +21,9 @@
 // rope_kv_cache: the exact rotation in double with tests/llama_ops_test.cpp's tolerance (the
 // angle in fp32, cos/sin and the range reduction), the copied values (v, pass-through columns)
 // exactly, and every cache row outside [p, p + S) unchanged.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -574,6 +576,152 @@ TEST_F(DeviceTest, RopeKvCacheInWindows) {
   Device d = open_test_device_with_env({{"VKFORMER_MAX_BINDING_BYTES", "4096"}});
   check_rope_kv_cache(d, {2, 4, 2, 3, 16, 64, -1, RopeOptions::Style::neox, DType::f32, true, {0, 61}},
                       true);
+}
+
+// A decoding step's rope_kv_cache whose rotated q only its attention reads is done inside the
+// attention's dispatch (src/graph/executor_build.cpp; the texel rows kernel on CPU devices, the
+// split-K decoding kernel on GPUs): its output against the double-precision rope and attention,
+// the caches' new rows against the rotated keys and the values (other rows unchanged), and the
+// same graph with the rotated q also an output (so not fused) to within an f16/f32 ulp.
+struct DecodeRopeCase {
+  int64_t b, heads, kv_heads, d, t;
+  int64_t dims;  // -1: d
+  RopeOptions::Style style;
+  DType dtype;
+  std::vector<std::pair<int32_t, int32_t>> steps;  // (position, key_length), replayed in turn
+};
+
+void check_rope_in_attention(Device& device, const DecodeRopeCase& c, size_t dispatches_saved) {
+  const int64_t B = c.b, H = c.heads, Hk = c.kv_heads, D = c.d, T = c.t, G = H / Hk;
+  const int64_t dims = c.dims < 0 ? D : c.dims, width = (H + 2 * Hk) * D;
+  SCOPED_TRACE("B" + std::to_string(B) + " H" + std::to_string(H) + "/" + std::to_string(Hk) + " D" +
+               std::to_string(D) + " dims" + std::to_string(dims) +
+               (c.style == RopeOptions::Style::neox ? " neox " : " interleaved ") + std::string(dtype_name(c.dtype)));
+  const Shape cache_shape{B, Hk, T, D};
+  const auto k0 = random_values(static_cast<size_t>(cache_shape.numel()), 7, -2.0f, 2.0f);
+  const auto v0 = random_values(static_cast<size_t>(cache_shape.numel()), 8, -3.0f, 3.0f);
+  // Two copies of the caches: the fused graph's and the unfused one's.
+  DeviceTensor caches[2][2];
+  for (auto& pair : caches) {
+    pair[0] = device.upload(make_tensor(cache_shape, k0, c.dtype));
+    pair[1] = device.upload(make_tensor(cache_shape, v0, c.dtype));
+  }
+  std::vector<double> want_k = stored(k0, c.dtype), want_v = stored(v0, c.dtype);
+  RopeOptions rope;
+  rope.style = c.style;
+  rope.dims = c.dims;
+  auto build = [&](int which) {
+    Graph g;
+    RopeKvCache r = g.rope_kv_cache(g.input("qkv", {B, 1, width}, c.dtype), static_cast<int>(H),
+                                    static_cast<int>(Hk), g.external("cache_k", caches[which][0]),
+                                    g.external("cache_v", caches[which][1]),
+                                    g.input("position", {1}, DType::i32), rope);
+    AttentionOptions o;
+    o.key_length = g.input("key_length", {1}, DType::i32);
+    g.output("out", g.attention(r.q, r.k_cache, r.v_cache, o));
+    if (which == 1) g.output("rotated_q", r.q);  // a second reader of q: not fused
+    return g;
+  };
+  Executor fused(device, build(0)), apart(device, build(1));
+  EXPECT_EQ(fused.stats().dispatches + dispatches_saved, apart.stats().dispatches);
+
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const double ulp = c.dtype == DType::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -22);
+  uint32_t seed = 300;
+  for (const auto& [p, length] : c.steps) {
+    SCOPED_TRACE("position " + std::to_string(p) + ", key_length " + std::to_string(length));
+    const auto qkv = random_values(static_cast<size_t>(B * width), seed++, -2.0f, 2.0f);
+    const std::map<std::string, HostTensor> in = {
+        {"qkv", make_tensor({B, 1, width}, qkv, c.dtype)},
+        {"position", HostTensor::from_i32({1}, std::vector<int32_t>{p})},
+        {"key_length", HostTensor::from_i32({1}, std::vector<int32_t>{length})}};
+    const std::vector<float> got = fused.run(in).at("out").to_f32();
+    const std::vector<float> got_apart = apart.run(in).at("out").to_f32();
+    // The reference: q and the new key rotated in double and stored as the caches store them.
+    const auto xs = stored(qkv, c.dtype);
+    std::vector<double> q(static_cast<size_t>(B * H * D)), tol(static_cast<size_t>(D));
+    std::vector<double> k_tol(want_k.size(), 0.0);
+    for (int64_t bb = 0; bb < B; ++bb) {
+      const double* row = xs.data() + bb * width;
+      for (int64_t h = 0; h < H; ++h) {
+        rotate(row + h * D, &q[static_cast<size_t>((bb * H + h) * D)], tol.data(), D, dims, c.style, 10000.0, p,
+               c.dtype);
+      }
+      for (int64_t h = 0; h < Hk; ++h) {
+        const int64_t at = ((bb * Hk + h) * T + p) * D;
+        rotate(row + (H + h) * D, &want_k[static_cast<size_t>(at)], &k_tol[static_cast<size_t>(at)], D, dims,
+               c.style, 10000.0, p, c.dtype);
+        for (int64_t j = 0; j < D; ++j) want_v[static_cast<size_t>(at + j)] = row[(H + Hk + h) * D + j];
+      }
+    }
+    // q and the new keys as the kernels hold them (rounded to T), then attention in double over
+    // keys [0, key_length): what remains is fp32 arithmetic and the output's rounding (|v| <= 3).
+    auto round_to_t = [&](std::vector<double>& x) {
+      x = stored(std::vector<float>(x.begin(), x.end()), c.dtype);
+    };
+    round_to_t(q);
+    std::vector<double> k_ref = want_k;
+    round_to_t(k_ref);
+    const double bound = c.dtype == DType::f16 ? 4e-3 : 1e-4;
+    for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t kv = bb * Hk + h / G;
+        std::vector<double> score(static_cast<size_t>(length));
+        double m = -INFINITY;
+        for (int64_t j = 0; j < length; ++j) {
+          double s = 0.0;
+          for (int64_t e = 0; e < D; ++e)
+            s += q[static_cast<size_t>((bb * H + h) * D + e)] * k_ref[static_cast<size_t>((kv * T + j) * D + e)];
+          score[static_cast<size_t>(j)] = s * scale;
+          m = std::max(m, s * scale);
+        }
+        double l = 0.0;
+        for (double& s : score) l += (s = std::exp(s - m));
+        for (int64_t e = 0; e < D; ++e) {
+          double o = 0.0;
+          for (int64_t j = 0; j < length; ++j)
+            o += score[static_cast<size_t>(j)] * want_v[static_cast<size_t>((kv * T + j) * D + e)];
+          o /= l;
+          const size_t at = static_cast<size_t>((bb * H + h) * D + e);
+          ASSERT_NEAR(got[at], o, bound) << "head " << h << " column " << e;
+          ASSERT_NEAR(got[at], got_apart[at], 3.0 * ulp) << "fused against apart, head " << h << " column " << e;
+        }
+      }
+    // The caches' rows: the new one rotated (values exact), every other one unchanged.
+    const std::vector<float> k_now = device.download(caches[0][0]).to_f32();
+    const std::vector<float> v_now = device.download(caches[0][1]).to_f32();
+    for (size_t e = 0; e < k_now.size(); ++e) {
+      ASSERT_LE(std::abs(k_now[e] - want_k[e]), k_tol[e]) << "cache_k element " << e;
+      ASSERT_EQ(v_now[e], want_v[e]) << "cache_v element " << e;
+    }
+    want_k.assign(k_now.begin(), k_now.end());  // a rotated key is exact only to its tolerance
+  }
+}
+
+// SmolLM2's heads (9 on 3, D 64, interleaved pairs), f16 with a partial rotation (dims 32 of 64,
+// neox) over two batches, and 4 query heads on one (Gemma 3 270M's grouping); positions at the
+// first row and the last, and a key_length short of the new row (written, not read). On CPU
+// devices the texel rows kernel takes it (one dispatch: the op and the attention), except without
+// subgroup operations (the op's own dispatch first, as before).
+TEST_F(DeviceTest, RopeKvCacheInsideDecodeAttention) {
+  using Style = RopeOptions::Style;
+  const size_t saved = std::getenv("VKFORMER_NO_SUBGROUP_OPS") ? 0 : 1;
+  const DecodeRopeCase cases[] = {
+      {1, 9, 3, 64, 40, -1, Style::interleaved, DType::f32, {{0, 1}, {39, 40}, {20, 20}}},
+      {2, 4, 2, 64, 24, 32, Style::neox, DType::f16, {{3, 4}, {23, 24}}},
+      {1, 4, 1, 32, 12, -1, Style::neox, DType::f32, {{11, 12}}},
+  };
+  for (const DecodeRopeCase& c : cases) check_rope_in_attention(device(), c, saved);
+}
+
+// The same on the split-K decoding kernel (GPUs' decode path, forced here), one key range (its
+// own variant) and three (the new row in the last range: the others neither read nor write it).
+TEST_F(DeviceTest, RopeKvCacheInsideSplitDecodeAttention) {
+  using Style = RopeOptions::Style;
+  Device one = open_test_device_with_env({{"VKFORMER_ATTENTION_DECODE", "64x16/1"}});
+  check_rope_in_attention(one, {1, 9, 3, 64, 40, -1, Style::interleaved, DType::f32, {{0, 1}, {20, 20}}}, 1);
+  Device three = open_test_device_with_env({{"VKFORMER_ATTENTION_DECODE", "64x16/3"}});
+  check_rope_in_attention(three, {2, 4, 2, 64, 24, 32, Style::neox, DType::f16, {{3, 4}, {23, 24}}}, 1);
 }
 
 TEST_F(DeviceTest, RopeKvCacheRejectsBadArguments) {

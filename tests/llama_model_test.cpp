@@ -303,7 +303,8 @@ TEST_F(TinyLlama, FlashAttentionPathsMatchTheDoubleReference) {
   std::set<std::string> kernels;
   for (const auto& p : dev.impl().pipelines().created()) kernels.insert(p.variant);
   EXPECT_TRUE(kernels.count("attention_flash_emu_f16")) << "the prompt chunks take flash attention";
-  EXPECT_TRUE(kernels.count("attention_flash_decode_split_f16") &&
+  // A decoding step's rope_kv_cache is done inside the attention (its ROPE_KV variant).
+  EXPECT_TRUE(kernels.count("attention_flash_decode_split_rope_f16") &&
               kernels.count("attention_flash_combine_f16"))
       << "single tokens take split-K decoding";
   for (const auto& m : dev.take_validation_messages())

@@ -10,6 +10,43 @@
 
 namespace vkformer {
 
+namespace {
+
+// A decoding step's rope_kv_cache (one new row, caches in q's type, no slots or rotation) whose
+// rotated q only an attention reads, with k and v its caches after the write: that attention's
+// kernel rotates q and k and writes the caches itself (src/ops/attention.cpp, or it emits the
+// rope_kv_cache dispatch where its kernel cannot), one dispatch fewer per decoded layer.
+void fuse_rope_into_attention(const GraphImpl& g, std::vector<Node>& nodes) {
+  std::vector<uint32_t> uses(g.values.size(), 0);
+  for (const Node& n : nodes)
+    for (uint32_t v : n.inputs) ++uses[v];
+  for (const auto& [name, v] : g.outputs) ++uses[v];
+  for (const auto& [value, target] : g.pinned) ++uses[value];
+  auto producer = [&](uint32_t v) -> Node& { return nodes[g.values[v].producer]; };
+  for (Node& n : nodes) {
+    if (n.kind != OpKind::attention) continue;
+    AttentionAttrs& a = std::get<AttentionAttrs>(n.attrs);
+    Node& rope = producer(n.inputs[0]);
+    if (a.has_kv_slot || rope.kind != OpKind::rope_kv_cache) continue;
+    RopeKvCacheAttrs& r = std::get<RopeKvCacheAttrs>(rope.attrs);
+    const uint32_t q = rope.output, cache_k = rope.inputs[3], cache_v = rope.inputs[4];
+    auto cache_written = [&](uint32_t v, uint32_t cache) {
+      const Node& after = producer(v);
+      return after.kind == OpKind::cache_after && after.inputs[0] == q && after.inputs[1] == cache &&
+             uses[v] == 1;
+    };
+    if (r.has_cache_slot || r.rotate_k || r.rotate_v || r.in_attention || g.values[q].shape[2] != 1 ||
+        g.values[cache_k].dtype != g.values[q].dtype || g.values[cache_v].dtype != g.values[q].dtype ||
+        uses[q] != 3 || !cache_written(n.inputs[1], cache_k) || !cache_written(n.inputs[2], cache_v))
+      continue;
+    r.in_attention = true;
+    a.rope_kv = r;
+    n.inputs.insert(n.inputs.end(), rope.inputs.begin(), rope.inputs.begin() + 6);
+  }
+}
+
+}  // namespace
+
 ExecutorImpl::ExecutorImpl(Device device, const Graph& graph, const CompileOptions& options)
     : dev_(device.impl_ptr()), options_(options) {
   dev_->core().throw_if_lost();
@@ -103,6 +140,8 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
     n.inputs[1] = split.inputs[0];
     n.attrs = UpdateCacheAttrs{true, std::get<SplitHeadsAttrs>(split.attrs).offset};
   }
+
+  fuse_rope_into_attention(g, nodes);
 
   // Only nodes that an output (or a write into an external tensor) depends on are lowered.
   std::vector<bool> needed(nv, false);

@@ -2,6 +2,7 @@
 // The attributes each op kind carries in a graph node. Optional tensor arguments are node inputs
 // in a fixed order; the has_* flags say which are present.
 #include <cstdint>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -69,6 +70,25 @@ struct SplitHeadsAttrs {  // inputs: x
   int64_t width = 0;
   int64_t offset = 0;
 };
+// rope_kv_cache inputs: q, k, v (the same packed [B, S, C] tensor three times, or three), cache_k,
+// cache_v, position. Its output is the rotated q [B, H, S, D]; each cache after the write is a
+// cache_after node (inputs: the rope_kv_cache result, the cache) whose value is the cache's bytes.
+struct RopeKvCacheAttrs {
+  int heads = 1, kv_heads = 1;
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0;  // first column of each in its rows
+  RopeOptions::Style style = RopeOptions::Style::interleaved;
+  int64_t dims = 0;
+  double freq_base = 10000.0;
+  double freq_scale = 1.0;
+  std::vector<float> freq_factors;
+  int64_t offset = 0;
+  bool has_cache_slot = false;  // a seventh input: the cache batch of each batch item
+  int rotate_k = 0, rotate_v = 0;  // KvRotation's Hadamard blocks (0: none)
+  // Set by the executor, not the graph: the attention that reads this decoding step's rotated q
+  // rotates it itself and writes the caches (AttentionAttrs::rope_kv), so this node lowers to
+  // nothing.
+  bool in_attention = false;
+};
 struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_length], [kv_slot]
   float scale = 1.0f;
   bool causal = false;
@@ -79,6 +99,10 @@ struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_le
   bool has_kv_slot = false;  // per-sequence KV slots (AttentionOptions::kv_slot)
   float softcap = 0.0f;      // > 0: soft-capped scores (AttentionOptions::softcap)
   AttentionOptions::Path path = AttentionOptions::Path::automatic;
+  // Set by the executor, not the graph (src/graph/executor_build.cpp): q is a decoding step's
+  // rope_kv_cache result and k, v its caches after the write; that op's work is this node's, its
+  // inputs q, k, v, cache_k, cache_v and position follow the ones above.
+  std::optional<RopeKvCacheAttrs> rope_kv;
 };
 // layer_norm inputs: x, gamma, beta; add_layer_norm: a, b, gamma, beta; rms_norm: x, weight
 // (rms_norm_add: and the residual; rms_norm_qk: qkv, q_weight, k_weight)
@@ -123,21 +147,6 @@ struct RopeAttrs {  // inputs: x, [offset_tensor]
   bool has_offset_tensor = false;
 };
 
-// rope_kv_cache inputs: q, k, v (the same packed [B, S, C] tensor three times, or three), cache_k,
-// cache_v, position. Its output is the rotated q [B, H, S, D]; each cache after the write is a
-// cache_after node (inputs: the rope_kv_cache result, the cache) whose value is the cache's bytes.
-struct RopeKvCacheAttrs {
-  int heads = 1, kv_heads = 1;
-  int64_t q_offset = 0, k_offset = 0, v_offset = 0;  // first column of each in its rows
-  RopeOptions::Style style = RopeOptions::Style::interleaved;
-  int64_t dims = 0;
-  double freq_base = 10000.0;
-  double freq_scale = 1.0;
-  std::vector<float> freq_factors;
-  int64_t offset = 0;
-  bool has_cache_slot = false;  // a seventh input: the cache batch of each batch item
-  int rotate_k = 0, rotate_v = 0;  // KvRotation's Hadamard blocks (0: none)
-};
 struct HadamardAttrs {  // inputs: x
   int block = 64;
 };

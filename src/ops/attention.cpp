@@ -84,13 +84,30 @@ Operands operands(const Lowering& l) {
   if (a.has_key_padding_mask) o.key_padding = l.input(next++);
   if (a.has_key_length) o.key_length = l.input(next++);
   if (a.has_kv_slot) o.kv_slot = l.input(next++);
+  if (a.rope_kv) {
+    o.rope = &*a.rope_kv;
+    o.rope_in.q = l.input(next++);
+    o.rope_in.k = l.input(next++);
+    o.rope_in.v = l.input(next++);
+    o.rope_in.cache_k = l.input(next++);
+    o.rope_in.cache_v = l.input(next++);
+    o.rope_in.position = l.input(next++);
+    o.rope_in.q_out = o.q;
+  }
   o.out = l.output();
   o.causal = a.causal;
   o.causal_at_key_length = a.causal_at_key_length;
   return o;
 }
 
-void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
+// The fused kernels' variant that rotates a decoding step's q and k and writes the caches
+// itself: the texel rows kernel (CPU devices) only.
+bool rows_take_rope(const Lowering& l, const Operands& in, const AttentionLaunch& t, bool kv_quant, size_t windows) {
+  return in.rope && !kv_quant && windows == 1 && t.kernel == FusedKernel::rows && t.texel &&
+         l.supported(Kernel::attention_rows_texel_rope, l.value(in.q).dtype);
+}
+
+void lower_fused(Lowering& l, Operands in, const AttentionLaunch& t) {
   const auto& a = attrs<AttentionAttrs>(l);
   const ValueDesc& q = l.value(in.q);
   const Shape& qs = q.shape;
@@ -101,7 +118,7 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
   uint32_t mask_stride[4] = {};
   if (in.mask != kNoValue) ops::broadcast_strides4(l.value(in.mask).shape, {B, H, Sq, Sk}, mask_stride);
   const uint32_t dummy = in.q;  // bound where an optional input is absent, never read
-  const std::vector<Binding> whole{{in.q},
+  std::vector<Binding> whole{{in.q},
                                    {in.k},
                                    {in.v},
                                    {in.mask != kNoValue ? in.mask : dummy},
@@ -111,7 +128,12 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
                                    {in.kv_slot != kNoValue ? in.kv_slot : dummy}};
   const uint32_t has_mask = in.mask != kNoValue, has_padding = in.key_padding != kNoValue,
                  has_length = in.key_length != kNoValue, per_sequence = in.kv_slot != kNoValue;
-  AttentionPush p{};
+  struct {
+    AttentionPush attention;
+    ops::RopeKvPush rope;
+  } push{};
+  static_assert(sizeof(push) <= 128);
+  AttentionPush& p = push.attention;
   p.sq = static_cast<uint32_t>(Sq);
   p.sk = static_cast<uint32_t>(Sk);
   p.heads = static_cast<uint32_t>(H);
@@ -144,8 +166,20 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
       l.tuning().max_binding_bytes, ops::window_alignment(l.info()),
       l.node().label + ": heads of q, k, v");
   ops::require_whole_kv(l, in, spans.size(), "fused attention");
+  const bool rope = rows_take_rope(l, in, t, kv_quant, spans.size());
+  if (in.rope && !rope) ops::emit_rope_apart(l, in);
+  std::vector<Binding> rope_bindings;
+  if (rope) {  // the kernel rotates q itself
+    push.rope = ops::rope_kv_push(l, in);
+    rope_bindings = ops::rope_kv_inputs(l, in);  // bindings 8-12
+    rope_bindings.push_back({in.k, true});        // 13, 14: the caches' new rows
+    rope_bindings.push_back({in.v, true});
+    for (Binding& b : whole)  // the rotated q is never written: bind the unrotated rows instead
+      if (b.value == in.q) b.value = in.rope_in.q;
+  }
   for (const ops::Span& s : spans) {
     std::vector<Binding> bindings = whole;
+    bindings.insert(bindings.end(), rope_bindings.begin(), rope_bindings.end());
     if (spans.size() > 1) {
       const size_t at[4] = {0, 1, 2, 6};  // q, k, v, out among the bindings
       for (size_t i = 0; i < 4; ++i)
@@ -161,8 +195,9 @@ void lower_fused(Lowering& l, const Operands& in, const AttentionLaunch& t) {
       std::vector<uint32_t> spec{t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4,
                                  has_mask, has_padding, has_length, in.causal, per_sequence, soft_cap};
       if (kv_quant) spec.insert(spec.end(), {ops::kv_type_code(k_type), ops::kv_type_code(v_type)});
-      l.dispatch(fused_kernel(t, kv_quant), q.dtype, std::move(bindings), PushBlock::of(p),
-                 l.rows_grid(groups), std::move(spec));
+      l.dispatch(rope ? Kernel::attention_rows_texel_rope : fused_kernel(t, kv_quant), q.dtype,
+                 std::move(bindings), rope ? PushBlock::of(push) : PushBlock::of(p), l.rows_grid(groups),
+                 std::move(spec));
     } else {
       std::vector<uint32_t> spec{t.invocations, t.rows, t.bc, t.d_cap, t.dv_cap, t.kv_cap, has_mask, has_padding,
                                  has_length, in.causal, t.sr, t.sc, t.or_, t.od, per_sequence, soft_cap};
@@ -279,6 +314,7 @@ void lower_attention(Lowering& l) {
     throw Error(ErrorCode::unsupported,
                 l.node().label + ": per-sequence KV slots (kv_slot) need a fused attention path");
   if (a.path == Path::unfused || tuned_unfused) {
+    ops::emit_rope_apart(l, in);
     lower_unfused(l, in);
     return;
   }
@@ -289,6 +325,7 @@ void lower_attention(Lowering& l) {
   bool fused_ok = kernels::attention_launch_for(tuned, l.info(), problem, &launch) &&
                   l.supported(fused_kernel(launch, kv_quant), l.value(in.q).dtype);
   if (a.path == Path::automatic && !fused_ok && !fused_only) {
+    ops::emit_rope_apart(l, in);
     lower_unfused(l, in);
     return;
   }

@@ -12,6 +12,7 @@
 
 #include "kv_cache_types.hpp"
 #include "op_common.hpp"
+#include "rope.hpp"
 #include "windows.hpp"
 
 namespace vkformer::ops {
@@ -163,10 +164,21 @@ void for_kv_windows(Lowering& l, const AttentionOperands& in, const Shapes& s,
 
 // ---- Split-K flash decoding ----
 
-// The decode kernels for caches in q's type or (kv_quant) in their own.
-Kernel decode_kernel(bool split, bool kv_quant) {
+// The decode kernels for caches in q's type or (kv_quant) in their own, or (rope) with a
+// decoding step's rope_kv_cache inside.
+Kernel decode_kernel(bool split, bool kv_quant, bool rope = false) {
   if (kv_quant) return split ? Kernel::attention_flash_decode_split_kvq : Kernel::attention_flash_decode_kvq;
+  if (rope) return split ? Kernel::attention_flash_decode_split_rope : Kernel::attention_flash_decode_rope;
   return split ? Kernel::attention_flash_decode_split : Kernel::attention_flash_decode;
+}
+
+// Whether the decode kernel takes in.rope itself: its ROPE_KV variant on the device, q, k and v
+// each in one binding (the kernel indexes the new row by the global (b, KV head)).
+bool decode_takes_rope(const Lowering& l, const AttentionOperands& in, const Shapes& s, bool split) {
+  if (!in.rope || s.kv_quant || !l.supported(decode_kernel(split, false, true), s.dtype)) return false;
+  const uint64_t limit = l.tuning().max_binding_bytes;
+  auto bytes = [&](uint32_t v) { return dtype_bytes(l.value(v).dtype, l.value(v).shape.numel()); };
+  return bytes(in.k) <= limit && bytes(in.v) <= limit && bytes(in.out) <= limit;
 }
 
 bool decode_fits(const Lowering& l, const AttentionOperands& in, kernels::DecodeLaunch* launch) {
@@ -185,17 +197,29 @@ bool decode_fits(const Lowering& l, const AttentionOperands& in, kernels::Decode
          rows * uint64_t(s.Dv) * dtype_size(dtype) <= limit;
 }
 
-void emit_decode(Lowering& l, const AttentionOperands& in, const kernels::DecodeLaunch& t) {
+void emit_decode(Lowering& l, AttentionOperands in, const kernels::DecodeLaunch& t) {
   const Shapes s = shapes(l, in);
-  FlashPush p = push_for(l, in, s);
-  p.splits = t.splits;
-  p.q_blocks = 1;
+  const bool split = t.splits > 1;
+  const bool rope = decode_takes_rope(l, in, s, split);
+  if (in.rope && !rope) emit_rope_apart(l, in);
+  struct {
+    FlashPush flash;
+    RopeKvPush rope;
+  } p{push_for(l, in, s), {}};
+  static_assert(sizeof(p) <= 128);
+  p.flash.splits = t.splits;
+  p.flash.q_blocks = 1;
+  if (rope) p.rope = rope_kv_push(l, in);
   const DecodeSpec spec{t.config.workgroup, t.rows, t.config.tile_keys, t.d_cap, t.dv_cap,
                         in.mask != kNoValue, in.key_padding != kNoValue,
                         in.key_length != kNoValue, in.causal, in.kv_slot != kNoValue,
-                        p.softcap > 0.0f, kv_type_code(s.k_type), kv_type_code(s.v_type)};
+                        p.flash.softcap > 0.0f, kv_type_code(s.k_type), kv_type_code(s.v_type)};
   std::vector<Binding> whole = input_bindings(in);
-  const bool split = t.splits > 1;
+  if (rope) {  // the rotated q is the kernel's own, never written; the caches' new rows are
+    for (Binding& b : whole)
+      if (b.value == in.q) b.value = in.rope_in.q;
+    whole[1].write = whole[2].write = true;
+  }
   uint32_t part_o = kNoValue, part_ml = kNoValue;
   const int64_t pairs = s.B * s.Hkv;
   if (split) {
@@ -205,19 +229,23 @@ void emit_decode(Lowering& l, const AttentionOperands& in, const kernels::Decode
     whole.push_back({part_ml, true});
   } else {
     whole.push_back({in.out, true});
-    whole.push_back({in.q});  // binding 7 (the split's partial maxima) unused
+    whole.push_back({whole[0].value});  // binding 7 (the split's partial maxima) unused
   }
-  whole.push_back({in.kv_slot != kNoValue ? in.kv_slot : in.q});  // binding 8
-  const Kernel kernel = decode_kernel(split, s.kv_quant);
+  whole.push_back({in.kv_slot != kNoValue ? in.kv_slot : whole[0].value});  // binding 8
+  if (rope) {
+    const std::vector<Binding> r = rope_kv_inputs(l, in);  // bindings 9-13
+    whole.insert(whole.end(), r.begin(), r.end());
+  }
+  const Kernel kernel = decode_kernel(split, s.kv_quant, rope);
   std::vector<uint32_t> spec_list = spec_values(spec);
   if (!s.kv_quant) spec_list.resize(spec_list.size() - 2);  // no cache types to specialize
   for_kv_windows(l, in, s, std::move(whole), [&](const Span& span, std::vector<Binding> bindings) {
     if (split) bindings[6] = {part_o, true};  // partials stay whole: indexed by global pair
     const uint64_t groups = span.count * t.splits;
-    p.groups = static_cast<uint32_t>(groups);
-    p.bh_base = static_cast<uint32_t>(span.first * s.group);
-    l.dispatch(kernel, s.dtype, std::move(bindings), PushBlock::of(p), l.rows_grid(groups),
-               spec_list);
+    p.flash.groups = static_cast<uint32_t>(groups);
+    p.flash.bh_base = static_cast<uint32_t>(span.first * s.group);
+    l.dispatch(kernel, s.dtype, std::move(bindings), rope ? PushBlock::of(p) : PushBlock::of(p.flash),
+               l.rows_grid(groups), spec_list);
   });
   if (!split) return;
   CombinePush c{};
@@ -241,7 +269,8 @@ bool flash_fits(const Lowering& l, const AttentionOperands& in, kernels::FlashLa
          l.supported(flash_kernel(launch->api), dtype);
 }
 
-void emit_flash(Lowering& l, const AttentionOperands& in, const kernels::FlashLaunch& t) {
+void emit_flash(Lowering& l, AttentionOperands in, const kernels::FlashLaunch& t) {
+  emit_rope_apart(l, in);
   const Shapes s = shapes(l, in);
   FlashPush p = push_for(l, in, s);
   const uint32_t q_blocks = ceil_div(s.Sq, t.br());
@@ -329,7 +358,36 @@ kernels::AttentionProblem attention_problem(const Lowering& l, const AttentionOp
   return {qs[0], qs[1], qs[2], ks[2], qs[3], l.value(in.v).shape[3], ks[1]};
 }
 
-const char* emit_flash_paths(Lowering& l, const AttentionOperands& in) {
+RopeKvPush rope_kv_push(const Lowering& l, const AttentionOperands& in) {
+  const RopeKvCacheAttrs& a = *in.rope;
+  RopeKvPush p{};
+  p.q_stride = static_cast<uint32_t>(l.value(in.rope_in.q).shape[2]);
+  p.k_stride = static_cast<uint32_t>(l.value(in.rope_in.k).shape[2]);
+  p.v_stride = static_cast<uint32_t>(l.value(in.rope_in.v).shape[2]);
+  p.q_off = static_cast<uint32_t>(a.q_offset);
+  p.k_off = static_cast<uint32_t>(a.k_offset);
+  p.v_off = static_cast<uint32_t>(a.v_offset);
+  p.q_heads = static_cast<uint32_t>(l.value(in.rope_in.q_out).shape[1]);
+  p.half_dims = static_cast<uint32_t>(a.dims / 2);
+  p.base = static_cast<int32_t>(a.offset);
+  p.neox = a.style == RopeOptions::Style::neox ? 1u : 0u;
+  return p;
+}
+
+std::vector<Binding> rope_kv_inputs(Lowering& l, const AttentionOperands& in) {
+  const RopeKvCacheAttrs a = *in.rope;  // a copy: constant() grows the tables
+  require_rope_kv_position(l, a, in.rope_in.position, 1, l.value(in.k).shape[2]);
+  const uint32_t table = l.constant(rope_inv_freq(a.dims, a.freq_base, a.freq_scale, a.freq_factors));
+  return {{in.rope_in.q}, {in.rope_in.k}, {in.rope_in.v}, {table}, {in.rope_in.position}};
+}
+
+void emit_rope_apart(Lowering& l, AttentionOperands& in) {
+  if (!in.rope) return;
+  emit_rope_kv_cache(l, *in.rope, in.rope_in);
+  in.rope = nullptr;
+}
+
+const char* emit_flash_paths(Lowering& l, AttentionOperands in) {
   for (const FlashPath& path : kFlashPaths)
     if (path.fits(l, in)) {
       path.emit(l, in);

@@ -5,8 +5,10 @@
 // when it fits a problem on the device (the tuning's launch, and kernels the device can run)
 // and how it is emitted.
 #include <cstdint>
+#include <vector>
 
 #include "lowering.hpp"
+#include "rope_kv_cache.hpp"
 #include "tuning.hpp"
 
 namespace vkformer::ops {
@@ -20,7 +22,33 @@ struct AttentionOperands {
   uint32_t out = kNoValue;
   bool causal = false;
   bool causal_at_key_length = false;  // causal aligned to key_length (AttentionOptions)
+  // A decoding step's rope_kv_cache fused in (AttentionAttrs::rope_kv): the kernel rotates q
+  // (rope_in.q_out: the q above before any restacking) and writes the caches; nullptr once its
+  // dispatch has been emitted apart (emit_rope_apart).
+  const RopeKvCacheAttrs* rope = nullptr;
+  RopeKvOperands rope_in;
 };
+
+// The push fields after a kernel's own of the ROPE_KV variants (attention_flash.glsl,
+// attention_rows.comp): where the new row's q, k and v start in their projections' rows, and its
+// rope.
+struct RopeKvPush {
+  uint32_t q_stride, k_stride, v_stride;
+  uint32_t q_off, k_off, v_off;
+  uint32_t q_heads;    // H, before a grouped step is restacked
+  uint32_t half_dims;  // rotated dims / 2
+  int32_t base;        // the static position offset
+  uint32_t neox;       // pairs (i, i + dims / 2), else (2i, 2i + 1)
+};
+
+// in.rope's push fields, and its inputs as the ROPE_KV variants bind them after their own: q, k
+// and v unrotated, the frequency table, the position (checked as rope_kv_cache checks it).
+RopeKvPush rope_kv_push(const Lowering& l, const AttentionOperands& in);
+std::vector<Binding> rope_kv_inputs(Lowering& l, const AttentionOperands& in);
+
+// Emits rope_kv_cache's own dispatch where the chosen attention kernel does not rotate and write
+// itself, and clears in.rope.
+void emit_rope_apart(Lowering& l, AttentionOperands& in);
 
 // The problem the tuning sees for these operands.
 kernels::AttentionProblem attention_problem(const Lowering& l, const AttentionOperands& in);
@@ -31,6 +59,6 @@ void require_whole_kv(const Lowering& l, const AttentionOperands& in, size_t win
 
 // Emits the first path of the table that fits and returns its name ("decode" or "flash"), or
 // returns nullptr where none does (then the scalar kernels or the unfused chain run).
-const char* emit_flash_paths(Lowering& l, const AttentionOperands& in);
+const char* emit_flash_paths(Lowering& l, AttentionOperands in);
 
 }  // namespace vkformer::ops

@@ -9,6 +9,7 @@
 #include "kv_cache_types.hpp"
 #include "op_common.hpp"
 #include "rope.hpp"
+#include "rope_kv_cache.hpp"
 #include "windows.hpp"
 
 namespace vkformer {
@@ -28,11 +29,22 @@ struct RopeKvCachePush {
 };
 static_assert(sizeof(RopeKvCachePush) <= 128);
 
-void lower_rope_kv_cache(Lowering& l) {
-  const RopeKvCacheAttrs a = attrs<RopeKvCacheAttrs>(l);  // a copy: constant() grows the tables
-  const uint32_t q = l.input(0), k = l.input(1), v = l.input(2), cache_k = l.input(3),
-                 cache_v = l.input(4), position = l.input(5);
-  const uint32_t cache_slot = a.has_cache_slot ? l.input(6) : kNoValue;
+}  // namespace
+
+void ops::require_rope_kv_position(Lowering& l, const RopeKvCacheAttrs& a, uint32_t position, int64_t S,
+                                   int64_t T) {
+  l.require_index_bound(position, 0, T - S + 1,
+                        "the position of " + std::to_string(S) + " new row(s) in a cache of " +
+                            std::to_string(T) + " rows");
+  l.require_index_bound(position, -a.offset, ops::kMaxPosition - a.offset - S + 1,
+                        "offset " + std::to_string(a.offset) + " + position + " + std::to_string(S) +
+                            " rows must keep positions within [0, 2^24]");
+}
+
+void ops::emit_rope_kv_cache(Lowering& l, const RopeKvCacheAttrs& attributes, const RopeKvOperands& in) {
+  const RopeKvCacheAttrs a = attributes;  // a copy: constant() grows the tables
+  const uint32_t q = in.q, k = in.k, v = in.v, cache_k = in.cache_k, cache_v = in.cache_v,
+                 position = in.position, cache_slot = in.cache_slot;
   const Shape cache = l.value(cache_k).shape;  // [Bc, Hkv, T, D]
   const DType dtype = l.value(q).dtype;
   const DType k_type = l.value(cache_k).dtype, v_type = l.value(cache_v).dtype;
@@ -42,12 +54,7 @@ void lower_rope_kv_cache(Lowering& l) {
   const int64_t B = qs[0], Hkv = cache[1], T = cache[2], D = cache[3], S = qs[1];
   const int64_t group = a.heads / a.kv_heads;
   const uint32_t table = l.constant(ops::rope_inv_freq(a.dims, a.freq_base, a.freq_scale, a.freq_factors));
-  l.require_index_bound(position, 0, T - S + 1,
-                        "the position of " + std::to_string(S) + " new row(s) in a cache of " +
-                            std::to_string(T) + " rows");
-  l.require_index_bound(position, -a.offset, ops::kMaxPosition - a.offset - S + 1,
-                        "offset " + std::to_string(a.offset) + " + position + " + std::to_string(S) +
-                            " rows must keep positions within [0, 2^24]");
+  ops::require_rope_kv_position(l, a, position, S, T);
   RopeKvCachePush p{};
   p.s = static_cast<uint32_t>(S);
   p.d = static_cast<uint32_t>(D);
@@ -110,10 +117,27 @@ void lower_rope_kv_cache(Lowering& l) {
                                static_cast<uint32_t>(a.rotate_v),
                                static_cast<uint32_t>(a.rotate_k > 0 ? group : 1)});
     l.dispatch(convert ? Kernel::rope_kv_cache_quant : Kernel::rope_kv_cache, dtype,
-               {{q}, {k}, {v}, {table}, {position}, {l.output(), true}, ck, cv,
+               {{q}, {k}, {v}, {table}, {position}, {in.q_out, true}, ck, cv,
                 {cache_slot != kNoValue ? cache_slot : position}},
                PushBlock::of(p), l.grid(chunks, s.count, 1), std::move(spec));
   }
+}
+
+namespace {
+
+void lower_rope_kv_cache(Lowering& l) {
+  const RopeKvCacheAttrs& a = attrs<RopeKvCacheAttrs>(l);
+  if (a.in_attention) return;  // the attention's dispatch does it (AttentionAttrs::rope_kv)
+  ops::RopeKvOperands in;
+  in.q = l.input(0);
+  in.k = l.input(1);
+  in.v = l.input(2);
+  in.cache_k = l.input(3);
+  in.cache_v = l.input(4);
+  in.position = l.input(5);
+  if (a.has_cache_slot) in.cache_slot = l.input(6);
+  in.q_out = l.output();
+  ops::emit_rope_kv_cache(l, a, in);
 }
 
 // A cache after rope_kv_cache's write: the cache's own bytes (ExecutorImpl::build_program).
