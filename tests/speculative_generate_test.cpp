@@ -242,7 +242,10 @@ TEST(SpeculativeSmolLM2, GreedyIsPlainDecodingWithBothProposers) {
     const std::vector<int32_t> ids = lm.tokenizer().encode(text, true, true);
     const std::string what = "prompt " + std::to_string(n++);
     const Plain plain = plain_greedy(lm, ids, 16);
-    expect_same_greedy(lm, ids, plain, 16, {.mode = SpeculativeMode::ngram, .draft_max = 8, .adaptive = false}, ngram, what + " ngram");
+    // draft_max 4 (the families' test above takes 8): a verification pass of 1 + 8 tokens runs a
+    // 16-row graph, ~4.9x a decoding step on lavapipe, against ~2.7x for 1 + 4 (bench/RESULTS.md,
+    // "Verification passes by rows"); this case was the slowest suite of CI.
+    expect_same_greedy(lm, ids, plain, 16, {.mode = SpeculativeMode::ngram, .draft_max = 4, .adaptive = false}, ngram, what + " ngram");
     expect_same_greedy(lm, ids, plain, 16, {.mode = SpeculativeMode::draft, .draft_model = &draft, .draft_max = 4, .draft_p_min = 0.3f, .adaptive = false},
                        drafted, what + " draft");
   }
