@@ -13,22 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "median.hpp"
 #include "vkformer/gguf_tokenizer.hpp"
 #include "vkformer/llm.hpp"
 #include "vkformer/sampling.hpp"
 #include "vkformer/vkformer.hpp"
 
 using namespace vkformer;
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-}  // namespace
+using vkformer::bench::median;
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -18,20 +18,17 @@
 #include <string>
 #include <vector>
 
+#include "median.hpp"
 #include "vkformer/llm.hpp"
 #include "vkformer/vkformer.hpp"
 
 using namespace vkformer;
+using vkformer::bench::median;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 }  // namespace
 

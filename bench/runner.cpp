@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <new>
 
+#include "median.hpp"
 #include "vkformer/error.hpp"
 
 namespace vkformer::bench {
@@ -15,12 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 double roofline_us(const Benchmark& b, const Peak& p) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "median.hpp"
 #include "llm/forward.hpp"
 #include "llm/loaded_model.hpp"
 #include "vkformer/executor.hpp"
@@ -27,15 +28,10 @@
 #include "vkformer/vkformer.hpp"
 
 using namespace vkformer;
+using vkformer::bench::median;
 using namespace vkformer::models::llm;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 HostTensor scalar_i32(int64_t v) {
   return HostTensor::from_i32({1}, std::vector<int32_t>{static_cast<int32_t>(v)});
