@@ -40,6 +40,8 @@ def main():
     ap.add_argument("--filter", default="", help="vkformer bench --filter (RE2), the same for both")
     ap.add_argument("--quick", action="store_true", help="vkformer bench --quick")
     ap.add_argument("--budget", type=float, default=1.0, help="vkformer bench --budget per benchmark (default 1 s)")
+    ap.add_argument("--max-run-seconds", type=float, default=0,
+                    help="vkformer bench --max-run-seconds, the same for both (default: bench's own)")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each build, taking turns (default 3)")
     ap.add_argument("--json", default="", help="also write every sample and ratio here")
     a = ap.parse_args()
@@ -49,6 +51,8 @@ def main():
         args += ["--filter", a.filter]
     if a.quick:
         args.append("--quick")
+    if a.max_run_seconds:
+        args += ["--max-run-seconds", str(a.max_run_seconds)]
     samples = {"new": [], "old": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
