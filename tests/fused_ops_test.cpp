@@ -768,10 +768,12 @@ TEST_F(DeviceTest, RopeKvCacheInsideDecodeAttention) {
 // workgroup a slice of W_O's columns, the last to finish adding the partial rows): SmolLM2's
 // heads with q4_1 (slices of 6 blocks, 4 rows of W_O a round, N not a multiple of 4), f16 with
 // q4_k slices of half a 256-value super-block (8 heads on 4), q8_0 on two KV heads and q5_0 on
-// one (Gemma 3's grouping: the linear stays its own dispatch). Elsewhere (the GPU tuning's
-// split-K kernel, no subgroup operations) the linear is emitted after the attention.
+// one (Gemma 3's grouping: the linear stays its own dispatch), with the projection inside from 2
+// workgroups on (the default asks for the host's CPU count). Elsewhere (the GPU tuning's split-K
+// kernel, no subgroup operations) the linear is emitted after the attention.
 TEST_F(DeviceTest, OutputProjectionInsideDecodeAttention) {
   using Style = RopeOptions::Style;
+  Device d = open_test_device_with_env({{"VKFORMER_ATTENTION_OUT_PROJ_MIN_WORKGROUPS", "2"}});
   const bool rows_kernel = !std::getenv("VKFORMER_NO_SUBGROUP_OPS") && !std::getenv("VKFORMER_TUNING_AS_GPU");
   const size_t rope_saved = std::getenv("VKFORMER_NO_SUBGROUP_OPS") ? 0 : 1, proj_saved = rows_kernel ? 1 : 0;
   const DecodeRopeCase cases[] = {
@@ -779,9 +781,11 @@ TEST_F(DeviceTest, OutputProjectionInsideDecodeAttention) {
       {1, 8, 4, 64, 24, 32, Style::neox, DType::f16, {{3, 4}, {23, 24}}, DType::q4_k, 37},
       {1, 4, 2, 32, 12, -1, Style::neox, DType::f32, {{11, 12}, {5, 6}}, DType::q8_0, 16},
   };
-  for (const DecodeRopeCase& c : cases) check_rope_in_attention(device(), c, rope_saved + proj_saved);
-  check_rope_in_attention(device(), {1, 4, 1, 32, 12, -1, Style::neox, DType::f16, {{11, 12}}, DType::q5_0, 24},
-                          rope_saved);
+  for (const DecodeRopeCase& c : cases) check_rope_in_attention(d, c, rope_saved + proj_saved);
+  check_rope_in_attention(d, {1, 4, 1, 32, 12, -1, Style::neox, DType::f16, {{11, 12}}, DType::q5_0, 24}, rope_saved);
+  // Never (0): the linear apart, the same values.
+  Device never = open_test_device_with_env({{"VKFORMER_ATTENTION_OUT_PROJ_MIN_WORKGROUPS", "0"}});
+  check_rope_in_attention(never, cases[0], rope_saved);
 }
 
 // The same on the split-K decoding kernel (GPUs' decode path, forced here), one key range (its

@@ -130,9 +130,9 @@ constexpr uint64_t kOutProjMaxRounds = 16;
 // The OUT_PROJ variant of the texel rows kernel with the rope inside, where it takes the output
 // projection: W_O quantized (a variant for its type), one query block per KV head of one
 // sequence (a grouped decoding step), whole bindings, each workgroup's slice of W_O's columns
-// whole 32-element blocks within kOutProjMaxRounds, and at least two workgroups: the projection
-// is spread over the attention's workgroups, and one would leave every other thread of a CPU
-// device idle while it reads all of W_O (Gemma 3 270M's one KV head keeps the linear apart).
+// whole 32-element blocks within kOutProjMaxRounds, and at least the tuning's
+// out_proj_min_workgroups (and 2): the projection is spread over the attention's workgroups, one
+// per KV head (Gemma 3 270M's one KV head keeps the linear apart).
 std::optional<Kernel> out_proj_kernel(const Lowering& l, const Operands& in, uint64_t groups, uint32_t q_blocks,
                                       uint32_t lanes) {
   if (in.proj_weight == kNoValue) return std::nullopt;
@@ -140,7 +140,9 @@ std::optional<Kernel> out_proj_kernel(const Lowering& l, const Operands& in, uin
   const Shape& qs = l.value(in.q).shape;
   const int64_t slice = qs[2] * l.value(in.v).shape[3];  // Sq * DV: one KV head's query heads
   const std::optional<Kernel> k = kernels::weight_kernel(kernels::WeightKernel::attention_rows_texel_rope_wo, w.dtype);
-  if (!k || !l.supported(*k, l.value(in.q).dtype) || qs[0] != 1 || q_blocks != 1 || groups < 2 || slice % 32 != 0 ||
+  const uint32_t min_groups = l.tuning().attention.out_proj_min_workgroups;
+  if (!k || !l.supported(*k, l.value(in.q).dtype) || qs[0] != 1 || q_blocks != 1 || min_groups == 0 ||
+      groups < std::max(min_groups, 2u) || slice % 32 != 0 ||
       w.shape.rank() != 2 || w.shape[1] != qs[1] * slice || w.bytes() > l.tuning().max_binding_bytes ||
       (w.bytes() + 15) / 16 > l.info().max_texel_buffer_elements)
     return std::nullopt;
