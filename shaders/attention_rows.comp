@@ -6,6 +6,9 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
+#ifdef OUT_PROJ
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 // Fused attention for CPU devices, flash-attention style without shared memory or barriers:
 // out = softmax(q kᵀ * scale + masks) v for one (b, h).
 //
@@ -49,6 +52,14 @@
 // hold them, and takes them for the key at the row's position instead of the caches' (stale) row;
 // the first workgroup of the KV head writes them into the caches (bindings 13, 14). The results
 // equal rope_kv_cache's dispatch followed by this kernel's, one dispatch fewer per layer.
+// OUT_PROJ (attention_rows_texel_rope_wo_<weight type>, with ROPE_KV: the output projection and
+// its residual fused in too, y = residual + W_O · concat(heads), W_O [N, H·DV] quantized): after
+// writing its rows (a KV head's sq query heads, columns [c0, c0 + sq·DV) of W_O, c0 = bh·sq·DV)
+// a workgroup multiplies them by that slice of every row of W_O (matmul_wq_rows.comp's layout:
+// lanes on consecutive 32-element blocks of RO rows, one subgroupAdd per row) into its partial
+// row [N] (fp32, binding 18). The last workgroup to finish (an atomic counter, binding 19, zero
+// between runs: that workgroup resets it) adds partials 0, 1, ... in that order, then the
+// residual, and writes y: the same bits whichever workgroup finishes last (no float atomics).
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint LANES = 8;  // invocations; the subgroup size with USE_SHUFFLE
@@ -105,8 +116,14 @@ layout(set = 0, binding = 2) readonly buffer V4 { T4 v4[]; };
 layout(set = 0, binding = 3) readonly buffer Mask { T mask[]; };
 layout(set = 0, binding = 4) readonly buffer KeyPadding { int key_padding[]; };  // [B, Sk]
 layout(set = 0, binding = 5) readonly buffer KeyLength { int key_length[]; };   // [1]
+#ifdef OUT_PROJ
+// Read back by the workgroup's lanes for the projection.
+layout(set = 0, binding = 6) coherent buffer Out { T o[]; };  // [B, H, Sq, DV]
+layout(set = 0, binding = 6) coherent buffer Out4 { T4 o4[]; };
+#else
 layout(set = 0, binding = 6) writeonly buffer Out { T o[]; };  // [B, H, Sq, DV]
 layout(set = 0, binding = 6) writeonly buffer Out4 { T4 o4[]; };
+#endif
 layout(set = 0, binding = 7) readonly buffer KvSlot { int kv_slot[]; };  // [B] (PER_SEQUENCE)
 layout(push_constant) uniform Push {
   uint sq;
@@ -134,6 +151,9 @@ layout(push_constant) uniform Push {
   int rope_base;   // the static position offset
   uint neox;       // pairs (i, i + dims / 2), else (2i, 2i + 1)
 #endif
+#ifdef OUT_PROJ
+  uint out_n;  // N, W_O's rows (src/ops/attention.cpp's OutProjPush)
+#endif
 } p;
 
 #ifdef ROPE_KV
@@ -160,6 +180,82 @@ void rope_kv_row_chunks(uint src, uint base, int at, out vec4 chunks[D4]) {
     }
     chunks[c] = x;
   }
+}
+#endif
+
+#ifdef OUT_PROJ
+layout(constant_id = 11) const uint KBO = 6;  // 32-element blocks of the slice: sq * DV / 32
+layout(constant_id = 12) const uint RO = 4;   // rows of W_O per round: LANES / gcd(KBO, LANES)
+const uint SLOTS_O = (RO * KBO + LANES - 1u) / LANES;  // rounds of LANES blocks per RO rows
+layout(set = 0, binding = 15) uniform usamplerBuffer W;  // W_O [N, H * DV], raw 16-byte texels
+layout(set = 0, binding = 16) readonly buffer Residual { T residual[]; };  // [N]
+layout(set = 0, binding = 17) writeonly buffer Y { T y_out[]; };           // [N]
+layout(set = 0, binding = 18) coherent buffer Partials { float partial[]; };  // [workgroups, N]
+layout(set = 0, binding = 19) coherent buffer Finished { uint finished; };
+#define WQ_BLOCKS 1u
+#include "wq_texel.glsl"
+
+// The workgroup's rows (already in o) times its slice of W_O, then the last workgroup's sum.
+void out_proj(uint bh) {
+  memoryBarrierBuffer();
+  barrier();
+  const uint lane = gl_SubgroupInvocationID;
+  const uint c0 = bh * p.sq * p.dv, N = p.out_n;
+  // The lane's block of round i (the same for every RO rows) as 8 texels, and its halves' sums.
+  vec4 xc[SLOTS_O * 8u];
+  float sum_lo[SLOTS_O], sum_hi[SLOTS_O];
+  uint slot_row[SLOTS_O], slot_block[SLOTS_O];
+  bool slot_live[SLOTS_O];
+  [[unroll]] for (uint i = 0; i < SLOTS_O; ++i) {
+    const uint pair = min(i * LANES + lane, RO * KBO - 1u);
+    slot_live[i] = i * LANES + lane < RO * KBO;
+    slot_row[i] = pair / KBO;
+    slot_block[i] = pair % KBO;
+    float lo = 0.0, hi = 0.0;
+    [[unroll]] for (uint q = 0; q < 8u; ++q) {
+      const vec4 x = vec4(o4[c0 / 4u + slot_block[i] * 8u + q]);
+      xc[i * 8u + q] = x;
+      if (q < 4u) lo += x.x + x.y + x.z + x.w;
+      else hi += x.x + x.y + x.z + x.w;
+    }
+    sum_lo[i] = lo;
+    sum_hi[i] = hi;
+  }
+  const uint row_halfwords = row_hw(p.q_heads * p.dv), b0 = c0 / 32u;
+  [[dont_unroll]] for (uint first = 0; first < N; first += RO) {
+    float acc[RO];
+    [[unroll]] for (uint r = 0; r < RO; ++r) acc[r] = 0.0;
+    [[unroll]] for (uint i = 0; i < SLOTS_O; ++i) {
+      const uint r = slot_row[i];
+      load_block(0u, min(first + r, N - 1u) * row_halfwords, b0 + slot_block[i]);
+      float raw_lo = 0.0, raw_hi = 0.0;
+      [[unroll]] for (uint e = 0; e < 32u; ++e) {
+        const float x = xc[i * 8u + e / 4u][e % 4u];
+        if (e < 16u) raw_lo += quant(0u, e) * x;
+        else raw_hi += quant(0u, e) * x;
+      }
+      const float v = bd[0] * raw_lo + bm[0] * sum_lo[i] + bd[1] * raw_hi + bm[1] * sum_hi[i];
+      [[unroll]] for (uint k = 0; k < RO; ++k)
+        if (slot_live[i] && r == k) acc[k] += v;
+    }
+    [[unroll]] for (uint r = 0; r < RO; ++r) {
+      const float total = subgroupAdd(acc[r]);
+      if (lane == r % LANES && first + r < N) partial[bh * N + first + r] = total;
+    }
+  }
+  // Every lane's partials before the count; the last workgroup sees every workgroup's.
+  memoryBarrierBuffer();
+  barrier();
+  uint done = 0u;
+  if (lane == 0u) done = atomicAdd(finished, 1u) + 1u;
+  if (subgroupShuffle(done, 0u) != p.groups) return;  // uniform
+  memoryBarrierBuffer();
+  for (uint n = lane; n < N; n += LANES) {
+    float s = 0.0;
+    for (uint g = 0; g < p.groups; ++g) s += partial[g * N + n];
+    y_out[n] = T(s + float(residual[n]));
+  }
+  if (lane == 0u) atomicExchange(finished, 0u);
 }
 #endif
 
@@ -481,6 +577,9 @@ void main() {
         }
       }
     }
+#ifdef OUT_PROJ
+    out_proj(bh);
+#endif
     return;
   }
 #endif
@@ -500,5 +599,7 @@ void main() {
       }
     }
   }
+#ifdef OUT_PROJ
+  out_proj(bh);
+#endif
 }
-

@@ -35,6 +35,9 @@ vkf_kernel(matmul_coopmat_khr matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_KHR
 vkf_kernel(matmul_coopmat_emu matmul_coopmat.comp DTYPES f16 DEFINES COOPMAT_EMULATE=1 REQUIRES fp16_arith)
 vkf_kernel(attention_rows_texel attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 TEXEL=1 REQUIRES subgroup_shuffle)
 vkf_kernel(attention_rows_texel_rope attention_rows.comp DTYPES f32 f16 DEFINES USE_SHUFFLE=1 TEXEL=1 ROPE_KV=1 REQUIRES subgroup_shuffle)
+# ... and the output projection with its residual (a decoding step, src/graph/executor_build.cpp).
+vkf_weight_kernels(attention_rows_texel_rope_wo attention_rows.comp WEIGHTS ${VKF_QUANT_TYPES} DTYPES f32 f16
+                   DEFINES USE_SHUFFLE=1 TEXEL=1 ROPE_KV=1 OUT_PROJ=1 REQUIRES subgroup_shuffle subgroup_arith)
 vkf_kernel(softmax_rows softmax_rows.comp DTYPES f32 f16)
 vkf_kernel(softmax_rows_subgroup softmax_rows.comp DTYPES f32 f16 DEFINES USE_SUBGROUP=1 REQUIRES subgroup_shuffle)
 vkf_kernel(matmul_transpose matmul_transpose.comp DTYPES f32 f16)

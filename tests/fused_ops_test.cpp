@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -589,7 +590,41 @@ struct DecodeRopeCase {
   RopeOptions::Style style;
   DType dtype;
   std::vector<std::pair<int32_t, int32_t>> steps;  // (position, key_length), replayed in turn
+  // With a weight type: the output is linear(concat_heads(attention), W_O [n, H·D], residual).
+  std::optional<DType> out_proj = std::nullopt;
+  int64_t n = 0;
 };
+
+// y = residual + heads · W_Oᵀ against the double reference, where the heads' rows err by up to
+// `bound` each (the attention's own tolerance above, their rounding to the activations' type
+// included), plus the product's fp32 accumulation (tests/quant_matmul_test.cpp's 8 sqrt(K) 2^-24
+// scale) and y's rounding; and fused against apart (the same rows, the product summed in another
+// order: the heads' rows within 3 ulps, as above, through |W_O|, and the fp32 sums and y's
+// rounding twice).
+void check_out_proj(const DecodeRopeCase& c, const WeightMatrix& w_o, const std::vector<double>& residual,
+                    const std::vector<double>& heads, double bound, const std::vector<float>& got,
+                    const std::vector<float>& got_apart) {
+  const int64_t N = c.n, K = c.heads * c.d;
+  const double ulp = c.dtype == DType::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -23);
+  double max_h = 0, max_w = 0;
+  for (double v : heads) max_h = std::max(max_h, std::abs(v));
+  for (double v : w_o.values) max_w = std::max(max_w, std::abs(v));
+  const double fp32_sums = 8 * std::sqrt(static_cast<double>(K)) * std::ldexp(1.0, -24) * max_h * max_w;
+  for (int64_t bb = 0; bb < c.b; ++bb)
+    for (int64_t n = 0; n < N; ++n) {
+      double y = residual[static_cast<size_t>(bb * N + n)], w_abs = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double wv = w_o.values[static_cast<size_t>(n * K + k)];
+        y += wv * heads[static_cast<size_t>(bb * K + k)];
+        w_abs += std::abs(wv);
+      }
+      const size_t at = static_cast<size_t>(bb * N + n);
+      const double tol = w_abs * bound + fp32_sums + ulp * std::abs(y);
+      ASSERT_NEAR(got[at], y, tol) << "y row " << bb << " column " << n;
+      ASSERT_NEAR(got[at], got_apart[at], w_abs * 3.0 * ulp * max_h + 2 * fp32_sums + 2 * ulp * std::abs(y))
+          << "fused against apart, y row " << bb << " column " << n;
+    }
+}
 
 void check_rope_in_attention(Device& device, const DecodeRopeCase& c, size_t dispatches_saved) {
   const int64_t B = c.b, H = c.heads, Hk = c.kv_heads, D = c.d, T = c.t, G = H / Hk;
@@ -610,6 +645,9 @@ void check_rope_in_attention(Device& device, const DecodeRopeCase& c, size_t dis
   RopeOptions rope;
   rope.style = c.style;
   rope.dims = c.dims;
+  const int64_t N = c.n, K = H * D;
+  const WeightMatrix w_o = c.out_proj ? random_weight(*c.out_proj, N, K, 41) : WeightMatrix{};
+  const auto residual = random_values(static_cast<size_t>(B * N), 42, -4.0f, 4.0f);
   auto build = [&](int which) {
     Graph g;
     RopeKvCache r = g.rope_kv_cache(g.input("qkv", {B, 1, width}, c.dtype), static_cast<int>(H),
@@ -618,7 +656,13 @@ void check_rope_in_attention(Device& device, const DecodeRopeCase& c, size_t dis
                                     g.input("position", {1}, DType::i32), rope);
     AttentionOptions o;
     o.key_length = g.input("key_length", {1}, DType::i32);
-    g.output("out", g.attention(r.q, r.k_cache, r.v_cache, o));
+    Tensor out = g.attention(r.q, r.k_cache, r.v_cache, o);
+    if (c.out_proj) {
+      LinearOptions proj;
+      proj.residual = g.input("residual", {B, 1, N}, c.dtype);
+      out = g.linear(g.concat_heads(out), g.constant("w_o", w_o.raw), proj);
+    }
+    g.output("out", out);
     if (which == 1) g.output("rotated_q", r.q);  // a second reader of q: not fused
     return g;
   };
@@ -631,10 +675,11 @@ void check_rope_in_attention(Device& device, const DecodeRopeCase& c, size_t dis
   for (const auto& [p, length] : c.steps) {
     SCOPED_TRACE("position " + std::to_string(p) + ", key_length " + std::to_string(length));
     const auto qkv = random_values(static_cast<size_t>(B * width), seed++, -2.0f, 2.0f);
-    const std::map<std::string, HostTensor> in = {
+    std::map<std::string, HostTensor> in = {
         {"qkv", make_tensor({B, 1, width}, qkv, c.dtype)},
         {"position", HostTensor::from_i32({1}, std::vector<int32_t>{p})},
         {"key_length", HostTensor::from_i32({1}, std::vector<int32_t>{length})}};
+    if (c.out_proj) in.emplace("residual", make_tensor({B, 1, N}, residual, c.dtype));
     const std::vector<float> got = fused.run(in).at("out").to_f32();
     const std::vector<float> got_apart = apart.run(in).at("out").to_f32();
     // The reference: q and the new key rotated in double and stored as the caches store them.
@@ -663,6 +708,7 @@ void check_rope_in_attention(Device& device, const DecodeRopeCase& c, size_t dis
     std::vector<double> k_ref = want_k;
     round_to_t(k_ref);
     const double bound = c.dtype == DType::f16 ? 4e-3 : 1e-4;
+    std::vector<double> heads(static_cast<size_t>(B * H * D));  // the attention in double
     for (int64_t bb = 0; bb < B; ++bb)
       for (int64_t h = 0; h < H; ++h) {
         const int64_t kv = bb * Hk + h / G;
@@ -683,10 +729,13 @@ void check_rope_in_attention(Device& device, const DecodeRopeCase& c, size_t dis
             o += score[static_cast<size_t>(j)] * want_v[static_cast<size_t>((kv * T + j) * D + e)];
           o /= l;
           const size_t at = static_cast<size_t>((bb * H + h) * D + e);
+          heads[at] = o;
+          if (c.out_proj) continue;
           ASSERT_NEAR(got[at], o, bound) << "head " << h << " column " << e;
           ASSERT_NEAR(got[at], got_apart[at], 3.0 * ulp) << "fused against apart, head " << h << " column " << e;
         }
       }
+    if (c.out_proj) check_out_proj(c, w_o, stored(residual, c.dtype), heads, bound, got, got_apart);
     // The caches' rows: the new one rotated (values exact), every other one unchanged.
     const std::vector<float> k_now = device.download(caches[0][0]).to_f32();
     const std::vector<float> v_now = device.download(caches[0][1]).to_f32();
@@ -712,6 +761,31 @@ TEST_F(DeviceTest, RopeKvCacheInsideDecodeAttention) {
       {1, 4, 1, 32, 12, -1, Style::neox, DType::f32, {{11, 12}}},
   };
   for (const DecodeRopeCase& c : cases) check_rope_in_attention(device(), c, saved);
+}
+
+// The output projection with its residual inside the decode attention too (src/graph/
+// executor_build.cpp; the texel rows kernel's OUT_PROJ variants on CPU devices, each KV head's
+// workgroup a slice of W_O's columns, the last to finish adding the partial rows): SmolLM2's
+// heads with q4_1 (slices of 6 blocks, 4 rows of W_O a round, N not a multiple of 4), f16 with
+// q4_k slices of half a 256-value super-block (8 heads on 4), q8_0 on two KV heads and q5_0 on
+// one (Gemma 3's grouping: the linear stays its own dispatch), with the projection inside from 2
+// workgroups on (the default asks for the host's CPU count). Elsewhere (the GPU tuning's split-K
+// kernel, no subgroup operations) the linear is emitted after the attention.
+TEST_F(DeviceTest, OutputProjectionInsideDecodeAttention) {
+  using Style = RopeOptions::Style;
+  Device d = open_test_device_with_env({{"VKFORMER_ATTENTION_OUT_PROJ_MIN_WORKGROUPS", "2"}});
+  const bool rows_kernel = !std::getenv("VKFORMER_NO_SUBGROUP_OPS") && !std::getenv("VKFORMER_TUNING_AS_GPU");
+  const size_t rope_saved = std::getenv("VKFORMER_NO_SUBGROUP_OPS") ? 0 : 1, proj_saved = rows_kernel ? 1 : 0;
+  const DecodeRopeCase cases[] = {
+      {1, 9, 3, 64, 40, -1, Style::interleaved, DType::f32, {{0, 1}, {39, 40}, {20, 20}}, DType::q4_1, 75},
+      {1, 8, 4, 64, 24, 32, Style::neox, DType::f16, {{3, 4}, {23, 24}}, DType::q4_k, 37},
+      {1, 4, 2, 32, 12, -1, Style::neox, DType::f32, {{11, 12}, {5, 6}}, DType::q8_0, 16},
+  };
+  for (const DecodeRopeCase& c : cases) check_rope_in_attention(d, c, rope_saved + proj_saved);
+  check_rope_in_attention(d, {1, 4, 1, 32, 12, -1, Style::neox, DType::f16, {{11, 12}}, DType::q5_0, 24}, rope_saved);
+  // Never (0): the linear apart, the same values.
+  Device never = open_test_device_with_env({{"VKFORMER_ATTENTION_OUT_PROJ_MIN_WORKGROUPS", "0"}});
+  check_rope_in_attention(never, cases[0], rope_saved);
 }
 
 // The same on the split-K decoding kernel (GPUs' decode path, forced here), one key range (its

@@ -12,16 +12,22 @@ namespace vkformer {
 
 namespace {
 
-// A decoding step's rope_kv_cache (one new row, caches in q's type, no slots or rotation) whose
-// rotated q only an attention reads, with k and v its caches after the write: that attention's
-// kernel rotates q and k and writes the caches itself (src/ops/attention.cpp, or it emits the
-// rope_kv_cache dispatch where its kernel cannot), one dispatch fewer per decoded layer.
-void fuse_rope_into_attention(const GraphImpl& g, std::vector<Node>& nodes) {
+// Each value's readers among the nodes, the outputs and the pinned values.
+std::vector<uint32_t> count_uses(const GraphImpl& g, const std::vector<Node>& nodes) {
   std::vector<uint32_t> uses(g.values.size(), 0);
   for (const Node& n : nodes)
     for (uint32_t v : n.inputs) ++uses[v];
   for (const auto& [name, v] : g.outputs) ++uses[v];
   for (const auto& [value, target] : g.pinned) ++uses[value];
+  return uses;
+}
+
+// A decoding step's rope_kv_cache (one new row, caches in q's type, no slots or rotation) whose
+// rotated q only an attention reads, with k and v its caches after the write: that attention's
+// kernel rotates q and k and writes the caches itself (src/ops/attention.cpp, or it emits the
+// rope_kv_cache dispatch where its kernel cannot), one dispatch fewer per decoded layer.
+void fuse_rope_into_attention(const GraphImpl& g, std::vector<Node>& nodes) {
+  const std::vector<uint32_t> uses = count_uses(g, nodes);
   auto producer = [&](uint32_t v) -> Node& { return nodes[g.values[v].producer]; };
   for (Node& n : nodes) {
     if (n.kind != OpKind::attention) continue;
@@ -42,6 +48,34 @@ void fuse_rope_into_attention(const GraphImpl& g, std::vector<Node>& nodes) {
     r.in_attention = true;
     a.rope_kv = r;
     n.inputs.insert(n.inputs.end(), rope.inputs.begin(), rope.inputs.begin() + 6);
+  }
+}
+
+// Such an attention (rope_kv folded in) whose output only a concat_heads reads (a view: one
+// query row), and that only the output projection with its residual and no other fusion: the
+// projection's node becomes the attention with W_O and the residual as further inputs, so that
+// its kernel multiplies each KV head's rows by their slice of W_O (src/ops/attention.cpp, which
+// emits the linear apart where its kernel cannot), one dispatch fewer per decoded layer. The
+// attention and concat_heads nodes are left without readers and are not lowered.
+void fuse_out_proj_into_attention(const GraphImpl& g, std::vector<Node>& nodes) {
+  const std::vector<uint32_t> uses = count_uses(g, nodes);
+  auto producer = [&](uint32_t v) -> const Node& { return nodes[g.values[v].producer]; };
+  for (Node& n : nodes) {
+    if (n.kind != OpKind::matmul || n.inputs.size() != 3) continue;  // a, W, residual
+    const MatmulAttrs& m = std::get<MatmulAttrs>(n.attrs);
+    if (!m.transpose_b || !m.has_residual || m.has_bias || m.has_norm || m.gated || m.alpha != 1.0f ||
+        m.activation != Activation::none)
+      continue;
+    const Node& heads = producer(n.inputs[0]);
+    if (heads.kind != OpKind::concat_heads || uses[n.inputs[0]] != 1 || uses[heads.inputs[0]] != 1) continue;
+    const Node& attention = producer(heads.inputs[0]);
+    if (attention.kind != OpKind::attention || !std::get<AttentionAttrs>(attention.attrs).rope_kv) continue;
+    Node fused = attention;
+    std::get<AttentionAttrs>(fused.attrs).out_proj = true;
+    fused.inputs.push_back(n.inputs[1]);
+    fused.inputs.push_back(n.inputs[2]);
+    fused.output = n.output;
+    n = std::move(fused);
   }
 }
 
@@ -142,6 +176,7 @@ void ExecutorImpl::build_program(const GraphImpl& g) {
   }
 
   fuse_rope_into_attention(g, nodes);
+  fuse_out_proj_into_attention(g, nodes);
 
   // Only nodes that an output (or a write into an external tensor) depends on are lowered.
   std::vector<bool> needed(nv, false);

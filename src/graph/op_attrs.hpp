@@ -103,6 +103,9 @@ struct AttentionAttrs {  // inputs: q, k, v, [mask], [key_padding_mask], [key_le
   // rope_kv_cache result and k, v its caches after the write; that op's work is this node's, its
   // inputs q, k, v, cache_k, cache_v and position follow the ones above.
   std::optional<RopeKvCacheAttrs> rope_kv;
+  // Also set by the executor: the node is the linear y = residual + concat_heads(attention) · W_Oᵀ
+  // of such a decoding step (its output y [1, 1, N]); W_O and the residual follow the inputs above.
+  bool out_proj = false;
 };
 // layer_norm inputs: x, gamma, beta; add_layer_norm: a, b, gamma, beta; rms_norm: x, weight
 // (rms_norm_add: and the residual; rms_norm_qk: qkv, q_weight, k_weight)

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "tuning_env.hpp"
 #include "vkformer/error.hpp"
@@ -42,6 +43,8 @@ AttentionTiles cpu_attention_tiles(const DeviceInfo& info, bool subgroup_ops) {
   // measured 4.5x (D=64) and 13x (D=128) slower than the unfused chain at B=1, H=8/16, S=1024,
   // still 2x without shuffles. The fused kernel stays for what the unfused chain cannot bind.
   t.automatic_unfused_where_it_fits = info.subgroup_size != 8;
+  // lavapipe runs one workgroup per thread, as many threads as the host's CPUs (LP_NUM_THREADS).
+  t.out_proj_min_workgroups = std::max(2u, std::thread::hardware_concurrency());
   return t;
 }
 
@@ -275,6 +278,8 @@ AttentionTiles attention_tiles_for(const DeviceInfo& info, bool cpu_device, bool
   // Path::automatic takes the unfused chain for up to N queries: to time both paths of a decode.
   if (auto n = vk::env_number("VKFORMER_ATTENTION_UNFUSED_MAX_QUERIES", 0, INT32_MAX))
     t.automatic_unfused_max_queries = *n;
+  if (auto n = vk::env_number("VKFORMER_ATTENTION_OUT_PROJ_MIN_WORKGROUPS", 0, INT32_MAX))
+    t.out_proj_min_workgroups = static_cast<uint32_t>(*n);
   return t;
 }
 

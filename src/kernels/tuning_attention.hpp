@@ -157,6 +157,11 @@ struct AttentionTiles {
   // Path::automatic also takes the unfused chain wherever its scores fit one binding: for CPU
   // devices whose fused kernel is the slower path (see cpu_attention_tiles).
   bool automatic_unfused_where_it_fits = false;
+  // A decoding step's output projection runs inside the rows kernel (its OUT_PROJ variants, each
+  // workgroup a KV head's slice of W_O) where the attention has at least this many workgroups
+  // (and 2); 0: never. W_O is then read by as many threads as there are KV heads, so fewer than
+  // the device's threads would leave some idle that the mat-vec apart keeps busy.
+  uint32_t out_proj_min_workgroups = 0;
   // Taken before the kernels above where they fit a problem (both fused paths, automatic and
   // fused): split-K decoding for few query rows, flash attention for the rest.
   FlashTiles flash;

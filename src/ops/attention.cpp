@@ -8,6 +8,8 @@
 // unfused chain views the group's query heads, which are consecutive, as one matrix per KV head.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <optional>
 #include <string>
 
 #include "attention_flash.hpp"
@@ -73,7 +75,7 @@ using Operands = ops::AttentionOperands;
                   "activations' type");
 }
 
-Operands operands(const Lowering& l) {
+Operands operands(Lowering& l) {
   const auto& a = attrs<AttentionAttrs>(l);
   Operands o;
   size_t next = 0;
@@ -95,6 +97,13 @@ Operands operands(const Lowering& l) {
     o.rope_in.q_out = o.q;
   }
   o.out = l.output();
+  if (a.out_proj) {  // the attention's rows become a temporary that the projection reads
+    o.proj_weight = l.input(next++);
+    o.proj_residual = l.input(next++);
+    o.proj_y = o.out;
+    const Shape& qs = l.value(o.q).shape;
+    o.out = l.temp({qs[0], qs[1], qs[2], l.value(o.v).shape[3]}, l.value(o.q).dtype);
+  }
   o.causal = a.causal;
   o.causal_at_key_length = a.causal_at_key_length;
   return o;
@@ -107,7 +116,42 @@ bool rows_take_rope(const Lowering& l, const Operands& in, const AttentionLaunch
          l.supported(Kernel::attention_rows_texel_rope, l.value(in.q).dtype);
 }
 
-void lower_fused(Lowering& l, Operands in, const AttentionLaunch& t) {
+// Matches the push block of attention_rows.comp's OUT_PROJ variants.
+struct OutProjPush {
+  AttentionPush attention;
+  ops::RopeKvPush rope;
+  uint32_t out_n;  // W_O's rows
+};
+static_assert(sizeof(OutProjPush) <= 128);
+
+// The most rounds of x blocks a lane keeps for the projection (as matmul.wq_rows.max_rounds).
+constexpr uint64_t kOutProjMaxRounds = 16;
+
+// The OUT_PROJ variant of the texel rows kernel with the rope inside, where it takes the output
+// projection: W_O quantized (a variant for its type), one query block per KV head of one
+// sequence (a grouped decoding step), whole bindings, each workgroup's slice of W_O's columns
+// whole 32-element blocks within kOutProjMaxRounds, and at least the tuning's
+// out_proj_min_workgroups (and 2): the projection is spread over the attention's workgroups, one
+// per KV head (Gemma 3 270M's one KV head keeps the linear apart).
+std::optional<Kernel> out_proj_kernel(const Lowering& l, const Operands& in, uint64_t groups, uint32_t q_blocks,
+                                      uint32_t lanes) {
+  if (in.proj_weight == kNoValue) return std::nullopt;
+  const ValueDesc& w = l.value(in.proj_weight);
+  const Shape& qs = l.value(in.q).shape;
+  const int64_t slice = qs[2] * l.value(in.v).shape[3];  // Sq * DV: one KV head's query heads
+  const std::optional<Kernel> k = kernels::weight_kernel(kernels::WeightKernel::attention_rows_texel_rope_wo, w.dtype);
+  const uint32_t min_groups = l.tuning().attention.out_proj_min_workgroups;
+  if (!k || !l.supported(*k, l.value(in.q).dtype) || qs[0] != 1 || q_blocks != 1 || min_groups == 0 ||
+      groups < std::max(min_groups, 2u) || slice % 32 != 0 ||
+      w.shape.rank() != 2 || w.shape[1] != qs[1] * slice || w.bytes() > l.tuning().max_binding_bytes ||
+      (w.bytes() + 15) / 16 > l.info().max_texel_buffer_elements)
+    return std::nullopt;
+  const uint64_t kb = static_cast<uint64_t>(slice / 32), ro = lanes / std::gcd<uint64_t>(kb, lanes);
+  if ((ro * kb + lanes - 1) / lanes > kOutProjMaxRounds) return std::nullopt;
+  return k;
+}
+
+void lower_fused(Lowering& l, Operands& in, const AttentionLaunch& t) {
   const auto& a = attrs<AttentionAttrs>(l);
   const ValueDesc& q = l.value(in.q);
   const Shape& qs = q.shape;
@@ -195,6 +239,24 @@ void lower_fused(Lowering& l, Operands in, const AttentionLaunch& t) {
       std::vector<uint32_t> spec{t.invocations, t.rows_per_lane, ceil_div(D, 4), ceil_div(Dv, 4), vec4,
                                  has_mask, has_padding, has_length, in.causal, per_sequence, soft_cap};
       if (kv_quant) spec.insert(spec.end(), {ops::kv_type_code(k_type), ops::kv_type_code(v_type)});
+      const std::optional<Kernel> proj =
+          rope && spans.size() == 1 ? out_proj_kernel(l, in, groups, q_blocks, t.invocations) : std::nullopt;
+      if (proj) {
+        // Bindings 15-19: W_O, the residual, y, the workgroups' partial rows and their counter
+        // (zero between runs: the last workgroup resets it).
+        const uint32_t kb = static_cast<uint32_t>(Sq * Dv / 32);
+        const uint32_t n = static_cast<uint32_t>(l.value(in.proj_weight).shape[0]);
+        spec.insert(spec.end(), {kb, t.invocations / std::gcd(kb, t.invocations)});
+        bindings.insert(bindings.end(), {{in.proj_weight},
+                                         {in.proj_residual},
+                                         {in.proj_y, true},
+                                         {l.temp({static_cast<int64_t>(groups), n}, DType::f32), true},
+                                         {l.constant(HostTensor::from_i32({1}, std::vector<int32_t>{0})), true}});
+        l.dispatch(*proj, q.dtype, std::move(bindings), PushBlock::of(OutProjPush{p, push.rope, n}),
+                   l.rows_grid(groups), std::move(spec));
+        in.proj_weight = kNoValue;
+        continue;
+      }
       l.dispatch(rope ? Kernel::attention_rows_texel_rope : fused_kernel(t, kv_quant), q.dtype,
                  std::move(bindings), rope ? PushBlock::of(push) : PushBlock::of(p), l.rows_grid(groups),
                  std::move(spec));
@@ -273,9 +335,8 @@ void stack_grouped_decode(Lowering& l, Operands& in) {
   in.causal_at_key_length = false;
 }
 
-void lower_attention(Lowering& l) {
+void emit_attention(Lowering& l, Operands& in) {
   const auto& a = attrs<AttentionAttrs>(l);
-  Operands in = operands(l);
   stack_grouped_decode(l, in);
   const Shape& qs = l.value(in.q).shape;
   const int64_t D = qs[3], Dv = l.value(in.v).shape[3];
@@ -343,6 +404,23 @@ void lower_attention(Lowering& l) {
                     " bytes); use the unfused or automatic path");
   }
   lower_fused(l, in, launch);
+}
+
+void lower_attention(Lowering& l) {
+  Operands in = operands(l);
+  const uint32_t heads = in.out;  // [B, H, Sq, DV] before any restacking
+  emit_attention(l, in);
+  if (in.proj_weight == kNoValue) return;
+  // The output projection that no kernel took: linear(concat_heads(heads), W_O, residual), of
+  // one query row, so the heads' rows are already concatenated.
+  const Shape& hs = l.value(heads).shape;
+  ops::MatmulCall c;
+  c.a = l.view(heads, {hs[0], hs[2], hs[1] * hs[3]});
+  c.b = in.proj_weight;
+  c.transpose_b = true;
+  c.residual = in.proj_residual;
+  c.out = in.proj_y;
+  ops::emit_matmul(l, c);
 }
 
 }  // namespace

@@ -27,6 +27,10 @@ struct AttentionOperands {
   // dispatch has been emitted apart (emit_rope_apart).
   const RopeKvCacheAttrs* rope = nullptr;
   RopeKvOperands rope_in;
+  // The output projection fused in (AttentionAttrs::out_proj): y = proj_residual + the heads
+  // concatenated · proj_weightᵀ, `out` then a temporary [B, H, Sq, DV]; proj_weight is kNoValue
+  // once a kernel has done it (src/ops/attention.cpp emits the linear after any other).
+  uint32_t proj_weight = kNoValue, proj_residual = kNoValue, proj_y = kNoValue;
 };
 
 // The push fields after a kernel's own of the ROPE_KV variants (attention_flash.glsl,
