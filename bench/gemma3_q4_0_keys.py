@@ -12,7 +12,9 @@
 #   vkformer tokenize -m gemma-3-270m-q4_k_m.gguf --no-parse-special "$(head -c 40000 TEXT)" > tok.json
 #   PYTHONPATH=<llama.cpp>/gguf-py python3 bench/gemma3_q4_0_keys.py stats MODEL.gguf tok.json OUT.json
 #   PYTHONPATH=<llama.cpp>/gguf-py python3 bench/gemma3_q4_0_keys.py ppl MODEL.gguf tok.json OUT.json \
-#       CHUNKS name=block[:signs[:scaled]],...   # block -1: no quantization
+#       CHUNKS name=block[:signs[:scaled[:jitter]]],...   # block -1: no quantization; jitter: a seed
+#   PYTHONPATH=<llama.cpp>/gguf-py python3 bench/gemma3_q4_0_keys.py cache MODEL.gguf tok.json OUT.json DUMP BLOCK
+#       # DUMP: k<layer>.bin (q4_0) and v<layer>.bin (f16), vkformer's caches after chunk 0
 import sys, json, time
 import numpy as np
 import gguf
@@ -88,7 +90,7 @@ def gelu_tanh(x):
 SIGNS = None
 
 
-def forward(W, tokens, kquant=None, krot=0, layers_q=None, capture=None, signs=0, kscale=False):
+def forward(W, tokens, kquant=None, krot=0, layers_q=None, capture=None, signs=0, kscale=False, kv_capture=False, jitter=0):
     n = len(tokens)
     E = W['token_embd.weight']
     x = E[tokens] * np.float32(np.sqrt(640))
@@ -106,7 +108,7 @@ def forward(W, tokens, kquant=None, krot=0, layers_q=None, capture=None, signs=0
         q = rope_neox(q, pos, base)
         k = rope_neox(k, pos, base)
         if capture is not None:
-            capture.append((q.copy(), k.copy()))
+            capture.append((q.copy(), k.copy(), v.copy()) if kv_capture else (q.copy(), k.copy()))
         if kquant is not None and (layers_q is None or il in layers_q):
             if signs:
                 q, k = q * SIGNS, k * SIGNS
@@ -116,6 +118,8 @@ def forward(W, tokens, kquant=None, krot=0, layers_q=None, capture=None, signs=0
                     return np.concatenate([g, g])
                 sc_ = np.sqrt(np.clip(pair(W[p + 'attn_q_norm.weight']) / np.maximum(pair(W[p + 'attn_k_norm.weight']), 1e-3), 1 / 16, 16)).astype(np.float32)
                 q, k = q / sc_, k * sc_
+            if jitter:  # keys times 1 + 1e-6 N(0, 1): float rounding's size, moving only q4_0's ties
+                k = k * (1 + 1e-6 * np.random.default_rng(jitter * 100 + il).standard_normal(k.shape)).astype(np.float32)
             qr, kr = rotate(q, krot), rotate(k, krot)
             k_used = kquant(kr)
             q_used = qr
@@ -162,6 +166,38 @@ def main():
     def rot(x, block, signs):
         return rotate(x * SIGNS if signs else x, block)
 
+    if mode == 'cache':  # vkformer's caches after chunk 0 (dumped raw, sys.argv[5]) against numpy's
+        dump, krot = sys.argv[5], int(sys.argv[6])
+        cap = []
+        # numpy's forward with the same q4_0 keys, so that each layer's inputs are the same as
+        # vkformer's; the last row is not in the cache (perplexity never appends the last token)
+        chunk_nll(W, chunk(0), capture=cap, kv_capture=True, kquant=q4_0, krot=krot)
+        out = {}
+        for il, (q, k, v) in enumerate(cap):
+            n = k.shape[0] - 1
+            k, v = k[:n], v[:n]
+            kr = rotate(k[:, 0], krot)
+            raw = np.fromfile(f'{dump}/k{il}.bin', dtype=np.uint8)
+            rows = raw.size // 144
+            blocks = raw.reshape(rows, 8, 18)[:n]
+            d = blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)
+            qs = blocks[..., 2:]
+            nib = np.concatenate([qs & 15, qs >> 4], axis=-1).astype(np.float32) - 8
+            got = (nib * d[..., None]).reshape(n, 256)
+            want = q4_0(kr)
+            vraw = np.fromfile(f'{dump}/v{il}.bin', dtype=np.float16).reshape(-1, 256)[:n].astype(np.float32)
+            row = dict(
+                k_vs_numpy_q4_0=float(np.sqrt(np.sum((got - want) ** 2) / np.sum(want ** 2))),
+                k_vs_numpy_f32=float(np.sqrt(np.sum((got - kr) ** 2) / np.sum(kr ** 2))),
+                numpy_q4_0_vs_f32=float(np.sqrt(np.sum((want - kr) ** 2) / np.sum(kr ** 2))),
+                blocks_differing=float(np.mean(np.any(np.abs(got - want).reshape(n, 8, 32) > 1e-3 * np.abs(want).reshape(n, 8, 32).max(-1, keepdims=True) + 1e-6, -1))),
+                worst_row=int(np.argmax(np.sum((got - want) ** 2, -1))),
+                row0=float(np.sqrt(np.sum((got[0] - want[0]) ** 2) / max(np.sum(want[0] ** 2), 1e-30))),
+                v_vs_numpy=float(np.sqrt(np.sum((vraw - v[:, 0]) ** 2) / np.sum(v[:, 0] ** 2))))
+            out[il] = row
+            print(il, ' '.join(f'{a}={b:.4g}' for a, b in row.items()), flush=True)
+        json.dump(out, open(out_path, 'w'), indent=1)
+        return
     if mode == 'stats':
         cap = []
         nll = chunk_nll(W, chunk(0), capture=cap)
@@ -190,7 +226,7 @@ def main():
         res = {}
         for spec in specs.split(','):
             name, b = spec.split('=')
-            blk, sg, ks = (int(t) for t in (b + ':0').split(':')[:3])
+            blk, sg, ks, jit = (int(t) for t in (b + ':0:0:0').split(':')[:4])
             t = time.time()
             nlls = []
             for c in range(nchunks):
@@ -199,9 +235,9 @@ def main():
                     nlls.append(chunk_nll(W, chunk(c)))
                 else:
                     # forward() flips the signs, scales and rotates q and k before q4_0 takes k
-                    nlls.append(chunk_nll(W, chunk(c), kquant=kq, krot=blk, signs=sg, kscale=bool(ks)))
+                    nlls.append(chunk_nll(W, chunk(c), kquant=kq, krot=blk, signs=sg, kscale=bool(ks), jitter=jit))
                 print(name, c, float(np.exp(np.concatenate(nlls).mean())), f'{time.time()-t:.0f}s', flush=True)
-            res[name] = dict(block=blk, signs=sg, kscale=ks, chunk_ppl=[float(np.exp(np.concatenate(nlls[:i + 1]).mean())) for i in range(len(nlls))])
+            res[name] = dict(block=blk, signs=sg, kscale=ks, jitter=jit, chunk_ppl=[float(np.exp(np.concatenate(nlls[:i + 1]).mean())) for i in range(len(nlls))])
         json.dump(res, open(out_path, 'w'), indent=1)
 
 

@@ -1,6 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "hadamard.glsl"
 // y = x · H per block of BLOCK consecutive elements (a power of two), H the orthonormal
 // Walsh-Hadamard matrix of Sylvester's construction, H[i][j] = (-1)^popcount(i & j) / sqrt(n)
 // (symmetric, H·H = I: the same op undoes itself). Graph::hadamard: what llama.cpp's attention
@@ -32,10 +33,9 @@ void main() {
     const uint first = b * BLOCK;
     float v[BLOCK];
     for (uint j = 0; j < BLOCK; ++j) v[j] = float(x[first + j]);
-    // Pass h pairs element i (bit h clear) with i + h: (a, c) -> (a + c, a - c).
     for (uint h = 1; h < BLOCK; h <<= 1)
       for (uint k = 0; k < BLOCK / 2; ++k) {
-        const uint i = ((k & ~(h - 1u)) << 1) | (k & (h - 1u));
+        const uint i = hadamard_butterfly(k, h);
         const float a = v[i], c = v[i + h];
         v[i] = a + c;
         v[i + h] = a - c;

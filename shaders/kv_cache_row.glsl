@@ -1,23 +1,24 @@
 // Rows of a KV cache of any type of kv_cache_types.glsl bound as 16-bit words (halfwords), built
 // in shared memory as floats: what rope_kv_cache_quant.comp (the write) and rope_shift.comp (the
 // context shift's re-rotation) share. Macros, since GLSL passes neither buffers nor shared
-// arrays: a row's halfword size, the Walsh-Hadamard product of a pair of a shared row, the store
+// arrays: a row's halfword size, a pass of the Walsh-Hadamard transform of a shared row, the store
 // of an invocation's pair (quantized as ggml's reference quantizer) and the load of one.
 #ifndef VKF_KV_CACHE_ROW_GLSL
 #define VKF_KV_CACHE_ROW_GLSL
 
-// Elements E and E + 1 (E even) of a shared row at OFF times the Hadamard matrix of blocks of N
-// (H[i][j] = (-1)^popcount(i & j) / sqrt(N)) into OUT (vec2). A macro: GLSL passes no shared arrays.
-#define HADAMARD_PAIR(ROW, OFF, E, N, OUT)                       \
-  {                                                              \
-    const uint i0 = (E) % (N), blk0 = (OFF) + (E) - i0;          \
-    vec2 acc = vec2(0.0);                                        \
-    for (uint j = 0; j < (N); ++j) {                             \
-      const float w = ROW[blk0 + j];                             \
-      acc.x += (bitCount(i0 & j) & 1) != 0 ? -w : w;             \
-      acc.y += (bitCount((i0 + 1u) & j) & 1) != 0 ? -w : w;      \
-    }                                                            \
-    OUT = acc * (1.0 / sqrt(float(N)));                          \
+#include "hadamard.glsl"
+
+// Pass H of the fast Walsh-Hadamard transform (hadamard.glsl) of a shared row at OFF, blocks of N
+// (H[i][j] = (-1)^popcount(i & j) / sqrt(N)): butterfly K (of the row's D / 2), in place; the last
+// pass (2H = N) scales by 1 / sqrt(N). A pass's butterflies touch disjoint pairs: the caller
+// puts a barrier between passes. A macro: GLSL passes no shared arrays.
+#define HADAMARD_ROW_PASS(ROW, OFF, K, H, N)                        \
+  {                                                                 \
+    const uint i_ = (OFF) + hadamard_butterfly(K, H);               \
+    const float s_ = 2u * (H) == (N) ? 1.0 / sqrt(float(N)) : 1.0;  \
+    const float a_ = ROW[i_], c_ = ROW[i_ + (H)];                   \
+    ROW[i_] = (a_ + c_) * s_;                                       \
+    ROW[i_ + (H)] = (a_ - c_) * s_;                                 \
   }
 
 // Halfwords of a row of D elements of a cache of type `type`.

@@ -25,10 +25,11 @@
 // The attention rotation (KvRotation, llama.cpp's for quantized caches): with ROT_K > 0 the
 // rotated queries (the group's rows, in q_rows) and the key row are multiplied by the
 // orthonormal Walsh-Hadamard matrix of blocks of ROT_K values, with ROT_V > 0 the value row by
-// that of ROT_V, between the rope and the quantization: invocation x sums its pair's two
-// outputs over the block (n² a block, no butterfly barriers), and after a barrier writes them
-// back for the store to quantize. q·kᵀ is unchanged; a channel of large keys is spread over
-// the whole block instead of deciding the scale of its 32.
+// that of ROT_V, between the rope and the quantization: the fast Walsh-Hadamard transform in
+// shared memory, log2 n passes in which invocation x computes butterfly x of every rotated row,
+// a barrier after each (the n² sums of a pair's outputs it replaced made the rotation most of
+// what q8_0 caches cost a 2048-token prompt, bench/RESULTS.md). q·kᵀ is unchanged; a channel of
+// large keys is spread over the whole block instead of deciding the scale of its 32.
 
 layout(local_size_x_id = 0) in;  // ceil(D / 2) rounded up to a multiple of the subgroup
 layout(constant_id = 1) const uint NEOX = 0;
@@ -109,32 +110,22 @@ void main() {
     }
     barrier();  // the row is in shared memory
     if (ROT_K != 0u || ROT_V != 0u) {
-      const uint e = 2u * x;
-      vec2 kr = vec2(0.0), vr = vec2(0.0);
-      if (in_row) {
-        if (ROT_K != 0u) {
-          for (uint i = 0; i < p.group; ++i) {
-            vec2 qr;
-            HADAMARD_PAIR(q_rows, i * ROW_CAP, e, ROT_K, qr)
-            q_out[q_dst + i * p.s * p.d + e] = T(qr.x);
-            q_out[q_dst + i * p.s * p.d + e + 1u] = T(qr.y);
+      // The fast transform in place: pass h, butterfly x of each rotated row, a barrier a pass.
+      for (uint h = 1u; h < max(ROT_K, ROT_V); h <<= 1) {
+        if (in_row) {
+          if (h < ROT_K) {
+            for (uint i = 0; i < p.group; ++i) HADAMARD_ROW_PASS(q_rows, i * ROW_CAP, x, h, ROT_K)
+            HADAMARD_ROW_PASS(k_row, 0u, x, h, ROT_K)
           }
-          HADAMARD_PAIR(k_row, 0u, e, ROT_K, kr)
+          if (h < ROT_V) HADAMARD_ROW_PASS(v_row, 0u, x, h, ROT_V)
         }
-        if (ROT_V != 0u) HADAMARD_PAIR(v_row, 0u, e, ROT_V, vr)
+        barrier();  // the pass is in shared memory
       }
-      barrier();  // every pair has read the unrotated rows
-      if (in_row) {
-        if (ROT_K != 0u) {
-          k_row[e] = kr.x;
-          k_row[e + 1u] = kr.y;
+      if (in_row && ROT_K != 0u)
+        for (uint i = 0; i < p.group; ++i) {
+          q_out[q_dst + i * p.s * p.d + 2u * x] = T(q_rows[i * ROW_CAP + 2u * x]);
+          q_out[q_dst + i * p.s * p.d + 2u * x + 1u] = T(q_rows[i * ROW_CAP + 2u * x + 1u]);
         }
-        if (ROT_V != 0u) {
-          v_row[e] = vr.x;
-          v_row[e + 1u] = vr.y;
-        }
-      }
-      barrier();  // the rotated rows are in shared memory
     }
     if (in_row) {
       STORE_ROW(cache_k, k_row, K_TYPE, (it.dst_slice * p.t + row) * k_row_hw, x)

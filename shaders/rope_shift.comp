@@ -52,14 +52,10 @@ shared float row[ROW_CAP];
 // The shared row times the Hadamard matrix of blocks of ROT, in place (every invocation reaches
 // the barriers).
 void hadamard_row(uint x, bool in_row) {
-  vec2 r = vec2(0.0);
-  if (in_row) HADAMARD_PAIR(row, 0u, 2u * x, ROT, r)
-  barrier();
-  if (in_row) {
-    row[2u * x] = r.x;
-    row[2u * x + 1u] = r.y;
+  for (uint h = 1u; h < ROT; h <<= 1) {
+    if (in_row) HADAMARD_ROW_PASS(row, 0u, x, h, ROT)
+    barrier();
   }
-  barrier();
 }
 
 void main() {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "llm/weights.hpp"
 #include "test_device.hpp"
 #include "test_util.hpp"
 #include "vkformer/batched_llm.hpp"
@@ -84,6 +85,35 @@ TEST_F(DeviceTest, QuantizedCachesRotateByDefaultAndKeepTheLogits) {
   EXPECT_EQ(lm.kv_cache().rotation_k, 64);
   EXPECT_EQ(lm.kv_cache().rotation_v, 0);
   for (const auto& m : device().take_validation_messages()) ADD_FAILURE() << "Vulkan validation: " << m.text;
+}
+
+// The key scaling of quantized K caches (models::llm::scale_key_channels, Gemma 3): against s
+// computed in double from its definition (the pair gains' ratio, clamped to [1/16, 16], its root),
+// for NeoX pairs (i, i + 4) and interleaved ones (2i, 2i + 1) of 8 rope dims in a head of 10 (the
+// last two channels unroped: each its own pair), gains that clamp both ways included. What makes
+// it safe: q_norm · k_norm is unchanged per channel (so q · k is), and s is equal on a rope pair
+// (so rope, and the context shift's turn of the stored keys, commute with it).
+TEST(KeyScaling, ScalesKeysByThePairGainsAndKeepsScores) {
+  const std::vector<float> q0{1.0f, 0.5f, 2.0f, 0.6f, 1.5f, 0.05f, 2.4f, 0.6f, 0.9f, 3.0f},
+      k0{2.0f, 9.0f, 1.0f, 6.9f, 0.3f, 8.0f, 3.3f, 9.1f, 1.2f, 0.01f};
+  for (RopeStyle style : {RopeStyle::neox, RopeStyle::interleaved}) {
+    SCOPED_TRACE(style == RopeStyle::neox ? "neox" : "interleaved");
+    std::vector<float> q = q0, k = k0;
+    models::llm::scale_key_channels(q, k, 8, style);
+    for (size_t i = 0; i < q0.size(); ++i) {
+      const size_t j = i >= 8 ? i : style == RopeStyle::neox ? (i + 4) % 8 : i ^ 1;
+      const double ratio = std::sqrt((double{q0[i]} * q0[i] + double{q0[j]} * q0[j]) /
+                                     (double{k0[i]} * k0[i] + double{k0[j]} * k0[j]));
+      const double s = std::sqrt(std::min(std::max(ratio, 1.0 / 16), 16.0));
+      EXPECT_NEAR(k[i], k0[i] * s, 1e-6 * std::abs(k0[i] * s)) << "channel " << i;
+      EXPECT_NEAR(q[i], q0[i] / s, 1e-6 * std::abs(q0[i] / s)) << "channel " << i;
+      EXPECT_NEAR(double{q[i]} * k[i], double{q0[i]} * k0[i], 1e-6 * std::abs(double{q0[i]} * k0[i]));
+      EXPECT_NEAR(k[i] / k0[i], k[j] / k0[j], 1e-6) << "channels " << i << " and " << j << " of a pair";
+    }
+  }
+  std::vector<float> q(4), k(6);
+  EXPECT_TRUE(fails_with([&] { models::llm::scale_key_channels(q, k, 4, RopeStyle::neox); },
+                         ErrorCode::invalid_argument, "q_norm of 4 and k_norm of 6 values with rope dims 4"));
 }
 
 }  // namespace

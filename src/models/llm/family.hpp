@@ -28,6 +28,7 @@ struct Family {
   Activation ffn_activation = Activation::silu;  // of the gated FFN's gate
   bool qkv_bias = false;         // blk.N.attn_{q,k,v}.bias (Qwen2)
   bool qk_norm = false;          // blk.N.attn_{q,k}_norm.weight [head_dim] (Qwen3, Gemma 3)
+  bool key_scaling = false;      // quantized, rotated K caches: scale_key_channels (Gemma 3)
   bool post_norms = false;       // blk.N.post_attention_norm and post_ffw_norm (Gemma 2, 3)
   bool fused_qkv = false;        // blk.N.attn_qkv [(H + 2 Hkv) hd, d] instead of attn_q/k/v (Phi-3)
   bool fused_gate_up = false;    // blk.N.ffn_up [2 d_ff, d] holds gate then up; no ffn_gate (Phi-3)

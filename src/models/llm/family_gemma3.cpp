@@ -10,6 +10,7 @@ extern const Family kGemma3Family = {
     .models = "Gemma 3 (text)",
     .ffn_activation = Activation::gelu_tanh,
     .qk_norm = true,
+    .key_scaling = true,
     .post_norms = true,
     .scale_embedding = true,
     .sliding = SlidingLayers::five_of_six,

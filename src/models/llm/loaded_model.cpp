@@ -39,7 +39,8 @@ LoadedModel load_model(Device& device, const std::filesystem::path& path, const 
   m.chat_templates = ModelChatTemplates::from_gguf(file);
   m.memory = load_memory(file, m.config, o, m.context);
   try {
-    m.weights = load_weights(device, file, m.config, o.activations);
+    m.weights = load_weights(device, file, m.config, o.activations,
+                             o.kv_rotation && is_quantized(cache_type_k(o)));
     m.cache_rows = m.context + o.prompt_chunk;
     const Shape cache{o.kv_batches, m.config.n_kv_heads, m.cache_rows, m.config.head_dim};
     for (int64_t i = 0; i < m.config.n_layers; ++i) {

@@ -2,6 +2,7 @@
 
 #include "llm/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -84,7 +85,34 @@ HostTensor stack_rows(const std::vector<HostTensor>& parts) {
 
 }  // namespace
 
-LanguageModelWeights load_weights(Device& device, const GgufFile& f, const LanguageModelConfig& c, DType act) {
+void scale_key_channels(std::vector<float>& q_norm, std::vector<float>& k_norm, int64_t rope_dims, RopeStyle style) {
+  const int64_t d = static_cast<int64_t>(k_norm.size()), half = rope_dims / 2;
+  if (static_cast<int64_t>(q_norm.size()) != d || rope_dims < 0 || rope_dims > d)
+    throw Error(ErrorCode::invalid_argument, "scale_key_channels: q_norm of " + std::to_string(q_norm.size()) +
+                                                 " and k_norm of " + std::to_string(d) +
+                                                 " values with rope dims " + std::to_string(rope_dims));
+  auto partner = [&](int64_t i) {
+    if (i >= 2 * half) return i;
+    return style == RopeStyle::neox ? (i < half ? i + half : i - half) : i ^ 1;
+  };
+  auto gain = [](const std::vector<float>& w, int64_t a, int64_t b) {
+    const double x = w[static_cast<size_t>(a)], y = w[static_cast<size_t>(b)];
+    return std::sqrt((x * x + y * y) / 2);
+  };
+  std::vector<double> s(static_cast<size_t>(d));
+  for (int64_t i = 0; i < d; ++i) {
+    const int64_t j = partner(i);
+    s[static_cast<size_t>(i)] =
+        std::sqrt(std::clamp(gain(q_norm, i, j) / std::max(gain(k_norm, i, j), 1e-3), 1.0 / 16, 16.0));
+  }
+  for (size_t i = 0; i < s.size(); ++i) {
+    q_norm[i] = static_cast<float>(q_norm[i] / s[i]);
+    k_norm[i] = static_cast<float>(k_norm[i] * s[i]);
+  }
+}
+
+LanguageModelWeights load_weights(Device& device, const GgufFile& f, const LanguageModelConfig& c, DType act,
+                                  bool scale_keys) {
   const int64_t d = c.d_model, v = c.vocab_size;
   // Every check first, so a bad file uploads nothing.
   std::vector<TensorSpec> plan = {{"token_embd.weight", {v, d}}, {"output_norm.weight", {d}}};
@@ -145,7 +173,14 @@ LanguageModelWeights load_weights(Device& device, const GgufFile& f, const Langu
       l.qkv = stacked({"attn_q.weight", "attn_k.weight", "attn_v.weight"}, true,
                       c.qkv_bias ? &l.qkv_bias : nullptr);
     }
-    if (c.qk_norm) {
+    if (c.qk_norm && scale_keys && fam.key_scaling) {
+      std::vector<float> qn = f.read_f32(block(i, "attn_q_norm.weight")).to_f32();
+      std::vector<float> kn = f.read_f32(block(i, "attn_k_norm.weight")).to_f32();
+      scale_key_channels(qn, kn, c.rope_dims, c.rope_style);
+      const Shape hd{c.head_dim};
+      l.q_norm = device.upload(HostTensor::from_f32(hd, qn, act));
+      l.k_norm = device.upload(HostTensor::from_f32(hd, kn, act));
+    } else if (c.qk_norm) {
       l.q_norm = up(block(i, "attn_q_norm.weight"));
       l.k_norm = up(block(i, "attn_k_norm.weight"));
     }

@@ -40,7 +40,20 @@ struct LanguageModelWeights {
 // expected) before the first upload. Matrices must be a weight type (ggml_weight_type_names())
 // and are uploaded in that type (kKeepQuantized in the .cpp); norms and biases in the
 // activations' type.
+// `scale_keys`: the K cache is quantized and rotated (LoadOptions::kv_rotation); a family with
+// key_scaling then gets its q/k norms through scale_key_channels.
 LanguageModelWeights load_weights(Device& device, const GgufFile& file, const LanguageModelConfig& config,
-                                  DType activations);
+                                  DType activations, bool scale_keys = false);
+
+// The key scaling of quantized K caches (Family::key_scaling, Gemma 3): per channel
+// s = sqrt(clamp(g_q / g_k, 1/16, 16)), g a norm's gain over the channel's rope pair
+// (sqrt((w_a² + w_b²) / 2); a channel rope leaves alone is its own pair), and then k_norm times s,
+// q_norm over s. Scores are unchanged (q/s · k s = q · k), and so is the rope (s is the same on
+// both channels of a pair, which rope turns together), so a context shift turns the stored keys
+// as before. What changes is the keys' q4_0 rounding: channels of large keys that the queries
+// hardly read (Gemma 3 270M: k-norm gains up to 9 where the q norm's are 0.6) no longer set the
+// scale of the blocks the Hadamard rotation spreads them over (bench/RESULTS.md, "Gemma 3's q4_0
+// keys"). q_norm and k_norm: [head_dim] each, changed in place.
+void scale_key_channels(std::vector<float>& q_norm, std::vector<float>& k_norm, int64_t rope_dims, RopeStyle style);
 
 }  // namespace vkformer::models::llm
