@@ -2,6 +2,7 @@
 #   vkf_kernel(<family> <source> [DTYPES f32 f16] [DEFINES NAME=VALUE ...] [REQUIRES feature ...])
 # The family name becomes vkformer::kernels::Kernel::<family>; one SPIR-V variant per dtype.
 # Features: fp16_arith storage_16bit subgroup_arith subgroup_shuffle coopmat_nv coopmat_khr
+# integer_dot (VK_KHR_shader_integer_dot_product)
 # (f16 implies storage_16bit).
 
 vkf_kernel(unary          unary.comp          DTYPES f32 f16)
