@@ -71,6 +71,9 @@ vkf_weight_kernels(matmul_wq_vec   matmul_wq_vec.comp   WEIGHTS ${VKF_QUANT_TYPE
                    REQUIRES subgroup_shuffle subgroup_arith)
 vkf_weight_kernels(matmul_wq_rows  matmul_wq_rows.comp  WEIGHTS ${VKF_QUANT_TYPES} DTYPES f32 f16
                    REQUIRES subgroup_arith)
+# Mat-vecs of a few rows on integer dot products (x quantized to 8 bits per block in the kernel).
+vkf_weight_kernels(matmul_wq_idot  matmul_wq_idot.comp  WEIGHTS ${VKF_QUANT_TYPES} DTYPES f32 f16
+                   REQUIRES integer_dot)
 vkf_weight_kernels(embedding_wq    embedding_wq.comp    WEIGHTS bf16 ${VKF_QUANT_TYPES} DTYPES f32 f16)
 # Prompt processing on cooperative matrices with weights in their own dtype (matmul_coopmat.comp
 # with WEIGHTS: each B chunk dequantized into the f16 stage): KHR, NV, and the emulation.
