@@ -72,7 +72,17 @@ set(_vkf_probe_coopmat_khr [=[
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 void probe() { coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0); }]=])
 
-set(VKF_GLSL_FEATURES fp16_arith storage_16bit subgroup_arith subgroup_shuffle coopmat_nv coopmat_khr)
+# Integer dot products (SPV_KHR_integer_dot_product's OpSDot on four packed 8-bit values):
+# glslang 13 has no GL_EXT_integer_dot_product, so the kernels declare the instruction through
+# GL_EXT_spirv_intrinsics (shaders/integer_dot.glsl).
+set(_vkf_probe_integer_dot [=[
+#extension GL_EXT_spirv_intrinsics : require
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot(int a, int b, spirv_literal int packed_format);
+void probe() { int s = sdot(0x01020304, 0x01010101, 0); }]=])
+
+set(VKF_GLSL_FEATURES fp16_arith storage_16bit subgroup_arith subgroup_shuffle coopmat_nv coopmat_khr
+    integer_dot)
 # Probed again when the compiler changes (e.g. glslang 13 arrived in the cache).
 if(NOT VKF_GLSL_PROBED_WITH STREQUAL VKF_GLSLANG)
   foreach(feature IN LISTS VKF_GLSL_FEATURES)

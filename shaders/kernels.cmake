@@ -2,6 +2,7 @@
 #   vkf_kernel(<family> <source> [DTYPES f32 f16] [DEFINES NAME=VALUE ...] [REQUIRES feature ...])
 # The family name becomes vkformer::kernels::Kernel::<family>; one SPIR-V variant per dtype.
 # Features: fp16_arith storage_16bit subgroup_arith subgroup_shuffle coopmat_nv coopmat_khr
+# integer_dot (VK_KHR_shader_integer_dot_product)
 # (f16 implies storage_16bit).
 
 vkf_kernel(unary          unary.comp          DTYPES f32 f16)
@@ -73,6 +74,9 @@ vkf_weight_kernels(matmul_wq_vec   matmul_wq_vec.comp   WEIGHTS ${VKF_QUANT_TYPE
                    REQUIRES subgroup_shuffle subgroup_arith)
 vkf_weight_kernels(matmul_wq_rows  matmul_wq_rows.comp  WEIGHTS ${VKF_QUANT_TYPES} DTYPES f32 f16
                    REQUIRES subgroup_arith)
+# Mat-vecs of a few rows on integer dot products (x quantized to 8 bits per block in the kernel).
+vkf_weight_kernels(matmul_wq_idot  matmul_wq_idot.comp  WEIGHTS ${VKF_QUANT_TYPES} DTYPES f32 f16
+                   REQUIRES integer_dot)
 vkf_weight_kernels(embedding_wq    embedding_wq.comp    WEIGHTS bf16 ${VKF_QUANT_TYPES} DTYPES f32 f16)
 # Prompt processing on cooperative matrices with weights in their own dtype (matmul_coopmat.comp
 # with WEIGHTS: each B chunk dequantized into the f16 stage): KHR, NV, and the emulation.

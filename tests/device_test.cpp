@@ -1,6 +1,7 @@
 // Device enumeration and selection, device tensors and the block allocator.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <exception>
 #include <thread>
 
@@ -92,6 +93,41 @@ TEST_F(DeviceTest, ReportsTheDevice) {
   bool found = false;
   for (auto& d : all) found |= d.uuid == info.uuid;
   EXPECT_TRUE(found);
+}
+
+// VK_KHR_shader_integer_dot_product as the driver reports it, asked here of Vulkan directly: the
+// feature and the packed 8-bit forms' acceleration, and the opened device enables the feature
+// exactly where it exists (kernels that REQUIRE integer_dot run there and nowhere else).
+TEST_F(DeviceTest, ReportsIntegerDotProductsAsTheDriverDoes) {
+  const vk::DeviceCore& core = device().impl().core();
+  const DeviceInfo& info = device().info();
+  const bool available = core.physical().api_version >= VK_API_VERSION_1_3 ||
+                         core.physical().has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  VkPhysicalDeviceShaderIntegerDotProductFeatures features{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductProperties props{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  if (available) {
+    VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &features};
+    vkGetPhysicalDeviceFeatures2(core.physical_handle(), &f);
+    VkPhysicalDeviceProperties2 p{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &props};
+    vkGetPhysicalDeviceProperties2(core.physical_handle(), &p);
+  }
+  const bool feature = available && features.shaderIntegerDotProduct;
+  EXPECT_EQ(info.integer_dot_product, feature);
+  EXPECT_EQ(core.integer_dot, feature);
+  EXPECT_EQ(info.integer_dot_4x8_packed_signed_accelerated,
+            feature && props.integerDotProduct4x8BitPackedSignedAccelerated);
+  EXPECT_EQ(info.integer_dot_4x8_packed_unsigned_accelerated,
+            feature && props.integerDotProduct4x8BitPackedUnsignedAccelerated);
+  EXPECT_EQ(info.integer_dot_4x8_packed_mixed_accelerated,
+            feature && props.integerDotProduct4x8BitPackedMixedSignednessAccelerated);
+  std::printf("[ device   ] %s: integer dot product %s, 4x8-bit packed accelerated: signed %d, "
+              "unsigned %d, mixed %d\n",
+              info.name.c_str(), feature ? "yes" : "no",
+              info.integer_dot_4x8_packed_signed_accelerated,
+              info.integer_dot_4x8_packed_unsigned_accelerated,
+              info.integer_dot_4x8_packed_mixed_accelerated);
 }
 
 TEST_F(DeviceTest, OpeningAMissingDeviceListsTheDevicesPresent) {

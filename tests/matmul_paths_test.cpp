@@ -128,6 +128,50 @@ TEST(MatmulPaths, GpuWeightsTakeCooperativeMatricesForF16Prompts) {
   EXPECT_EQ(chosen(t, weights(64, 576, 576, DType::q4_1, DType::f16)), "wq_coopmat");
 }
 
+// The integer-dot mat-vec (wq_idot) where the device accelerates packed 8-bit dot products:
+// products of up to 8 rows of every quantized type, before the mat-vec and tiled kernels; never
+// on a device that has the feature without the acceleration (lavapipe), unless the tuning says
+// (VKFORMER_MATMUL_INTEGER_DOT, `vkformer tune`); never where its kernel cannot run here or a
+// float path is forced.
+TEST(MatmulPaths, IntegerDotMatVecWhereTheDeviceAcceleratesIt) {
+  DeviceInfo gpu = made_up_nv_gpu({{16, 16, 16, "f16", "f16", "f32", "f32"}});
+  gpu.integer_dot_product = true;
+  EXPECT_EQ(matmul_tuning_for(gpu, false).weight_tiles.integer_dot_rows, 0u);  // not accelerated
+  EXPECT_EQ(chosen(matmul_tuning_for(gpu, false), weights(1, 576, 576)), "wq_gemv");
+  gpu.integer_dot_4x8_packed_signed_accelerated = true;
+  MatmulTuning t = matmul_tuning_for(gpu, false);
+  EXPECT_EQ(t.weight_tiles.integer_dot_rows, 8u);
+  for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q5_k,
+                  DType::q6_k})
+    for (DType act : {DType::f32, DType::f16}) {
+      EXPECT_EQ(chosen(t, weights(1, 576, 768, w, act)), "wq_idot") << dtype_name(w);
+      EXPECT_EQ(chosen(t, weights(8, 576, 768, w, act)), "wq_idot") << dtype_name(w);
+    }
+  EXPECT_EQ(chosen(t, weights(9, 576, 576)), "wq_tiled");
+  EXPECT_EQ(chosen(t, weights(64, 576, 576, DType::q4_1, DType::f16)), "wq_coopmat");
+  // Weights without its kernel (bf16, float weights), a device without the feature (its kernels
+  // unsupported), a forced float path.
+  EXPECT_EQ(chosen(t, weights(1, 576, 576, DType::bf16)), "wq_gemv");
+  EXPECT_EQ(chosen(t, weights(1, 576, 576, DType::f16)), "wq_gemv");
+  const KernelSupport no_idot = [](Kernel k, DType) { return k != Kernel::matmul_wq_idot_q4_1; };
+  EXPECT_EQ(chosen(t, weights(1, 576, 576), no_idot), "wq_gemv");
+  t.forced_path = "general";
+  EXPECT_EQ(chosen(t, weights(1, 576, 576)), "wq_gemv");
+  // lavapipe-like: the texel mat-vec, unless the tuning takes integer dots for a few rows.
+  DeviceInfo cpu = made_up_cpu();
+  cpu.integer_dot_product = true;
+  MatmulTuning c = matmul_tuning_for(cpu, true);
+  EXPECT_EQ(c.weight_tiles.integer_dot_rows, 0u);
+  EXPECT_EQ(chosen(c, weights(1, 576, 576)), "wq_rows");
+  c.weight_tiles.integer_dot_rows = 4;
+  EXPECT_EQ(chosen(c, weights(1, 576, 576)), "wq_idot");
+  EXPECT_EQ(chosen(c, weights(4, 576, 576)), "wq_idot");
+  EXPECT_EQ(chosen(c, weights(5, 576, 576)), "wq_texel");
+  // Its kernel does bias and activation; linear's fusions are emitted apart.
+  c.weight_tiles.integer_dot_rows = 8;
+  EXPECT_FALSE(fused(c, with_fusions(weights(1, 576, 576), true, true, true)));
+}
+
 TEST(MatmulPaths, TheChosenKernelTakesTheFusionsItCan) {
   const MatmulTuning cpu = cpu_tuning();
   // Decoding: every fusion, with whole bindings.

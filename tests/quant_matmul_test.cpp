@@ -150,6 +150,9 @@ struct Case {
   // by up to 2^-11 relative, sqrt(K) 2^-11 |alpha| max|x| max|w| more over a row (twice that
   // allowed, for the activation's slope).
   bool weights_in_f16 = false;
+  // The kernel quantizes x to 8 bits per 32-value block (the integer-dot mat-vec): checked
+  // against the bound that allows (check_int8_x below), not the tolerance above.
+  bool int8_x = false;
 };
 
 std::string case_name(const Case& c) {
@@ -177,6 +180,65 @@ Weight case_weight(const Case& c, uint32_t seed) {
   return {make_tensor({c.n, c.k}, v, c.weight), stored(v, c.weight)};
 }
 
+double activate(Activation a, double s) {
+  return a == Activation::silu   ? silu(s)
+         : a == Activation::relu ? std::max(s, 0.0)
+         : a == Activation::gelu ? 0.5 * s * (1.0 + std::erf(s / std::sqrt(2.0)))
+                                 : s;
+}
+
+// The bound of 8-bit activations. Each block's x̂ = dx * q (|x - x̂| <= dx/2, dx = max|x_b| / 127)
+// enters every product, and the kernel computes Σ w·x̂ exactly up to fp32 rounding, so an output
+// differs from the fp64 reference of x by at most
+//   fp32 + |alpha| * slope * Σ_b dx_b / 2 * Σ_{e in b} |w_e|,
+// slope the activation's steepest (1 for none and relu, 1.1 for silu, 1.13 for gelu: 1.15), fp32
+// the float tolerance of the case (`tol`). And it must equal the fp64 reference of x̂ within fp32
+// and one rounding step (the largest dx_b |w_e|) of an element whose x / dx may sit on a
+// rounding boundary in fp32 and not in fp64 (one a row allowed, of ~1e-7 each): what tells a
+// wrong rounding or a wrong block's scale (well within the worst-case bound: a random row's
+// errors mostly cancel) from the right ones.
+void check_int8_x(const Case& c, const HostTensor& y, const std::vector<double>& want,
+                  const std::vector<double>& xs, const std::vector<double>& bs, const Weight& w,
+                  const Tolerance& tol) {
+  const double slope = c.activation == Activation::none || c.activation == Activation::relu ? 1.0 : 1.15;
+  std::vector<double> dx;
+  const std::vector<double> xq = int8_blocks(xs, dx);
+  const std::vector<float> got = y.to_f32();
+  const int64_t blocks = c.k / 32;
+  double worst_bound = 0, worst_exact = 0, max_err = 0;
+  int failures = 0;
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      double bound = 0, step = 0, sq = 0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        double wsum = 0, wmax = 0;
+        for (int64_t e = b * 32; e < b * 32 + 32; ++e) {
+          wsum += std::abs(w.values[j * c.k + e]);
+          wmax = std::max(wmax, std::abs(w.values[j * c.k + e]));
+          sq += xq[i * c.k + e] * w.values[j * c.k + e];
+        }
+        bound += dx[i * blocks + b] / 2 * wsum;
+        step = std::max(step, dx[i * blocks + b] * wmax);
+      }
+      const double scale = std::abs(c.alpha) * slope;
+      const double exact = activate(c.activation, c.alpha * sq + (c.bias ? bs[j] : 0.0));
+      const double v = got[i * c.n + j], ref = want[i * c.n + j];
+      const double fp32 = tol.atol + tol.rtol * std::abs(ref);
+      const double err = std::abs(v - ref), err_exact = std::abs(v - exact);
+      max_err = std::max(max_err, err);
+      worst_bound = std::max(worst_bound, err / (fp32 + scale * bound));
+      worst_exact = std::max(worst_exact, err_exact / (fp32 + tol.rtol * std::abs(exact) + scale * step));
+      if ((err > fp32 + scale * bound || err_exact > fp32 + tol.rtol * std::abs(exact) + scale * step) &&
+          failures++ < 3)
+        ADD_FAILURE() << case_name(c) << ": y[" << i << "," << j << "] = " << v << ", fp64 " << ref
+                      << " (bound " << fp32 + scale * bound << "), of 8-bit x " << exact
+                      << " (within " << fp32 + scale * step << ")";
+    }
+  EXPECT_EQ(failures, 0);
+  std::printf("[ int8 x   ] %-52s max abs error %.3g: %.2f of the 8-bit bound, %.2f of one step from x^\n",
+              case_name(c).c_str(), max_err, worst_bound, worst_exact);
+}
+
 // Checks case c on `device`; `kernels` (if given) receives the name of every kernel it ran.
 void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given = nullptr,
            std::vector<std::string>* kernels = nullptr) {
@@ -198,8 +260,13 @@ void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given
   if (c.bias) ex.set_input("bias", make_tensor({c.n}, bv, c.act));
   ex.run();
   const HostTensor y = ex.output("y");
-  if (kernels)
-    for (const Dispatch& d : ex.program().dispatches) kernels->push_back(d.kernel->name);
+  // The integer-dot mat-vec quantizes x to 8 bits: where it ran (forced, or taken on a device
+  // that accelerates it), its bound applies.
+  bool int8_x = c.int8_x;
+  for (const Dispatch& d : ex.program().dispatches) {
+    if (kernels) kernels->push_back(d.kernel->name);
+    int8_x |= std::string(d.kernel->name).starts_with("matmul_wq_idot");
+  }
   ASSERT_EQ(y.dtype(), c.act);
   ASSERT_EQ(y.shape(), (Shape{c.m, c.n}));
 
@@ -213,11 +280,7 @@ void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given
     for (int64_t j = 0; j < c.n; ++j) {
       double s = 0;
       for (int64_t k = 0; k < c.k; ++k) s += xs[i * c.k + k] * w.values[j * c.k + k];
-      s = c.alpha * s + (c.bias ? bs[j] : 0.0);
-      want[i * c.n + j] = c.activation == Activation::silu   ? silu(s)
-                          : c.activation == Activation::relu ? std::max(s, 0.0)
-                          : c.activation == Activation::gelu ? 0.5 * s * (1.0 + std::erf(s / std::sqrt(2.0)))
-                                                             : s;
+      want[i * c.n + j] = activate(c.activation, c.alpha * s + (c.bias ? bs[j] : 0.0));
     }
   const double scale = std::abs(c.alpha) * std::sqrt(double(c.k)) * max_x * max_w +
                        (c.bias ? max_b : 0.0);
@@ -225,6 +288,7 @@ void check(Device& device, const Case& c, uint32_t seed = 7, const Weight* given
   if (c.act == DType::f16) tol = {tol.atol + std::ldexp(1.0, -25), tol.rtol + std::ldexp(1.0, -11)};
   if (c.weights_in_f16)
     tol.atol += 2 * std::sqrt(double(c.k)) * std::ldexp(1.0, -11) * std::abs(c.alpha) * max_x * max_w;
+  if (int8_x) return check_int8_x(c, y, want, xs, bs, w, tol);
   EXPECT_TRUE(all_close(y, want, tol));
   const double err = max_abs_error(y, want);
   std::printf("[ quant mm ] %-52s max abs error %.3g (%.3g of scale %.3g; atol %.3g)\n",
@@ -332,6 +396,58 @@ TEST_F(DeviceTest, QuantizedTexelOverridesAreCheckedErrors) {
   EXPECT_EQ(w.texel_tn, 3u);
   EXPECT_EQ(w.texel_gemv_tn, 7u);
   EXPECT_EQ(w.texel_limit, 1000u);
+}
+
+// ---- The integer-dot mat-vec (shaders/matmul_wq_idot.comp): taken on devices that accelerate
+// packed 8-bit dot products, here by VKFORMER_MATMUL_INTEGER_DOT (lavapipe has the feature, not
+// the acceleration). Each case must run the weight type's integer-dot kernel and nothing else,
+// within the bound of 8-bit activations (check_int8_x).
+
+void check_idot(Device& dev, Case c, uint32_t seed = 7, const Weight* given = nullptr) {
+  c.int8_x = true;
+  std::vector<std::string> kernels;
+  check(dev, c, seed, given, &kernels);
+  ASSERT_FALSE(kernels.empty()) << case_name(c);
+  for (const std::string& k : kernels)
+    EXPECT_EQ(k, "matmul_wq_idot_" + std::string(dtype_name(c.weight)) + "_" +
+                     std::string(dtype_name(c.act)))
+        << case_name(c);
+}
+
+// Every quantized type at its golden shapes (N odd; K of 1, 3 and 18 blocks or 1, 2 and 3
+// super-blocks), one row in f32 and f16; 3 rows (one workgroup's rows, f32) and 11 (two groups
+// of 8 rows, the second partial; the dtypes taking turns by type) at one shape each, with the
+// epilogues: each (type, dtype, rows) is a pipeline lavapipe compiles, ~0.5 s each.
+TEST_F(DeviceTest, IntegerDotMatVecEveryQuantType) {
+  Device dev = open_test_device_with_env({{"VKFORMER_MATMUL_INTEGER_DOT", "16"}});
+  if (!dev.info().integer_dot_product) {  // its kernels cannot run: the other mat-vecs do
+    std::vector<std::string> kernels;
+    check(dev, {DType::q4_0, DType::f32, 1, 65, 96}, 7, nullptr, &kernels);
+    for (const std::string& k : kernels) EXPECT_EQ(k.find("idot"), std::string::npos) << k;
+    return;
+  }
+  size_t turn = 0;
+  for (DType t : kQuantTypes) {
+    const auto& shapes = shapes_for(t);
+    for (auto [n, k] : shapes) check_idot(dev, {t, DType::f32, 1, n, k});
+    check_idot(dev, {t, DType::f16, 1, shapes[2].first, shapes[2].second, true});
+    check_idot(dev, {t, DType::f32, 3, shapes[1].first, shapes[1].second, true, 0.5f, Activation::silu});
+    const DType act = turn++ % 2 ? DType::f16 : DType::f32;
+    check_idot(dev, {t, act, 11, shapes[2].first, shapes[2].second, act == DType::f32, -2.0f,
+                     Activation::relu});
+  }
+}
+
+// K past one pass of the kernel's shared memory (72 blocks: passes of 64 and 8), on random
+// blocks with model-like scales, one and five rows, bias and gelu.
+TEST_F(DeviceTest, IntegerDotMatVecLongRows) {
+  Device dev = open_test_device_with_env({{"VKFORMER_MATMUL_INTEGER_DOT", "8"}});
+  if (!dev.info().integer_dot_product) return;  // IntegerDotMatVecEveryQuantType checks the choice
+  for (DType t : {DType::q4_0, DType::q8_0, DType::q6_k, DType::q5_k}) {
+    const Weight w = random_weight(t, 37, 2304, 9);
+    for (int64_t m : {1, 5})
+      check_idot(dev, {t, DType::f32, m, 37, 2304, true, 1.0f, Activation::gelu}, 3, &w);
+  }
 }
 
 // Unquantized weights in the other float dtype: f16 weights under f32 activations and f32

@@ -1,5 +1,6 @@
 #include "test_util.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -71,6 +72,37 @@ WeightMatrix random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
   const std::vector<float> v = w.raw.to_f32();
   w.values.assign(v.begin(), v.end());
   return w;
+}
+
+std::vector<double> int8_blocks(const std::vector<double>& x, std::vector<double>& scales) {
+  std::vector<double> out(x.size());
+  scales.assign(x.size() / 32, 0.0);
+  for (size_t b = 0; b < scales.size(); ++b) {
+    double amax = 0;
+    for (size_t e = 0; e < 32; ++e) amax = std::max(amax, std::abs(x[b * 32 + e]));
+    const double d = amax / 127;
+    scales[b] = d;
+    for (size_t e = 0; e < 32; ++e) out[b * 32 + e] = d > 0 ? d * std::round(x[b * 32 + e] / d) : 0.0;
+  }
+  return out;
+}
+
+double int8_activation_bound(const std::vector<double>& x, const std::vector<double>& w, int64_t m,
+                             int64_t n, int64_t k) {
+  std::vector<double> dx;
+  int8_blocks(x, dx);
+  double worst = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double bound = 0;
+      for (int64_t b = 0; b < k / 32; ++b) {
+        double wsum = 0;
+        for (int64_t e = b * 32; e < b * 32 + 32; ++e) wsum += std::abs(w[j * k + e]);
+        bound += dx[i * (k / 32) + b] / 2 * wsum;
+      }
+      worst = std::max(worst, bound);
+    }
+  return worst;
 }
 
 Tolerance default_tolerance(DType dtype) {

@@ -35,6 +35,14 @@ struct WeightMatrix {
 // for a float type.
 WeightMatrix random_weight(DType t, int64_t n, int64_t k, uint32_t seed);
 
+// Rows of x quantized per block of 32 values as the integer-dot kernels do (ggml's q8_1): dx =
+// max|x_b| / 127, x̂ = dx * round(x / dx); each block's dx in `scales`.
+std::vector<double> int8_blocks(const std::vector<double>& x, std::vector<double>& scales);
+// The most that x's 8-bit rounding (|x - x̂| <= dx/2) moves an output of x [m, k] · w [n, k]ᵀ:
+// the largest Σ_b dx_b / 2 * Σ_{e in b} |w_e| over the outputs (before alpha and activation).
+double int8_activation_bound(const std::vector<double>& x, const std::vector<double>& w, int64_t m,
+                             int64_t n, int64_t k);
+
 struct Tolerance {
   double atol;
   double rtol;

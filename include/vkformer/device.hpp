@@ -39,6 +39,14 @@ struct DeviceInfo {
   bool subgroup_shuffle = false;     // subgroupShuffle in compute shaders
   bool fp16_arithmetic = false;      // shaderFloat16
   bool storage_16bit = false;        // storageBuffer16BitAccess
+  // VK_KHR_shader_integer_dot_product (core in Vulkan 1.3): shaderIntegerDotProduct, and whether
+  // the device accelerates dot products of four 8-bit integers packed in 32 bits
+  // (integerDotProduct4x8BitPacked{Signed,Unsigned,MixedSignedness}Accelerated). CPU drivers
+  // (lavapipe) offer the feature and accelerate none of them.
+  bool integer_dot_product = false;
+  bool integer_dot_4x8_packed_signed_accelerated = false;
+  bool integer_dot_4x8_packed_unsigned_accelerated = false;
+  bool integer_dot_4x8_packed_mixed_accelerated = false;
   uint32_t shared_memory_bytes = 0;  // maxComputeSharedMemorySize
   uint64_t max_storage_buffer_range = 0;
   uint64_t max_memory_allocation_size = 0;

@@ -17,6 +17,7 @@ constexpr uint32_t subgroup_arith = 1u << 2;  // subgroup arithmetic in compute
 constexpr uint32_t coopmat_nv = 1u << 3;      // VK_NV_cooperative_matrix
 constexpr uint32_t coopmat_khr = 1u << 4;     // VK_KHR_cooperative_matrix
 constexpr uint32_t subgroup_shuffle = 1u << 5;  // subgroup shuffles in compute
+constexpr uint32_t integer_dot = 1u << 6;  // VK_KHR_shader_integer_dot_product (shaderIntegerDotProduct)
 }  // namespace Feature
 
 struct VariantEntry {

@@ -7,6 +7,7 @@
 // Every weight kernel is a family with one variant per weight dtype (vkf_weight_kernels in
 // shaders/kernels.cmake, found with weight_kernel(family, dtype)).
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -215,6 +216,68 @@ void rows_tunables(std::vector<Tunable>& list) {
       {.field = [](Tuning& u) -> uint32_t& { return u.matmul.weight_tiles.texel_rows_max_rounds; },
        .applies = texel_taken,
        .others = {16, 32, 64, 96}}));
+}
+
+// ---- wq_idot: shaders/matmul_wq_idot.comp, the mat-vec of a few rows on integer dot products
+// (VK_KHR_shader_integer_dot_product, REQUIRES integer_dot): each workgroup quantizes its rows of
+// x to 8 bits per 32-value block in shared memory and dots them with the weight's raw quantized
+// values, four 8-bit lanes at a time; bias and activation in its epilogue.
+
+// Its tiling, constants of the path: 16 lanes per output on a workgroup of up to 128, up to 8
+// rows of x at once (one read of the weight for all of them), and 64 blocks of K per pass, fewer
+// where the device's shared memory does not hold them (not fewer for short rows: one pipeline
+// for every K).
+struct IdotTiling {
+  uint32_t workgroup, lanes, rows, chunk;
+  uint64_t shared_bytes() const {  // the shader's xq, xd, xs and red
+    return uint64_t(rows) * chunk * (8 * 4 + 4 + 8) + uint64_t(rows) * workgroup * 4;
+  }
+};
+IdotTiling idot_tiling(const DeviceInfo& info, uint64_t m) {
+  IdotTiling t;
+  t.workgroup = std::min<uint32_t>({128, info.max_workgroup_invocations, info.max_workgroup_size[0]});
+  t.workgroup = 1u << (31 - std::countl_zero(t.workgroup));  // a power of 2
+  t.lanes = std::min<uint32_t>(16, t.workgroup);
+  t.rows = static_cast<uint32_t>(std::min<uint64_t>(m, 8));
+  t.chunk = 64;
+  while (t.shared_bytes() > info.shared_memory_bytes && t.chunk > 1) t.chunk /= 2;
+  return t;
+}
+
+bool idot_can(const MatmulQuery& q) {
+  const std::optional<Kernel> kernel = kernel_of(WeightKernel::matmul_wq_idot, q);
+  return kernel && q.supported(*kernel, q.problem.dtype);
+}
+// Products of up to integer_dot_rows rows (the tuning: 8 where the device reports packed 8-bit
+// dot products accelerated, 0 elsewhere, so lavapipe never takes it unless told), and not where
+// VKFORMER_MATMUL_PATH forces a float path.
+bool idot_takes(const MatmulQuery& q) {
+  return !q.tuning.forced_path && q.problem.m <= q.tuning.weight_tiles.integer_dot_rows;
+}
+
+void idot_emit(Lowering& l, const MatmulEmit& e) {
+  const MatmulProblem& p = e.query.problem;
+  const IdotTiling t = idot_tiling(l.info(), e.push.m);
+  if (t.shared_bytes() > l.info().shared_memory_bytes)
+    bug(l, "integer-dot mat-vec needs " + std::to_string(t.shared_bytes()) + " bytes of shared memory");
+  dispatch_tiles(l, *kernel_of(WeightKernel::matmul_wq_idot, e.query), p.dtype, first_operands(e, 4),
+                 e.push, ceil_div(e.push.n, t.workgroup / t.lanes), ceil_div(e.push.m, t.rows), 1,
+                 {t.workgroup, t.lanes, flag(p.bias), activation_id(p), t.rows, t.chunk});
+}
+
+// Up to how many rows products take it (0: never), on devices with the feature.
+void idot_tunables(std::vector<Tunable>& list) {
+  list.push_back(integer_tunable(
+      {.id = "matmul.wq_idot.rows",
+       .env = "VKFORMER_MATMUL_INTEGER_DOT",
+       .description = "quantized-weight mat-vec on 8-bit integer dot products: up to how many "
+                      "rows (0: never)",
+       .ops = {TuneOp::linear_quantized},
+       .measures = [](const TuneShape& s) { return s.m <= 8; }},
+      {.field = [](Tuning& u) -> uint32_t& { return u.matmul.weight_tiles.integer_dot_rows; },
+       .applies = [](const Tuning&) { return true; },
+       .others = {0, 1, 4, 8},
+       .fits = [](const DeviceInfo& info, uint32_t) { return info.integer_dot_product; }}));
 }
 
 // ---- wq_coopmat: shaders/matmul_coopmat.comp with WEIGHTS (matmul_wq_coopmat_*, one family per
@@ -427,6 +490,8 @@ void tiled_tunables(std::vector<Tunable>& list) {
 // VK_KHR_shader_integer_dot_product) declares it with REQUIRES in shaders/kernels.cmake, so that
 // `q.supported` is false where the device lacks it, and goes before the paths it should beat.
 const MatmulPathEntry kWeightPaths[] = {
+    {.name = "wq_idot", .can = idot_can, .takes = idot_takes, .emit = idot_emit,
+     .tunables = idot_tunables},
     {.name = "wq_rows", .can = rows_can, .fuses = vec_fuses, .emit = rows_emit,
      .tunables = rows_tunables},
     {.name = "wq_vec", .can = vec_can, .fuses = vec_fuses, .emit = vec_emit,

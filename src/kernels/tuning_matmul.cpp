@@ -190,6 +190,7 @@ MatmulWeightTiles weight_tiles_for(const DeviceInfo& info, bool cpu_device) {
   w.gemv_workgroup = std::min<uint32_t>({w.gemv_workgroup, info.max_workgroup_invocations,
                                          info.max_workgroup_size[0]});
   w.gemv_lanes = std::min(w.gemv_lanes, w.gemv_workgroup);
+  w.integer_dot_rows = info.integer_dot_product && info.integer_dot_4x8_packed_signed_accelerated ? 8 : 0;
   return w;
 }
 
@@ -292,6 +293,13 @@ void weight_texel_limit_from_env(MatmulWeightTiles* w) {
     w->texel_gemv_stream_bytes = static_cast<uint64_t>(*bytes);
 }
 
+// VKFORMER_MATMUL_INTEGER_DOT=rows: products of up to this many rows take the integer-dot paths
+// (0: none), on any device with the feature (tests run them on lavapipe this way).
+void integer_dot_from_env(MatmulWeightTiles* w) {
+  if (auto rows = vk::env_number("VKFORMER_MATMUL_INTEGER_DOT", 0, 64))
+    w->integer_dot_rows = static_cast<uint32_t>(*rows);
+}
+
 }  // namespace
 
 const std::vector<CoopmatConfig>& coopmat_configs() {
@@ -337,6 +345,7 @@ MatmulTuning matmul_tuning_for(const DeviceInfo& info, bool cpu_device) {
   t.weight_tiles.texel = t.weight_tiles.texel && t.texel_tiles.subgroup > 0;
   weight_texel_from_env(&t.weight_tiles);
   weight_texel_limit_from_env(&t.weight_tiles);
+  integer_dot_from_env(&t.weight_tiles);
   texel_tiles_from_env(&t.texel_tiles);
   t.forced_path = path_from_env();
   t.forced_splits = splits_from_env();

@@ -137,6 +137,12 @@ struct MatmulWeightTiles {
   // Texels a view may hold, below the device's maxTexelBufferElements (0: that limit);
   // VKFORMER_MATMUL_WQ_TEXEL_LIMIT lowers it so tests reach the storage-buffer fallback.
   uint64_t texel_limit = 0;
+  // Integer dot products (VK_KHR_shader_integer_dot_product): products of up to this many rows
+  // quantize the activations to 8 bits and take a path on packed 8-bit dot products (the weight
+  // paths that need Feature::integer_dot). 8 where the device reports them accelerated
+  // (integerDotProduct4x8BitPackedSignedAccelerated), 0 elsewhere: lavapipe offers the feature
+  // and emulates it. VKFORMER_MATMUL_INTEGER_DOT=rows and `vkformer tune` change it.
+  uint32_t integer_dot_rows = 0;
   uint64_t invocations() const { return uint64_t(bm / tm) * (bn / tn); }
   uint64_t shared_bytes() const { return shared_memory ? 32 * (uint64_t(bm) + bn + 2) * 4 : 8; }
 };

@@ -48,6 +48,17 @@ DeviceCore::DeviceCore(std::shared_ptr<Instance> instance, PhysicalDevice physic
     tail = &f16.pNext;
     float16 = true;
   }
+  // Integer dot products (1.3 or KHR): kernels that REQUIRE integer_dot run only where enabled.
+  VkPhysicalDeviceShaderIntegerDotProductFeatures integer_dot_features{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  if (info.integer_dot_product) {
+    if (physical_.api_version < VK_API_VERSION_1_3)
+      extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    integer_dot_features.shaderIntegerDotProduct = VK_TRUE;
+    *tail = &integer_dot_features;
+    tail = &integer_dot_features.pNext;
+    integer_dot = true;
+  }
   // Cooperative matrices: VK_KHR_cooperative_matrix where the device has it, NV only where KHR
   // is absent (the kernels ask src/vk/coopmat.cpp which one is on). GLSL's cooperative-matrix
   // loads and stores use the Vulkan memory model (glslang declares the VulkanMemoryModel

@@ -43,6 +43,7 @@ class DeviceCore {
   bool float16 = false;
   bool coopmat_nv = false;
   bool coopmat_khr = false;
+  bool integer_dot = false;  // VK_KHR_shader_integer_dot_product's shaderIntegerDotProduct
 
  private:
   std::shared_ptr<Instance> instance_;

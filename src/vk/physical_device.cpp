@@ -178,6 +178,15 @@ PhysicalDevice query_physical_device(VkInstance instance, VkPhysicalDevice handl
     *tail = &amd_core;
     tail = &amd_core.pNext;
   }
+  // Integer dot products (1.3 or KHR): which packed 8-bit forms run accelerated.
+  const bool has_integer_dot =
+      v13 || pd.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  VkPhysicalDeviceShaderIntegerDotProductProperties dot_props{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  if (has_integer_dot) {
+    *tail = &dot_props;
+    tail = &dot_props.pNext;
+  }
   vkGetPhysicalDeviceProperties2(handle, &props);
 
   // Features chain: 16-bit storage (1.1), float16 (1.2 or KHR).
@@ -186,9 +195,16 @@ PhysicalDevice query_physical_device(VkInstance instance, VkPhysicalDevice handl
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features f16{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot_feats{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   feats.pNext = &storage16;
+  void** feats_tail = &storage16.pNext;
   bool has_f16 = v12 || pd.has_extension(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
-  if (has_f16) storage16.pNext = &f16;
+  if (has_f16) {
+    *feats_tail = &f16;
+    feats_tail = &f16.pNext;
+  }
+  if (has_integer_dot) *feats_tail = &dot_feats;
   vkGetPhysicalDeviceFeatures2(handle, &feats);
 
   VkPhysicalDeviceMemoryProperties mem{};
@@ -236,6 +252,13 @@ PhysicalDevice query_physical_device(VkInstance instance, VkPhysicalDevice handl
                        (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   d.fp16_arithmetic = has_f16 && f16.shaderFloat16;
   d.storage_16bit = storage16.storageBuffer16BitAccess;
+  d.integer_dot_product = has_integer_dot && dot_feats.shaderIntegerDotProduct;
+  d.integer_dot_4x8_packed_signed_accelerated =
+      d.integer_dot_product && dot_props.integerDotProduct4x8BitPackedSignedAccelerated;
+  d.integer_dot_4x8_packed_unsigned_accelerated =
+      d.integer_dot_product && dot_props.integerDotProduct4x8BitPackedUnsignedAccelerated;
+  d.integer_dot_4x8_packed_mixed_accelerated =
+      d.integer_dot_product && dot_props.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   d.shared_memory_bytes = p.limits.maxComputeSharedMemorySize;
   d.max_storage_buffer_range = p.limits.maxStorageBufferRange;
   d.min_storage_buffer_offset_alignment =

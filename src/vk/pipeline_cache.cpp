@@ -36,6 +36,7 @@ static std::string missing_features(const kernels::VariantEntry& v, const Device
   need(Feature::subgroup_shuffle, core.info().subgroup_shuffle, "subgroup shuffles");
   need(Feature::coopmat_nv, core.coopmat_nv, "VK_NV_cooperative_matrix");
   need(Feature::coopmat_khr, core.coopmat_khr, "VK_KHR_cooperative_matrix");
+  need(Feature::integer_dot, core.integer_dot, "VK_KHR_shader_integer_dot_product");
   return s;
 }
 

@@ -96,6 +96,13 @@ void print_text(const std::vector<DeviceInfo>& devices, const Selection& sel) {
     row("subgroup shuffle", yes_no(d.subgroup_shuffle));
     row("fp16 arithmetic", yes_no(d.fp16_arithmetic));
     row("16-bit storage", yes_no(d.storage_16bit));
+    row("integer dot product",
+        d.integer_dot_product
+            ? std::string("yes; 4x8-bit packed accelerated: signed ") +
+                  yes_no(d.integer_dot_4x8_packed_signed_accelerated) + ", unsigned " +
+                  yes_no(d.integer_dot_4x8_packed_unsigned_accelerated) + ", mixed " +
+                  yes_no(d.integer_dot_4x8_packed_mixed_accelerated)
+            : std::string("no"));
     row("shared memory", bytes_with_exact(d.shared_memory_bytes));
     row("maxStorageBufferRange", bytes_with_exact(d.max_storage_buffer_range));
     row("maxMemoryAllocationSize", bytes_with_exact(d.max_memory_allocation_size));
@@ -152,6 +159,11 @@ nlohmann::ordered_json device_json(const DeviceInfo& d, bool chosen) {
   j["subgroup_arithmetic"] = d.subgroup_arithmetic;
   j["fp16_arithmetic"] = d.fp16_arithmetic;
   j["storage_16bit"] = d.storage_16bit;
+  j["integer_dot_product"] = d.integer_dot_product;
+  j["integer_dot_4x8_packed_accelerated"] = {
+      {"signed", d.integer_dot_4x8_packed_signed_accelerated},
+      {"unsigned", d.integer_dot_4x8_packed_unsigned_accelerated},
+      {"mixed", d.integer_dot_4x8_packed_mixed_accelerated}};
   j["shared_memory_bytes"] = d.shared_memory_bytes;
   j["max_storage_buffer_range"] = d.max_storage_buffer_range;
   j["max_memory_allocation_size"] = d.max_memory_allocation_size;
