@@ -128,11 +128,10 @@ TEST(MatmulPaths, GpuWeightsTakeCooperativeMatricesForF16Prompts) {
   EXPECT_EQ(chosen(t, weights(64, 576, 576, DType::q4_1, DType::f16)), "wq_coopmat");
 }
 
-// The integer-dot mat-vec (wq_idot) where the device accelerates packed 8-bit dot products:
-// products of up to 8 rows of every quantized type, before the mat-vec and tiled kernels; never
-// on a device that has the feature without the acceleration (lavapipe), unless the tuning says
-// (VKFORMER_MATMUL_INTEGER_DOT, `vkformer tune`); never where its kernel cannot run here or a
-// float path is forced.
+// The integer-dot mat-vec (wq_idot) where the tuning takes it (VKFORMER_MATMUL_INTEGER_DOT,
+// `vkformer tune`; off by default until a GPU has measured it): products of up to its rows of every
+// quantized type, before the mat-vec and tiled kernels; never where its kernel cannot run here or
+// a float path is forced.
 TEST(MatmulPaths, IntegerDotMatVecWhereTheDeviceAcceleratesIt) {
   DeviceInfo gpu = made_up_nv_gpu({{16, 16, 16, "f16", "f16", "f32", "f32"}});
   gpu.integer_dot_product = true;
@@ -140,7 +139,9 @@ TEST(MatmulPaths, IntegerDotMatVecWhereTheDeviceAcceleratesIt) {
   EXPECT_EQ(chosen(matmul_tuning_for(gpu, false), weights(1, 576, 576)), "wq_gemv");
   gpu.integer_dot_4x8_packed_signed_accelerated = true;
   MatmulTuning t = matmul_tuning_for(gpu, false);
-  EXPECT_EQ(t.weight_tiles.integer_dot_rows, 8u);
+  EXPECT_EQ(t.weight_tiles.integer_dot_rows, 0u);  // off until a GPU run has measured it
+  EXPECT_EQ(chosen(t, weights(1, 576, 576)), "wq_gemv");
+  t.weight_tiles.integer_dot_rows = 8;  // as `vkformer tune` sets it where it is faster
   for (DType w : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q4_k, DType::q5_k,
                   DType::q6_k})
     for (DType act : {DType::f32, DType::f16}) {

@@ -190,7 +190,11 @@ MatmulWeightTiles weight_tiles_for(const DeviceInfo& info, bool cpu_device) {
   w.gemv_workgroup = std::min<uint32_t>({w.gemv_workgroup, info.max_workgroup_invocations,
                                          info.max_workgroup_size[0]});
   w.gemv_lanes = std::min(w.gemv_lanes, w.gemv_workgroup);
-  w.integer_dot_rows = info.integer_dot_product && info.integer_dot_4x8_packed_signed_accelerated ? 8 : 0;
+  // The integer-dot mat-vec (wq_idot) is off until a GPU run has measured it: it changes the
+  // numerics (8-bit activations) and does not take linear's fusions, so a decoding layer would
+  // get more dispatches than with wq_gemv. `vkformer tune` (matmul.wq_idot.rows) and
+  // VKFORMER_MATMUL_INTEGER_DOT turn it on where a device measures it faster.
+  w.integer_dot_rows = 0;
   return w;
 }
 
