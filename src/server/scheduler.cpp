@@ -40,10 +40,11 @@ struct Scheduler::Sequence {
   size_t remaining() const { return job->request.prompt.size() - prompt_done; }
 };
 
-Scheduler::Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
-                     RequestMetrics& request_metrics, bool context_shift, const SpeculativeOptions& speculative)
-    : slots_(std::move(slots)), reload_(std::move(reload)), max_queue_(max_queue), metrics_(metrics),
-      request_metrics_(request_metrics), context_shift_(context_shift), speculative_(speculative) {
+Scheduler::Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, const SchedulerOptions& options,
+                     Metrics& metrics, RequestMetrics& request_metrics)
+    : slots_(std::move(slots)), reload_(std::move(reload)), max_queue_(options.max_queue), metrics_(metrics),
+      request_metrics_(request_metrics), context_shift_(options.context_shift), speculative_(options.speculative),
+      gather_(options.gather) {
   active_.resize(static_cast<size_t>(slots_->count()));
   cache_.resize(static_cast<size_t>(slots_->count()));
   thread_ = std::thread([this] { loop(); });
@@ -134,6 +135,14 @@ void Scheduler::loop() {
         continue;
       }
       if (!lost() && idle()) continue;  // the deadline came with nothing left
+      // From idle, the rest of a burst: until `gather_` after its first request, or a request
+      // for every free slot (every slot is free here).
+      const bool empty_slots = std::none_of(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; });
+      if (gather_.count() > 0 && empty_slots && !queue_.empty() && slots_ && !lost()) {
+        wake_.wait_until(lock, queue_.front()->created + gather_,
+                         [&] { return stopping_ || queue_.size() >= active_.size(); });
+        if (stopping_) return;
+      }
     }
     if (!slots_ || slots_->device_lost()) {
       if (slots_) lose_device("the device was lost (another of its users found it)");
