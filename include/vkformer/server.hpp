@@ -81,8 +81,9 @@ struct ServerOptions {
   // device, where a step costs about its rows (a decoding sequence waits at most a 128-row step
   // for its next token), 512 on a GPU, where rows up to that are nearly free.
   int64_t batch_tokens = 0;
-  // With no sequence in a slot, how long the first step waits after a request for more of the
-  // same burst, so that they share it (less once every free slot has one); 0: never.
+  // With no sequence in a slot, how long the first step waits after the latest request for
+  // another of the same burst, so that they share it (at most 4 times this after the first; less
+  // once every free slot has one); 0: never.
   int batch_window_ms = 5;
   int shutdown_grace_s = 20;         // shutdown(): how long in-flight requests may take to finish
   bool verbose = false;              // a line on stderr per answered completion: where its time went

@@ -13,6 +13,9 @@
 namespace vkformer::server {
 
 namespace {
+// A burst's gathering ends `gather` after its latest request, at most this many after its first.
+constexpr int kGatherSpans = 4;
+
 double seconds_since(Scheduler::Clock::time_point t) {
   return std::chrono::duration<double>(Scheduler::Clock::now() - t).count();
 }
@@ -135,13 +138,19 @@ void Scheduler::loop() {
         continue;
       }
       if (!lost() && idle()) continue;  // the deadline came with nothing left
-      // From idle, the rest of a burst: until `gather_` after its first request, or a request
-      // for every free slot (every slot is free here).
+      // From idle, the rest of a burst: until `gather_` passes without a new request (at most
+      // kGatherSpans windows after the first), or a request for every free slot (every slot is
+      // free here).
       const bool empty_slots = std::none_of(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; });
       if (gather_.count() > 0 && empty_slots && !queue_.empty() && slots_ && !lost()) {
-        wake_.wait_until(lock, queue_.front()->created + gather_,
-                         [&] { return stopping_ || queue_.size() >= active_.size(); });
-        if (stopping_) return;
+        const Clock::time_point last_call = queue_.front()->created + kGatherSpans * gather_;
+        for (;;) {
+          if (stopping_) return;
+          if (queue_.size() >= active_.size()) break;
+          const Clock::time_point until = std::min(queue_.back()->created + gather_, last_call);
+          if (Clock::now() >= until) break;
+          wake_.wait_until(lock, until);
+        }
       }
     }
     if (!slots_ || slots_->device_lost()) {

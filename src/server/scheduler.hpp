@@ -33,9 +33,10 @@
 //
 // Gathering a burst (SchedulerOptions::gather): the requests of a burst reach the queue a few ms
 // apart (each its own connection, parse and tokenization). A server with no sequence in a slot
-// does not start a step for the first one at once: it waits until `gather` after it (or until
-// the queue holds a request for every free slot), so that the burst's prompts share the first
-// step instead of the first running alone while the others queue behind it. Only from idle: a
+// does not start a step for the first one at once: it waits until `gather` passes without a new
+// request (at most 4 x `gather` after the first; or until the queue holds a request for every
+// free slot), so that the burst's prompts share the first step instead of the first running
+// alone while the others queue behind it. Only from idle: a
 // request that arrives while sequences decode joins the next step without waiting, and their
 // steps never wait.
 //
@@ -71,8 +72,8 @@ struct SchedulerOptions {
   size_t max_queue = 64;       // requests waiting for a slot; more are refused (503 queue_full)
   bool context_shift = false;  // --context-shift
   SpeculativeOptions speculative;  // --spec: mode off, ngram or draft (the slots' draft model)
-  // From idle, how long the first step waits for more of a burst after its first request (0: it
-  // starts at once); --batch-window.
+  // From idle, how long the first step waits for another request of a burst after the latest
+  // (at most 4 times this after the first; 0: it starts at once); --batch-window.
   std::chrono::microseconds gather{0};
 };
 

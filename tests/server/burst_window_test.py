@@ -6,7 +6,9 @@ Checked through /metrics' step and row counters, not by timing:
     (steps +1, prompt rows +4 x 6, no decode row); (that batching leaves texts unchanged is
     serve_batching's check, whose bursts the default window gathers too);
   - a request arriving while another sequence decodes does not wait for the window: it is
-    answered while the long stream still decodes (the window is 10 s, the stream ~1 s).
+    answered while the long stream still decodes (the window is 10 s, the stream ~1 s);
+  - the window runs from the latest request: with a 4 s window, 4 requests 1.5 s apart share
+    one step.
 Usage: burst_window_test.py VKFORMER TINY_DIR"""
 import concurrent.futures
 import os
@@ -92,6 +94,31 @@ try:
     c.check(still_decoding, "the long stream had ended before the late request was answered: no sequence decoded")
     c.check(late[1] == 1, "the late request generated its token")
     c.check(late_wait < 8, "the late request waited %.1f s: the window held a step while a sequence decoded" % late_wait)
+    server.stop()
+finally:
+    server.kill()
+
+# The window runs from the latest request: 4 requests 1.5 s apart with a 4 s window share one
+# step, though the 4th comes 4.5 s after the first (a window counted from the first alone would
+# have run the first 3 at 4 s, and the 4th after them).
+server = Server(vkformer, ["--model", gguf_path, "--ctx", "128", "--parallel", "4", "--batch-tokens", "64",
+                           "--batch-window", "4000", "--model-name", "tiny"])
+try:
+    before = counters(server)
+    start = time.monotonic()
+
+    def spaced(i):
+        time.sleep(max(0.0, start + 1.5 * i - time.monotonic()))
+        return complete(server.base, i)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        spaced_replies = list(pool.map(spaced, range(4), timeout=120))
+    steps, decode_rows, prompt_rows = (a - b for a, b in zip(counters(server), before))
+    print("4 requests 1.5 s apart, a 4 s window: %d steps, %d prompt rows, %d decode rows"
+          % (steps, prompt_rows, decode_rows))
+    c.check(all(n == 1 for _, n in spaced_replies), "each spaced request generated its one token")
+    c.check(steps == 1 and prompt_rows == 24, "the 4 spaced prompts ran in %d steps (%d prompt rows), not one"
+            % (steps, prompt_rows))
     server.stop()
 finally:
     server.kill()
