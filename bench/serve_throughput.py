@@ -203,7 +203,16 @@ def stage_totals(url):
     for m in re.finditer(r'^vkformer_request_stage_seconds_(sum|count)\{stage="(\w+)"\} (\S+)$', text, re.M):
         sums = out.setdefault(m.group(2), [0.0, 0.0])
         sums[0 if m.group(1) == "sum" else 1] = float(m.group(3))
-    return out or None
+    if not out:
+        return None
+    # The scheduler's counters: steps, their rows by kind and their seconds.
+    for name, key in (("vkformer_scheduler_steps_total", "steps"), ("vkformer_scheduler_step_seconds_total", "step_seconds"),
+                      ('vkformer_scheduler_rows_total{kind="decode"}', "decode_rows"),
+                      ('vkformer_scheduler_rows_total{kind="prompt"}', "prompt_rows")):
+        m = re.search("^" + re.escape(name) + r" (\S+)$", text, re.M)
+        if m:
+            out["scheduler"] = dict(out.get("scheduler", {}), **{key: float(m.group(1))})
+    return out
 
 
 def stage_means(before, after):
@@ -211,11 +220,23 @@ def stage_means(before, after):
     if not before or not after:
         return None
     means = {}
-    for stage, (s1, n1) in after.items():
+    for stage, v in after.items():
+        if stage == "scheduler":
+            continue
+        s1, n1 = v
         s0, n0 = before.get(stage, (0.0, 0.0))
         if n1 > n0:
             means[stage] = round((s1 - s0) / (n1 - n0), 3)
     return means
+
+
+def scheduler_counts(before, after):
+    """What vkformer's scheduler ran between two stage_totals(): steps, decode and prompt rows,
+    step seconds."""
+    if not before or not after or "scheduler" not in after:
+        return None
+    b = before.get("scheduler", {})
+    return {k: round(v - b.get(k, 0.0), 3) for k, v in after["scheduler"].items()}
 
 
 def free_port():
@@ -318,9 +339,11 @@ def main():
                     else:
                         r[m] = {"lone": mode_lone, "burst": mode_burst, "late": mode_late,
                                 "throughput": mode_throughput}[m](url, a.model_name, a, rnd)
-                    stages = stage_means(stages_before, stage_totals(url))
+                    stages_after = stage_totals(url)
+                    stages = stage_means(stages_before, stages_after)
                     if stages:
                         r[m]["stage_means_s"] = stages  # where vkformer's requests spent their time
+                        r[m]["scheduler"] = scheduler_counts(stages_before, stages_after)
                     sys.stderr.write("round %d %s %s: %.1f s\n" % (rnd + 1, name, m, time.monotonic() - t0))
                 r["loadavg_after"] = loadavg()
                 if "lone" in r and "burst" in r:

@@ -77,10 +77,14 @@ struct ServerOptions {
   int max_embedding_inputs = 256;    // texts per /v1/embeddings request
   std::string model_name;            // the id /v1/models lists; empty: the file's stem
   std::string chat_template;         // a prompt format by name (ChatTemplate::names()); empty: the file's
-  // Tokens one scheduler step carries (decoding and prompt rows), >= parallel; 0: 64 on a CPU
-  // device, where a step costs about its rows (smaller steps answer a burst's first requests
-  // sooner), 512 on a GPU, where rows up to that are nearly free.
+  // Tokens one scheduler step carries (decoding and prompt rows), >= parallel; 0: 128 on a CPU
+  // device, where a step costs about its rows (a decoding sequence waits at most a 128-row step
+  // for its next token), 512 on a GPU, where rows up to that are nearly free.
   int64_t batch_tokens = 0;
+  // With no sequence in a slot, how long the first step waits after the latest request for
+  // another of the same burst, so that they share it (at most 4 times this after the first; less
+  // once every free slot has one); 0: never.
+  int batch_window_ms = 5;
   int shutdown_grace_s = 20;         // shutdown(): how long in-flight requests may take to finish
   bool verbose = false;              // a line on stderr per answered completion: where its time went
   // Called by start() once the port is bound, before the models load (stderr's "loading" line).

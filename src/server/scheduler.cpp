@@ -13,6 +13,9 @@
 namespace vkformer::server {
 
 namespace {
+// A burst's gathering ends `gather` after its latest request, at most this many after its first.
+constexpr int kGatherSpans = 4;
+
 double seconds_since(Scheduler::Clock::time_point t) {
   return std::chrono::duration<double>(Scheduler::Clock::now() - t).count();
 }
@@ -40,10 +43,11 @@ struct Scheduler::Sequence {
   size_t remaining() const { return job->request.prompt.size() - prompt_done; }
 };
 
-Scheduler::Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
-                     RequestMetrics& request_metrics, bool context_shift, const SpeculativeOptions& speculative)
-    : slots_(std::move(slots)), reload_(std::move(reload)), max_queue_(max_queue), metrics_(metrics),
-      request_metrics_(request_metrics), context_shift_(context_shift), speculative_(speculative) {
+Scheduler::Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, const SchedulerOptions& options,
+                     Metrics& metrics, RequestMetrics& request_metrics)
+    : slots_(std::move(slots)), reload_(std::move(reload)), max_queue_(options.max_queue), metrics_(metrics),
+      request_metrics_(request_metrics), context_shift_(options.context_shift), speculative_(options.speculative),
+      gather_(options.gather) {
   active_.resize(static_cast<size_t>(slots_->count()));
   cache_.resize(static_cast<size_t>(slots_->count()));
   thread_ = std::thread([this] { loop(); });
@@ -134,6 +138,20 @@ void Scheduler::loop() {
         continue;
       }
       if (!lost() && idle()) continue;  // the deadline came with nothing left
+      // From idle, the rest of a burst: until `gather_` passes without a new request (at most
+      // kGatherSpans windows after the first), or a request for every free slot (every slot is
+      // free here).
+      const bool empty_slots = std::none_of(active_.begin(), active_.end(), [](auto& s) { return s != nullptr; });
+      if (gather_.count() > 0 && empty_slots && !queue_.empty() && slots_ && !lost()) {
+        const Clock::time_point last_call = queue_.front()->created + kGatherSpans * gather_;
+        for (;;) {
+          if (stopping_) return;
+          if (queue_.size() >= active_.size()) break;
+          const Clock::time_point until = std::min(queue_.back()->created + gather_, last_call);
+          if (Clock::now() >= until) break;
+          wake_.wait_until(lock, until);
+        }
+      }
     }
     if (!slots_ || slots_->device_lost()) {
       if (slots_) lose_device("the device was lost (another of its users found it)");

@@ -31,6 +31,15 @@
 // its slot at the next step); beyond the slots they wait in a bounded queue. A sequence's tokens
 // depend only on its own slot, so batching never changes them.
 //
+// Gathering a burst (SchedulerOptions::gather): the requests of a burst reach the queue a few ms
+// apart (each its own connection, parse and tokenization). A server with no sequence in a slot
+// does not start a step for the first one at once: it waits until `gather` passes without a new
+// request (at most 4 x `gather` after the first; or until the queue holds a request for every
+// free slot), so that the burst's prompts share the first step instead of the first running
+// alone while the others queue behind it. Only from idle: a
+// request that arrives while sequences decode joins the next step without waiting, and their
+// steps never wait.
+//
 // Device failures (issue 39): out of device memory in a step ends that step's requests
 // ("out_of_memory") and drops their caches; the device and the model stay usable. A lost device
 // (found by a step, or by another user of the device: the embedder) ends every request in a slot
@@ -59,14 +68,23 @@
 
 namespace vkformer::server {
 
+struct SchedulerOptions {
+  size_t max_queue = 64;       // requests waiting for a slot; more are refused (503 queue_full)
+  bool context_shift = false;  // --context-shift
+  SpeculativeOptions speculative;  // --spec: mode off, ngram or draft (the slots' draft model)
+  // From idle, how long the first step waits for another request of a burst after the latest
+  // (at most 4 times this after the first; 0: it starts at once); --batch-window.
+  std::chrono::microseconds gather{0};
+};
+
 class Scheduler {
  public:
   using Clock = std::chrono::steady_clock;
   // The model's slots anew, on a device that works (ServerImpl opens one after a loss); throws
   // what loading throws.
   using Reload = std::function<std::unique_ptr<SequenceSlots>()>;
-  Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, size_t max_queue, Metrics& metrics,
-            RequestMetrics& request_metrics, bool context_shift = false, const SpeculativeOptions& speculative = {});
+  Scheduler(std::unique_ptr<SequenceSlots> slots, Reload reload, const SchedulerOptions& options, Metrics& metrics,
+            RequestMetrics& request_metrics);
   ~Scheduler();  // stop()
 
   // False from a device loss until the model is loaded again (GET /health: degraded); then
@@ -114,6 +132,7 @@ class Scheduler {
   RequestMetrics& request_metrics_;
   const bool context_shift_;
   const SpeculativeOptions speculative_;  // mode off, ngram or draft (slots_->draft())
+  const std::chrono::microseconds gather_;
   mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;

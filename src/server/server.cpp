@@ -39,6 +39,7 @@ void check_options(const ServerOptions& o) {
   positive("--max-embedding-inputs", o.max_embedding_inputs, 1, 1 << 16);
   positive("--max-body-bytes", static_cast<int64_t>(std::min<size_t>(o.max_body_bytes, INT64_MAX)), 1024, 1LL << 32);
   positive("--shutdown-grace", o.shutdown_grace_s, 0, 3600);
+  positive("--batch-window", o.batch_window_ms, 0, 10000);
   positive("--keep", o.keep, -1, 1 << 20);  // against the context once the model is loaded
   positive("--n-discard", o.n_discard, 0, 1 << 20);  // likewise
   if (o.batch_tokens != 0 && (o.batch_tokens < o.parallel || o.batch_tokens > 4096))
@@ -88,11 +89,13 @@ ServerImpl::ServerImpl(Device device, const ServerOptions& options) : device_(st
 
 void ServerImpl::load_models() {
   if (!options_.model.empty()) {
-    // A CPU device (lavapipe) pays for every row of a step about what a prompt token costs, so a
-    // burst's prompts in steps of 64 answer its first requests sooner than in one large step; on
-    // a GPU, rows up to a few hundred cost about one.
+    // A CPU device (lavapipe) pays for every row of a step about what a prompt token costs
+    // (SmolLM2: ~4.7 ms a row past 32 rows, a 128-row step 3.4x a 32-row one), so the budget
+    // bounds how long decoding sequences wait for a step that reads prompts: 128 rows, in which
+    // the short prompts of a burst of 8 that the window gathered mostly go in the first step
+    // (bench/RESULTS.md, "Burst TTFT"); on a GPU, rows up to a few hundred cost about one.
     batch_tokens_ = std::max<int64_t>(options_.batch_tokens > 0 ? options_.batch_tokens
-                                      : device_.info().type == "cpu" ? 64 : 512,
+                                      : device_.info().type == "cpu" ? 128 : 512,
                                       options_.parallel);
     std::unique_ptr<server::SequenceSlots> slots = load_slots();
     // The template comes with the model. A file whose template vkformer does not render (or has
@@ -122,9 +125,13 @@ void ServerImpl::load_models() {
                                                    ", not less than the context of " + std::to_string(context_) +
                                                    " tokens per sequence (--ctx)");
     model_id_ = options_.model_name.empty() ? options_.model.stem().string() : options_.model_name;
-    scheduler_ = std::make_unique<server::Scheduler>(std::move(slots), [this] { return load_slots(); },
-                                                     static_cast<size_t>(options_.max_queue), metrics_,
-                                                     request_metrics_, options_.context_shift, options_.speculative);
+    server::SchedulerOptions scheduling;
+    scheduling.max_queue = static_cast<size_t>(options_.max_queue);
+    scheduling.context_shift = options_.context_shift;
+    scheduling.speculative = options_.speculative;
+    scheduling.gather = std::chrono::milliseconds(options_.batch_window_ms);
+    scheduler_ = std::make_unique<server::Scheduler>(std::move(slots), [this] { return load_slots(); }, scheduling,
+                                                     metrics_, request_metrics_);
   }
   if (!options_.embedding_model.empty()) {
     embedder_ = std::make_unique<SentenceEmbedder>(SentenceEmbedder::load(device_, options_.embedding_model));

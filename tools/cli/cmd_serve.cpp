@@ -154,7 +154,11 @@ Command add_serve_command(CLI::App& app, const GlobalOptions& globals) {
       ->check(whole_number_in(1, 1 << 16));
   add_whole_number(*cmd, "--batch-tokens", o.batch_tokens, 0, 4096,
                    "tokens one scheduler step carries: every generating sequence's next token, then waiting prompts' "
-                   "tokens, shortest first; at least --parallel (default 0: 64 on a CPU device, 512 on a GPU)");
+                   "tokens, shortest first; at least --parallel (default 0: 128 on a CPU device, 512 on a GPU)");
+  add_whole_number(*cmd, "--batch-window", o.batch_window_ms, 0, 10000,
+                   "a request that finds no sequence generating waits until MS milliseconds pass without another "
+                   "request (at most 4 x MS), so that a burst's prompts share the first step (less once every free "
+                   "sequence has one); 0: none (default 5)", "MS");
   add_whole_number(*cmd, "--shutdown-grace", o.shutdown_grace_s, 0, 3600,
                    "seconds in-flight requests may take to finish after SIGTERM or SIGINT (default 20)", "S");
   cmd->add_flag("--verbose", o.verbose, "a line per answered completion on stderr: where its time went");
