@@ -58,7 +58,7 @@ class Verify : public ::testing::TestWithParam<std::string> {
   std::vector<float> golden;  // transformers' logits after each [40 × vocab]
 };
 
-// Verification passes of 2, 3, 5 and 9 rows (graphs of 2, 4, 8 and 16 rows, padding included)
+// Verification passes of 2, 3, 5 and 9 rows (graphs of exactly those rows: verify_graph_rows)
 // after a 5-token prompt, then single tokens: every row as transformers' logits at that
 // position, and as the same tokens decoded one by one.
 TEST_P(Verify, EveryRowMatchesTransformersAndTheDecodePath) {

@@ -153,7 +153,7 @@ class LanguageModel {
   static constexpr int64_t kMaxVerifyTokens = 64;
   std::vector<float> verify(std::span<const int32_t> tokens);
   // The rows of the graph a verification of n tokens runs (padding included): 1 for one token,
-  // else the next of 2, 4, 8, 16, 32, 64 — what the pass costs where every row is computed.
+  // n for 2..16, else the next of 32, 64 — what the pass costs where every row is computed.
   static int64_t verify_graph_rows(int64_t n);
   // Forgets the latest `count` tokens (0 <= count <= position()): the rejected proposals of a
   // verification. Decoding then goes on as if they had never been appended (their cache rows are

@@ -29,10 +29,16 @@ using namespace models::llm;
 constexpr int64_t kPromptChunk = 64;
 
 // Rows of a verification pass (speculative decoding: the last accepted token and the proposals
-// after it), padded to the next of 2, 4, 8, ... rows so that a few graphs serve every draft
-// length without paying for a whole prompt chunk's rows (lavapipe computes every padded row).
+// after it). Up to kExactVerifyRows tokens (the default --draft-max's passes) a pass runs a graph
+// of exactly its rows: a CPU device such as lavapipe computes every row, padded or not, so 3
+// tokens in a 4-row graph paid a quarter more (5 in 8, 9 in 16: more still). The graphs are
+// compiled lazily, one per row count met, so at most kExactVerifyRows - 1 of them plus the
+// padded ones (32, 64 rows) for longer drafts: a bound on the memory they hold.
+constexpr int64_t kExactVerifyRows = 16;
+
 int64_t verify_rows(int64_t n) {
-  int64_t rows = 2;
+  if (n <= kExactVerifyRows) return std::max<int64_t>(n, 2);
+  int64_t rows = kExactVerifyRows;
   while (rows < n) rows *= 2;
   return rows;
 }
